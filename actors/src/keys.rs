@@ -1,0 +1,141 @@
+//! Every sled key is built here. Integers are big-endian so that a prefix
+//! scan returns records in order (a session's turns by sequence number, an
+//! agent's summaries by time).
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::model::{BlockLabel, SummaryType};
+
+/// Bumped whenever a key layout or record shape changes incompatibly.
+pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_KEY: &[u8] = b"schema_version";
+
+pub const TREE_META: &str = "meta";
+pub const TREE_SESSIONS: &str = "sessions";
+pub const TREE_OPEN: &str = "open_sessions";
+pub const TREE_TURNS: &str = "turns";
+pub const TREE_SUMMARIES: &str = "summaries";
+pub const TREE_SUMMARY_INDEX: &str = "summary_index";
+pub const TREE_BLOCKS: &str = "blocks";
+pub const TREE_QUEUE: &str = "reflection_queue";
+pub const TREE_DEAD: &str = "dead_letters";
+pub const TREE_AGENTS: &str = "agents";
+
+/// `sessions`, `open_sessions`, `reflection_queue`, `dead_letters`: the
+/// session id.
+pub fn session(id: Uuid) -> [u8; 16] {
+    *id.as_bytes()
+}
+
+/// `turns`: session id, then the turn's sequence number.
+pub fn turn(session_id: Uuid, seq: u32) -> [u8; 20] {
+    let mut k = [0u8; 20];
+    k[..16].copy_from_slice(session_id.as_bytes());
+    k[16..].copy_from_slice(&seq.to_be_bytes());
+    k
+}
+
+pub fn turns_prefix(session_id: Uuid) -> [u8; 16] {
+    *session_id.as_bytes()
+}
+
+/// Ids never contain a NUL (they are validated: no control characters), so
+/// it ends the agent id unambiguously.
+fn agent_prefix(agent_id: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(agent_id.len() + 1);
+    k.extend_from_slice(agent_id.as_bytes());
+    k.push(0);
+    k
+}
+
+/// Milliseconds since the epoch, shifted so that ordering holds across 1970.
+fn time_key(t: DateTime<Utc>) -> [u8; 8] {
+    ((t.timestamp_millis() as u64) ^ (1 << 63)).to_be_bytes()
+}
+
+pub fn time_key_of(t: DateTime<Utc>) -> [u8; 8] {
+    time_key(t)
+}
+
+/// `summaries`: agent, type, end of period, summary id.
+pub fn summary(
+    agent_id: &str,
+    kind: SummaryType,
+    period_end: DateTime<Utc>,
+    summary_id: Uuid,
+) -> Vec<u8> {
+    let mut k = summaries_prefix(agent_id, kind);
+    k.extend_from_slice(&time_key(period_end));
+    k.extend_from_slice(summary_id.as_bytes());
+    k
+}
+
+pub fn summaries_prefix(agent_id: &str, kind: SummaryType) -> Vec<u8> {
+    let mut k = agent_prefix(agent_id);
+    k.push(kind.tag());
+    k
+}
+
+/// The first `summaries` key of `agent_id`'s summaries of `kind` that ended
+/// at or after `since`.
+pub fn summaries_since(agent_id: &str, kind: SummaryType, since: DateTime<Utc>) -> Vec<u8> {
+    let mut k = summaries_prefix(agent_id, kind);
+    k.extend_from_slice(&time_key(since));
+    k
+}
+
+/// `blocks`: agent, then the label.
+pub fn block(agent_id: &str, label: BlockLabel) -> Vec<u8> {
+    let mut k = agent_prefix(agent_id);
+    k.push(label as u8);
+    k
+}
+
+pub fn blocks_prefix(agent_id: &str) -> Vec<u8> {
+    agent_prefix(agent_id)
+}
+
+/// `agents`: the agent id.
+pub fn agent(agent_id: &str) -> &[u8] {
+    agent_id.as_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn turn_keys_sort_by_sequence() {
+        let id = Uuid::new_v4();
+        assert!(turn(id, 9) < turn(id, 10));
+        assert!(turn(id, 255) < turn(id, 256));
+    }
+
+    #[test]
+    fn summary_keys_sort_by_time_even_before_1970() {
+        let id = Uuid::nil();
+        let a = summary(
+            "a",
+            SummaryType::Session,
+            Utc.timestamp_opt(-5, 0).unwrap(),
+            id,
+        );
+        let b = summary(
+            "a",
+            SummaryType::Session,
+            Utc.timestamp_opt(5, 0).unwrap(),
+            id,
+        );
+        assert!(a < b);
+        // an agent whose id extends another's never interleaves with it
+        let c = summary(
+            "ab",
+            SummaryType::Session,
+            Utc.timestamp_opt(0, 0).unwrap(),
+            id,
+        );
+        assert!(!c.starts_with(&summaries_prefix("a", SummaryType::Session)));
+    }
+}

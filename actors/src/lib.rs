@@ -1,0 +1,32 @@
+//! The recall engine: domain model, actors, the Store and the ports.
+//!
+//! # Layout
+//!
+//! - [`model`]: turns, sessions, summaries, blocks, background context.
+//! - [`clock`]: the runtime clock that follows tokio's (virtual) time.
+//! - [`settings`]: the settings tree, defaults and validation.
+//! - [`keys`]: every sled key the Store writes.
+//! - [`store`]: `StoreActor`, the only writer to sled, and its trees.
+//! - [`registry`]: the connection table the hot path reads.
+//! - [`session`]: `SessionActor`, one per live session, with its silence timer.
+//! - [`supervisor`]: `SessionSupervisor`, spawning sessions and reflectors.
+//! - [`reflector`]: `ReflectorActor`, one per session reflection, with retries.
+//! - [`watchdog`]: `WatchdogActor`, rebuilding `background_context` on a timer.
+//! - [`reflect`]: the `Reflect` port, output parsing and the offline
+//!   extractive implementation.
+//! - [`prompt`]: prompt templates.
+//! - [`text`]: the heuristics (sentences, keywords, entities, tone).
+
+pub mod clock;
+pub mod keys;
+pub mod model;
+pub mod prompt;
+pub mod reflect;
+// pub mod reflector;
+// pub mod registry;
+// pub mod session;
+pub mod settings;
+pub mod store;
+// pub mod supervisor;
+pub mod text;
+// pub mod watchdog;

@@ -1,0 +1,419 @@
+//! The domain model (seed §5.1): turns, sessions, summaries, memory blocks and
+//! the background context rendered into the `background_context` block.
+//!
+//! Every record is serde so the Store keeps typed values, never
+//! `"role: content"` strings.
+
+use std::fmt;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// The layer a summary belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SummaryType {
+    Session,
+    Daily,
+    Weekly,
+    Topic,
+}
+
+impl SummaryType {
+    /// The lowercase name used in storage and JSON (`session`, `daily`…).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SummaryType::Session => "session",
+            SummaryType::Daily => "daily",
+            SummaryType::Weekly => "weekly",
+            SummaryType::Topic => "topic",
+        }
+    }
+
+    /// One byte used in store keys so summaries of one type scan together.
+    pub fn tag(self) -> u8 {
+        match self {
+            SummaryType::Session => 0,
+            SummaryType::Daily => 1,
+            SummaryType::Weekly => 2,
+            SummaryType::Topic => 3,
+        }
+    }
+}
+
+impl fmt::Display for SummaryType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A single completed exchange: what the user said and what the agent answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConversationTurn {
+    pub user_message: String,
+    pub agent_response: String,
+    pub timestamp: DateTime<Utc>,
+}
+
+/// Why a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndReason {
+    /// No turn and no touch for the silence timeout.
+    SilenceTimeout,
+    /// The caller ended it (the voice connection closed).
+    Disconnect,
+    /// The runtime shut down gracefully while the session was live.
+    Shutdown,
+    /// Found open in the store when the runtime started (the process died).
+    Recovered,
+    /// Its actor panicked; the turns came back from the store.
+    Crashed,
+}
+
+impl EndReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::SilenceTimeout => "silence_timeout",
+            EndReason::Disconnect => "disconnect",
+            EndReason::Shutdown => "shutdown",
+            EndReason::Recovered => "recovered",
+            EndReason::Crashed => "crashed",
+        }
+    }
+}
+
+impl fmt::Display for EndReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for EndReason {
+    type Err = InputError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "silence_timeout" => EndReason::SilenceTimeout,
+            "disconnect" => EndReason::Disconnect,
+            "shutdown" => EndReason::Shutdown,
+            "recovered" => EndReason::Recovered,
+            "crashed" => EndReason::Crashed,
+            other => {
+                return Err(InputError::Invalid {
+                    field: "reason",
+                    reason: format!("unknown end reason {other:?}"),
+                })
+            }
+        })
+    }
+}
+
+/// A session as the store keeps it. Turns are stored separately, keyed by
+/// session and sequence number, so that appending one never rewrites this.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub session_id: Uuid,
+    pub agent_id: String,
+    pub user_id: String,
+    pub connection_id: String,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub end_reason: Option<EndReason>,
+    pub turn_count: u32,
+}
+
+impl SessionRecord {
+    pub fn is_open(&self) -> bool {
+        self.ended_at.is_none()
+    }
+}
+
+/// A summary of a session or of a period (seed §5.1 plus `user_id`,
+/// `emotional_tone` and the `fallback` mark of seed §8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConversationSummary {
+    /// For a session summary this is the session id, which makes storing it
+    /// idempotent.
+    pub summary_id: Uuid,
+    pub summary_type: SummaryType,
+    pub agent_id: String,
+    pub user_id: String,
+    pub period_start: DateTime<Utc>,
+    pub period_end: DateTime<Utc>,
+    pub summary_text: String,
+    pub topics: Vec<String>,
+    pub key_entities: Vec<String>,
+    #[serde(default)]
+    pub emotional_tone: Option<String>,
+    #[serde(default)]
+    pub source_summary_ids: Vec<Uuid>,
+    pub turn_count: u32,
+    pub created_at: DateTime<Utc>,
+    /// True when the reflection could not be parsed and `summary_text` is the
+    /// raw output with heuristic topics and entities.
+    #[serde(default)]
+    pub fallback: bool,
+}
+
+/// Python's `datetime.isoformat()` for an aware UTC datetime: microseconds
+/// only when non-zero, and a `+00:00` offset.
+pub fn isoformat(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::AutoSi, false)
+        .replacen("Z", "+00:00", 1)
+}
+
+impl ConversationSummary {
+    /// The seed's archival text, byte for byte.
+    pub fn to_archival_text(&self) -> String {
+        let tag = self.summary_type.as_str().to_uppercase();
+        format!(
+            "[SUMMARY:{tag}]\nPeriod: {} to {}\nTopics: {}\nEntities: {}\nTurns: {}\n\n{}\n[/SUMMARY:{tag}]",
+            isoformat(&self.period_start),
+            isoformat(&self.period_end),
+            self.topics.join(", "),
+            self.key_entities.join(", "),
+            self.turn_count,
+            self.summary_text,
+        )
+    }
+}
+
+/// What the watchdog renders into the `background_context` block.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackgroundContext {
+    pub last_updated: DateTime<Utc>,
+    pub recent_session_summary: Option<String>,
+    pub active_topics: Vec<String>,
+    pub persistent_context: Vec<String>,
+}
+
+impl BackgroundContext {
+    /// The block text, at most `max_chars` characters (not bytes): the seed
+    /// slices a Python string, which counts code points, so this does too and
+    /// never splits a multibyte character.
+    pub fn to_block_value(&self, max_chars: usize) -> String {
+        let mut lines = Vec::new();
+        if let Some(recent) = &self.recent_session_summary {
+            lines.push(format!("Recent: {recent}"));
+        }
+        if !self.active_topics.is_empty() {
+            lines.push(format!("Active topics: {}", self.active_topics.join(", ")));
+        }
+        for ctx in &self.persistent_context {
+            lines.push(format!("- {ctx}"));
+        }
+        truncate_chars(&lines.join("\n"), max_chars).to_string()
+    }
+}
+
+/// The first `max_chars` characters of `s`, cut on a character boundary.
+pub fn truncate_chars(s: &str, max_chars: usize) -> &str {
+    match s.char_indices().nth(max_chars) {
+        Some((idx, _)) => &s[..idx],
+        None => s,
+    }
+}
+
+/// The labelled core-memory blocks an agent has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockLabel {
+    Persona,
+    Human,
+    SelfPerception,
+    Relationship,
+    BackgroundContext,
+}
+
+impl BlockLabel {
+    pub const ALL: [BlockLabel; 5] = [
+        BlockLabel::Persona,
+        BlockLabel::Human,
+        BlockLabel::SelfPerception,
+        BlockLabel::Relationship,
+        BlockLabel::BackgroundContext,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlockLabel::Persona => "persona",
+            BlockLabel::Human => "human",
+            BlockLabel::SelfPerception => "self_perception",
+            BlockLabel::Relationship => "relationship",
+            BlockLabel::BackgroundContext => "background_context",
+        }
+    }
+}
+
+impl fmt::Display for BlockLabel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for BlockLabel {
+    type Err = InputError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        BlockLabel::ALL
+            .into_iter()
+            .find(|l| l.as_str() == s)
+            .ok_or_else(|| InputError::Invalid {
+                field: "label",
+                reason: format!("unknown block label {s:?}"),
+            })
+    }
+}
+
+/// A core-memory block as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryBlock {
+    pub agent_id: String,
+    pub label: BlockLabel,
+    pub value: String,
+    /// The character limit the value was written under.
+    pub limit: usize,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A durable request to reflect on one ended session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReflectionJob {
+    pub session_id: Uuid,
+    pub agent_id: String,
+    pub enqueued_at: DateTime<Utc>,
+}
+
+/// A reflection that used up its retry budget, kept with its last error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadLetter {
+    pub session_id: Uuid,
+    pub agent_id: String,
+    pub user_id: String,
+    pub attempts: u32,
+    /// The error and its causes, outermost first.
+    pub error: String,
+    pub error_kind: String,
+    pub failed_at: DateTime<Utc>,
+}
+
+/// Per-agent bookkeeping the watchdog uses to skip agents whose summaries
+/// did not change since its last rebuild.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentMeta {
+    pub summary_version: u64,
+    pub context_version: u64,
+    #[serde(default)]
+    pub persistent_context: Vec<String>,
+}
+
+/// Caller input the runtime refuses, before changing anything.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    #[error("{field} must not be empty")]
+    Empty { field: &'static str },
+    #[error("{field} is {len} bytes, over the limit of {max}")]
+    TooLong {
+        field: &'static str,
+        len: usize,
+        max: usize,
+    },
+    #[error("{field} contains a control character")]
+    ControlCharacter { field: &'static str },
+    #[error("invalid {field}: {reason}")]
+    Invalid { field: &'static str, reason: String },
+}
+
+/// Longest id (agent, user, connection) accepted, in bytes.
+pub const MAX_ID_LEN: usize = 256;
+
+/// Checks an identifier: non-empty, at most [`MAX_ID_LEN`] bytes, no control
+/// characters (ids end up in store keys and log lines).
+pub fn validate_id(field: &'static str, value: &str) -> Result<(), InputError> {
+    if value.is_empty() {
+        return Err(InputError::Empty { field });
+    }
+    if value.len() > MAX_ID_LEN {
+        return Err(InputError::TooLong {
+            field,
+            len: value.len(),
+            max: MAX_ID_LEN,
+        });
+    }
+    if value.chars().any(char::is_control) {
+        return Err(InputError::ControlCharacter { field });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn archival_text_matches_the_seed_format() {
+        let s = ConversationSummary {
+            summary_id: Uuid::nil(),
+            summary_type: SummaryType::Session,
+            agent_id: "kairix".into(),
+            user_id: "mark".into(),
+            period_start: Utc.with_ymd_and_hms(2026, 1, 5, 9, 0, 0).unwrap(),
+            period_end: Utc.with_ymd_and_hms(2026, 1, 5, 9, 4, 30).unwrap(),
+            summary_text: "Mark prepared for an interview.".into(),
+            topics: vec!["interview".into(), "resume".into()],
+            key_entities: vec!["Acme".into()],
+            emotional_tone: None,
+            source_summary_ids: vec![],
+            turn_count: 3,
+            created_at: Utc.with_ymd_and_hms(2026, 1, 5, 9, 5, 0).unwrap(),
+            fallback: false,
+        };
+        assert_eq!(
+            s.to_archival_text(),
+            "[SUMMARY:SESSION]\nPeriod: 2026-01-05T09:00:00+00:00 to 2026-01-05T09:04:30+00:00\n\
+             Topics: interview, resume\nEntities: Acme\nTurns: 3\n\n\
+             Mark prepared for an interview.\n[/SUMMARY:SESSION]"
+        );
+    }
+
+    #[test]
+    fn isoformat_keeps_microseconds_like_python() {
+        let t = Utc.with_ymd_and_hms(2026, 1, 5, 9, 0, 0).unwrap()
+            + chrono::Duration::microseconds(1500);
+        assert_eq!(isoformat(&t), "2026-01-05T09:00:00.001500+00:00");
+    }
+
+    #[test]
+    fn block_value_cuts_on_char_boundary() {
+        let ctx = BackgroundContext {
+            last_updated: Utc::now(),
+            recent_session_summary: Some("Zoë sprach über Köln 🎉🎉🎉".into()),
+            active_topics: vec!["日本語".into()],
+            persistent_context: vec!["ünïcödé".into()],
+        };
+        let full = ctx.to_block_value(10_000);
+        for n in 0..full.chars().count() + 2 {
+            let v = ctx.to_block_value(n);
+            assert_eq!(v.chars().count(), n.min(full.chars().count()));
+            assert!(full.starts_with(&v));
+        }
+    }
+
+    #[test]
+    fn ids_are_validated() {
+        assert!(validate_id("agent_id", "kairix").is_ok());
+        assert_eq!(
+            validate_id("agent_id", ""),
+            Err(InputError::Empty { field: "agent_id" })
+        );
+        assert!(matches!(
+            validate_id("user_id", &"x".repeat(300)),
+            Err(InputError::TooLong { .. })
+        ));
+        assert!(matches!(
+            validate_id("connection_id", "a\nb"),
+            Err(InputError::ControlCharacter { .. })
+        ));
+    }
+}

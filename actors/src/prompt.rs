@@ -1,0 +1,156 @@
+//! Prompt templates: text with `{name}` placeholders (`{{`/`}}` for literal
+//! braces), checked when loaded so a typo fails at start, not mid-session.
+
+/// The built-in session reflection prompt (seed §5.4), asking for JSON.
+pub const SESSION_REFLECTION: &str = include_str!("../../config/prompts/session_reflection.txt");
+/// The built-in system message of the reflector.
+pub const REFLECTOR_SYSTEM: &str = include_str!("../../config/prompts/reflector_system.txt");
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PromptError {
+    #[error("prompt template uses unknown placeholder {{{name}}}; known: {known}")]
+    UnknownPlaceholder { name: String, known: String },
+    #[error("prompt template has an unclosed `{{` at byte {at}")]
+    Unclosed { at: usize },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Lit(String),
+    Var(usize),
+}
+
+/// A parsed template over a fixed set of variable names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptTemplate {
+    parts: Vec<Part>,
+    vars: &'static [&'static str],
+}
+
+/// The variables a session reflection prompt may use.
+pub const SESSION_VARS: &[&str] = &[
+    "agent_id",
+    "user_id",
+    "session_id",
+    "started_at",
+    "ended_at",
+    "turn_count",
+    "conversation",
+];
+
+impl PromptTemplate {
+    pub fn parse(text: &str, vars: &'static [&'static str]) -> Result<Self, PromptError> {
+        let mut parts = Vec::new();
+        let mut lit = String::new();
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < text.len() {
+            let rest = &text[i..];
+            if rest.starts_with("{{") {
+                lit.push('{');
+                i += 2;
+            } else if rest.starts_with("}}") {
+                lit.push('}');
+                i += 2;
+            } else if bytes[i] == b'{' {
+                let Some(end) = rest.find('}') else {
+                    return Err(PromptError::Unclosed { at: i });
+                };
+                let name = &rest[1..end];
+                let idx = vars.iter().position(|v| *v == name).ok_or_else(|| {
+                    PromptError::UnknownPlaceholder {
+                        name: name.to_string(),
+                        known: vars.join(", "),
+                    }
+                })?;
+                if !lit.is_empty() {
+                    parts.push(Part::Lit(std::mem::take(&mut lit)));
+                }
+                parts.push(Part::Var(idx));
+                i += end + 1;
+            } else {
+                let ch_len = rest.chars().next().map_or(1, char::len_utf8);
+                lit.push_str(&rest[..ch_len]);
+                i += ch_len;
+            }
+        }
+        if !lit.is_empty() {
+            parts.push(Part::Lit(lit));
+        }
+        Ok(PromptTemplate { parts, vars })
+    }
+
+    /// Renders with `values` given in the order of the template's variables.
+    pub fn render(&self, values: &[&str]) -> String {
+        let mut out = String::new();
+        for p in &self.parts {
+            match p {
+                Part::Lit(s) => out.push_str(s),
+                Part::Var(i) => out.push_str(values.get(*i).copied().unwrap_or("")),
+            }
+        }
+        out
+    }
+
+    pub fn vars(&self) -> &'static [&'static str] {
+        self.vars
+    }
+}
+
+/// The templates the reflector uses.
+#[derive(Debug, Clone)]
+pub struct Prompts {
+    pub system: String,
+    pub session: PromptTemplate,
+}
+
+impl Prompts {
+    pub fn builtin() -> Self {
+        Prompts {
+            system: REFLECTOR_SYSTEM.trim_end().to_string(),
+            // The built-in template is checked by a unit test below.
+            session: PromptTemplate::parse(SESSION_REFLECTION, SESSION_VARS).unwrap_or_else(|_| {
+                PromptTemplate {
+                    parts: vec![Part::Lit(SESSION_REFLECTION.into())],
+                    vars: SESSION_VARS,
+                }
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_template_parses_and_renders() {
+        let t = PromptTemplate::parse(SESSION_REFLECTION, SESSION_VARS).unwrap();
+        let out = t.render(&[
+            "kairix",
+            "mark",
+            "id",
+            "S",
+            "E",
+            "2",
+            "User: hi\nAgent: hello",
+        ]);
+        assert!(out.contains("SESSION START: S"));
+        assert!(out.contains("User: hi\nAgent: hello"));
+        assert!(!out.contains("{conversation}"));
+    }
+
+    #[test]
+    fn unknown_placeholder_and_escapes() {
+        assert!(matches!(
+            PromptTemplate::parse("hi {nmae}", SESSION_VARS),
+            Err(PromptError::UnknownPlaceholder { .. })
+        ));
+        assert!(matches!(
+            PromptTemplate::parse("hi {user_id", SESSION_VARS),
+            Err(PromptError::Unclosed { .. })
+        ));
+        let t = PromptTemplate::parse("{{\"a\": \"{user_id}\"}} ü", SESSION_VARS).unwrap();
+        assert_eq!(t.render(&["", "mark"]), "{\"a\": \"mark\"} ü");
+    }
+}

@@ -1,0 +1,118 @@
+//! The `Reflect` port: turns a session into reflection text. The engine
+//! only sees this trait; the offline [`extractive`] implementation lives
+//! here, network-backed ones live in the `recall` crate.
+
+pub mod extractive;
+pub mod parse;
+
+use std::error::Error as StdError;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use crate::model::{ConversationTurn, SessionRecord};
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Everything an implementation may use: the rendered prompts and the
+/// session they were rendered from.
+#[derive(Debug, Clone)]
+pub struct ReflectRequest {
+    pub system: String,
+    pub prompt: String,
+    pub session: SessionRecord,
+    pub turns: Vec<ConversationTurn>,
+}
+
+/// A summarizer. Implementations return the raw reflection text; the
+/// reflector parses it (JSON expected, raw-text fallback otherwise).
+pub trait Reflect: Send + Sync + 'static {
+    /// A short name for logs (`extractive`, `openai`).
+    fn name(&self) -> &'static str;
+    fn reflect(&self, request: ReflectRequest) -> BoxFuture<'static, Result<String, ReflectError>>;
+}
+
+type Cause = Box<dyn StdError + Send + Sync>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReflectError {
+    #[error("reflection timed out after {0:?}")]
+    Timeout(Duration),
+    #[error("rate limited (429)")]
+    RateLimited { retry_after: Option<Duration> },
+    #[error("server error {status}: {body}")]
+    Server { status: u16, body: String },
+    #[error("request rejected with status {status}: {body}")]
+    Rejected { status: u16, body: String },
+    #[error("transport error")]
+    Transport(#[source] Cause),
+    #[error("response is not a chat completion")]
+    InvalidResponse(#[source] Cause),
+    #[error("reflector misconfigured: {0}")]
+    Config(String),
+}
+
+impl ReflectError {
+    /// Timeouts, 5xx, 429, transport failures and garbled envelopes are worth
+    /// another attempt; a rejected request or a configuration error is not.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            ReflectError::Timeout(_)
+                | ReflectError::RateLimited { .. }
+                | ReflectError::Server { .. }
+                | ReflectError::Transport(_)
+                | ReflectError::InvalidResponse(_)
+        )
+    }
+
+    /// The server's `Retry-After`, if it sent one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ReflectError::RateLimited { retry_after } => *retry_after,
+            _ => None,
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ReflectError::Timeout(_) => "timeout",
+            ReflectError::RateLimited { .. } => "rate_limited",
+            ReflectError::Server { .. } => "server_error",
+            ReflectError::Rejected { .. } => "rejected",
+            ReflectError::Transport(_) => "transport",
+            ReflectError::InvalidResponse(_) => "invalid_response",
+            ReflectError::Config(_) => "config",
+        }
+    }
+
+    /// The error and its causes, outermost first, for dead letters.
+    pub fn chain(&self) -> String {
+        let mut out = self.to_string();
+        let mut cur: Option<&(dyn StdError + 'static)> = self.source();
+        while let Some(e) = cur {
+            out.push_str(": ");
+            out.push_str(&e.to_string());
+            cur = e.source();
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chain_keeps_causes() {
+        let inner = std::io::Error::other("connection reset");
+        let e = ReflectError::Transport(Box::new(inner));
+        assert_eq!(e.chain(), "transport error: connection reset");
+        assert!(e.is_retryable());
+        assert!(!ReflectError::Rejected {
+            status: 400,
+            body: String::new()
+        }
+        .is_retryable());
+    }
+}

@@ -1,0 +1,163 @@
+//! Parsing reflection output. The prompt asks for a JSON object; models do
+//! not always comply, so anything unparseable falls back to the raw text
+//! with heuristic topics and entities, marked `fallback` (seed §8).
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::text;
+
+/// A parsed reflection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reflection {
+    pub summary: String,
+    pub topics: Vec<String>,
+    pub entities: Vec<String>,
+    pub emotional_tone: Option<String>,
+    pub self_perception: Option<String>,
+    pub relationship: Option<String>,
+    pub fallback: bool,
+}
+
+pub const MAX_TOPICS: usize = 8;
+pub const MAX_ENTITIES: usize = 16;
+
+#[derive(Deserialize)]
+struct Raw {
+    #[serde(alias = "summary_text")]
+    summary: Option<Value>,
+    #[serde(default)]
+    topics: Option<Value>,
+    #[serde(default, alias = "key_entities")]
+    entities: Option<Value>,
+    #[serde(default, alias = "tone")]
+    emotional_tone: Option<Value>,
+    #[serde(default)]
+    self_perception: Option<Value>,
+    #[serde(default)]
+    relationship: Option<Value>,
+}
+
+fn string_of(v: Option<Value>) -> Option<String> {
+    match v {
+        Some(Value::String(s)) if !s.trim().is_empty() => Some(s.trim().to_string()),
+        _ => None,
+    }
+}
+
+/// A list given as a JSON array of strings or as one comma-separated string.
+fn list_of(v: Option<Value>, max: usize) -> Vec<String> {
+    let items: Vec<String> = match v {
+        Some(Value::Array(a)) => a
+            .into_iter()
+            .filter_map(|x| match x {
+                Value::String(s) => Some(s),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            })
+            .collect(),
+        Some(Value::String(s)) => s.split(',').map(str::to_string).collect(),
+        _ => Vec::new(),
+    };
+    let mut out: Vec<String> = Vec::new();
+    for s in items {
+        let s = s.trim().to_string();
+        if !s.is_empty() && !out.iter().any(|o| o.eq_ignore_ascii_case(&s)) {
+            out.push(s);
+        }
+    }
+    out.truncate(max);
+    out
+}
+
+/// The JSON object inside `raw`: the whole text, or the text between the
+/// first `{` and the last `}` (models like to wrap JSON in prose or fences).
+fn json_object(raw: &str) -> Option<Raw> {
+    if let Ok(r) = serde_json::from_str::<Raw>(raw.trim()) {
+        return Some(r);
+    }
+    let start = raw.find('{')?;
+    let end = raw.rfind('}')?;
+    if end <= start {
+        return None;
+    }
+    serde_json::from_str::<Raw>(&raw[start..=end]).ok()
+}
+
+/// Parses reflection output; never fails. `conversation` is used for the
+/// fallback when the output is empty, so that a session is never summarized
+/// by nothing.
+pub fn parse_reflection(raw: &str, conversation: &str) -> Reflection {
+    if let Some(r) = json_object(raw) {
+        if let Some(summary) = string_of(r.summary) {
+            let mut topics = list_of(r.topics, MAX_TOPICS);
+            let mut entities = list_of(r.entities, MAX_ENTITIES);
+            if topics.is_empty() {
+                topics = text::keyword_topics(&summary, MAX_TOPICS);
+            }
+            if entities.is_empty() {
+                entities = text::entities(&summary, MAX_ENTITIES);
+            }
+            return Reflection {
+                summary,
+                topics: topics.into_iter().map(|t| t.to_lowercase()).collect(),
+                entities,
+                emotional_tone: string_of(r.emotional_tone),
+                self_perception: string_of(r.self_perception),
+                relationship: string_of(r.relationship),
+                fallback: false,
+            };
+        }
+    }
+    let basis = if raw.trim().is_empty() {
+        conversation
+    } else {
+        raw
+    };
+    Reflection {
+        summary: basis.trim().to_string(),
+        topics: text::keyword_topics(basis, MAX_TOPICS),
+        entities: text::entities(basis, MAX_ENTITIES),
+        emotional_tone: text::emotional_tone(basis),
+        self_perception: None,
+        relationship: None,
+        fallback: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_json_in_fences_with_aliases() {
+        let raw = "Sure!\n```json\n{\"summary_text\": \"Mark prepped for Acme.\", \"topics\": \"Interview, salary\", \"key_entities\": [\"Acme\"], \"tone\": \"hopeful\"}\n```";
+        let r = parse_reflection(raw, "");
+        assert!(!r.fallback);
+        assert_eq!(r.summary, "Mark prepped for Acme.");
+        assert_eq!(r.topics, vec!["interview", "salary"]);
+        assert_eq!(r.entities, vec!["Acme"]);
+        assert_eq!(r.emotional_tone.as_deref(), Some("hopeful"));
+    }
+
+    #[test]
+    fn malformed_output_falls_back_to_raw_text() {
+        let raw = "{\"summary\": \"Mark talked about the Globex interview on Friday";
+        let r = parse_reflection(raw, "");
+        assert!(r.fallback);
+        assert_eq!(r.summary, raw);
+        assert!(
+            r.entities.contains(&"Globex".to_string()),
+            "{:?}",
+            r.entities
+        );
+        assert!(r.topics.contains(&"interview".to_string()));
+    }
+
+    #[test]
+    fn empty_output_falls_back_to_the_conversation() {
+        let r = parse_reflection("   ", "User: I start at Initech on Monday");
+        assert!(r.fallback);
+        assert!(r.summary.contains("Initech"));
+    }
+}

@@ -1,0 +1,391 @@
+//! The settings tree. `config/default.toml` lists every key with its default;
+//! the `recall` crate layers a user file and `RECALL_*` environment variables
+//! over it and hands the result to the actors as arguments.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::BlockLabel;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    #[serde(default)]
+    pub session: SessionSettings,
+    #[serde(default)]
+    pub reflector: ReflectorSettings,
+    #[serde(default)]
+    pub watchdog: WatchdogSettings,
+    #[serde(default)]
+    pub blocks: BlockSettings,
+    #[serde(default)]
+    pub store: StoreSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionSettings {
+    #[serde(default = "default_silence_timeout_secs")]
+    pub silence_timeout_secs: u64,
+    #[serde(default = "default_max_message_chars")]
+    pub max_message_chars: usize,
+    #[serde(default = "default_reopen_window_secs")]
+    pub reopen_window_secs: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReflectorKind {
+    Extractive,
+    Openai,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReflectorSettings {
+    #[serde(default = "default_reflector_kind")]
+    pub kind: ReflectorKind,
+    #[serde(default = "default_max_concurrent")]
+    pub max_concurrent: usize,
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u32,
+    #[serde(default = "default_backoff_base_ms")]
+    pub backoff_base_ms: u64,
+    #[serde(default = "default_backoff_max_ms")]
+    pub backoff_max_ms: u64,
+    /// A prompt template file replacing the built-in one; empty for built-in.
+    #[serde(default)]
+    pub prompt_file: String,
+    #[serde(default)]
+    pub openai: OpenAiSettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenAiSettings {
+    #[serde(default = "default_base_url")]
+    pub base_url: String,
+    #[serde(default = "default_model")]
+    pub model: String,
+    #[serde(default = "default_api_key_env")]
+    pub api_key_env: String,
+    #[serde(default = "default_timeout_secs")]
+    pub timeout_secs: u64,
+    #[serde(default = "default_temperature")]
+    pub temperature: f32,
+    #[serde(default = "default_json_mode")]
+    pub json_mode: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WatchdogSettings {
+    #[serde(default = "default_watchdog_interval_secs")]
+    pub interval_secs: u64,
+    #[serde(default = "default_lookback_hours")]
+    pub lookback_hours: u64,
+    #[serde(default = "default_max_topics")]
+    pub max_topics: usize,
+}
+
+/// Character limits of the core-memory blocks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BlockSettings {
+    #[serde(default = "default_block_limit")]
+    pub persona_limit: usize,
+    #[serde(default = "default_block_limit")]
+    pub human_limit: usize,
+    #[serde(default = "default_block_limit")]
+    pub self_perception_limit: usize,
+    #[serde(default = "default_block_limit")]
+    pub relationship_limit: usize,
+    #[serde(default = "default_block_limit")]
+    pub background_context_limit: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlushPolicy {
+    /// Writes are acknowledged to the process at once and flushed to disk
+    /// together every `flush_interval_ms`.
+    GroupCommit,
+    /// Every write is flushed before the Store handles the next message.
+    EveryWrite,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreSettings {
+    #[serde(default = "default_flush")]
+    pub flush: FlushPolicy,
+    #[serde(default = "default_flush_interval_ms")]
+    pub flush_interval_ms: u64,
+    #[serde(default = "default_cache_capacity_mb")]
+    pub cache_capacity_mb: u64,
+}
+
+fn default_silence_timeout_secs() -> u64 {
+    300
+}
+fn default_max_message_chars() -> usize {
+    32_768
+}
+fn default_reopen_window_secs() -> u64 {
+    3_600
+}
+fn default_reflector_kind() -> ReflectorKind {
+    ReflectorKind::Extractive
+}
+fn default_max_concurrent() -> usize {
+    4
+}
+fn default_max_attempts() -> u32 {
+    5
+}
+fn default_backoff_base_ms() -> u64 {
+    1_000
+}
+fn default_backoff_max_ms() -> u64 {
+    60_000
+}
+fn default_base_url() -> String {
+    "http://127.0.0.1:11434/v1".to_string()
+}
+fn default_model() -> String {
+    "llama3.1".to_string()
+}
+fn default_api_key_env() -> String {
+    "RECALL_LLM_API_KEY".to_string()
+}
+fn default_timeout_secs() -> u64 {
+    60
+}
+fn default_temperature() -> f32 {
+    0.2
+}
+fn default_json_mode() -> bool {
+    true
+}
+fn default_watchdog_interval_secs() -> u64 {
+    300
+}
+fn default_lookback_hours() -> u64 {
+    24
+}
+fn default_max_topics() -> usize {
+    12
+}
+fn default_block_limit() -> usize {
+    2_000
+}
+fn default_flush() -> FlushPolicy {
+    FlushPolicy::GroupCommit
+}
+fn default_flush_interval_ms() -> u64 {
+    5
+}
+fn default_cache_capacity_mb() -> u64 {
+    64
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        SessionSettings {
+            silence_timeout_secs: default_silence_timeout_secs(),
+            max_message_chars: default_max_message_chars(),
+            reopen_window_secs: default_reopen_window_secs(),
+        }
+    }
+}
+
+impl Default for ReflectorSettings {
+    fn default() -> Self {
+        ReflectorSettings {
+            kind: default_reflector_kind(),
+            max_concurrent: default_max_concurrent(),
+            max_attempts: default_max_attempts(),
+            backoff_base_ms: default_backoff_base_ms(),
+            backoff_max_ms: default_backoff_max_ms(),
+            prompt_file: String::new(),
+            openai: OpenAiSettings::default(),
+        }
+    }
+}
+
+impl Default for OpenAiSettings {
+    fn default() -> Self {
+        OpenAiSettings {
+            base_url: default_base_url(),
+            model: default_model(),
+            api_key_env: default_api_key_env(),
+            timeout_secs: default_timeout_secs(),
+            temperature: default_temperature(),
+            json_mode: default_json_mode(),
+        }
+    }
+}
+
+impl Default for WatchdogSettings {
+    fn default() -> Self {
+        WatchdogSettings {
+            interval_secs: default_watchdog_interval_secs(),
+            lookback_hours: default_lookback_hours(),
+            max_topics: default_max_topics(),
+        }
+    }
+}
+
+impl Default for BlockSettings {
+    fn default() -> Self {
+        BlockSettings {
+            persona_limit: default_block_limit(),
+            human_limit: default_block_limit(),
+            self_perception_limit: default_block_limit(),
+            relationship_limit: default_block_limit(),
+            background_context_limit: default_block_limit(),
+        }
+    }
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        StoreSettings {
+            flush: default_flush(),
+            flush_interval_ms: default_flush_interval_ms(),
+            cache_capacity_mb: default_cache_capacity_mb(),
+        }
+    }
+}
+
+/// A setting with a value the runtime cannot run with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid setting `{key}`: {reason}")]
+pub struct SettingsError {
+    pub key: &'static str,
+    pub reason: String,
+}
+
+fn positive(key: &'static str, v: u64) -> Result<(), SettingsError> {
+    if v == 0 {
+        return Err(SettingsError {
+            key,
+            reason: "must be greater than 0".into(),
+        });
+    }
+    Ok(())
+}
+
+impl Settings {
+    /// Settings for tests: every write flushed, short backoff.
+    pub fn for_test() -> Self {
+        let mut s = Settings::default();
+        s.store.flush = FlushPolicy::EveryWrite;
+        s.reflector.backoff_base_ms = 100;
+        s.reflector.backoff_max_ms = 2_000;
+        s
+    }
+
+    /// Rejects values the runtime cannot run with, naming the key.
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        positive(
+            "session.silence_timeout_secs",
+            self.session.silence_timeout_secs,
+        )?;
+        positive(
+            "session.max_message_chars",
+            self.session.max_message_chars as u64,
+        )?;
+        positive("watchdog.interval_secs", self.watchdog.interval_secs)?;
+        positive("watchdog.lookback_hours", self.watchdog.lookback_hours)?;
+        positive(
+            "reflector.max_concurrent",
+            self.reflector.max_concurrent as u64,
+        )?;
+        positive("reflector.max_attempts", self.reflector.max_attempts as u64)?;
+        positive("reflector.backoff_base_ms", self.reflector.backoff_base_ms)?;
+        if self.reflector.backoff_max_ms < self.reflector.backoff_base_ms {
+            return Err(SettingsError {
+                key: "reflector.backoff_max_ms",
+                reason: "must be at least reflector.backoff_base_ms".into(),
+            });
+        }
+        let o = &self.reflector.openai;
+        positive("reflector.openai.timeout_secs", o.timeout_secs)?;
+        if !(o.base_url.starts_with("http://") || o.base_url.starts_with("https://")) {
+            return Err(SettingsError {
+                key: "reflector.openai.base_url",
+                reason: format!("{:?} is not an http(s) URL", o.base_url),
+            });
+        }
+        if o.model.trim().is_empty() {
+            return Err(SettingsError {
+                key: "reflector.openai.model",
+                reason: "must not be empty".into(),
+            });
+        }
+        if !(0.0..=2.0).contains(&o.temperature) {
+            return Err(SettingsError {
+                key: "reflector.openai.temperature",
+                reason: "must be between 0 and 2".into(),
+            });
+        }
+        for label in BlockLabel::ALL {
+            positive(block_limit_key(label), self.blocks.limit(label) as u64)?;
+        }
+        positive("store.flush_interval_ms", self.store.flush_interval_ms)?;
+        positive("store.cache_capacity_mb", self.store.cache_capacity_mb)?;
+        Ok(())
+    }
+
+    pub fn silence_timeout(&self) -> Duration {
+        Duration::from_secs(self.session.silence_timeout_secs)
+    }
+}
+
+fn block_limit_key(label: BlockLabel) -> &'static str {
+    match label {
+        BlockLabel::Persona => "blocks.persona_limit",
+        BlockLabel::Human => "blocks.human_limit",
+        BlockLabel::SelfPerception => "blocks.self_perception_limit",
+        BlockLabel::Relationship => "blocks.relationship_limit",
+        BlockLabel::BackgroundContext => "blocks.background_context_limit",
+    }
+}
+
+impl BlockSettings {
+    pub fn limit(&self, label: BlockLabel) -> usize {
+        match label {
+            BlockLabel::Persona => self.persona_limit,
+            BlockLabel::Human => self.human_limit,
+            BlockLabel::SelfPerception => self.self_perception_limit,
+            BlockLabel::Relationship => self.relationship_limit,
+            BlockLabel::BackgroundContext => self.background_context_limit,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        Settings::default().validate().unwrap();
+        Settings::for_test().validate().unwrap();
+    }
+
+    #[test]
+    fn zero_values_name_their_key() {
+        let mut s = Settings::default();
+        s.blocks.relationship_limit = 0;
+        assert_eq!(s.validate().unwrap_err().key, "blocks.relationship_limit");
+        let mut s = Settings::default();
+        s.session.silence_timeout_secs = 0;
+        assert_eq!(
+            s.validate().unwrap_err().key,
+            "session.silence_timeout_secs"
+        );
+    }
+}

@@ -1,0 +1,864 @@
+//! StoreActor: the only writer to sled.
+//!
+//! Owns the database and its trees (layout in [`crate::keys`]). Receives
+//! writes as casts from session actors, the supervisor, reflectors and the
+//! watchdog, and queries as calls; sends itself `FlushTick`/`FlushDone` to
+//! group-commit. Writes that span trees run in one sled transaction, so a
+//! crash never leaves a session ended without its reflection queued, or a
+//! summary stored with its job still pending.
+//!
+//! Durability: with `store.flush = "group_commit"` a write reaches the
+//! process's sled cache at once and the disk within `flush_interval_ms` plus
+//! one flush; with `"every_write"` before the next message is handled.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use sled::transaction::{ConflictableTransactionError, TransactionError, Transactional};
+use tracing::{debug, error, warn};
+use uuid::Uuid;
+
+use crate::keys;
+use crate::model::{
+    AgentMeta, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter, EndReason,
+    MemoryBlock, ReflectionJob, SessionRecord, SummaryType,
+};
+use crate::settings::{FlushPolicy, StoreSettings};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("data folder {} is not a directory", path.display())]
+    NotADirectory { path: PathBuf },
+    #[error("cannot open data folder {}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: sled::Error,
+    },
+    #[error("data folder {} is corrupt or not a recall data folder: {message}", path.display())]
+    Corrupt { path: PathBuf, message: String },
+    #[error(
+        "data folder {} has schema version {found}; this build of recall reads version {expected}",
+        path.display()
+    )]
+    IncompatibleSchema {
+        path: PathBuf,
+        found: u32,
+        expected: u32,
+    },
+    #[error("storage error")]
+    Sled(#[from] sled::Error),
+    #[error("cannot encode or decode a record")]
+    Codec(#[from] serde_json::Error),
+    #[error("session {0} not found")]
+    SessionNotFound(Uuid),
+    #[error("no dead letter for session {0}")]
+    DeadLetterNotFound(Uuid),
+}
+
+impl From<TransactionError<StoreError>> for StoreError {
+    fn from(e: TransactionError<StoreError>) -> Self {
+        match e {
+            TransactionError::Abort(e) => e,
+            TransactionError::Storage(e) => StoreError::Sled(e),
+        }
+    }
+}
+
+type TxResult<T> = Result<T, ConflictableTransactionError<StoreError>>;
+
+fn tx_encode<T: Serialize>(v: &T) -> TxResult<Vec<u8>> {
+    serde_json::to_vec(v).map_err(|e| ConflictableTransactionError::Abort(StoreError::Codec(e)))
+}
+
+fn decode<T: DeserializeOwned>(tree: &str, key: &[u8], bytes: &[u8]) -> Option<T> {
+    match serde_json::from_slice(bytes) {
+        Ok(v) => Some(v),
+        Err(err) => {
+            // One damaged record must not hide the rest of the data folder.
+            warn!(tree, key = ?key, error = %err, "skipping undecodable record");
+            None
+        }
+    }
+}
+
+/// The open database and its trees.
+#[derive(Clone)]
+pub struct Trees {
+    pub db: sled::Db,
+    pub meta: sled::Tree,
+    pub sessions: sled::Tree,
+    pub open: sled::Tree,
+    pub turns: sled::Tree,
+    pub summaries: sled::Tree,
+    pub summary_index: sled::Tree,
+    pub blocks: sled::Tree,
+    pub queue: sled::Tree,
+    pub dead: sled::Tree,
+    pub agents: sled::Tree,
+}
+
+impl Trees {
+    /// Opens (or creates) the data folder and checks its schema version.
+    /// sled panics on some kinds of damage; that becomes `Corrupt`.
+    pub fn open(path: &Path, settings: &StoreSettings) -> Result<Trees, StoreError> {
+        if path.exists() && !path.is_dir() {
+            return Err(StoreError::NotADirectory {
+                path: path.to_path_buf(),
+            });
+        }
+        let config = sled::Config::new()
+            .path(path)
+            .cache_capacity(settings.cache_capacity_mb * 1024 * 1024)
+            // recall's own flush policy is the one in force
+            .flush_every_ms(None);
+        let db = match catch_unwind(AssertUnwindSafe(|| config.open())) {
+            Ok(Ok(db)) => db,
+            Ok(Err(sled::Error::Corruption { .. })) | Ok(Err(sled::Error::Unsupported(_))) => {
+                return Err(StoreError::Corrupt {
+                    path: path.to_path_buf(),
+                    message: "sled reported corruption".into(),
+                })
+            }
+            Ok(Err(source)) => {
+                return Err(StoreError::Open {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
+            Err(panic) => {
+                let message = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "sled panicked while opening".into());
+                return Err(StoreError::Corrupt {
+                    path: path.to_path_buf(),
+                    message,
+                });
+            }
+        };
+        let tree = |name: &str| db.open_tree(name);
+        let trees = Trees {
+            meta: tree(keys::TREE_META)?,
+            sessions: tree(keys::TREE_SESSIONS)?,
+            open: tree(keys::TREE_OPEN)?,
+            turns: tree(keys::TREE_TURNS)?,
+            summaries: tree(keys::TREE_SUMMARIES)?,
+            summary_index: tree(keys::TREE_SUMMARY_INDEX)?,
+            blocks: tree(keys::TREE_BLOCKS)?,
+            queue: tree(keys::TREE_QUEUE)?,
+            dead: tree(keys::TREE_DEAD)?,
+            agents: tree(keys::TREE_AGENTS)?,
+            db,
+        };
+        match trees.meta.get(keys::SCHEMA_KEY)? {
+            None => {
+                trees
+                    .meta
+                    .insert(keys::SCHEMA_KEY, &keys::SCHEMA_VERSION.to_be_bytes())?;
+                trees.db.flush()?;
+            }
+            Some(v) => {
+                let found = <[u8; 4]>::try_from(v.as_ref())
+                    .map(u32::from_be_bytes)
+                    .map_err(|_| StoreError::Corrupt {
+                        path: path.to_path_buf(),
+                        message: "the schema version record is unreadable".into(),
+                    })?;
+                if found != keys::SCHEMA_VERSION {
+                    return Err(StoreError::IncompatibleSchema {
+                        path: path.to_path_buf(),
+                        found,
+                        expected: keys::SCHEMA_VERSION,
+                    });
+                }
+            }
+        }
+        Ok(trees)
+    }
+
+    fn scan<T: DeserializeOwned>(
+        tree: &sled::Tree,
+        name: &str,
+        iter: impl Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>,
+    ) -> Result<Vec<T>, StoreError> {
+        let _ = tree;
+        let mut out = Vec::new();
+        for item in iter {
+            let (k, v) = item?;
+            if let Some(rec) = decode(name, &k, &v) {
+                out.push(rec);
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn session(&self, id: Uuid) -> Result<Option<SessionRecord>, StoreError> {
+        Ok(self
+            .sessions
+            .get(keys::session(id))?
+            .and_then(|v| decode(keys::TREE_SESSIONS, id.as_bytes(), &v)))
+    }
+
+    pub fn turns(&self, id: Uuid) -> Result<Vec<ConversationTurn>, StoreError> {
+        Self::scan(
+            &self.turns,
+            keys::TREE_TURNS,
+            self.turns.scan_prefix(keys::turns_prefix(id)),
+        )
+    }
+
+    pub fn sessions(&self, agent_id: Option<&str>) -> Result<Vec<SessionRecord>, StoreError> {
+        let mut all: Vec<SessionRecord> =
+            Self::scan(&self.sessions, keys::TREE_SESSIONS, self.sessions.iter())?;
+        if let Some(agent) = agent_id {
+            all.retain(|s| s.agent_id == agent);
+        }
+        all.sort_by_key(|s| (s.started_at, s.session_id));
+        Ok(all)
+    }
+
+    pub fn open_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+        let mut out = Vec::new();
+        for item in self.open.iter() {
+            let (k, _) = item?;
+            let id = Uuid::from_slice(&k).map_err(|_| StoreError::Corrupt {
+                path: PathBuf::new(),
+                message: "an open-session key is not a session id".into(),
+            })?;
+            if let Some(rec) = self.session(id)? {
+                out.push(rec);
+            }
+        }
+        out.sort_by_key(|s| (s.started_at, s.session_id));
+        Ok(out)
+    }
+
+    pub fn queued(&self) -> Result<Vec<ReflectionJob>, StoreError> {
+        let mut jobs: Vec<ReflectionJob> =
+            Self::scan(&self.queue, keys::TREE_QUEUE, self.queue.iter())?;
+        jobs.sort_by_key(|j| (j.enqueued_at, j.session_id));
+        Ok(jobs)
+    }
+
+    pub fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
+        let mut out: Vec<DeadLetter> = Self::scan(&self.dead, keys::TREE_DEAD, self.dead.iter())?;
+        out.sort_by_key(|d| (d.failed_at, d.session_id));
+        Ok(out)
+    }
+
+    pub fn summary(&self, id: Uuid) -> Result<Option<ConversationSummary>, StoreError> {
+        let Some(key) = self.summary_index.get(id.as_bytes())? else {
+            return Ok(None);
+        };
+        Ok(self
+            .summaries
+            .get(&key)?
+            .and_then(|v| decode(keys::TREE_SUMMARIES, &key, &v)))
+    }
+
+    /// An agent's summaries of one type, oldest first, ending at or after
+    /// `since` when given.
+    pub fn summaries(
+        &self,
+        agent_id: &str,
+        kind: SummaryType,
+        since: Option<DateTime<Utc>>,
+    ) -> Result<Vec<ConversationSummary>, StoreError> {
+        let prefix = keys::summaries_prefix(agent_id, kind);
+        match since {
+            None => Self::scan(
+                &self.summaries,
+                keys::TREE_SUMMARIES,
+                self.summaries.scan_prefix(&prefix),
+            ),
+            Some(t) => {
+                let start = keys::summaries_since(agent_id, kind, t);
+                let iter = self.summaries.range(start..).take_while(|r| {
+                    r.as_ref()
+                        .map(|(k, _)| k.starts_with(&prefix))
+                        .unwrap_or(true)
+                });
+                Self::scan(&self.summaries, keys::TREE_SUMMARIES, iter)
+            }
+        }
+    }
+
+    pub fn blocks(&self, agent_id: &str) -> Result<Vec<MemoryBlock>, StoreError> {
+        Self::scan(
+            &self.blocks,
+            keys::TREE_BLOCKS,
+            self.blocks.scan_prefix(keys::blocks_prefix(agent_id)),
+        )
+    }
+
+    pub fn block(
+        &self,
+        agent_id: &str,
+        label: BlockLabel,
+    ) -> Result<Option<MemoryBlock>, StoreError> {
+        let key = keys::block(agent_id, label);
+        Ok(self
+            .blocks
+            .get(&key)?
+            .and_then(|v| decode(keys::TREE_BLOCKS, &key, &v)))
+    }
+
+    pub fn agent(&self, agent_id: &str) -> Result<AgentMeta, StoreError> {
+        Ok(self
+            .agents
+            .get(keys::agent(agent_id))?
+            .and_then(|v| decode(keys::TREE_AGENTS, agent_id.as_bytes(), &v))
+            .unwrap_or_default())
+    }
+
+    pub fn agents(&self) -> Result<Vec<(String, AgentMeta)>, StoreError> {
+        let mut out = Vec::new();
+        for item in self.agents.iter() {
+            let (k, v) = item?;
+            let Ok(id) = String::from_utf8(k.to_vec()) else {
+                warn!(key = ?k, "skipping agent record with a non-utf8 id");
+                continue;
+            };
+            if let Some(meta) = decode(keys::TREE_AGENTS, &k, &v) {
+                out.push((id, meta));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Ends a session and, if it has turns, queues its reflection: one
+    /// transaction.
+    pub fn end_session(&self, record: &SessionRecord, at: DateTime<Utc>) -> Result<(), StoreError> {
+        let job = ReflectionJob {
+            session_id: record.session_id,
+            agent_id: record.agent_id.clone(),
+            enqueued_at: at,
+        };
+        (&self.sessions, &self.open, &self.queue).transaction(|(sessions, open, queue)| {
+            let key = keys::session(record.session_id);
+            sessions.insert(&key, tx_encode(record)?)?;
+            open.remove(&key)?;
+            if record.turn_count > 0 {
+                queue.insert(&key, tx_encode(&job)?)?;
+            }
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    /// Stores a session summary and the blocks its reflection produced,
+    /// dequeues the job and clears any dead letter. Returns false (and
+    /// changes nothing but the queue) when the summary already exists.
+    pub fn complete_reflection(
+        &self,
+        summary: &ConversationSummary,
+        blocks: &[MemoryBlock],
+    ) -> Result<bool, StoreError> {
+        let id = summary.summary_id;
+        let skey = keys::summary(
+            &summary.agent_id,
+            summary.summary_type,
+            summary.period_end,
+            id,
+        );
+        let mut meta = self.agent(&summary.agent_id)?;
+        meta.summary_version += 1;
+        let stored = (
+            &self.summaries,
+            &self.summary_index,
+            &self.queue,
+            &self.dead,
+            &self.agents,
+            &self.blocks,
+        )
+            .transaction(|(summaries, index, queue, dead, agents, blocks_tree)| {
+                let key = keys::session(id);
+                queue.remove(&key)?;
+                dead.remove(&key)?;
+                if index.get(id.as_bytes())?.is_some() {
+                    return Ok(false);
+                }
+                summaries.insert(skey.as_slice(), tx_encode(summary)?)?;
+                index.insert(id.as_bytes(), skey.as_slice())?;
+                agents.insert(keys::agent(&summary.agent_id), tx_encode(&meta)?)?;
+                for b in blocks {
+                    blocks_tree.insert(keys::block(&b.agent_id, b.label), tx_encode(b)?)?;
+                }
+                Ok(true)
+            })?;
+        Ok(stored)
+    }
+
+    pub fn dead_letter(&self, letter: &DeadLetter) -> Result<(), StoreError> {
+        (&self.queue, &self.dead).transaction(|(queue, dead)| {
+            let key = keys::session(letter.session_id);
+            queue.remove(&key)?;
+            dead.insert(&key, tx_encode(letter)?)?;
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    pub fn requeue(
+        &self,
+        session_id: Uuid,
+        at: DateTime<Utc>,
+    ) -> Result<ReflectionJob, StoreError> {
+        let key = keys::session(session_id);
+        let letter: DeadLetter = self
+            .dead
+            .get(key)?
+            .and_then(|v| decode(keys::TREE_DEAD, &key, &v))
+            .ok_or(StoreError::DeadLetterNotFound(session_id))?;
+        let job = ReflectionJob {
+            session_id,
+            agent_id: letter.agent_id,
+            enqueued_at: at,
+        };
+        (&self.queue, &self.dead).transaction(|(queue, dead)| {
+            dead.remove(&key)?;
+            queue.insert(&key, tx_encode(&job)?)?;
+            Ok(())
+        })?;
+        Ok(job)
+    }
+}
+
+/// A session record with its turns in order.
+pub type LoadedSession = (SessionRecord, Vec<ConversationTurn>);
+
+/// Counters the Store reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub turns_written: u64,
+    pub writes: u64,
+    pub flushes: u64,
+    pub write_errors: u64,
+}
+
+pub enum StoreMsg {
+    /// Record a newly started session as open.
+    OpenSession(SessionRecord),
+    /// Persist one turn, already encoded by the session actor so the Store
+    /// spends its time on sled alone.
+    AppendTurn {
+        key: [u8; 20],
+        value: Vec<u8>,
+    },
+    /// Persist an ended session and queue its reflection if it has turns.
+    EndSession(SessionRecord),
+    /// End a session whose actor is gone (panicked, or the process died),
+    /// counting its turns from the store. Replies with the ended record, or
+    /// `None` if it was not open.
+    CloseOrphan {
+        session_id: Uuid,
+        reason: EndReason,
+        at: DateTime<Utc>,
+        reply: RpcReplyPort<Result<Option<SessionRecord>, StoreError>>,
+    },
+    /// A session and its turns, for a reflection.
+    LoadSession {
+        session_id: Uuid,
+        reply: RpcReplyPort<Result<Option<LoadedSession>, StoreError>>,
+    },
+    /// Store a session summary (idempotently) and its block updates.
+    CompleteReflection {
+        summary: ConversationSummary,
+        blocks: Vec<MemoryBlock>,
+        reply: RpcReplyPort<Result<bool, StoreError>>,
+    },
+    /// Move a job out of the queue into the dead-letter tree.
+    DeadLetter {
+        letter: DeadLetter,
+        reply: RpcReplyPort<Result<(), StoreError>>,
+    },
+    /// Move a dead letter back into the queue.
+    Requeue {
+        session_id: Uuid,
+        at: DateTime<Utc>,
+        reply: RpcReplyPort<Result<ReflectionJob, StoreError>>,
+    },
+    /// Write a block (the caller checked its limit).
+    PutBlock {
+        block: MemoryBlock,
+        reply: RpcReplyPort<Result<(), StoreError>>,
+    },
+    /// Replace an agent's persistent context lines and mark it changed.
+    SetPersistentContext {
+        agent_id: String,
+        lines: Vec<String>,
+        reply: RpcReplyPort<Result<(), StoreError>>,
+    },
+    /// Record that the background context was rebuilt at `version`.
+    MarkContextBuilt {
+        agent_id: String,
+        version: u64,
+    },
+    GetSession(
+        Uuid,
+        RpcReplyPort<Result<Option<SessionRecord>, StoreError>>,
+    ),
+    ListSessions(
+        Option<String>,
+        RpcReplyPort<Result<Vec<SessionRecord>, StoreError>>,
+    ),
+    ListOpenSessions(RpcReplyPort<Result<Vec<SessionRecord>, StoreError>>),
+    GetTurns(
+        Uuid,
+        RpcReplyPort<Result<Vec<ConversationTurn>, StoreError>>,
+    ),
+    GetSummary(
+        Uuid,
+        RpcReplyPort<Result<Option<ConversationSummary>, StoreError>>,
+    ),
+    ListSummaries {
+        agent_id: String,
+        kind: SummaryType,
+        since: Option<DateTime<Utc>>,
+        reply: RpcReplyPort<Result<Vec<ConversationSummary>, StoreError>>,
+    },
+    GetBlocks(String, RpcReplyPort<Result<Vec<MemoryBlock>, StoreError>>),
+    ListAgents(RpcReplyPort<Result<Vec<(String, AgentMeta)>, StoreError>>),
+    ListQueue(RpcReplyPort<Result<Vec<ReflectionJob>, StoreError>>),
+    ListDeadLetters(RpcReplyPort<Result<Vec<DeadLetter>, StoreError>>),
+    /// Flush everything written so far to disk, then reply.
+    Flush(RpcReplyPort<Result<(), StoreError>>),
+    Stats(RpcReplyPort<StoreStats>),
+    /// Group commit: time to flush what is dirty.
+    FlushTick,
+    /// A background flush finished.
+    FlushDone(Result<(), sled::Error>),
+}
+
+impl StoreMsg {
+    /// The `AppendTurn` message for turn `seq` of a session.
+    pub fn append_turn(
+        session_id: Uuid,
+        seq: u32,
+        turn: &ConversationTurn,
+    ) -> Result<StoreMsg, serde_json::Error> {
+        Ok(StoreMsg::AppendTurn {
+            key: keys::turn(session_id, seq),
+            value: serde_json::to_vec(turn)?,
+        })
+    }
+}
+
+pub struct StoreArgs {
+    pub trees: Trees,
+    pub settings: StoreSettings,
+}
+
+pub struct StoreState {
+    trees: Trees,
+    settings: StoreSettings,
+    dirty: bool,
+    flushing: bool,
+    tick_armed: bool,
+    stats: StoreStats,
+}
+
+pub struct StoreActor;
+
+impl StoreState {
+    fn wrote(&mut self, myself: &ActorRef<StoreMsg>) {
+        self.stats.writes += 1;
+        match self.settings.flush {
+            FlushPolicy::EveryWrite => {
+                self.stats.flushes += 1;
+                if let Err(err) = self.trees.db.flush() {
+                    self.stats.write_errors += 1;
+                    error!(error = %err, "flush failed");
+                }
+            }
+            FlushPolicy::GroupCommit => {
+                self.dirty = true;
+                self.arm(myself);
+            }
+        }
+    }
+
+    fn arm(&mut self, myself: &ActorRef<StoreMsg>) {
+        if !self.tick_armed && !self.flushing {
+            self.tick_armed = true;
+            myself.send_after(
+                Duration::from_millis(self.settings.flush_interval_ms),
+                || StoreMsg::FlushTick,
+            );
+        }
+    }
+
+    fn failed(&mut self, what: &'static str, err: &StoreError) {
+        self.stats.write_errors += 1;
+        error!(error = %err, what, "store write failed");
+    }
+}
+
+impl Actor for StoreActor {
+    type Msg = StoreMsg;
+    type State = StoreState;
+    type Arguments = StoreArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<StoreMsg>,
+        args: StoreArgs,
+    ) -> Result<StoreState, ActorProcessingErr> {
+        Ok(StoreState {
+            trees: args.trees,
+            settings: args.settings,
+            dirty: false,
+            flushing: false,
+            tick_armed: false,
+            stats: StoreStats::default(),
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<StoreMsg>,
+        state: &mut StoreState,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Err(err) = state.trees.db.flush_async().await {
+            error!(error = %err, "final flush failed");
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<StoreMsg>,
+        msg: StoreMsg,
+        state: &mut StoreState,
+    ) -> Result<(), ActorProcessingErr> {
+        let t = state.trees.clone();
+        match msg {
+            StoreMsg::OpenSession(rec) => {
+                let res = serde_json::to_vec(&rec)
+                    .map_err(StoreError::from)
+                    .and_then(|v| {
+                        (&t.sessions, &t.open)
+                            .transaction(|(sessions, open)| {
+                                let key = keys::session(rec.session_id);
+                                sessions.insert(&key, v.as_slice())?;
+                                open.insert(&key, &[])?;
+                                Ok::<_, ConflictableTransactionError<StoreError>>(())
+                            })
+                            .map_err(StoreError::from)
+                    });
+                match res {
+                    Ok(()) => state.wrote(&myself),
+                    Err(e) => state.failed("open_session", &e),
+                }
+            }
+            StoreMsg::AppendTurn { key, value } => match t.turns.insert(key, value) {
+                Ok(_) => {
+                    state.stats.turns_written += 1;
+                    state.wrote(&myself);
+                }
+                Err(e) => state.failed("append_turn", &StoreError::from(e)),
+            },
+            StoreMsg::EndSession(rec) => {
+                let at = rec.ended_at.unwrap_or(rec.started_at);
+                match t.end_session(&rec, at) {
+                    Ok(()) => state.wrote(&myself),
+                    Err(e) => state.failed("end_session", &e),
+                }
+            }
+            StoreMsg::CloseOrphan {
+                session_id,
+                reason,
+                at,
+                reply,
+            } => {
+                let res = (|| {
+                    let Some(mut rec) = t.session(session_id)? else {
+                        return Err(StoreError::SessionNotFound(session_id));
+                    };
+                    if !rec.is_open() {
+                        return Ok(None);
+                    }
+                    let turns = t.turns(session_id)?;
+                    rec.turn_count = turns.len() as u32;
+                    rec.ended_at = Some(turns.last().map(|l| l.timestamp.max(at)).unwrap_or(at));
+                    rec.end_reason = Some(reason);
+                    t.end_session(&rec, at)?;
+                    Ok(Some(rec))
+                })();
+                if res.is_ok() {
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::LoadSession { session_id, reply } => {
+                let res = (|| {
+                    let Some(rec) = t.session(session_id)? else {
+                        return Ok(None);
+                    };
+                    Ok(Some((rec, t.turns(session_id)?)))
+                })();
+                let _ = reply.send(res);
+            }
+            StoreMsg::CompleteReflection {
+                summary,
+                blocks,
+                reply,
+            } => {
+                let res = t.complete_reflection(&summary, &blocks);
+                if res.is_ok() {
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::DeadLetter { letter, reply } => {
+                let res = t.dead_letter(&letter);
+                if res.is_ok() {
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::Requeue {
+                session_id,
+                at,
+                reply,
+            } => {
+                let res = t.requeue(session_id, at);
+                if res.is_ok() {
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::PutBlock { block, reply } => {
+                let res = serde_json::to_vec(&block)
+                    .map_err(StoreError::from)
+                    .and_then(|v| {
+                        t.blocks
+                            .insert(keys::block(&block.agent_id, block.label), v)
+                            .map_err(StoreError::from)
+                    })
+                    .map(|_| ());
+                if res.is_ok() {
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::SetPersistentContext {
+                agent_id,
+                lines,
+                reply,
+            } => {
+                let res = (|| {
+                    let mut meta = t.agent(&agent_id)?;
+                    meta.persistent_context = lines;
+                    meta.summary_version += 1;
+                    t.agents
+                        .insert(keys::agent(&agent_id), serde_json::to_vec(&meta)?)?;
+                    Ok(())
+                })();
+                if res.is_ok() {
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::MarkContextBuilt { agent_id, version } => {
+                let res = (|| {
+                    let mut meta = t.agent(&agent_id)?;
+                    meta.context_version = version;
+                    t.agents
+                        .insert(keys::agent(&agent_id), serde_json::to_vec(&meta)?)?;
+                    Ok::<_, StoreError>(())
+                })();
+                match res {
+                    Ok(()) => state.wrote(&myself),
+                    Err(e) => state.failed("mark_context_built", &e),
+                }
+            }
+            StoreMsg::GetSession(id, reply) => {
+                let _ = reply.send(t.session(id));
+            }
+            StoreMsg::ListSessions(agent, reply) => {
+                let _ = reply.send(t.sessions(agent.as_deref()));
+            }
+            StoreMsg::ListOpenSessions(reply) => {
+                let _ = reply.send(t.open_sessions());
+            }
+            StoreMsg::GetTurns(id, reply) => {
+                let _ = reply.send(t.turns(id));
+            }
+            StoreMsg::GetSummary(id, reply) => {
+                let _ = reply.send(t.summary(id));
+            }
+            StoreMsg::ListSummaries {
+                agent_id,
+                kind,
+                since,
+                reply,
+            } => {
+                let _ = reply.send(t.summaries(&agent_id, kind, since));
+            }
+            StoreMsg::GetBlocks(agent, reply) => {
+                let _ = reply.send(t.blocks(&agent));
+            }
+            StoreMsg::ListAgents(reply) => {
+                let _ = reply.send(t.agents());
+            }
+            StoreMsg::ListQueue(reply) => {
+                let _ = reply.send(t.queued());
+            }
+            StoreMsg::ListDeadLetters(reply) => {
+                let _ = reply.send(t.dead_letters());
+            }
+            StoreMsg::Flush(reply) => {
+                let db = t.db.clone();
+                let res = match tokio::task::spawn_blocking(move || db.flush()).await {
+                    Ok(r) => r.map(|_| ()).map_err(StoreError::from),
+                    // The flush closure cannot panic in practice; if the
+                    // blocking pool is gone, flush on this thread instead.
+                    Err(_) => t.db.flush().map(|_| ()).map_err(StoreError::from),
+                };
+                state.stats.flushes += 1;
+                state.dirty = false;
+                let _ = reply.send(res);
+            }
+            StoreMsg::Stats(reply) => {
+                let _ = reply.send(state.stats);
+            }
+            StoreMsg::FlushTick => {
+                state.tick_armed = false;
+                if state.dirty && !state.flushing {
+                    state.dirty = false;
+                    state.flushing = true;
+                    let db = t.db.clone();
+                    let me = myself.clone();
+                    tokio::task::spawn_blocking(move || {
+                        let res = db.flush().map(|_| ());
+                        let _ = me.cast(StoreMsg::FlushDone(res));
+                    });
+                }
+            }
+            StoreMsg::FlushDone(res) => {
+                state.flushing = false;
+                state.stats.flushes += 1;
+                if let Err(err) = res {
+                    // The data stays in sled's cache; mark it dirty so the
+                    // next tick tries again.
+                    state.stats.write_errors += 1;
+                    state.dirty = true;
+                    error!(error = %err, "group commit flush failed");
+                }
+                if state.dirty {
+                    state.arm(&myself);
+                }
+                debug!("group commit flushed");
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,821 @@
+//! Text heuristics shared by the offline summarizer and the fallback path of
+//! seed §8: sentence splitting, keyword topics, entity spans (names,
+//! companies, dates, amounts) and a lexicon-based emotional tone.
+//!
+//! Everything here is deterministic: the same conversation always gives the
+//! same summary, which keeps simulations and tests reproducible.
+
+use std::collections::{BTreeMap, HashSet};
+
+const STOPWORDS: &[&str] = &[
+    "a",
+    "about",
+    "above",
+    "after",
+    "again",
+    "against",
+    "all",
+    "also",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "as",
+    "at",
+    "be",
+    "because",
+    "been",
+    "before",
+    "being",
+    "below",
+    "between",
+    "both",
+    "but",
+    "by",
+    "can",
+    "could",
+    "did",
+    "do",
+    "does",
+    "doing",
+    "don't",
+    "down",
+    "during",
+    "each",
+    "even",
+    "few",
+    "for",
+    "from",
+    "further",
+    "get",
+    "got",
+    "had",
+    "has",
+    "have",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "herself",
+    "him",
+    "himself",
+    "his",
+    "how",
+    "i",
+    "i'd",
+    "i'll",
+    "i'm",
+    "i've",
+    "if",
+    "in",
+    "into",
+    "is",
+    "it",
+    "it's",
+    "its",
+    "itself",
+    "just",
+    "know",
+    "let",
+    "let's",
+    "like",
+    "make",
+    "maybe",
+    "me",
+    "more",
+    "most",
+    "much",
+    "my",
+    "myself",
+    "need",
+    "no",
+    "nor",
+    "not",
+    "now",
+    "of",
+    "off",
+    "oh",
+    "ok",
+    "okay",
+    "on",
+    "once",
+    "one",
+    "only",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "ourselves",
+    "out",
+    "over",
+    "own",
+    "really",
+    "right",
+    "same",
+    "she",
+    "should",
+    "so",
+    "some",
+    "still",
+    "such",
+    "sure",
+    "than",
+    "that",
+    "that's",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "there's",
+    "these",
+    "they",
+    "thing",
+    "things",
+    "think",
+    "this",
+    "those",
+    "through",
+    "to",
+    "today",
+    "too",
+    "under",
+    "until",
+    "up",
+    "us",
+    "very",
+    "want",
+    "was",
+    "we",
+    "we'll",
+    "we're",
+    "we've",
+    "well",
+    "were",
+    "what",
+    "what's",
+    "when",
+    "where",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "why",
+    "will",
+    "with",
+    "would",
+    "yeah",
+    "yes",
+    "you",
+    "you'd",
+    "you'll",
+    "you're",
+    "you've",
+    "your",
+    "yours",
+    "yourself",
+    "good",
+    "great",
+    "thanks",
+    "thank",
+    "going",
+    "go",
+    "next",
+    "time",
+    "way",
+    "lot",
+    "said",
+    "say",
+    "tell",
+    "told",
+    "help",
+    "feel",
+    "feeling",
+    "bit",
+    "hi",
+    "hello",
+    "hey",
+    "sounds",
+    "sound",
+    "glad",
+    "happy",
+    "let",
+    "keep",
+    "look",
+    "looks",
+    "see",
+    "come",
+    "take",
+    "give",
+    "back",
+    "first",
+    "new",
+    "last",
+    "day",
+    "week",
+    "morning",
+    "afternoon",
+    "evening",
+    "tonight",
+    "tomorrow",
+    "yesterday",
+    "gonna",
+    "wanna",
+    "kind",
+    "actually",
+    "pretty",
+    "mean",
+    "something",
+    "anything",
+    "everything",
+    "nothing",
+    "someone",
+    "done",
+    "doing",
+    "went",
+    "made",
+    "been",
+    "am",
+    "will",
+    "shall",
+    "may",
+    "might",
+    "must",
+    "many",
+    "every",
+    "since",
+    "yet",
+    "ever",
+    "never",
+    "always",
+    "often",
+    "around",
+    "again",
+    "can't",
+    "won't",
+    "didn't",
+    "isn't",
+    "wasn't",
+    "doesn't",
+    "haven't",
+    "there",
+    "where",
+    "via",
+    "per",
+    "etc",
+];
+
+const MONTHS: &[&str] = &[
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "sept",
+    "oct",
+    "nov",
+    "dec",
+];
+
+const WEEKDAYS: &[&str] = &[
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+];
+
+const COMPANY_SUFFIXES: &[&str] = &[
+    "inc",
+    "inc.",
+    "corp",
+    "corp.",
+    "corporation",
+    "llc",
+    "ltd",
+    "ltd.",
+    "gmbh",
+    "labs",
+    "ai",
+    "technologies",
+    "systems",
+    "group",
+    "co",
+    "co.",
+    "company",
+    "bank",
+    "university",
+];
+
+const POSITIVE: &[&str] = &[
+    "excited",
+    "happy",
+    "glad",
+    "great",
+    "love",
+    "proud",
+    "relieved",
+    "confident",
+    "hopeful",
+    "grateful",
+    "thrilled",
+    "optimistic",
+    "good",
+    "awesome",
+    "amazing",
+    "wonderful",
+    "motivated",
+    "calm",
+    "enjoyed",
+    "celebrate",
+    "offer",
+    "accepted",
+    "passed",
+];
+
+const NEGATIVE: &[&str] = &[
+    "nervous",
+    "anxious",
+    "worried",
+    "stressed",
+    "sad",
+    "upset",
+    "frustrated",
+    "angry",
+    "afraid",
+    "scared",
+    "tired",
+    "exhausted",
+    "rejected",
+    "rejection",
+    "disappointed",
+    "overwhelmed",
+    "lonely",
+    "hurt",
+    "fear",
+    "panic",
+    "struggling",
+    "difficult",
+    "hard",
+    "lost",
+    "fired",
+    "laid",
+];
+
+fn is_stopword(w: &str) -> bool {
+    STOPWORDS.contains(&w)
+}
+
+/// Splits text into sentences on `.`, `!`, `?` and newlines, keeping the
+/// punctuation. Abbreviation-proof enough for conversational text.
+pub fn sentences(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\n' {
+            push_sentence(&mut out, &mut cur);
+            continue;
+        }
+        cur.push(c);
+        if matches!(c, '.' | '!' | '?') {
+            let boundary = chars.peek().is_none_or(|n| n.is_whitespace());
+            if boundary {
+                push_sentence(&mut out, &mut cur);
+            }
+        }
+    }
+    push_sentence(&mut out, &mut cur);
+    out
+}
+
+fn push_sentence(out: &mut Vec<String>, cur: &mut String) {
+    let s = cur.trim();
+    if !s.is_empty() {
+        out.push(s.to_string());
+    }
+    cur.clear();
+}
+
+/// Lowercased word tokens (letters, digits, apostrophes and inner hyphens).
+pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-' || c == '’'))
+        .map(|w| {
+            w.trim_matches(|c: char| c == '\'' || c == '-' || c == '’')
+                .replace('’', "'")
+                .to_lowercase()
+        })
+        .filter(|w| !w.is_empty())
+}
+
+fn content_word(w: &str) -> bool {
+    w.chars().count() >= 3
+        && !is_stopword(w)
+        && !w.chars().all(|c| c.is_ascii_digit())
+        && !MONTHS.contains(&w)
+        && !WEEKDAYS.contains(&w)
+}
+
+/// Term frequencies of content words.
+pub fn term_frequencies(text: &str) -> BTreeMap<String, usize> {
+    let mut tf = BTreeMap::new();
+    for w in words(text) {
+        if content_word(&w) {
+            *tf.entry(w).or_insert(0) += 1;
+        }
+    }
+    tf
+}
+
+/// Up to `max` keyword topics: the most frequent content words, ties broken
+/// by first appearance.
+pub fn keyword_topics(text: &str, max: usize) -> Vec<String> {
+    let tf = term_frequencies(text);
+    let mut first_seen: Vec<String> = Vec::new();
+    let mut seen = HashSet::new();
+    for w in words(text) {
+        if tf.contains_key(&w) && seen.insert(w.clone()) {
+            first_seen.push(w);
+        }
+    }
+    let mut ranked: Vec<(usize, usize, String)> = first_seen
+        .into_iter()
+        .enumerate()
+        .map(|(pos, w)| (tf[&w], pos, w))
+        .collect();
+    ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    ranked.into_iter().take(max).map(|(_, _, w)| w).collect()
+}
+
+fn trim_token(t: &str) -> &str {
+    t.trim_matches(|c: char| !(c.is_alphanumeric() || c == '$' || c == '€' || c == '£' || c == '%'))
+}
+
+fn capitalized(t: &str) -> bool {
+    t.chars().next().is_some_and(char::is_uppercase) && t.chars().any(char::is_lowercase)
+        || (t.chars().count() >= 2
+            && t.chars().all(|c| c.is_uppercase() || c.is_ascii_digit())
+            && t.chars().any(char::is_alphabetic))
+}
+
+fn is_amount(t: &str) -> bool {
+    let starts_currency = t.starts_with(['$', '€', '£']);
+    let digits = t.chars().filter(char::is_ascii_digit).count();
+    digits > 0
+        && (starts_currency
+            || t.ends_with('%')
+            || ((t.ends_with('k') || t.ends_with('K')) && digits + 1 == t.chars().count()))
+}
+
+fn is_iso_date(t: &str) -> bool {
+    let b = t.as_bytes();
+    b.len() == 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
+}
+
+/// Entity spans in order of first appearance, deduplicated: runs of
+/// capitalized words that are not a sentence-initial common word (names,
+/// companies), month/weekday dates with an optional day number, ISO dates,
+/// and amounts (`$120k`, `15%`, `€3,000`).
+pub fn entities(text: &str, max: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut seen = HashSet::new();
+    let mut push = |s: String, out: &mut Vec<String>| {
+        let key = s.to_lowercase();
+        if !s.is_empty() && seen.insert(key) {
+            out.push(s);
+        }
+    };
+    for sentence in sentences(text) {
+        let tokens: Vec<&str> = sentence.split_whitespace().collect();
+        let mut i = 0;
+        while i < tokens.len() {
+            let raw = tokens[i];
+            let tok = trim_token(raw);
+            let lower = tok.to_lowercase();
+            if tok.is_empty() {
+                i += 1;
+                continue;
+            }
+            if is_amount(tok) {
+                push(tok.to_string(), &mut out);
+                i += 1;
+                continue;
+            }
+            if is_iso_date(tok) {
+                push(tok.to_string(), &mut out);
+                i += 1;
+                continue;
+            }
+            if MONTHS[..12].contains(&lower.as_str()) || WEEKDAYS.contains(&lower.as_str()) {
+                if lower == "may" && !capitalized(tok) {
+                    i += 1;
+                    continue;
+                }
+                let mut span = tok.to_string();
+                if let Some(next) = tokens.get(i + 1).map(|t| trim_token(t)) {
+                    let day = next.trim_end_matches(|c: char| c.is_alphabetic());
+                    if !day.is_empty() && day.len() <= 2 && day.chars().all(|c| c.is_ascii_digit())
+                    {
+                        span.push(' ');
+                        span.push_str(next);
+                        i += 1;
+                    }
+                }
+                push(span, &mut out);
+                i += 1;
+                continue;
+            }
+            if capitalized(tok) {
+                // Collect a run of capitalized tokens (a name or a company).
+                let mut run = vec![tok];
+                let mut j = i + 1;
+                while j < tokens.len() {
+                    let prev_raw = tokens[j - 1];
+                    if prev_raw.ends_with([',', ';', ':', '.', '!', '?']) {
+                        break;
+                    }
+                    let t = trim_token(tokens[j]);
+                    let tl = t.to_lowercase();
+                    if capitalized(t)
+                        && !WEEKDAYS.contains(&tl.as_str())
+                        && !MONTHS[..12].contains(&tl.as_str())
+                        || (COMPANY_SUFFIXES.contains(&tl.as_str()) && !t.is_empty())
+                    {
+                        run.push(t);
+                        j += 1;
+                    } else {
+                        break;
+                    }
+                }
+                // A lone sentence-initial word that is a common word ("The",
+                // "Thanks") is not an entity; a lone pronoun "I" never is.
+                let lone_common = run.len() == 1
+                    && (is_stopword(&lower) || lower == "i" || (i == 0 && !looks_like_name(tok)));
+                if !lone_common {
+                    // Drop leading common words from a run ("The Acme Labs").
+                    while run.len() > 1 && is_stopword(&run[0].to_lowercase()) {
+                        run.remove(0);
+                    }
+                    push(run.join(" "), &mut out);
+                }
+                i = j;
+                continue;
+            }
+            i += 1;
+        }
+    }
+    out.truncate(max);
+    out
+}
+
+/// Whether a sentence-initial capitalized word is likely a proper noun: not
+/// a common word and not a plain English word form we know to be generic.
+fn looks_like_name(tok: &str) -> bool {
+    let lower = tok.to_lowercase();
+    if is_stopword(&lower)
+        || POSITIVE.contains(&lower.as_str())
+        || NEGATIVE.contains(&lower.as_str())
+    {
+        return false;
+    }
+    // all-caps acronyms (IBM) and words with inner capitals (OpenAI) are names
+    tok.chars().skip(1).any(char::is_uppercase)
+        || !lower.ends_with("ing")
+            && !lower.ends_with("ed")
+            && !lower.ends_with("ly")
+            && lower.len() > 2
+            && !GENERIC_STARTERS.contains(&lower.as_str())
+}
+
+const GENERIC_STARTERS: &[&str] = &[
+    "absolutely",
+    "definitely",
+    "honestly",
+    "hmm",
+    "great",
+    "nice",
+    "cool",
+    "sorry",
+    "please",
+    "well",
+    "anyway",
+    "also",
+    "today",
+    "yesterday",
+    "tomorrow",
+    "tonight",
+    "remember",
+    "try",
+    "think",
+    "maybe",
+    "perhaps",
+    "good",
+    "let",
+    "tell",
+    "that's",
+    "it's",
+    "i'm",
+    "you're",
+    "we're",
+    "they're",
+    "there's",
+    "here's",
+    "what's",
+    "sounds",
+    "congratulations",
+    "congrats",
+    "wow",
+    "exactly",
+    "totally",
+    "true",
+    "right",
+    "sure",
+    "yeah",
+    "yes",
+    "no",
+    "nope",
+    "ok",
+    "okay",
+    "thanks",
+    "thank",
+    "hi",
+    "hello",
+    "hey",
+    "bye",
+    "goodbye",
+    "interview",
+    "interviews",
+    "work",
+    "job",
+    "my",
+    "your",
+    "our",
+    "their",
+    "his",
+    "her",
+    "its",
+    "any",
+    "some",
+    "every",
+    "each",
+    "another",
+    "other",
+    "most",
+    "many",
+    "much",
+    "few",
+    "several",
+    "all",
+    "both",
+    "either",
+    "neither",
+    "one",
+    "two",
+    "three",
+    "first",
+    "second",
+    "last",
+    "next",
+    "after",
+    "before",
+    "since",
+    "until",
+    "because",
+    "though",
+    "although",
+    "unless",
+    "whether",
+    "once",
+    "don't",
+    "can't",
+    "won't",
+    "didn't",
+    "let's",
+    "i've",
+    "i'll",
+    "i'd",
+    "you've",
+    "you'll",
+    "you'd",
+    "we've",
+    "we'll",
+    "practice",
+    "start",
+    "keep",
+    "focus",
+    "prepare",
+    "send",
+    "ask",
+    "write",
+    "call",
+    "follow",
+    "consider",
+    "make",
+    "take",
+    "give",
+    "bring",
+    "share",
+    "plan",
+];
+
+/// A one-word emotional tone from lexicon counts, or `None` when the text
+/// carries no signal either way.
+pub fn emotional_tone(text: &str) -> Option<String> {
+    let (mut pos, mut neg) = (0usize, 0usize);
+    for w in words(text) {
+        if POSITIVE.contains(&w.as_str()) {
+            pos += 1;
+        }
+        if NEGATIVE.contains(&w.as_str()) {
+            neg += 1;
+        }
+    }
+    let tone = match (pos, neg) {
+        (0, 0) => return None,
+        (p, n) if p > 0 && n > 0 && p.abs_diff(n) <= 1 => "mixed",
+        (p, n) if p > n => "positive",
+        _ => "anxious",
+    };
+    Some(tone.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sentences_split_on_terminators() {
+        assert_eq!(
+            sentences("Hi there. I have $3.50! Really?\nYes"),
+            vec!["Hi there.", "I have $3.50!", "Really?", "Yes"]
+        );
+    }
+
+    #[test]
+    fn topics_rank_by_frequency() {
+        let t = keyword_topics(
+            "The interview at Acme went well. Another interview next week, and salary talks about salary.",
+            3,
+        );
+        assert_eq!(t, vec!["interview", "salary", "acme"]);
+    }
+
+    #[test]
+    fn entities_find_names_companies_dates_amounts() {
+        let e = entities(
+            "I met Sarah Chen from Acme Labs on Tuesday. They offered $120k and a 15% bonus starting March 3rd.",
+            20,
+        );
+        for want in [
+            "Sarah Chen",
+            "Acme Labs",
+            "Tuesday",
+            "$120k",
+            "15%",
+            "March 3rd",
+        ] {
+            assert!(e.contains(&want.to_string()), "{want} missing from {e:?}");
+        }
+        assert!(!e.contains(&"I".to_string()));
+        assert!(!e.contains(&"They".to_string()));
+    }
+
+    #[test]
+    fn tone_reads_the_lexicon() {
+        assert_eq!(
+            emotional_tone("I'm so nervous and worried"),
+            Some("anxious".into())
+        );
+        assert_eq!(
+            emotional_tone("I'm excited and proud"),
+            Some("positive".into())
+        );
+        assert_eq!(emotional_tone("The meeting is at noon"), None);
+    }
+}

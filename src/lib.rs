@@ -1,1 +1,37 @@
-//! recall
+//! recall: a memory runtime for voice AI agents.
+//!
+//! Embed it in a voice server: start a [`Runtime`] on a data folder, start a
+//! session when a call connects, record each completed turn (a non-blocking
+//! cast), end the session on disconnect. Sessions also end on silence.
+//! Ended sessions are reflected on (summary, topics, entities, tone) by a
+//! `Reflect` implementation — the offline extractive one by default, or an
+//! OpenAI-compatible LLM — and a watchdog keeps each agent's
+//! `background_context` block fresh.
+//!
+//! # Layout
+//!
+//! - [`runtime`]: [`RuntimeBuilder`] and the [`Runtime`] handle.
+//! - [`settings`]: loading settings from `config/default.toml`, a file and
+//!   `RECALL_*` environment variables.
+//! - [`llm`]: the OpenAI-compatible chat-completions `Reflect` adapter.
+//! - [`simulate`]: `recall simulate`, replaying a JSONL script in virtual time.
+//! - [`testkit`]: a scripted `Reflect` and a paused-time test runtime.
+//! - [`engine`]: the engine crate (`recall-actors`), re-exported.
+
+pub mod llm;
+pub mod runtime;
+pub mod settings;
+pub mod simulate;
+pub mod testkit;
+
+pub use recall_actors as engine;
+pub use recall_actors::clock::Clock;
+pub use recall_actors::model::{
+    BackgroundContext, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter, EndReason,
+    InputError, MemoryBlock, SessionRecord, SummaryType,
+};
+pub use recall_actors::reflect::{Reflect, ReflectError, ReflectRequest};
+pub use recall_actors::settings::Settings;
+pub use runtime::{
+    RecallError, Runtime, RuntimeBuilder, RuntimeStats, ShutdownReport, StartupError,
+};

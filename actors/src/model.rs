@@ -305,6 +305,10 @@ pub struct AgentMeta {
     pub context_version: u64,
     #[serde(default)]
     pub persistent_context: Vec<String>,
+    /// When the oldest summary in the current block leaves the lookback
+    /// window, so the block is rebuilt even without new summaries.
+    #[serde(default)]
+    pub context_expires_at: Option<DateTime<Utc>>,
 }
 
 /// Caller input the runtime refuses, before changing anything.

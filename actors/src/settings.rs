@@ -54,6 +54,9 @@ pub struct ReflectorSettings {
     pub backoff_base_ms: u64,
     #[serde(default = "default_backoff_max_ms")]
     pub backoff_max_ms: u64,
+    /// An attempt that has not answered by then counts as a timeout.
+    #[serde(default = "default_attempt_timeout_secs")]
+    pub attempt_timeout_secs: u64,
     /// A prompt template file replacing the built-in one; empty for built-in.
     #[serde(default)]
     pub prompt_file: String,
@@ -150,6 +153,9 @@ fn default_backoff_base_ms() -> u64 {
 fn default_backoff_max_ms() -> u64 {
     60_000
 }
+fn default_attempt_timeout_secs() -> u64 {
+    120
+}
 fn default_base_url() -> String {
     "http://127.0.0.1:11434/v1".to_string()
 }
@@ -208,6 +214,7 @@ impl Default for ReflectorSettings {
             max_attempts: default_max_attempts(),
             backoff_base_ms: default_backoff_base_ms(),
             backoff_max_ms: default_backoff_max_ms(),
+            attempt_timeout_secs: default_attempt_timeout_secs(),
             prompt_file: String::new(),
             openai: OpenAiSettings::default(),
         }
@@ -311,6 +318,10 @@ impl Settings {
                 reason: "must be at least reflector.backoff_base_ms".into(),
             });
         }
+        positive(
+            "reflector.attempt_timeout_secs",
+            self.reflector.attempt_timeout_secs,
+        )?;
         let o = &self.reflector.openai;
         positive("reflector.openai.timeout_secs", o.timeout_secs)?;
         if !(o.base_url.starts_with("http://") || o.base_url.starts_with("https://")) {

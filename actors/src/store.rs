@@ -500,6 +500,7 @@ pub enum StoreMsg {
     MarkContextBuilt {
         agent_id: String,
         version: u64,
+        expires_at: Option<DateTime<Utc>>,
     },
     GetSession(
         Uuid,
@@ -767,10 +768,15 @@ impl Actor for StoreActor {
                 }
                 let _ = reply.send(res);
             }
-            StoreMsg::MarkContextBuilt { agent_id, version } => {
+            StoreMsg::MarkContextBuilt {
+                agent_id,
+                version,
+                expires_at,
+            } => {
                 let res = (|| {
                     let mut meta = t.agent(&agent_id)?;
                     meta.context_version = version;
+                    meta.context_expires_at = expires_at;
                     t.agents
                         .insert(keys::agent(&agent_id), serde_json::to_vec(&meta)?)?;
                     Ok::<_, StoreError>(())

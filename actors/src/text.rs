@@ -503,6 +503,17 @@ fn is_iso_date(t: &str) -> bool {
 /// companies), month/weekday dates with an optional day number, ISO dates,
 /// and amounts (`$120k`, `15%`, `€3,000`).
 pub fn entities(text: &str, max: usize) -> Vec<String> {
+    // Words seen capitalized inside a sentence are proper nouns; a
+    // sentence-initial capital alone proves nothing ("Quantify it").
+    let mut proper: HashSet<String> = HashSet::new();
+    for sentence in sentences(text) {
+        for t in sentence.split_whitespace().skip(1) {
+            let t = trim_token(t);
+            if capitalized(t) {
+                proper.insert(t.to_lowercase());
+            }
+        }
+    }
     let mut out: Vec<String> = Vec::new();
     let mut seen = HashSet::new();
     let mut push = |s: String, out: &mut Vec<String>| {

@@ -1,0 +1,302 @@
+//! The connection table: which session (and actor) a connection's turns go
+//! to. `record_turn` reads it under a read lock and casts to the session
+//! actor, so the hot path never waits on an actor.
+//!
+//! The seed's tracker drops a turn whose connection has no live session.
+//! Here a turn for a connection whose session already ended is kept as a
+//! pending turn while the supervisor opens a new session on that
+//! connection, and a connection that was never started is an error the
+//! caller sees.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use ractor::ActorRef;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use crate::model::ConversationTurn;
+use crate::session::SessionMsg;
+
+/// Who a connection belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub agent_id: Arc<str>,
+    pub user_id: Arc<str>,
+}
+
+pub enum Conn {
+    /// A live session receives the connection's turns.
+    Live {
+        owner: Owner,
+        session_id: Uuid,
+        actor: ActorRef<SessionMsg>,
+    },
+    /// The session ended and a new one is being opened; turns wait here.
+    Opening {
+        owner: Owner,
+        pending: Vec<ConversationTurn>,
+    },
+    /// The last session on this connection ended.
+    Ended {
+        owner: Owner,
+        session_id: Uuid,
+        at: Instant,
+    },
+}
+
+/// What happened to a routed turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Routed {
+    /// Cast to the live session.
+    Delivered,
+    /// Kept as pending; the caller must ask the supervisor to open a new
+    /// session on the connection.
+    NeedsOpen,
+    /// Kept as pending; a new session is already being opened.
+    Pending,
+}
+
+/// The connection has no session and never had one (or it was forgotten
+/// after the reopen window).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("connection {0:?} has no session; start one first")]
+pub struct UnknownConnection(pub String);
+
+#[derive(Default)]
+pub struct Registry {
+    conns: RwLock<HashMap<String, Conn>>,
+    /// Sessions marked ended whose actor has not reported its final record
+    /// to the supervisor yet.
+    ending: Mutex<HashSet<Uuid>>,
+}
+
+impl Registry {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Registry::default())
+    }
+
+    // A poisoned lock only means another thread panicked while holding it;
+    // every update below leaves the map consistent, so keep going.
+    fn read(&self) -> RwLockReadGuard<'_, HashMap<String, Conn>> {
+        self.conns.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, HashMap<String, Conn>> {
+        self.conns.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Routes a turn: the hot path.
+    pub fn route_turn(
+        &self,
+        connection_id: &str,
+        turn: ConversationTurn,
+    ) -> Result<Routed, UnknownConnection> {
+        let turn = {
+            let conns = self.read();
+            match conns.get(connection_id) {
+                None => return Err(UnknownConnection(connection_id.to_string())),
+                Some(Conn::Live { actor, .. }) => match actor.cast(SessionMsg::Turn(turn)) {
+                    Ok(()) => return Ok(Routed::Delivered),
+                    // The actor is gone (it panicked): recover the turn.
+                    Err(ractor::MessagingErr::SendErr(SessionMsg::Turn(t))) => t,
+                    Err(_) => return Ok(Routed::Delivered),
+                },
+                Some(_) => turn,
+            }
+        };
+        let mut conns = self.write();
+        let Some(conn) = conns.get_mut(connection_id) else {
+            return Err(UnknownConnection(connection_id.to_string()));
+        };
+        match conn {
+            Conn::Live { actor, owner, .. } => match actor.cast(SessionMsg::Turn(turn)) {
+                Ok(()) => Ok(Routed::Delivered),
+                Err(ractor::MessagingErr::SendErr(SessionMsg::Turn(t))) => {
+                    *conn = Conn::Opening {
+                        owner: owner.clone(),
+                        pending: vec![t],
+                    };
+                    Ok(Routed::NeedsOpen)
+                }
+                Err(_) => Ok(Routed::Delivered),
+            },
+            Conn::Opening { pending, .. } => {
+                pending.push(turn);
+                Ok(Routed::Pending)
+            }
+            Conn::Ended { owner, .. } => {
+                *conn = Conn::Opening {
+                    owner: owner.clone(),
+                    pending: vec![turn],
+                };
+                Ok(Routed::NeedsOpen)
+            }
+        }
+    }
+
+    /// The live session actor of a connection.
+    pub fn live(&self, connection_id: &str) -> Option<(Uuid, ActorRef<SessionMsg>)> {
+        match self.read().get(connection_id) {
+            Some(Conn::Live {
+                session_id, actor, ..
+            }) => Some((*session_id, actor.clone())),
+            _ => None,
+        }
+    }
+
+    /// The state of a connection: `Some(Some(id))` live, `Some(None)` known
+    /// but without a live session, `None` unknown.
+    pub fn session_of(&self, connection_id: &str) -> Option<Option<Uuid>> {
+        self.read().get(connection_id).map(|c| match c {
+            Conn::Live { session_id, .. } => Some(*session_id),
+            _ => None,
+        })
+    }
+
+    /// Whether a new session may start on this connection (none live or
+    /// opening).
+    pub fn is_free(&self, connection_id: &str) -> bool {
+        matches!(
+            self.read().get(connection_id),
+            None | Some(Conn::Ended { .. })
+        )
+    }
+
+    pub fn insert_live(
+        &self,
+        connection_id: &str,
+        owner: Owner,
+        session_id: Uuid,
+        actor: ActorRef<SessionMsg>,
+    ) {
+        self.write().insert(
+            connection_id.to_string(),
+            Conn::Live {
+                owner,
+                session_id,
+                actor,
+            },
+        );
+    }
+
+    /// The owner of a connection that is being reopened.
+    pub fn opening_owner(&self, connection_id: &str) -> Option<Owner> {
+        match self.read().get(connection_id) {
+            Some(Conn::Opening { owner, .. }) => Some(owner.clone()),
+            _ => None,
+        }
+    }
+
+    /// Makes a reopened connection live and hands its pending turns to the
+    /// new actor, under the write lock so that no later turn overtakes them.
+    pub fn promote(&self, connection_id: &str, session_id: Uuid, actor: ActorRef<SessionMsg>) {
+        let mut conns = self.write();
+        let Some(conn) = conns.get_mut(connection_id) else {
+            return;
+        };
+        let owner = match conn {
+            Conn::Opening { owner, pending } => {
+                for t in pending.drain(..) {
+                    // A freshly spawned actor accepts casts; if it died
+                    // already, its pending turns are in the store via
+                    // pre_start, which persisted them.
+                    let _ = actor.cast(SessionMsg::Turn(t));
+                }
+                owner.clone()
+            }
+            Conn::Live { owner, .. } | Conn::Ended { owner, .. } => owner.clone(),
+        };
+        *conn = Conn::Live {
+            owner,
+            session_id,
+            actor,
+        };
+    }
+
+    /// Marks a connection's session ended, if it is still the live one.
+    /// Returns whether it was.
+    pub fn mark_ended(&self, connection_id: &str, session_id: Uuid) -> bool {
+        let mut conns = self.write();
+        match conns.get_mut(connection_id) {
+            Some(conn @ Conn::Live { .. }) => {
+                let (owner, live_id) = match &*conn {
+                    Conn::Live {
+                        owner, session_id, ..
+                    } => (owner.clone(), *session_id),
+                    _ => return false,
+                };
+                if live_id != session_id {
+                    return false;
+                }
+                *conn = Conn::Ended {
+                    owner,
+                    session_id,
+                    at: Instant::now(),
+                };
+                self.ending
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(session_id);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The session's final record reached the supervisor.
+    pub fn finished_ending(&self, session_id: Uuid) {
+        self.ending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&session_id);
+    }
+
+    /// Sessions that were ended but have not reported their final record.
+    pub fn ending(&self) -> usize {
+        self.ending.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Connections with a live session.
+    pub fn live_sessions(&self) -> Vec<(String, Uuid, ActorRef<SessionMsg>)> {
+        self.read()
+            .iter()
+            .filter_map(|(c, conn)| match conn {
+                Conn::Live {
+                    session_id, actor, ..
+                } => Some((c.clone(), *session_id, actor.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Connections waiting for a session to open.
+    pub fn opening(&self) -> Vec<String> {
+        self.read()
+            .iter()
+            .filter(|(_, c)| matches!(c, Conn::Opening { .. }))
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// Forgets connections whose session ended more than `window` ago, so
+    /// the table does not grow with every call ever made.
+    pub fn prune(&self, window: std::time::Duration) -> usize {
+        let now = Instant::now();
+        let mut conns = self.write();
+        let before = conns.len();
+        conns.retain(|_, c| match c {
+            Conn::Ended { at, .. } => now.saturating_duration_since(*at) < window,
+            _ => true,
+        });
+        before - conns.len()
+    }
+
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,461 @@
+//! SessionSupervisor: spawns and monitors session actors and reflectors.
+//!
+//! Receives `Start`/`Reopen` (spawn a linked `SessionActor`), `SessionEnding`
+//! and `SessionEnded` from sessions, `Enqueue` for recovered or requeued
+//! reflections, `ReflectionFinished` from reflectors, `EndAll` at shutdown,
+//! and supervision events. Sends `CloseOrphan` to the Store when a session
+//! actor panics, so the crashed session is ended with reason `crashed` from
+//! its stored turns and reflected.
+//!
+//! Reflections run at most `reflector.max_concurrent` at a time; the rest
+//! wait in memory here and durably in the Store's queue tree.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{
+    call_t, Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
+};
+use tokio::sync::watch;
+use tracing::{error, info, warn};
+use uuid::Uuid;
+
+use crate::clock::Clock;
+use crate::model::{validate_id, DeadLetter, EndReason, InputError, ReflectionJob, SessionRecord};
+use crate::prompt::Prompts;
+use crate::reflect::Reflect;
+use crate::reflector::{ReflectorActor, ReflectorArgs};
+use crate::registry::{Owner, Registry};
+use crate::session::{SessionActor, SessionArgs, SessionMsg};
+use crate::settings::Settings;
+use crate::store::StoreMsg;
+
+/// How long the supervisor waits on the Store when a session crashed.
+const STORE_TIMEOUT_MS: u64 = 10_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("connection {0:?} already has a live session")]
+    ConnectionBusy(String),
+    #[error("the runtime is shutting down")]
+    ShuttingDown,
+    #[error("cannot spawn the session actor")]
+    Spawn(#[source] ractor::SpawnErr),
+}
+
+/// The outcome of one reflection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReflectionOutcome {
+    /// A new summary was stored.
+    Stored,
+    /// The summary existed already; nothing changed.
+    Duplicate,
+    /// The retry budget ran out; the job is in the dead-letter tree.
+    DeadLettered,
+    /// The session was missing from the store; nothing to reflect on.
+    Missing,
+}
+
+/// Counters published on a watch channel after every message.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SupervisorStats {
+    pub live_sessions: usize,
+    /// Sessions that decided to end but have not reported ended yet.
+    pub ending_sessions: usize,
+    /// Connections waiting for a session to (re)open.
+    pub opening: usize,
+    pub sessions_started: u64,
+    pub sessions_ended: u64,
+    pub sessions_crashed: u64,
+    pub reflections_running: usize,
+    pub reflections_queued: usize,
+    pub summaries_stored: u64,
+    pub duplicates: u64,
+    pub dead_lettered: u64,
+}
+
+impl SupervisorStats {
+    /// No session is ending or opening and no reflection runs or waits.
+    pub fn idle(&self) -> bool {
+        self.ending_sessions == 0
+            && self.opening == 0
+            && self.reflections_running == 0
+            && self.reflections_queued == 0
+    }
+}
+
+pub enum SupervisorMsg {
+    /// Start a session on a connection.
+    Start {
+        agent_id: String,
+        user_id: String,
+        connection_id: String,
+        reply: RpcReplyPort<Result<SessionRecord, StartError>>,
+    },
+    /// A turn arrived for a connection whose session ended: open a new one
+    /// and hand it the pending turns.
+    Reopen { connection_id: String },
+    /// A session actor stopped; its record is final.
+    SessionEnded { record: SessionRecord },
+    /// Reflect on this job (recovered at start, or retried from the dead
+    /// letters).
+    Enqueue(ReflectionJob),
+    /// A reflector is done with its job.
+    ReflectionFinished {
+        session_id: Uuid,
+        outcome: ReflectionOutcome,
+    },
+    /// End every live session with `reason`; replies with how many.
+    EndAll {
+        reason: EndReason,
+        reply: RpcReplyPort<usize>,
+    },
+    /// Forget connections that ended longer ago than the reopen window.
+    Prune,
+    /// The counters, after every message sent before this one.
+    Stats(RpcReplyPort<SupervisorStats>),
+}
+
+pub struct SupervisorArgs {
+    pub settings: Settings,
+    pub registry: Arc<Registry>,
+    pub store: ActorRef<StoreMsg>,
+    pub reflect: Arc<dyn Reflect>,
+    pub prompts: Arc<Prompts>,
+    pub clock: Clock,
+    pub stats: watch::Sender<SupervisorStats>,
+}
+
+pub struct SupervisorState {
+    settings: Settings,
+    registry: Arc<Registry>,
+    store: ActorRef<StoreMsg>,
+    reflect: Arc<dyn Reflect>,
+    prompts: Arc<Prompts>,
+    clock: Clock,
+    stats_tx: watch::Sender<SupervisorStats>,
+    stats: SupervisorStats,
+    /// Live session actors: actor id → (session id, connection id).
+    sessions: HashMap<ActorId, (Uuid, String)>,
+    /// Running reflectors and their jobs.
+    reflectors: HashMap<ActorId, ReflectionJob>,
+    /// Sessions with a reflection running or waiting.
+    scheduled: HashSet<Uuid>,
+    waiting: VecDeque<ReflectionJob>,
+    shutting_down: bool,
+}
+
+pub struct SessionSupervisor;
+
+impl SupervisorState {
+    fn publish(&mut self) {
+        self.stats.live_sessions = self.sessions.len();
+        self.stats.reflections_running = self.reflectors.len();
+        self.stats.reflections_queued = self.waiting.len();
+        self.stats.opening = self.registry.opening().len();
+        self.stats.ending_sessions = self.registry.ending();
+        self.stats_tx.send_replace(self.stats);
+    }
+
+    async fn spawn_session(
+        &mut self,
+        myself: &ActorRef<SupervisorMsg>,
+        record: SessionRecord,
+    ) -> Result<ActorRef<SessionMsg>, StartError> {
+        let args = SessionArgs {
+            record: record.clone(),
+            pending: Vec::new(),
+            registry: self.registry.clone(),
+            store: self.store.clone(),
+            supervisor: myself.clone(),
+            silence: self.settings.silence_timeout(),
+            clock: self.clock,
+        };
+        let (actor, _) = Actor::spawn_linked(None, SessionActor, args, myself.get_cell())
+            .await
+            .map_err(StartError::Spawn)?;
+        self.sessions.insert(
+            actor.get_id(),
+            (record.session_id, record.connection_id.clone()),
+        );
+        self.stats.sessions_started += 1;
+        Ok(actor)
+    }
+
+    fn new_record(&self, agent_id: &str, user_id: &str, connection_id: &str) -> SessionRecord {
+        SessionRecord {
+            session_id: Uuid::new_v4(),
+            agent_id: agent_id.to_string(),
+            user_id: user_id.to_string(),
+            connection_id: connection_id.to_string(),
+            started_at: self.clock.now(),
+            ended_at: None,
+            end_reason: None,
+            turn_count: 0,
+        }
+    }
+
+    async fn schedule(&mut self, myself: &ActorRef<SupervisorMsg>, job: ReflectionJob) {
+        if !self.scheduled.insert(job.session_id) {
+            return;
+        }
+        self.waiting.push_back(job);
+        self.start_waiting(myself).await;
+    }
+
+    async fn start_waiting(&mut self, myself: &ActorRef<SupervisorMsg>) {
+        while self.reflectors.len() < self.settings.reflector.max_concurrent {
+            let Some(job) = self.waiting.pop_front() else {
+                break;
+            };
+            let args = ReflectorArgs {
+                job: job.clone(),
+                store: self.store.clone(),
+                supervisor: myself.clone(),
+                reflect: self.reflect.clone(),
+                prompts: self.prompts.clone(),
+                settings: self.settings.reflector.clone(),
+                blocks: self.settings.blocks.clone(),
+                clock: self.clock,
+            };
+            match Actor::spawn_linked(None, ReflectorActor, args, myself.get_cell()).await {
+                Ok((actor, _)) => {
+                    self.reflectors.insert(actor.get_id(), job);
+                }
+                Err(err) => {
+                    // The job is still in the store's queue tree and resumes
+                    // at the next start.
+                    error!(session_id = %job.session_id, error = %err, "cannot spawn reflector");
+                    self.scheduled.remove(&job.session_id);
+                }
+            }
+        }
+    }
+}
+
+impl Actor for SessionSupervisor {
+    type Msg = SupervisorMsg;
+    type State = SupervisorState;
+    type Arguments = SupervisorArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        args: SupervisorArgs,
+    ) -> Result<SupervisorState, ActorProcessingErr> {
+        // Prune the connection table once per reopen window.
+        let window = Duration::from_secs(args.settings.session.reopen_window_secs.max(1));
+        myself.send_interval(window, || SupervisorMsg::Prune);
+        Ok(SupervisorState {
+            settings: args.settings,
+            registry: args.registry,
+            store: args.store,
+            reflect: args.reflect,
+            prompts: args.prompts,
+            clock: args.clock,
+            stats_tx: args.stats,
+            stats: SupervisorStats::default(),
+            sessions: HashMap::new(),
+            reflectors: HashMap::new(),
+            scheduled: HashSet::new(),
+            waiting: VecDeque::new(),
+            shutting_down: false,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        msg: SupervisorMsg,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            SupervisorMsg::Start {
+                agent_id,
+                user_id,
+                connection_id,
+                reply,
+            } => {
+                let res = async {
+                    validate_id("agent_id", &agent_id)?;
+                    validate_id("user_id", &user_id)?;
+                    validate_id("connection_id", &connection_id)?;
+                    if state.shutting_down {
+                        return Err(StartError::ShuttingDown);
+                    }
+                    if !state.registry.is_free(&connection_id) {
+                        return Err(StartError::ConnectionBusy(connection_id.clone()));
+                    }
+                    let record = state.new_record(&agent_id, &user_id, &connection_id);
+                    let actor = state.spawn_session(&myself, record.clone()).await?;
+                    let owner = Owner {
+                        agent_id: agent_id.as_str().into(),
+                        user_id: user_id.as_str().into(),
+                    };
+                    state
+                        .registry
+                        .insert_live(&connection_id, owner, record.session_id, actor);
+                    Ok(record)
+                }
+                .await;
+                let _ = reply.send(res);
+            }
+            SupervisorMsg::Reopen { connection_id } => {
+                let Some(owner) = state.registry.opening_owner(&connection_id) else {
+                    return Ok(());
+                };
+                let record = state.new_record(&owner.agent_id, &owner.user_id, &connection_id);
+                match state.spawn_session(&myself, record.clone()).await {
+                    Ok(actor) => {
+                        info!(session_id = %record.session_id, connection_id, "turn after session end opened a new session");
+                        state
+                            .registry
+                            .promote(&connection_id, record.session_id, actor.clone());
+                        if state.shutting_down {
+                            let _ = actor.cast(SessionMsg::End(EndReason::Shutdown));
+                        }
+                    }
+                    Err(err) => {
+                        // Keep the pending turns and try again shortly.
+                        error!(connection_id, error = %err, "cannot reopen session; retrying");
+                        myself.send_after(Duration::from_millis(100), move || {
+                            SupervisorMsg::Reopen { connection_id }
+                        });
+                    }
+                }
+            }
+            SupervisorMsg::SessionEnded { record } => {
+                state.registry.finished_ending(record.session_id);
+                state.stats.sessions_ended += 1;
+                state.sessions.retain(|_, (id, _)| *id != record.session_id);
+                if record.turn_count > 0 {
+                    let job = ReflectionJob {
+                        session_id: record.session_id,
+                        agent_id: record.agent_id.clone(),
+                        enqueued_at: record.ended_at.unwrap_or(record.started_at),
+                    };
+                    state.schedule(&myself, job).await;
+                }
+            }
+            SupervisorMsg::Enqueue(job) => state.schedule(&myself, job).await,
+            SupervisorMsg::ReflectionFinished {
+                session_id,
+                outcome,
+            } => {
+                match outcome {
+                    ReflectionOutcome::Stored => state.stats.summaries_stored += 1,
+                    ReflectionOutcome::Duplicate => state.stats.duplicates += 1,
+                    ReflectionOutcome::DeadLettered => state.stats.dead_lettered += 1,
+                    ReflectionOutcome::Missing => {}
+                }
+                state.scheduled.remove(&session_id);
+            }
+            SupervisorMsg::EndAll { reason, reply } => {
+                state.shutting_down = true;
+                let live = state.registry.live_sessions();
+                for (_, _, actor) in &live {
+                    let _ = actor.cast(SessionMsg::End(reason));
+                }
+                let _ = reply.send(live.len());
+            }
+            SupervisorMsg::Stats(reply) => {
+                state.publish();
+                let _ = reply.send(state.stats);
+            }
+            SupervisorMsg::Prune => {
+                let window = Duration::from_secs(state.settings.session.reopen_window_secs);
+                let n = state.registry.prune(window);
+                if n > 0 {
+                    info!(forgotten = n, "pruned ended connections");
+                }
+            }
+        }
+        state.publish();
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        event: SupervisionEvent,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match event {
+            SupervisionEvent::ActorTerminated(cell, _, _) => {
+                let id = cell.get_id();
+                if let Some(job) = state.reflectors.remove(&id) {
+                    state.scheduled.remove(&job.session_id);
+                    state.start_waiting(&myself).await;
+                }
+            }
+            SupervisionEvent::ActorFailed(cell, err) => {
+                let id = cell.get_id();
+                if let Some((session_id, connection_id)) = state.sessions.remove(&id) {
+                    state.stats.sessions_crashed += 1;
+                    error!(%session_id, connection_id, error = %err, "session actor crashed; recovering from the store");
+                    state.registry.mark_ended(&connection_id, session_id);
+                    let at = state.clock.now();
+                    let res = call_t!(
+                        state.store,
+                        |reply| StoreMsg::CloseOrphan {
+                            session_id,
+                            reason: EndReason::Crashed,
+                            at,
+                            reply
+                        },
+                        STORE_TIMEOUT_MS
+                    );
+                    match res {
+                        Ok(Ok(Some(record))) if record.turn_count > 0 => {
+                            let job = ReflectionJob {
+                                session_id,
+                                agent_id: record.agent_id,
+                                enqueued_at: at,
+                            };
+                            state.schedule(&myself, job).await;
+                        }
+                        Ok(Ok(_)) => {}
+                        // The session stays open in the store; the next
+                        // start recovers it.
+                        Ok(Err(e)) => {
+                            error!(%session_id, error = %e, "cannot close crashed session")
+                        }
+                        Err(e) => {
+                            error!(%session_id, error = %e, "store unreachable closing crashed session")
+                        }
+                    }
+                    state.registry.finished_ending(session_id);
+                } else if let Some(job) = state.reflectors.remove(&id) {
+                    let session_id = job.session_id;
+                    warn!(%session_id, error = %err, "reflector crashed; dead-lettering its job");
+                    state.scheduled.remove(&session_id);
+                    let letter = DeadLetter {
+                        session_id,
+                        agent_id: job.agent_id,
+                        user_id: String::new(),
+                        attempts: 0,
+                        error: format!("reflector panicked: {err}"),
+                        error_kind: "panic".into(),
+                        failed_at: state.clock.now(),
+                    };
+                    let res = call_t!(
+                        state.store,
+                        |reply| StoreMsg::DeadLetter { letter, reply },
+                        STORE_TIMEOUT_MS
+                    );
+                    if let Err(e) = res {
+                        error!(%session_id, error = %e, "cannot dead-letter; job stays queued");
+                    }
+                    state.stats.dead_lettered += 1;
+                    state.start_waiting(&myself).await;
+                }
+            }
+            _ => {}
+        }
+        state.publish();
+        Ok(())
+    }
+}

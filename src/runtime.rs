@@ -1,0 +1,768 @@
+//! The embedding API: [`RuntimeBuilder`] starts the actors on a data folder,
+//! [`Runtime`] is the handle a voice server keeps.
+//!
+//! Recording a turn is a registry read and one cast: no await, no lock held
+//! across an actor. Everything else is a call with a timeout.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{call_t, Actor, ActorRef};
+use recall_actors::clock::Clock;
+use recall_actors::model::{
+    truncate_chars, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter, EndReason,
+    InputError, MemoryBlock, SessionRecord, SummaryType,
+};
+use recall_actors::prompt::{PromptError, PromptTemplate, Prompts, SESSION_VARS};
+use recall_actors::reflect::extractive::ExtractiveReflect;
+use recall_actors::reflect::{Reflect, ReflectError};
+use recall_actors::registry::{Registry, Routed, UnknownConnection};
+use recall_actors::session::{SessionMsg, SessionView};
+use recall_actors::settings::{ReflectorKind, Settings, SettingsError};
+use recall_actors::store::{StoreActor, StoreArgs, StoreError, StoreMsg, StoreStats, Trees};
+use recall_actors::supervisor::{
+    SessionSupervisor, StartError, SupervisorArgs, SupervisorMsg, SupervisorStats,
+};
+use recall_actors::watchdog::{
+    WatchdogActor, WatchdogArgs, WatchdogError, WatchdogMsg, WatchdogStats,
+};
+use tokio::sync::watch;
+use tracing::{info, warn};
+use uuid::Uuid;
+
+use crate::llm::OpenAiReflect;
+
+/// Timeout of calls into the actors, in ms.
+const CALL_TIMEOUT_MS: u64 = 30_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    #[error("cannot read prompt template {}", path.display())]
+    PromptFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("prompt template {} is invalid", path.display())]
+    Prompt {
+        path: PathBuf,
+        #[source]
+        source: PromptError,
+    },
+    #[error("cannot set up the reflector")]
+    Reflector(#[source] ReflectError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot spawn the {0} actor")]
+    Spawn(&'static str, #[source] ractor::SpawnErr),
+    #[error("recovery failed: {0}")]
+    Recovery(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecallError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error(transparent)]
+    UnknownConnection(#[from] UnknownConnection),
+    #[error(transparent)]
+    Start(#[from] StartError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Watchdog(#[from] WatchdogError),
+    #[error("block {label} takes at most {limit} characters; got {len}")]
+    BlockTooLong {
+        label: BlockLabel,
+        len: usize,
+        limit: usize,
+    },
+    #[error("block {0} is rebuilt by the watchdog; set persistent context instead")]
+    ManagedBlock(BlockLabel),
+    #[error("the {0} actor is unavailable: {1}")]
+    Unavailable(&'static str, String),
+}
+
+fn unavailable<E: std::fmt::Display>(actor: &'static str) -> impl FnOnce(E) -> RecallError {
+    move |e| RecallError::Unavailable(actor, e.to_string())
+}
+
+/// Starts a [`Runtime`].
+pub struct RuntimeBuilder {
+    data_dir: PathBuf,
+    settings: Settings,
+    reflect: Option<Arc<dyn Reflect>>,
+    clock: Option<Clock>,
+    api_key: Option<String>,
+}
+
+impl RuntimeBuilder {
+    /// A runtime storing its data under `data_dir` (created if missing),
+    /// with default settings and the reflector they name.
+    pub fn new(data_dir: impl AsRef<Path>) -> Self {
+        RuntimeBuilder {
+            data_dir: data_dir.as_ref().to_path_buf(),
+            settings: Settings::default(),
+            reflect: None,
+            clock: None,
+            api_key: None,
+        }
+    }
+
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Use this `Reflect` implementation instead of the one the settings name.
+    pub fn reflect(mut self, reflect: Arc<dyn Reflect>) -> Self {
+        self.reflect = Some(reflect);
+        self
+    }
+
+    /// The clock timestamps come from (default: the system clock).
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The API key for `reflector.kind = "openai"`; by default it is read
+    /// from the environment variable named by `reflector.openai.api_key_env`.
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    fn prompts(&self) -> Result<Prompts, StartupError> {
+        let mut prompts = Prompts::builtin();
+        let file = &self.settings.reflector.prompt_file;
+        if !file.is_empty() {
+            let path = PathBuf::from(file);
+            let text =
+                std::fs::read_to_string(&path).map_err(|source| StartupError::PromptFile {
+                    path: path.clone(),
+                    source,
+                })?;
+            prompts.session = PromptTemplate::parse(&text, SESSION_VARS)
+                .map_err(|source| StartupError::Prompt { path, source })?;
+        }
+        Ok(prompts)
+    }
+
+    /// Opens the data folder, starts the actors and recovers: sessions left
+    /// open are ended with reason `recovered` and reflected, and queued
+    /// reflections resume.
+    pub async fn start(self) -> Result<Runtime, StartupError> {
+        self.settings.validate()?;
+        let prompts = Arc::new(self.prompts()?);
+        let reflect: Arc<dyn Reflect> = match (&self.reflect, self.settings.reflector.kind) {
+            (Some(r), _) => r.clone(),
+            (None, ReflectorKind::Extractive) => Arc::new(ExtractiveReflect),
+            (None, ReflectorKind::Openai) => {
+                let key = self
+                    .api_key
+                    .clone()
+                    .or_else(|| std::env::var(&self.settings.reflector.openai.api_key_env).ok());
+                Arc::new(
+                    OpenAiReflect::new(&self.settings.reflector.openai, key)
+                        .map_err(StartupError::Reflector)?,
+                )
+            }
+        };
+        let clock = self.clock.unwrap_or_else(Clock::system);
+        let settings = self.settings;
+        let dir = self.data_dir.clone();
+        let store_settings = settings.store.clone();
+        let trees = tokio::task::spawn_blocking(move || Trees::open(&dir, &store_settings))
+            .await
+            .map_err(|e| StartupError::Recovery(format!("opening the store panicked: {e}")))??;
+
+        let (store, _) = Actor::spawn(
+            None,
+            StoreActor,
+            StoreArgs {
+                trees,
+                settings: settings.store.clone(),
+            },
+        )
+        .await
+        .map_err(|e| StartupError::Spawn("store", e))?;
+        let registry = Registry::new();
+        let (stats_tx, stats_rx) = watch::channel(SupervisorStats::default());
+        let (supervisor, _) = Actor::spawn(
+            None,
+            SessionSupervisor,
+            SupervisorArgs {
+                settings: settings.clone(),
+                registry: registry.clone(),
+                store: store.clone(),
+                reflect,
+                prompts,
+                clock,
+                stats: stats_tx,
+            },
+        )
+        .await
+        .map_err(|e| StartupError::Spawn("supervisor", e))?;
+        let (watchdog, _) = Actor::spawn(
+            None,
+            WatchdogActor,
+            WatchdogArgs {
+                store: store.clone(),
+                settings: settings.watchdog.clone(),
+                block_limit: settings.blocks.background_context_limit,
+                clock,
+            },
+        )
+        .await
+        .map_err(|e| StartupError::Spawn("watchdog", e))?;
+
+        let runtime = Runtime {
+            inner: Arc::new(Inner {
+                settings,
+                clock,
+                registry,
+                store,
+                supervisor,
+                watchdog,
+                stats: stats_rx,
+            }),
+            recovered: Vec::new(),
+        };
+        runtime.recover().await
+    }
+}
+
+struct Inner {
+    settings: Settings,
+    clock: Clock,
+    registry: Arc<Registry>,
+    store: ActorRef<StoreMsg>,
+    supervisor: ActorRef<SupervisorMsg>,
+    watchdog: ActorRef<WatchdogMsg>,
+    stats: watch::Receiver<SupervisorStats>,
+}
+
+/// A handle on a running recall runtime. Cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+    recovered: Vec<SessionRecord>,
+}
+
+/// Counters of every actor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuntimeStats {
+    pub supervisor: SupervisorStats,
+    pub store: StoreStats,
+    pub watchdog: WatchdogStats,
+}
+
+/// What a graceful shutdown did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Live sessions ended with reason `shutdown`.
+    pub sessions_ended: usize,
+    /// Reflections still running or queued when the grace period ran out;
+    /// they stay in the durable queue and resume at the next start.
+    pub reflections_left: usize,
+}
+
+impl Runtime {
+    pub fn builder(data_dir: impl AsRef<Path>) -> RuntimeBuilder {
+        RuntimeBuilder::new(data_dir)
+    }
+
+    async fn recover(mut self) -> Result<Self, StartupError> {
+        let store = &self.inner.store;
+        let open = call_t!(store, StoreMsg::ListOpenSessions, CALL_TIMEOUT_MS)
+            .map_err(|e| StartupError::Recovery(e.to_string()))??;
+        let at = self.inner.clock.now();
+        for rec in open {
+            let session_id = rec.session_id;
+            let closed = call_t!(
+                store,
+                |reply| StoreMsg::CloseOrphan {
+                    session_id,
+                    reason: EndReason::Recovered,
+                    at,
+                    reply
+                },
+                CALL_TIMEOUT_MS
+            )
+            .map_err(|e| StartupError::Recovery(e.to_string()))??;
+            if let Some(rec) = closed {
+                info!(%session_id, turns = rec.turn_count, "recovered a session left open");
+                self.recovered.push(rec);
+            }
+        }
+        let queued = call_t!(store, StoreMsg::ListQueue, CALL_TIMEOUT_MS)
+            .map_err(|e| StartupError::Recovery(e.to_string()))??;
+        if !queued.is_empty() {
+            info!(jobs = queued.len(), "resuming queued reflections");
+        }
+        for job in queued {
+            self.inner
+                .supervisor
+                .cast(SupervisorMsg::Enqueue(job))
+                .map_err(|e| StartupError::Recovery(e.to_string()))?;
+        }
+        Ok(self)
+    }
+
+    /// Sessions found open at start and ended with reason `recovered`.
+    pub fn recovered(&self) -> &[SessionRecord] {
+        &self.recovered
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    pub fn clock(&self) -> Clock {
+        self.inner.clock
+    }
+
+    /// Starts a session on a connection (a voice call opening).
+    pub async fn start_session(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+        connection_id: &str,
+    ) -> Result<SessionRecord, RecallError> {
+        let res = call_t!(
+            self.inner.supervisor,
+            |reply| SupervisorMsg::Start {
+                agent_id: agent_id.to_string(),
+                user_id: user_id.to_string(),
+                connection_id: connection_id.to_string(),
+                reply
+            },
+            CALL_TIMEOUT_MS
+        )
+        .map_err(unavailable("supervisor"))??;
+        Ok(res)
+    }
+
+    fn check_message(&self, field: &'static str, text: &str) -> Result<(), InputError> {
+        let max = self.inner.settings.session.max_message_chars;
+        // bytes bound chars from above: count only when it could matter
+        if text.len() > max {
+            let len = text.chars().count();
+            if len > max {
+                return Err(InputError::TooLong { field, len, max });
+            }
+        }
+        Ok(())
+    }
+
+    /// Records a completed exchange. Non-blocking: validates, reads the
+    /// connection table and casts to the session actor. A turn for a
+    /// connection whose session ended opens a new session there; a turn for
+    /// a connection never started is `UnknownConnection`.
+    pub fn record_turn(
+        &self,
+        connection_id: &str,
+        user_message: impl Into<String>,
+        agent_response: impl Into<String>,
+    ) -> Result<(), RecallError> {
+        let user_message = user_message.into();
+        let agent_response = agent_response.into();
+        if user_message.trim().is_empty() && agent_response.trim().is_empty() {
+            return Err(InputError::Empty {
+                field: "user_message and agent_response",
+            }
+            .into());
+        }
+        self.check_message("user_message", &user_message)?;
+        self.check_message("agent_response", &agent_response)?;
+        let turn = ConversationTurn {
+            user_message,
+            agent_response,
+            timestamp: self.inner.clock.now(),
+        };
+        match self.inner.registry.route_turn(connection_id, turn)? {
+            Routed::Delivered | Routed::Pending => Ok(()),
+            Routed::NeedsOpen => self
+                .inner
+                .supervisor
+                .cast(SupervisorMsg::Reopen {
+                    connection_id: connection_id.to_string(),
+                })
+                .map_err(unavailable("supervisor")),
+        }
+    }
+
+    /// The user is speaking: defer the silence timeout.
+    pub fn touch(&self, connection_id: &str) -> Result<(), RecallError> {
+        match self.inner.registry.live(connection_id) {
+            Some((_, actor)) => {
+                // A session that just began ending has nothing to defer.
+                let _ = actor.cast(SessionMsg::Touch);
+                Ok(())
+            }
+            None if self.inner.registry.session_of(connection_id).is_some() => Ok(()),
+            None => Err(UnknownConnection(connection_id.to_string()).into()),
+        }
+    }
+
+    /// Ends the connection's live session (the call disconnected). Returns
+    /// its id, or `None` if it had already ended.
+    pub fn end_session(&self, connection_id: &str) -> Result<Option<Uuid>, RecallError> {
+        match self.inner.registry.live(connection_id) {
+            Some((id, actor)) => {
+                // Marked here, not only in the actor, so that a turn sent
+                // after this returns opens a new session.
+                self.inner.registry.mark_ended(connection_id, id);
+                let _ = actor.cast(SessionMsg::End(EndReason::Disconnect));
+                Ok(Some(id))
+            }
+            None if self.inner.registry.session_of(connection_id).is_some() => Ok(None),
+            None => Err(UnknownConnection(connection_id.to_string()).into()),
+        }
+    }
+
+    /// The live session on a connection, with its turns so far.
+    pub async fn live_session(
+        &self,
+        connection_id: &str,
+    ) -> Result<Option<SessionView>, RecallError> {
+        let Some((_, actor)) = self.inner.registry.live(connection_id) else {
+            return Ok(None);
+        };
+        // An actor that ended meanwhile does not answer: report no session.
+        Ok(call_t!(actor, SessionMsg::Inspect, CALL_TIMEOUT_MS).ok())
+    }
+
+    pub async fn session(&self, session_id: Uuid) -> Result<Option<SessionRecord>, RecallError> {
+        Ok(call_t!(
+            self.inner.store,
+            StoreMsg::GetSession,
+            CALL_TIMEOUT_MS,
+            session_id
+        )
+        .map_err(unavailable("store"))??)
+    }
+
+    /// Stored sessions, oldest first, of one agent or of all.
+    pub async fn sessions(
+        &self,
+        agent_id: Option<&str>,
+    ) -> Result<Vec<SessionRecord>, RecallError> {
+        Ok(call_t!(
+            self.inner.store,
+            StoreMsg::ListSessions,
+            CALL_TIMEOUT_MS,
+            agent_id.map(str::to_string)
+        )
+        .map_err(unavailable("store"))??)
+    }
+
+    /// A session's stored turns, in order.
+    pub async fn turns(&self, session_id: Uuid) -> Result<Vec<ConversationTurn>, RecallError> {
+        Ok(call_t!(
+            self.inner.store,
+            StoreMsg::GetTurns,
+            CALL_TIMEOUT_MS,
+            session_id
+        )
+        .map_err(unavailable("store"))??)
+    }
+
+    /// An agent's summaries of one type, oldest first.
+    pub async fn summaries(
+        &self,
+        agent_id: &str,
+        kind: SummaryType,
+    ) -> Result<Vec<ConversationSummary>, RecallError> {
+        Ok(call_t!(
+            self.inner.store,
+            |reply| StoreMsg::ListSummaries {
+                agent_id: agent_id.to_string(),
+                kind,
+                since: None,
+                reply
+            },
+            CALL_TIMEOUT_MS
+        )
+        .map_err(unavailable("store"))??)
+    }
+
+    pub async fn summary(
+        &self,
+        summary_id: Uuid,
+    ) -> Result<Option<ConversationSummary>, RecallError> {
+        Ok(call_t!(
+            self.inner.store,
+            StoreMsg::GetSummary,
+            CALL_TIMEOUT_MS,
+            summary_id
+        )
+        .map_err(unavailable("store"))??)
+    }
+
+    pub async fn blocks(&self, agent_id: &str) -> Result<Vec<MemoryBlock>, RecallError> {
+        Ok(call_t!(
+            self.inner.store,
+            StoreMsg::GetBlocks,
+            CALL_TIMEOUT_MS,
+            agent_id.to_string()
+        )
+        .map_err(unavailable("store"))??)
+    }
+
+    pub async fn block(
+        &self,
+        agent_id: &str,
+        label: BlockLabel,
+    ) -> Result<Option<MemoryBlock>, RecallError> {
+        Ok(self
+            .blocks(agent_id)
+            .await?
+            .into_iter()
+            .find(|b| b.label == label))
+    }
+
+    /// Writes a block the agent owns (`persona`, `human`, `self_perception`,
+    /// `relationship`). Over its limit is an error and nothing is written.
+    pub async fn set_block(
+        &self,
+        agent_id: &str,
+        label: BlockLabel,
+        value: &str,
+    ) -> Result<MemoryBlock, RecallError> {
+        recall_actors::model::validate_id("agent_id", agent_id)?;
+        if label == BlockLabel::BackgroundContext {
+            return Err(RecallError::ManagedBlock(label));
+        }
+        let limit = self.inner.settings.blocks.limit(label);
+        let len = value.chars().count();
+        if len > limit {
+            return Err(RecallError::BlockTooLong { label, len, limit });
+        }
+        let block = MemoryBlock {
+            agent_id: agent_id.to_string(),
+            label,
+            value: value.to_string(),
+            limit,
+            updated_at: self.inner.clock.now(),
+        };
+        let b = block.clone();
+        call_t!(
+            self.inner.store,
+            |reply| StoreMsg::PutBlock { block: b, reply },
+            CALL_TIMEOUT_MS
+        )
+        .map_err(unavailable("store"))??;
+        Ok(block)
+    }
+
+    /// Replaces the agent's persistent context lines (always shown in
+    /// `background_context`); the watchdog picks them up on its next tick.
+    pub async fn set_persistent_context(
+        &self,
+        agent_id: &str,
+        lines: Vec<String>,
+    ) -> Result<(), RecallError> {
+        recall_actors::model::validate_id("agent_id", agent_id)?;
+        let limit = self.inner.settings.blocks.background_context_limit;
+        for line in &lines {
+            if line.chars().count() > limit {
+                return Err(InputError::TooLong {
+                    field: "persistent context line",
+                    len: line.chars().count(),
+                    max: limit,
+                }
+                .into());
+            }
+            if line.contains('\n') {
+                return Err(InputError::Invalid {
+                    field: "persistent context line",
+                    reason: format!("{:?} spans several lines", truncate_chars(line, 40)),
+                }
+                .into());
+            }
+        }
+        call_t!(
+            self.inner.store,
+            |reply| StoreMsg::SetPersistentContext {
+                agent_id: agent_id.to_string(),
+                lines,
+                reply
+            },
+            CALL_TIMEOUT_MS
+        )
+        .map_err(unavailable("store"))??;
+        Ok(())
+    }
+
+    pub async fn dead_letters(&self) -> Result<Vec<DeadLetter>, RecallError> {
+        Ok(
+            call_t!(self.inner.store, StoreMsg::ListDeadLetters, CALL_TIMEOUT_MS)
+                .map_err(unavailable("store"))??,
+        )
+    }
+
+    /// Moves a dead letter back into the queue and reflects on it again.
+    pub async fn retry_dead_letter(&self, session_id: Uuid) -> Result<(), RecallError> {
+        let at = self.inner.clock.now();
+        let job = call_t!(
+            self.inner.store,
+            |reply| StoreMsg::Requeue {
+                session_id,
+                at,
+                reply
+            },
+            CALL_TIMEOUT_MS
+        )
+        .map_err(unavailable("store"))??;
+        self.inner
+            .supervisor
+            .cast(SupervisorMsg::Enqueue(job))
+            .map_err(unavailable("supervisor"))
+    }
+
+    /// Rebuilds changed `background_context` blocks now, without waiting
+    /// for the watchdog's timer. Returns how many were rebuilt.
+    pub async fn refresh_background_context(&self) -> Result<usize, RecallError> {
+        Ok(call_t!(
+            self.inner.watchdog,
+            WatchdogMsg::RefreshNow,
+            CALL_TIMEOUT_MS
+        )
+        .map_err(unavailable("watchdog"))??)
+    }
+
+    /// Flushes everything written so far to disk.
+    pub async fn flush(&self) -> Result<(), RecallError> {
+        Ok(call_t!(self.inner.store, StoreMsg::Flush, CALL_TIMEOUT_MS)
+            .map_err(unavailable("store"))??)
+    }
+
+    pub async fn stats(&self) -> Result<RuntimeStats, RecallError> {
+        let store = call_t!(self.inner.store, StoreMsg::Stats, CALL_TIMEOUT_MS)
+            .map_err(unavailable("store"))?;
+        let watchdog = call_t!(self.inner.watchdog, WatchdogMsg::Stats, CALL_TIMEOUT_MS)
+            .map_err(unavailable("watchdog"))?;
+        Ok(RuntimeStats {
+            supervisor: *self.inner.stats.borrow(),
+            store,
+            watchdog,
+        })
+    }
+
+    /// The supervisor's counters as they change.
+    pub fn watch_stats(&self) -> watch::Receiver<SupervisorStats> {
+        self.inner.stats.clone()
+    }
+
+    /// Waits until no session is ending or reopening and no reflection runs
+    /// or waits. Live sessions may remain.
+    pub async fn wait_idle(&self) -> Result<(), RecallError> {
+        let mut rx = self.inner.stats.clone();
+        loop {
+            rx.borrow_and_update();
+            // A call, so that every message sent before it is counted.
+            let s = call_t!(self.inner.supervisor, SupervisorMsg::Stats, CALL_TIMEOUT_MS)
+                .map_err(unavailable("supervisor"))?;
+            if s.idle() {
+                return Ok(());
+            }
+            rx.changed().await.map_err(unavailable("supervisor"))?;
+        }
+    }
+
+    /// Ends live sessions (`shutdown`), drains reflections for up to 30 s,
+    /// flushes and stops the actors.
+    pub async fn shutdown(self) -> Result<ShutdownReport, RecallError> {
+        self.shutdown_with_grace(Duration::from_secs(30)).await
+    }
+
+    /// Like [`shutdown`](Self::shutdown) with a chosen grace period for
+    /// reflections still running; those left stay queued on disk.
+    pub async fn shutdown_with_grace(self, grace: Duration) -> Result<ShutdownReport, RecallError> {
+        let inner = &self.inner;
+        let ended = call_t!(
+            inner.supervisor,
+            |reply| SupervisorMsg::EndAll {
+                reason: EndReason::Shutdown,
+                reply
+            },
+            CALL_TIMEOUT_MS
+        )
+        .map_err(unavailable("supervisor"))?;
+        let mut rx = inner.stats.clone();
+        let drained = tokio::time::timeout(grace, async {
+            loop {
+                let s = *rx.borrow_and_update();
+                if s.live_sessions == 0 && s.idle() {
+                    return;
+                }
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
+        let s = *inner.stats.borrow();
+        if drained.is_err() {
+            warn!(
+                running = s.reflections_running,
+                queued = s.reflections_queued,
+                "shutdown grace period over; unfinished reflections resume at next start"
+            );
+        }
+        let _ = inner
+            .watchdog
+            .stop_and_wait(None, Some(Duration::from_secs(5)))
+            .await;
+        let _ = inner
+            .supervisor
+            .stop_and_wait(None, Some(Duration::from_secs(5)))
+            .await;
+        let flushed = self.flush().await;
+        let _ = inner
+            .store
+            .stop_and_wait(None, Some(Duration::from_secs(10)))
+            .await;
+        flushed?;
+        Ok(ShutdownReport {
+            sessions_ended: ended,
+            reflections_left: s.reflections_running + s.reflections_queued,
+        })
+    }
+
+    /// Stops every actor at once without ending sessions or draining: what
+    /// a crash leaves behind, minus the unflushed window. For tests.
+    pub async fn abort(self) {
+        let inner = &self.inner;
+        let _ = inner
+            .watchdog
+            .kill_and_wait(Some(Duration::from_secs(5)))
+            .await;
+        let _ = inner
+            .supervisor
+            .kill_and_wait(Some(Duration::from_secs(5)))
+            .await;
+        for (_, _, actor) in inner.registry.live_sessions() {
+            let _ = actor.kill_and_wait(Some(Duration::from_secs(5))).await;
+        }
+        let _ = inner
+            .store
+            .kill_and_wait(Some(Duration::from_secs(5)))
+            .await;
+    }
+
+    /// Makes the live session actor on `connection_id` panic (crash-path
+    /// tests).
+    #[doc(hidden)]
+    pub fn inject_session_panic(&self, connection_id: &str) -> bool {
+        match self.inner.registry.live(connection_id) {
+            Some((_, actor)) => actor.cast(SessionMsg::InjectPanic).is_ok(),
+            None => false,
+        }
+    }
+}

@@ -1,0 +1,480 @@
+//! `recall simulate`: replays a JSONL conversation script in virtual time.
+//!
+//! One event per line, `{"at": RFC 3339, "type": "start"|"turn"|"touch"|"end", …}`.
+//! The whole script is parsed and checked before anything runs, so a
+//! malformed line is reported with its number and nothing is half-applied.
+//! Events apply at their timestamps on tokio's paused clock, so silence
+//! timers, reflections and watchdog ticks fire in between exactly as they
+//! would in real time. After the last event, time runs on until every
+//! session has ended, every reflection has finished and a watchdog tick has
+//! run after the last one.
+
+use std::collections::{BTreeSet, HashSet};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use recall_actors::clock::Clock;
+use recall_actors::model::{
+    validate_id, ConversationSummary, DeadLetter, MemoryBlock, SessionRecord, SummaryType,
+};
+use recall_actors::reflect::{BoxFuture, Reflect, ReflectError, ReflectRequest};
+use recall_actors::settings::Settings;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::runtime::{RecallError, RuntimeBuilder, StartupError};
+
+/// A script line that cannot be applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {reason}")]
+pub struct ScriptError {
+    pub line: usize,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Start {
+        agent_id: String,
+        user_id: String,
+        connection_id: String,
+    },
+    Turn {
+        connection_id: String,
+        user_message: String,
+        agent_response: String,
+    },
+    Touch {
+        connection_id: String,
+    },
+    End {
+        connection_id: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub line: usize,
+    pub at: DateTime<Utc>,
+    pub action: Action,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartLine {
+    agent_id: String,
+    user_id: String,
+    connection_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TurnLine {
+    connection_id: String,
+    user_message: String,
+    agent_response: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConnLine {
+    connection_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EndLine {
+    connection_id: String,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+fn parse_line(line: usize, text: &str) -> Result<Event, ScriptError> {
+    let err = |reason: String| ScriptError { line, reason };
+    let mut v: serde_json::Map<String, Value> =
+        serde_json::from_str(text).map_err(|e| err(format!("not a JSON object: {e}")))?;
+    let at = match v.remove("at") {
+        Some(Value::String(s)) => DateTime::parse_from_rfc3339(&s)
+            .map_err(|e| err(format!("`at` is not an RFC 3339 time ({s:?}): {e}")))?
+            .with_timezone(&Utc),
+        Some(_) => return Err(err("`at` must be a string".into())),
+        None => return Err(err("missing `at`".into())),
+    };
+    let kind = match v.remove("type") {
+        Some(Value::String(s)) => s,
+        _ => return Err(err("missing `type` (start, turn, touch or end)".into())),
+    };
+    let rest = Value::Object(v);
+    let fields = |e: serde_json::Error| err(format!("bad `{kind}` event: {e}"));
+    let action = match kind.as_str() {
+        "start" => {
+            let l: StartLine = serde_json::from_value(rest).map_err(fields)?;
+            for (f, v) in [
+                ("agent_id", &l.agent_id),
+                ("user_id", &l.user_id),
+                ("connection_id", &l.connection_id),
+            ] {
+                validate_id(f, v).map_err(|e| err(e.to_string()))?;
+            }
+            Action::Start {
+                agent_id: l.agent_id,
+                user_id: l.user_id,
+                connection_id: l.connection_id,
+            }
+        }
+        "turn" => {
+            let l: TurnLine = serde_json::from_value(rest).map_err(fields)?;
+            if l.user_message.trim().is_empty() && l.agent_response.trim().is_empty() {
+                return Err(err(
+                    "a turn needs a user_message or an agent_response".into()
+                ));
+            }
+            Action::Turn {
+                connection_id: l.connection_id,
+                user_message: l.user_message,
+                agent_response: l.agent_response,
+            }
+        }
+        "touch" => {
+            let l: ConnLine = serde_json::from_value(rest).map_err(fields)?;
+            Action::Touch {
+                connection_id: l.connection_id,
+            }
+        }
+        "end" => {
+            let l: EndLine = serde_json::from_value(rest).map_err(fields)?;
+            match l.reason.as_deref() {
+                None | Some("disconnect") => {}
+                Some(other) => {
+                    return Err(err(format!(
+                        "end reason {other:?}: a script can only disconnect; silence, shutdown, recovery and crashes are recorded by the runtime"
+                    )))
+                }
+            }
+            Action::End {
+                connection_id: l.connection_id,
+            }
+        }
+        other => {
+            return Err(err(format!(
+                "unknown event type {other:?} (start, turn, touch or end)"
+            )))
+        }
+    };
+    Ok(Event { line, at, action })
+}
+
+/// Parses and checks a whole script: every line well-formed, times never
+/// going backwards, and no event for a connection that was not started on
+/// an earlier line.
+pub fn parse_script(text: &str) -> Result<Vec<Event>, ScriptError> {
+    let mut events = Vec::new();
+    let mut started: HashSet<String> = HashSet::new();
+    let mut last: Option<DateTime<Utc>> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let trimmed = raw.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with("//") {
+            continue;
+        }
+        let ev = parse_line(line, trimmed)?;
+        if let Some(prev) = last {
+            if ev.at < prev {
+                return Err(ScriptError {
+                    line,
+                    reason: format!("time goes backwards ({} is before {})", ev.at, prev),
+                });
+            }
+        }
+        last = Some(ev.at);
+        match &ev.action {
+            Action::Start { connection_id, .. } => {
+                started.insert(connection_id.clone());
+            }
+            Action::Turn { connection_id, .. }
+            | Action::Touch { connection_id }
+            | Action::End { connection_id } => {
+                if !started.contains(connection_id) {
+                    return Err(ScriptError {
+                        line,
+                        reason: format!("connection {connection_id:?} was never started"),
+                    });
+                }
+            }
+        }
+        events.push(ev);
+    }
+    if events.is_empty() {
+        return Err(ScriptError {
+            line: 0,
+            reason: "the script has no events".into(),
+        });
+    }
+    Ok(events)
+}
+
+/// The state after a simulation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub sessions: Vec<SessionRecord>,
+    pub summaries: Vec<ConversationSummary>,
+    pub blocks: Vec<MemoryBlock>,
+    pub dead_letters: Vec<DeadLetter>,
+}
+
+impl Report {
+    /// The readable report.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "== sessions ({}) ==", self.sessions.len());
+        for s in &self.sessions {
+            let _ = writeln!(
+                out,
+                "{}  {} → {}  {}/{} on {}  {} turn(s), ended by {}",
+                s.session_id,
+                s.started_at.format("%Y-%m-%d %H:%M:%S"),
+                s.ended_at
+                    .map(|t| t.format("%H:%M:%S").to_string())
+                    .unwrap_or_else(|| "open".into()),
+                s.agent_id,
+                s.user_id,
+                s.connection_id,
+                s.turn_count,
+                s.end_reason.map(|r| r.as_str()).unwrap_or("-"),
+            );
+        }
+        let _ = writeln!(out, "\n== summaries ({}) ==", self.summaries.len());
+        for s in &self.summaries {
+            let _ = writeln!(out, "{}\n", s.to_archival_text());
+        }
+        let _ = writeln!(out, "== blocks ({}) ==", self.blocks.len());
+        for b in &self.blocks {
+            let _ = writeln!(
+                out,
+                "[{}/{}] updated {} ({} of {} chars)\n{}\n",
+                b.agent_id,
+                b.label,
+                b.updated_at.format("%Y-%m-%d %H:%M:%S"),
+                b.value.chars().count(),
+                b.limit,
+                b.value
+            );
+        }
+        let _ = writeln!(out, "== dead letters ({}) ==", self.dead_letters.len());
+        for d in &self.dead_letters {
+            let _ = writeln!(
+                out,
+                "{} after {} attempt(s): {}",
+                d.session_id, d.attempts, d.error
+            );
+        }
+        out
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Script(#[from] ScriptError),
+    #[error(transparent)]
+    Startup(#[from] StartupError),
+    #[error("line {line}: {source}")]
+    Apply {
+        line: usize,
+        #[source]
+        source: RecallError,
+    },
+    #[error(transparent)]
+    Runtime(#[from] RecallError),
+    #[error("cannot create a temporary data folder")]
+    TempDir(#[source] std::io::Error),
+}
+
+/// Runs a `Reflect` on a separate, real-time runtime: an LLM call takes
+/// real time, and the wait happens in a blocking task, which keeps tokio's
+/// paused clock from jumping ahead (to the attempt timeout) meanwhile.
+pub struct RealTimeReflect {
+    inner: Arc<dyn Reflect>,
+    runtime: Arc<tokio::runtime::Runtime>,
+}
+
+impl RealTimeReflect {
+    pub fn new(inner: Arc<dyn Reflect>) -> std::io::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()?;
+        Ok(RealTimeReflect {
+            inner,
+            runtime: Arc::new(runtime),
+        })
+    }
+}
+
+impl Reflect for RealTimeReflect {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn reflect(&self, request: ReflectRequest) -> BoxFuture<'static, Result<String, ReflectError>> {
+        let inner = self.inner.clone();
+        let rt = self.runtime.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || rt.block_on(inner.reflect(request)))
+                .await
+                .map_err(|e| ReflectError::Transport(Box::new(e)))?
+        })
+    }
+}
+
+/// Options of a simulation run.
+pub struct SimOptions {
+    pub settings: Settings,
+    /// Keep the data here; a temporary folder otherwise.
+    pub data_dir: Option<PathBuf>,
+    /// The reflector; by default the one the settings name.
+    pub reflect: Option<Arc<dyn Reflect>>,
+}
+
+/// Replays `events`. Must run on a tokio runtime with paused time.
+pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError> {
+    let Some(first) = events.first() else {
+        return Err(ScriptError {
+            line: 0,
+            reason: "the script has no events".into(),
+        }
+        .into());
+    };
+    let temp;
+    let dir = match &opts.data_dir {
+        Some(d) => d.clone(),
+        None => {
+            temp = tempfile::tempdir().map_err(SimError::TempDir)?;
+            temp.path().to_path_buf()
+        }
+    };
+    let clock = Clock::starting_at(first.at);
+    let watchdog_interval = Duration::from_secs(opts.settings.watchdog.interval_secs);
+    let mut builder = RuntimeBuilder::new(&dir)
+        .settings(opts.settings)
+        .clock(clock);
+    if let Some(r) = opts.reflect {
+        builder = builder.reflect(r);
+    }
+    let rt = builder.start().await?;
+    for ev in events {
+        tokio::time::sleep_until(clock.instant_at(ev.at)).await;
+        let res = match &ev.action {
+            Action::Start {
+                agent_id,
+                user_id,
+                connection_id,
+            } => rt
+                .start_session(agent_id, user_id, connection_id)
+                .await
+                .map(|_| ()),
+            Action::Turn {
+                connection_id,
+                user_message,
+                agent_response,
+            } => rt.record_turn(
+                connection_id,
+                user_message.as_str(),
+                agent_response.as_str(),
+            ),
+            Action::Touch { connection_id } => rt.touch(connection_id),
+            Action::End { connection_id } => rt.end_session(connection_id).map(|_| ()),
+        };
+        res.map_err(|source| SimError::Apply {
+            line: ev.line,
+            source,
+        })?;
+    }
+    // Run on until every session has ended and every reflection finished.
+    let mut rx = rt.watch_stats();
+    loop {
+        rx.borrow_and_update();
+        rt.wait_idle().await?;
+        let s = rt.stats().await?.supervisor;
+        if s.live_sessions == 0 && s.idle() {
+            break;
+        }
+        // Paused time runs on to the next silence timer meanwhile.
+        let _ = rx.changed().await;
+    }
+    // Then until a watchdog tick has run after the last reflection.
+    let ticks = rt.stats().await?.watchdog.ticks;
+    tokio::time::sleep(watchdog_interval).await;
+    while rt.stats().await?.watchdog.ticks <= ticks {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    rt.flush().await?;
+    let sessions = rt.sessions(None).await?;
+    let agents: BTreeSet<String> = sessions.iter().map(|s| s.agent_id.clone()).collect();
+    let mut summaries = Vec::new();
+    let mut blocks = Vec::new();
+    for agent in &agents {
+        summaries.extend(rt.summaries(agent, SummaryType::Session).await?);
+        blocks.extend(rt.blocks(agent).await?);
+    }
+    let dead_letters = rt.dead_letters().await?;
+    rt.shutdown().await?;
+    Ok(Report {
+        sessions,
+        summaries,
+        blocks,
+        dead_letters,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_lines_are_reported_with_their_number() {
+        let ok = r#"{"at":"2026-01-05T09:00:00Z","type":"start","agent_id":"a","user_id":"u","connection_id":"c1"}"#;
+        let cases = [
+            ("not json", "not a JSON object"),
+            (r#"{"type":"start"}"#, "missing `at`"),
+            (
+                r#"{"at":"yesterday","type":"touch","connection_id":"c1"}"#,
+                "RFC 3339",
+            ),
+            (
+                r#"{"at":"2026-01-05T09:01:00Z","type":"dance","connection_id":"c1"}"#,
+                "unknown event type",
+            ),
+            (
+                r#"{"at":"2026-01-05T09:01:00Z","type":"turn","connection_id":"c1"}"#,
+                "missing field",
+            ),
+            (
+                r#"{"at":"2026-01-05T09:01:00Z","type":"touch","connection_id":"c1","extra":1}"#,
+                "unknown field",
+            ),
+            (
+                r#"{"at":"2026-01-05T08:00:00Z","type":"touch","connection_id":"c1"}"#,
+                "backwards",
+            ),
+            (
+                r#"{"at":"2026-01-05T09:01:00Z","type":"touch","connection_id":"c9"}"#,
+                "never started",
+            ),
+            (
+                r#"{"at":"2026-01-05T09:01:00Z","type":"end","connection_id":"c1","reason":"silence_timeout"}"#,
+                "can only disconnect",
+            ),
+        ];
+        for (bad, want) in cases {
+            let script = format!("{ok}\n\n{bad}\n");
+            let e = parse_script(&script).unwrap_err();
+            assert_eq!(e.line, 3, "{bad}");
+            assert!(e.reason.contains(want), "{bad}: {}", e.reason);
+        }
+        assert_eq!(parse_script(ok).unwrap().len(), 1);
+    }
+}

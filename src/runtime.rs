@@ -401,7 +401,7 @@ impl Runtime {
         match self.inner.registry.live(connection_id) {
             Some((_, actor)) => {
                 // A session that just began ending has nothing to defer.
-                let _ = actor.cast(SessionMsg::Touch);
+                let _ = actor.cast(SessionMsg::Touch(tokio::time::Instant::now()));
                 Ok(())
             }
             None if self.inner.registry.session_of(connection_id).is_some() => Ok(()),

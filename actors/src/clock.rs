@@ -39,6 +39,15 @@ impl Clock {
         }
     }
 
+    /// The tokio instant at which this clock read (or will read) `at`;
+    /// times before the clock started map to its start.
+    pub fn instant_of(&self, at: DateTime<Utc>) -> Instant {
+        match (at - self.wall_at_base).to_std() {
+            Ok(d) => self.base + d,
+            Err(_) => self.base,
+        }
+    }
+
     /// The tokio instant at which this clock will read `at` (now, if `at`
     /// is in the past).
     pub fn instant_at(&self, at: DateTime<Utc>) -> Instant {

@@ -159,8 +159,12 @@ pub struct ConversationSummary {
 /// Python's `datetime.isoformat()` for an aware UTC datetime: microseconds
 /// only when non-zero, and a `+00:00` offset.
 pub fn isoformat(t: &DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::AutoSi, false)
-        .replacen("Z", "+00:00", 1)
+    let format = if t.timestamp_subsec_micros() == 0 {
+        SecondsFormat::Secs
+    } else {
+        SecondsFormat::Micros
+    };
+    t.to_rfc3339_opts(format, false).replacen("Z", "+00:00", 1)
 }
 
 impl ConversationSummary {

@@ -30,8 +30,9 @@ use crate::supervisor::SupervisorMsg;
 pub enum SessionMsg {
     /// A completed exchange; the hot path casts this.
     Turn(ConversationTurn),
-    /// The user is speaking but no turn is complete: defer the silence end.
-    Touch,
+    /// The user is speaking but no turn is complete: defer the silence end
+    /// (counted from when the caller touched, not when this is handled).
+    Touch(Instant),
     /// End the session for this reason (first reason wins).
     End(EndReason),
     /// The silence timer fired; stale generations are ignored.
@@ -99,9 +100,12 @@ impl SessionState {
                 error!(session_id = %self.record.session_id, error = %err, "cannot encode turn")
             }
         }
+        // Silence counts from when the turn was recorded, not from when
+        // this actor got to it.
+        let at = self.clock.instant_of(turn.timestamp);
+        self.last_activity = self.last_activity.max(at);
         self.turns.push(turn);
         self.record.turn_count = self.turns.len() as u32;
-        self.last_activity = Instant::now();
     }
 
     fn begin_end(&mut self, myself: &ActorRef<SessionMsg>, reason: EndReason) {
@@ -133,6 +137,7 @@ impl Actor for SessionActor {
     ) -> Result<SessionState, ActorProcessingErr> {
         args.store
             .cast(StoreMsg::OpenSession(args.record.clone()))?;
+        let started = args.clock.instant_of(args.record.started_at);
         let mut state = SessionState {
             record: args.record,
             turns: Vec::new(),
@@ -141,7 +146,7 @@ impl Actor for SessionActor {
             supervisor: args.supervisor,
             silence: args.silence,
             clock: args.clock,
-            last_activity: Instant::now(),
+            last_activity: started,
             generation: 0,
             timer: None,
             ending: None,
@@ -149,8 +154,8 @@ impl Actor for SessionActor {
         for t in args.pending {
             state.record_turn(t);
         }
-        let silence = state.silence;
-        state.arm(&myself, silence);
+        let left = (state.last_activity + state.silence).saturating_duration_since(Instant::now());
+        state.arm(&myself, left);
         Ok(state)
     }
 
@@ -199,7 +204,7 @@ impl Actor for SessionActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             SessionMsg::Turn(turn) => state.record_turn(turn),
-            SessionMsg::Touch => state.last_activity = Instant::now(),
+            SessionMsg::Touch(at) => state.last_activity = state.last_activity.max(at),
             SessionMsg::End(reason) => state.begin_end(&myself, reason),
             SessionMsg::SilenceElapsed(generation) => {
                 if generation != state.generation || state.ending.is_some() {

@@ -157,7 +157,13 @@ impl SupervisorState {
         self.stats.reflections_queued = self.waiting.len();
         self.stats.opening = self.registry.opening().len();
         self.stats.ending_sessions = self.registry.ending();
-        self.stats_tx.send_replace(self.stats);
+        let stats = self.stats;
+        // Notify only on change: waiters re-check on every notification.
+        self.stats_tx.send_if_modified(|old| {
+            let changed = *old != stats;
+            *old = stats;
+            changed
+        });
     }
 
     async fn spawn_session(

@@ -1,0 +1,592 @@
+//! Message-level tests of the runtime under tokio's paused time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use recall::engine::reflect::extractive::ExtractiveReflect;
+use recall::engine::store::{StoreError, Trees};
+use recall::testkit::{test_epoch, ScriptedReflect, Step, TestRuntime};
+use recall::{
+    BlockLabel, EndReason, InputError, RecallError, RuntimeBuilder, Settings, StartupError,
+    SummaryType,
+};
+use tokio::time::advance;
+
+type Res = anyhow::Result<()>;
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+fn chrono_secs(n: i64) -> chrono::Duration {
+    chrono::Duration::seconds(n)
+}
+
+/// Lets the actors handle what the last advance triggered.
+async fn settle(rt: &TestRuntime) {
+    for _ in 0..5 {
+        tokio::task::yield_now().await;
+    }
+    rt.wait_idle().await.expect("runtime idle");
+}
+
+#[tokio::test(start_paused = true)]
+async fn silence_ends_a_session_exactly_at_the_timeout_after_the_last_turn() -> Res {
+    let rt = TestRuntime::start().await?;
+    let rec = rt.start_session("kairix", "mark", "c1").await?;
+    advance(secs(100)).await;
+    rt.record_turn("c1", "I have an interview at Globex", "Let's prepare")?;
+    settle(&rt).await;
+    advance(secs(299)).await;
+    settle(&rt).await;
+    assert!(rt.live_session("c1").await?.is_some(), "ended early");
+    advance(secs(1)).await;
+    settle(&rt).await;
+    assert!(rt.live_session("c1").await?.is_none(), "still live");
+    let s = rt.session(rec.session_id).await?.expect("stored");
+    assert_eq!(s.end_reason, Some(EndReason::SilenceTimeout));
+    assert_eq!(s.ended_at, Some(test_epoch() + chrono_secs(400)));
+    assert_eq!(s.turn_count, 1);
+    let summary = rt.summary(rec.session_id).await?.expect("reflected");
+    assert_eq!(summary.turn_count, 1);
+    assert_eq!(summary.user_id, "mark");
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_silence_window_counts_from_the_start_and_an_empty_session_gets_no_summary() -> Res {
+    let rt = TestRuntime::start().await?;
+    let rec = rt.start_session("kairix", "mark", "c1").await?;
+    advance(secs(299)).await;
+    settle(&rt).await;
+    assert!(rt.live_session("c1").await?.is_some());
+    advance(secs(1)).await;
+    settle(&rt).await;
+    let s = rt.session(rec.session_id).await?.expect("stored");
+    assert_eq!(s.end_reason, Some(EndReason::SilenceTimeout));
+    assert_eq!(s.turn_count, 0);
+    assert!(rt
+        .summaries("kairix", SummaryType::Session)
+        .await?
+        .is_empty());
+    assert_eq!(rt.stats().await?.supervisor.reflections_running, 0);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn touch_defers_the_silence_end() -> Res {
+    let rt = TestRuntime::start().await?;
+    let rec = rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn("c1", "hello", "hi")?;
+    advance(secs(200)).await;
+    rt.touch("c1")?;
+    settle(&rt).await;
+    advance(secs(200)).await;
+    settle(&rt).await;
+    assert!(
+        rt.live_session("c1").await?.is_some(),
+        "touch did not defer"
+    );
+    advance(secs(100)).await;
+    settle(&rt).await;
+    let s = rt.session(rec.session_id).await?.expect("stored");
+    assert_eq!(s.end_reason, Some(EndReason::SilenceTimeout));
+    assert_eq!(s.ended_at, Some(test_epoch() + chrono_secs(500)));
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn disconnect_ends_once_and_gives_one_summary() -> Res {
+    let rt = TestRuntime::start().await?;
+    let rec = rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn(
+        "c1",
+        "My name is Mark and I work at Initech",
+        "Nice to meet you, Mark",
+    )?;
+    rt.record_turn("c1", "I'm looking for a new job", "Let's plan your search")?;
+    advance(secs(30)).await;
+    assert_eq!(rt.end_session("c1")?, Some(rec.session_id));
+    assert_eq!(rt.end_session("c1")?, None, "second end is a no-op");
+    settle(&rt).await;
+    let s = rt.session(rec.session_id).await?.expect("stored");
+    assert_eq!(s.end_reason, Some(EndReason::Disconnect));
+    assert_eq!(s.turn_count, 2);
+    let all = rt.summaries("kairix", SummaryType::Session).await?;
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].summary_id, rec.session_id);
+    assert!(all[0].key_entities.contains(&"Initech".to_string()));
+    assert_eq!(rt.turns(rec.session_id).await?.len(), 2);
+    // a new session on the same connection after a disconnect is allowed
+    rt.start_session("kairix", "mark", "c1").await?;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_turn_after_a_silence_end_opens_a_new_session_and_is_not_lost() -> Res {
+    let rt = TestRuntime::start().await?;
+    let first = rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn("c1", "first", "one")?;
+    advance(secs(301)).await;
+    settle(&rt).await;
+    rt.record_turn("c1", "second", "two")?;
+    rt.record_turn("c1", "third", "three")?;
+    settle(&rt).await;
+    let live = rt.live_session("c1").await?.expect("a new session");
+    assert_ne!(live.record.session_id, first.session_id);
+    assert_eq!(live.record.user_id, "mark");
+    let msgs: Vec<_> = live.turns.iter().map(|t| t.user_message.as_str()).collect();
+    assert_eq!(msgs, ["second", "third"]);
+    rt.end_session("c1")?;
+    settle(&rt).await;
+    let sessions = rt.sessions(Some("kairix")).await?;
+    assert_eq!(sessions.len(), 2);
+    let total: u32 = sessions.iter().map(|s| s.turn_count).sum();
+    assert_eq!(total, 3);
+    assert_eq!(rt.summaries("kairix", SummaryType::Session).await?.len(), 2);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn bad_input_is_a_typed_error_and_changes_nothing() -> Res {
+    let mut settings = Settings::for_test();
+    settings.session.max_message_chars = 10;
+    let rt = TestRuntime::start_full(settings, Arc::new(ExtractiveReflect)).await?;
+    assert!(matches!(
+        rt.record_turn("never-started", "hi", "hello"),
+        Err(RecallError::UnknownConnection(_))
+    ));
+    assert!(matches!(
+        rt.touch("never-started"),
+        Err(RecallError::UnknownConnection(_))
+    ));
+    assert!(matches!(
+        rt.end_session("never-started"),
+        Err(RecallError::UnknownConnection(_))
+    ));
+    for (a, u, c) in [
+        ("", "mark", "c1"),
+        ("kairix", "", "c1"),
+        ("kairix", "mark", ""),
+    ] {
+        let err = rt.start_session(a, u, c).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                RecallError::Start(recall::engine::supervisor::StartError::Input(
+                    InputError::Empty { .. }
+                ))
+            ),
+            "{err}"
+        );
+    }
+    rt.start_session("kairix", "mark", "c1").await?;
+    assert!(matches!(
+        rt.start_session("kairix", "mark", "c1").await,
+        Err(RecallError::Start(
+            recall::engine::supervisor::StartError::ConnectionBusy(_)
+        ))
+    ));
+    assert!(matches!(
+        rt.record_turn("c1", "ééééééééééé", "ok"),
+        Err(RecallError::Input(InputError::TooLong {
+            len: 11,
+            max: 10,
+            ..
+        }))
+    ));
+    // ten two-byte characters are within a ten-character limit
+    rt.record_turn("c1", "éééééééééé", "ok")?;
+    assert!(matches!(
+        rt.record_turn("c1", " ", ""),
+        Err(RecallError::Input(InputError::Empty { .. }))
+    ));
+    assert!(matches!(
+        rt.set_block("kairix", BlockLabel::Persona, &"x".repeat(2_001))
+            .await,
+        Err(RecallError::BlockTooLong { limit: 2_000, .. })
+    ));
+    assert!(rt.block("kairix", BlockLabel::Persona).await?.is_none());
+    assert!(matches!(
+        rt.set_block("kairix", BlockLabel::BackgroundContext, "x")
+            .await,
+        Err(RecallError::ManagedBlock(_))
+    ));
+    settle(&rt).await;
+    let live = rt.live_session("c1").await?.expect("live");
+    assert_eq!(live.turns.len(), 1, "only the valid turn was recorded");
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_reflector_retries_with_backoff_honouring_retry_after() -> Res {
+    let reflect = ScriptedReflect::new([Step::ServerError(503), Step::RateLimited(Some(secs(7)))]);
+    let rt = TestRuntime::start_with(reflect.clone()).await?;
+    let rec = rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn("c1", "Globex invited me to an onsite", "Great news")?;
+    rt.end_session("c1")?;
+    let before = tokio::time::Instant::now();
+    settle(&rt).await;
+    assert_eq!(reflect.calls(), 3);
+    assert!(before.elapsed() >= secs(7), "Retry-After not honoured");
+    let s = rt
+        .summary(rec.session_id)
+        .await?
+        .expect("stored after retries");
+    assert!(!s.fallback);
+    assert!(rt.dead_letters().await?.is_empty());
+    // the prompt came from the template, with the conversation in it
+    let req = &reflect.requests()[0];
+    assert!(req
+        .prompt
+        .contains("User: Globex invited me to an onsite\nAgent: Great news"));
+    assert!(req
+        .prompt
+        .contains("SESSION START: 2026-01-05T09:00:00+00:00"));
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_exhausted_retry_budget_dead_letters_and_can_be_retried() -> Res {
+    let mut settings = Settings::for_test();
+    settings.reflector.max_attempts = 3;
+    settings.reflector.attempt_timeout_secs = 5;
+    let reflect = ScriptedReflect::new([Step::Timeout, Step::Hang, Step::ServerError(502)]);
+    let rt = TestRuntime::start_full(settings, Arc::new(reflect.clone())).await?;
+    let rec = rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn("c1", "I accepted the Globex offer", "Congratulations")?;
+    rt.end_session("c1")?;
+    settle(&rt).await;
+    assert_eq!(reflect.calls(), 3);
+    assert!(rt.summary(rec.session_id).await?.is_none());
+    let dead = rt.dead_letters().await?;
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].session_id, rec.session_id);
+    assert_eq!(dead[0].attempts, 3);
+    assert_eq!(dead[0].error_kind, "server_error");
+    assert_eq!(dead[0].user_id, "mark");
+    // the session and its turns are intact
+    assert_eq!(rt.turns(rec.session_id).await?.len(), 1);
+    rt.retry_dead_letter(rec.session_id).await?;
+    settle(&rt).await;
+    assert!(rt.summary(rec.session_id).await?.is_some());
+    assert!(rt.dead_letters().await?.is_empty());
+    assert!(matches!(
+        rt.retry_dead_letter(rec.session_id).await,
+        Err(RecallError::Store(StoreError::DeadLetterNotFound(_)))
+    ));
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rejected_request_is_not_retried() -> Res {
+    let reflect = ScriptedReflect::new([Step::Rejected(400)]);
+    let rt = TestRuntime::start_with(reflect.clone()).await?;
+    rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn("c1", "hi", "hello")?;
+    rt.end_session("c1")?;
+    settle(&rt).await;
+    assert_eq!(reflect.calls(), 1);
+    assert_eq!(rt.dead_letters().await?[0].error_kind, "rejected");
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn malformed_llm_json_falls_back_to_the_raw_text() -> Res {
+    let raw = "{\"summary\": \"Mark talked about the Globex onsite with David Park";
+    let reflect = ScriptedReflect::new([Step::Reply(raw.into())]);
+    let rt = TestRuntime::start_with(reflect).await?;
+    let rec = rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn("c1", "The onsite is on Tuesday", "Good luck")?;
+    rt.end_session("c1")?;
+    settle(&rt).await;
+    let s = rt.summary(rec.session_id).await?.expect("stored");
+    assert!(s.fallback);
+    assert_eq!(s.summary_text, raw);
+    assert!(
+        s.key_entities.contains(&"David Park".to_string()),
+        "{:?}",
+        s.key_entities
+    );
+    assert!(s.topics.contains(&"onsite".to_string()), "{:?}", s.topics);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn reflection_updates_self_perception_and_relationship_blocks() -> Res {
+    let reply = r#"{"summary":"Mark got the job.","topics":["offer"],"entities":["Globex"],"emotional_tone":"joyful","relationship":"Mark trusts me with big news.","self_perception":"I am a steady coach."}"#;
+    let rt = TestRuntime::start_with(ScriptedReflect::new([Step::Reply(reply.into())])).await?;
+    rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn("c1", "I got the job!", "Wonderful")?;
+    rt.end_session("c1")?;
+    settle(&rt).await;
+    let rel = rt
+        .block("kairix", BlockLabel::Relationship)
+        .await?
+        .expect("relationship");
+    assert_eq!(rel.value, "Mark trusts me with big news.");
+    let me = rt
+        .block("kairix", BlockLabel::SelfPerception)
+        .await?
+        .expect("self");
+    assert_eq!(me.value, "I am a steady coach.");
+    let s = &rt.summaries("kairix", SummaryType::Session).await?[0];
+    assert_eq!(s.emotional_tone.as_deref(), Some("joyful"));
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn reflections_run_within_the_concurrency_bound_and_the_rest_wait() -> Res {
+    let mut settings = Settings::for_test();
+    settings.reflector.max_concurrent = 1;
+    settings.reflector.attempt_timeout_secs = 10;
+    let reflect = ScriptedReflect::new([Step::Hang]);
+    let rt = TestRuntime::start_full(settings, Arc::new(reflect.clone())).await?;
+    for c in ["c1", "c2", "c3"] {
+        rt.start_session("kairix", "mark", c).await?;
+        rt.record_turn(c, "hello there", "hi")?;
+        rt.end_session(c)?;
+    }
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+    let s = rt.stats().await?.supervisor;
+    assert_eq!(s.reflections_running, 1);
+    assert_eq!(s.reflections_queued, 2);
+    settle(&rt).await;
+    assert_eq!(rt.summaries("kairix", SummaryType::Session).await?.len(), 3);
+    assert_eq!(reflect.calls(), 4, "one hang, retried, then two more");
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn crash_recovery_ends_open_sessions_and_reflects_them_with_every_turn() -> Res {
+    let rt = TestRuntime::start().await?;
+    let open = rt.start_session("kairix", "mark", "c1").await?;
+    for i in 0..5 {
+        rt.record_turn(
+            "c1",
+            format!("message {i} about Globex"),
+            format!("answer {i}"),
+        )?;
+    }
+    // a second session ended but whose reflection had not run yet
+    settle(&rt).await;
+    let rt = rt.crash_and_restart().await?;
+    assert_eq!(rt.recovered().len(), 1);
+    let rec = &rt.recovered()[0];
+    assert_eq!(rec.session_id, open.session_id);
+    assert_eq!(rec.end_reason, Some(EndReason::Recovered));
+    assert_eq!(rec.turn_count, 5);
+    settle(&rt).await;
+    let turns = rt.turns(open.session_id).await?;
+    let msgs: Vec<_> = turns.iter().map(|t| t.user_message.clone()).collect();
+    assert_eq!(
+        msgs,
+        (0..5)
+            .map(|i| format!("message {i} about Globex"))
+            .collect::<Vec<_>>()
+    );
+    let s = rt
+        .summary(open.session_id)
+        .await?
+        .expect("reflected after recovery");
+    assert_eq!(s.turn_count, 5);
+    // the connection is usable again
+    rt.start_session("kairix", "mark", "c1").await?;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn queued_reflections_resume_after_a_crash() -> Res {
+    let mut settings = Settings::for_test();
+    settings.reflector.max_concurrent = 1;
+    let reflect = ScriptedReflect::new([Step::Hang, Step::Hang]);
+    let rt = TestRuntime::start_full(settings, Arc::new(reflect)).await?;
+    for c in ["c1", "c2"] {
+        rt.start_session("kairix", "mark", c).await?;
+        rt.record_turn(c, "hello", "hi")?;
+        rt.end_session(c)?;
+    }
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(rt.stats().await?.supervisor.reflections_queued, 1);
+    let rt = rt.crash_and_restart().await?;
+    settle(&rt).await;
+    assert_eq!(rt.summaries("kairix", SummaryType::Session).await?.len(), 2);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_session_actor_is_ended_as_crashed_and_reflected() -> Res {
+    let rt = TestRuntime::start().await?;
+    let rec = rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn("c1", "I start at Globex on March 2", "Exciting")?;
+    rt.record_turn("c1", "Priya Nair is my lead", "Good to know")?;
+    settle(&rt).await;
+    assert!(rt.inject_session_panic("c1"));
+    settle(&rt).await;
+    let s = rt.session(rec.session_id).await?.expect("stored");
+    assert_eq!(s.end_reason, Some(EndReason::Crashed));
+    assert_eq!(s.turn_count, 2);
+    let summary = rt.summary(rec.session_id).await?.expect("reflected");
+    assert_eq!(summary.turn_count, 2);
+    assert_eq!(rt.stats().await?.supervisor.sessions_crashed, 1);
+    // the next turn on the connection opens a new session
+    rt.record_turn("c1", "still there?", "yes")?;
+    settle(&rt).await;
+    let live = rt.live_session("c1").await?.expect("new session");
+    assert_ne!(live.record.session_id, rec.session_id);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_watchdog_keeps_background_context_within_its_limit_with_multibyte_text() -> Res {
+    let mut settings = Settings::for_test();
+    settings.blocks.background_context_limit = 120;
+    let rt = TestRuntime::start_full(settings, Arc::new(ExtractiveReflect)).await?;
+    rt.set_persistent_context("kairix", vec!["Zoë prefers mornings ☀️".into()])
+        .await?;
+    rt.start_session("kairix", "zoe", "c1").await?;
+    rt.record_turn(
+        "c1",
+        "Ich habe morgen ein Vorstellungsgespräch bei Müller & Söhne in Köln 🎉 und bin nervös.",
+        "Das schaffst du! Lass uns über Müller & Söhne sprechen. 日本語も話せますか？",
+    )?;
+    rt.end_session("c1")?;
+    settle(&rt).await;
+    assert!(rt
+        .block("kairix", BlockLabel::BackgroundContext)
+        .await?
+        .is_none());
+    advance(secs(300)).await;
+    settle(&rt).await;
+    let block = rt
+        .block("kairix", BlockLabel::BackgroundContext)
+        .await?
+        .expect("rebuilt on the tick");
+    assert!(
+        block.value.chars().count() <= 120,
+        "{}",
+        block.value.chars().count()
+    );
+    assert!(block.value.starts_with("Recent: "), "{}", block.value);
+    assert_eq!(block.limit, 120);
+    let stats = rt.stats().await?.watchdog;
+    assert!(stats.ticks >= 1 && stats.rebuilt == 1 && stats.failed_ticks == 0);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn background_context_ages_out_of_the_lookback_window() -> Res {
+    let rt = TestRuntime::start().await?;
+    rt.set_persistent_context("kairix", vec!["Mark is job hunting".into()])
+        .await?;
+    rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn("c1", "The Globex onsite went well", "Great")?;
+    rt.end_session("c1")?;
+    settle(&rt).await;
+    assert_eq!(rt.refresh_background_context().await?, 1);
+    let v = rt
+        .block("kairix", BlockLabel::BackgroundContext)
+        .await?
+        .expect("block")
+        .value;
+    assert!(
+        v.starts_with("Recent: ") && v.ends_with("- Mark is job hunting"),
+        "{v}"
+    );
+    assert_eq!(rt.refresh_background_context().await?, 0, "nothing changed");
+    advance(secs(25 * 3600)).await;
+    settle(&rt).await;
+    let v = rt
+        .block("kairix", BlockLabel::BackgroundContext)
+        .await?
+        .expect("block")
+        .value;
+    assert_eq!(v, "- Mark is job hunting");
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_ends_live_sessions_and_drains_reflections() -> Res {
+    let rt = TestRuntime::start().await?;
+    let rec = rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn("c1", "See you tomorrow", "Bye")?;
+    let dir = rt.data_dir().to_path_buf();
+    let runtime = rt.runtime().clone();
+    let report = runtime.shutdown().await?;
+    assert_eq!(report.sessions_ended, 1);
+    assert_eq!(report.reflections_left, 0);
+    let rt2 = RuntimeBuilder::new(&dir)
+        .settings(Settings::for_test())
+        .start()
+        .await?;
+    assert!(rt2.recovered().is_empty());
+    let s = rt2.session(rec.session_id).await?.expect("stored");
+    assert_eq!(s.end_reason, Some(EndReason::Shutdown));
+    assert!(rt2.summary(rec.session_id).await?.is_some());
+    rt2.shutdown().await?;
+    drop(rt);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_bad_data_folder_is_a_clear_error() -> Res {
+    let dir = tempfile::tempdir()?;
+    // a file where the folder should be
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, b"hello")?;
+    let err = RuntimeBuilder::new(&file)
+        .start()
+        .await
+        .err()
+        .expect("error");
+    assert!(
+        matches!(err, StartupError::Store(StoreError::NotADirectory { .. })),
+        "{err}"
+    );
+    // a folder written by a future schema
+    let future = dir.path().join("future");
+    {
+        let trees = Trees::open(&future, &Settings::default().store)?;
+        trees
+            .meta
+            .insert(recall::engine::keys::SCHEMA_KEY, &99u32.to_be_bytes())?;
+        trees.db.flush()?;
+    }
+    let err = RuntimeBuilder::new(&future)
+        .start()
+        .await
+        .err()
+        .expect("error");
+    match err {
+        StartupError::Store(StoreError::IncompatibleSchema {
+            found, expected, ..
+        }) => {
+            assert_eq!((found, expected), (99, 1));
+        }
+        other => panic!("unexpected {other}"),
+    }
+    assert!(err_text(&future).await.contains("schema version 99"));
+    // garbage where sled's files should be
+    let junk = dir.path().join("junk");
+    std::fs::create_dir(&junk)?;
+    std::fs::write(junk.join("conf"), b"\xff\xfe garbage")?;
+    std::fs::write(junk.join("db"), vec![0xAB; 4096])?;
+    let err = RuntimeBuilder::new(&junk)
+        .start()
+        .await
+        .err()
+        .expect("error");
+    assert!(matches!(err, StartupError::Store(_)), "{err}");
+    Ok(())
+}
+
+async fn err_text(dir: &std::path::Path) -> String {
+    match RuntimeBuilder::new(dir).start().await {
+        Ok(_) => String::new(),
+        Err(e) => e.to_string(),
+    }
+}

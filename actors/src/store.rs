@@ -868,3 +868,67 @@ impl Actor for StoreActor {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn summary(id: Uuid, text: &str) -> ConversationSummary {
+        let t = Utc.with_ymd_and_hms(2026, 1, 5, 9, 0, 0).unwrap();
+        ConversationSummary {
+            summary_id: id,
+            summary_type: SummaryType::Session,
+            agent_id: "kairix".into(),
+            user_id: "mark".into(),
+            period_start: t,
+            period_end: t,
+            summary_text: text.into(),
+            topics: vec![],
+            key_entities: vec![],
+            emotional_tone: None,
+            source_summary_ids: vec![],
+            turn_count: 1,
+            created_at: t,
+            fallback: false,
+        }
+    }
+
+    #[test]
+    fn storing_a_session_summary_twice_is_a_no_op() {
+        let dir = tempfile::tempdir().unwrap();
+        let trees = Trees::open(dir.path(), &StoreSettings::default()).unwrap();
+        let id = Uuid::new_v4();
+        assert!(trees
+            .complete_reflection(&summary(id, "first"), &[])
+            .unwrap());
+        assert!(!trees
+            .complete_reflection(&summary(id, "second"), &[])
+            .unwrap());
+        let all = trees
+            .summaries("kairix", SummaryType::Session, None)
+            .unwrap();
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].summary_text, "first");
+        assert_eq!(trees.agent("kairix").unwrap().summary_version, 1);
+    }
+
+    #[test]
+    fn a_corrupt_record_is_skipped_not_fatal() {
+        let dir = tempfile::tempdir().unwrap();
+        let trees = Trees::open(dir.path(), &StoreSettings::default()).unwrap();
+        let id = Uuid::new_v4();
+        trees.complete_reflection(&summary(id, "ok"), &[]).unwrap();
+        trees
+            .summaries
+            .insert(
+                keys::summary("kairix", SummaryType::Session, Utc::now(), Uuid::new_v4()),
+                &b"{broken"[..],
+            )
+            .unwrap();
+        let all = trees
+            .summaries("kairix", SummaryType::Session, None)
+            .unwrap();
+        assert_eq!(all.len(), 1);
+    }
+}

@@ -1,0 +1,130 @@
+//! `recall simulate`: the Kairix script through the library and the binary.
+
+use std::process::Command;
+
+use recall::simulate::{self, Action, SimOptions};
+use recall::{EndReason, Settings};
+
+const KAIRIX: &str = include_str!("../examples/kairix.jsonl");
+
+#[tokio::test(start_paused = true)]
+async fn the_kairix_story_replays_in_virtual_time() -> anyhow::Result<()> {
+    let events = simulate::parse_script(KAIRIX)?;
+    let turns = events
+        .iter()
+        .filter(|e| matches!(e.action, Action::Turn { .. }))
+        .count() as u32;
+    let report = simulate::run(
+        &events,
+        SimOptions {
+            settings: Settings::default(),
+            data_dir: None,
+            reflect: None,
+        },
+    )
+    .await?;
+    assert_eq!(report.sessions.len(), 10);
+    assert!(report.sessions.iter().all(|s| s.ended_at.is_some()));
+    let reasons: Vec<EndReason> = report
+        .sessions
+        .iter()
+        .filter_map(|s| s.end_reason)
+        .collect();
+    assert!(reasons.contains(&EndReason::SilenceTimeout));
+    assert!(reasons.contains(&EndReason::Disconnect));
+    // every turn of the script is in exactly one session
+    assert_eq!(
+        report.sessions.iter().map(|s| s.turn_count).sum::<u32>(),
+        turns
+    );
+    // the late turn on c6 opened a second session on that connection
+    assert_eq!(
+        report
+            .sessions
+            .iter()
+            .filter(|s| s.connection_id == "c6")
+            .count(),
+        2
+    );
+    assert_eq!(report.summaries.len(), 10);
+    assert!(report
+        .summaries
+        .iter()
+        .all(|s| s.user_id == "mark" && !s.fallback));
+    assert!(report
+        .summaries
+        .iter()
+        .any(|s| s.key_entities.contains(&"Priya Nair".to_string())));
+    assert!(report.dead_letters.is_empty());
+    let ctx = report
+        .blocks
+        .iter()
+        .find(|b| b.label == recall::BlockLabel::BackgroundContext)
+        .expect("background_context");
+    assert!(ctx.value.starts_with("Recent: ") && ctx.value.chars().count() <= 2_000);
+    // the last session ended on 5 March; its summary is the recent one
+    assert!(
+        ctx.value.contains("Priya") || ctx.value.contains("pipeline"),
+        "{}",
+        ctx.value
+    );
+    Ok(())
+}
+
+#[test]
+fn the_binary_prints_json_and_rejects_a_malformed_script() -> anyhow::Result<()> {
+    let bin = env!("CARGO_BIN_EXE_recall");
+    let out = Command::new(bin)
+        .args([
+            "simulate",
+            "--json",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/examples/kairix.jsonl"),
+        ])
+        .env_remove("RECALL_LOG")
+        .output()?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    for key in ["sessions", "summaries", "blocks", "dead_letters"] {
+        assert!(v[key].is_array(), "{key} missing");
+    }
+    let s = &v["sessions"][0];
+    for key in [
+        "session_id",
+        "agent_id",
+        "user_id",
+        "connection_id",
+        "started_at",
+        "ended_at",
+        "end_reason",
+        "turn_count",
+    ] {
+        assert!(!s[key].is_null(), "session field {key} missing");
+    }
+    assert_eq!(v["summaries"][0]["user_id"], "mark");
+    assert_eq!(v["blocks"][0]["agent_id"], "kairix");
+
+    let dir = tempfile::tempdir()?;
+    let script = dir.path().join("bad.jsonl");
+    let first = KAIRIX.lines().next().unwrap_or_default();
+    std::fs::write(
+        &script,
+        format!("{first}\n{{\"at\": \"2026-01-05T09:01:00Z\", \"type\": \"turn\"\n"),
+    )?;
+    let data = dir.path().join("data");
+    let out = Command::new(bin)
+        .args(["simulate"])
+        .arg(&script)
+        .arg("--data")
+        .arg(&data)
+        .output()?;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("line 2"), "{stderr}");
+    // nothing was applied: the data folder was never created
+    assert!(!data.exists());
+    Ok(())
+}

@@ -420,6 +420,9 @@ impl Runtime {
                 let _ = actor.cast(SessionMsg::End(EndReason::Disconnect));
                 Ok(Some(id))
             }
+            // A late turn is reopening the connection: that session ends
+            // as soon as it opens, with the turn in it.
+            None if self.inner.registry.request_end(connection_id) => Ok(None),
             None if self.inner.registry.session_of(connection_id).is_some() => Ok(None),
             None => Err(UnknownConnection(connection_id.to_string()).into()),
         }

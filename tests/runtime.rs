@@ -148,6 +148,29 @@ async fn a_turn_after_a_silence_end_opens_a_new_session_and_is_not_lost() -> Res
 }
 
 #[tokio::test(start_paused = true)]
+async fn ending_a_connection_while_a_late_turn_reopens_it_keeps_the_turn() -> Res {
+    let rt = TestRuntime::start().await?;
+    rt.start_session("kairix", "mark", "c1").await?;
+    advance(secs(301)).await;
+    settle(&rt).await;
+    // the late turn and the hang-up arrive back to back
+    rt.record_turn("c1", "one last thing", "sure")?;
+    assert_eq!(rt.end_session("c1")?, None);
+    settle(&rt).await;
+    assert!(
+        rt.live_session("c1").await?.is_none(),
+        "reopened session must end"
+    );
+    let sessions = rt.sessions(Some("kairix")).await?;
+    assert_eq!(sessions.len(), 2);
+    let last = &sessions[1];
+    assert_eq!(last.end_reason, Some(EndReason::Disconnect));
+    assert_eq!(last.turn_count, 1);
+    assert_eq!(rt.summaries("kairix", SummaryType::Session).await?.len(), 1);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
 async fn bad_input_is_a_typed_error_and_changes_nothing() -> Res {
     let mut settings = Settings::for_test();
     settings.session.max_message_chars = 10;
@@ -370,14 +393,16 @@ async fn crash_recovery_ends_open_sessions_and_reflects_them_with_every_turn() -
             format!("answer {i}"),
         )?;
     }
-    // a second session ended but whose reflection had not run yet
     settle(&rt).await;
+    advance(secs(60)).await;
     let rt = rt.crash_and_restart().await?;
     assert_eq!(rt.recovered().len(), 1);
     let rec = &rt.recovered()[0];
     assert_eq!(rec.session_id, open.session_id);
     assert_eq!(rec.end_reason, Some(EndReason::Recovered));
     assert_eq!(rec.turn_count, 5);
+    // last known alive at its last turn, not at the restart
+    assert_eq!(rec.ended_at, Some(test_epoch()));
     settle(&rt).await;
     let turns = rt.turns(open.session_id).await?;
     let msgs: Vec<_> = turns.iter().map(|t| t.user_message.clone()).collect();

@@ -36,6 +36,9 @@ pub enum Conn {
     Opening {
         owner: Owner,
         pending: Vec<ConversationTurn>,
+        /// The caller ended the connection before the session opened: end
+        /// it as soon as it has its pending turns.
+        end_requested: bool,
     },
     /// The last session on this connection ended.
     Ended {
@@ -116,6 +119,7 @@ impl Registry {
                     *conn = Conn::Opening {
                         owner: owner.clone(),
                         pending: vec![t],
+                        end_requested: false,
                     };
                     Ok(Routed::NeedsOpen)
                 }
@@ -129,6 +133,7 @@ impl Registry {
                 *conn = Conn::Opening {
                     owner: owner.clone(),
                     pending: vec![turn],
+                    end_requested: false,
                 };
                 Ok(Routed::NeedsOpen)
             }
@@ -188,15 +193,39 @@ impl Registry {
         }
     }
 
+    /// Asks for a connection that is being reopened to be ended once open.
+    /// Returns false if the connection is not being reopened.
+    pub fn request_end(&self, connection_id: &str) -> bool {
+        match self.write().get_mut(connection_id) {
+            Some(Conn::Opening { end_requested, .. }) => {
+                *end_requested = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Makes a reopened connection live and hands its pending turns to the
     /// new actor, under the write lock so that no later turn overtakes them.
-    pub fn promote(&self, connection_id: &str, session_id: Uuid, actor: ActorRef<SessionMsg>) {
+    /// Returns whether the caller asked for it to end meanwhile.
+    pub fn promote(
+        &self,
+        connection_id: &str,
+        session_id: Uuid,
+        actor: ActorRef<SessionMsg>,
+    ) -> bool {
         let mut conns = self.write();
         let Some(conn) = conns.get_mut(connection_id) else {
-            return;
+            return false;
         };
+        let mut end = false;
         let owner = match conn {
-            Conn::Opening { owner, pending } => {
+            Conn::Opening {
+                owner,
+                pending,
+                end_requested,
+            } => {
+                end = *end_requested;
                 for t in pending.drain(..) {
                     // A freshly spawned actor accepts casts; if it died
                     // already, its pending turns are in the store via
@@ -212,6 +241,7 @@ impl Registry {
             session_id,
             actor,
         };
+        end
     }
 
     /// Marks a connection's session ended, if it is still the live one.

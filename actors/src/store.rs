@@ -688,7 +688,14 @@ impl Actor for StoreActor {
                     }
                     let turns = t.turns(session_id)?;
                     rec.turn_count = turns.len() as u32;
-                    rec.ended_at = Some(turns.last().map(|l| l.timestamp.max(at)).unwrap_or(at));
+                    // A recovered session was last known alive at its last
+                    // turn; a crashed one ends now.
+                    rec.ended_at = Some(match reason {
+                        EndReason::Recovered => {
+                            turns.last().map(|l| l.timestamp).unwrap_or(rec.started_at)
+                        }
+                        _ => at,
+                    });
                     rec.end_reason = Some(reason);
                     t.end_session(&rec, at)?;
                     Ok(Some(rec))

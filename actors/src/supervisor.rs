@@ -317,11 +317,16 @@ impl Actor for SessionSupervisor {
                 match state.spawn_session(&myself, record.clone()).await {
                     Ok(actor) => {
                         info!(session_id = %record.session_id, connection_id, "turn after session end opened a new session");
-                        state
-                            .registry
-                            .promote(&connection_id, record.session_id, actor.clone());
+                        let end_requested = state.registry.promote(
+                            &connection_id,
+                            record.session_id,
+                            actor.clone(),
+                        );
                         if state.shutting_down {
                             let _ = actor.cast(SessionMsg::End(EndReason::Shutdown));
+                        } else if end_requested {
+                            state.registry.mark_ended(&connection_id, record.session_id);
+                            let _ = actor.cast(SessionMsg::End(EndReason::Disconnect));
                         }
                     }
                     Err(err) => {

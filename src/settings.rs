@@ -51,6 +51,9 @@ pub fn settings_env(vars: impl IntoIterator<Item = (String, String)>) -> HashMap
 
 fn leaf_keys(prefix: &str, v: &Value, out: &mut Vec<String>) {
     match &v.kind {
+        // An empty table is a key of its own, so that an unknown empty
+        // section is still reported.
+        ValueKind::Table(t) if t.is_empty() && !prefix.is_empty() => out.push(prefix.to_string()),
         ValueKind::Table(t) => {
             for (k, v) in t {
                 let key = if prefix.is_empty() {
@@ -97,6 +100,8 @@ fn key_in_message(msg: &str, known: &BTreeSet<String>) -> Option<String> {
 /// Loads settings from the defaults, `file` and the given environment.
 pub fn load_from(file: Option<&Path>, env: HashMap<String, String>) -> Result<Settings, LoadError> {
     let known = known_keys()?;
+    // Only `RECALL_<SECTION>__<KEY>` variables are settings.
+    let env = settings_env(env);
     let mut builder = Config::builder().add_source(File::from_str(DEFAULT_TOML, FileFormat::Toml));
     if let Some(path) = file {
         let user = Config::builder()
@@ -108,7 +113,11 @@ pub fn load_from(file: Option<&Path>, env: HashMap<String, String>) -> Result<Se
             })?;
         let mut keys = Vec::new();
         leaf_keys("", &user.cache, &mut keys);
-        if let Some(k) = keys.into_iter().find(|k| !known.contains(k)) {
+        // A known key, or a known section left empty.
+        let is_known = |k: &String| {
+            known.contains(k) || known.iter().any(|kk| kk.starts_with(&format!("{k}.")))
+        };
+        if let Some(k) = keys.into_iter().find(|k| !is_known(k)) {
             return Err(LoadError::UnknownKey {
                 key: k,
                 origin: path.display().to_string(),

@@ -1,0 +1,626 @@
+//! `OpenAiReflect` against a fake OpenAI-compatible server on a local port,
+//! then end to end through the runtime. These run in real time: the HTTP
+//! client's timeouts and the sockets do not follow tokio's paused clock.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use recall::engine::settings::{OpenAiSettings, ReflectorKind};
+use recall::llm::OpenAiReflect;
+use recall::testkit::test_epoch;
+use recall::{
+    BlockLabel, ConversationTurn, Reflect, ReflectError, ReflectRequest, RuntimeBuilder,
+    SessionRecord, Settings, SummaryType,
+};
+use serde_json::{json, Value};
+
+type Res = anyhow::Result<()>;
+
+const API_KEY: &str = "sk-test-123";
+
+/// What the fake server does with one request.
+#[derive(Debug, Clone)]
+enum Reply {
+    /// 200 with a chat completion whose message content is this text.
+    Content(String),
+    /// The same, after a delay.
+    Slow(Duration, String),
+    /// This status with this plain-text body.
+    Status(u16, String),
+    /// 429 with this `Retry-After` header, if any.
+    RateLimited(Option<&'static str>),
+    /// 200 with this body as it is.
+    Body(&'static str),
+}
+
+/// A request the fake server received.
+#[derive(Debug, Clone)]
+struct Seen {
+    path: String,
+    authorization: Option<String>,
+    content_type: Option<String>,
+    body: Value,
+}
+
+/// A fake chat-completions server: plays its script, one reply per request,
+/// then repeats `otherwise`; records every request.
+#[derive(Clone)]
+struct Fake {
+    addr: SocketAddr,
+    script: Arc<Mutex<VecDeque<Reply>>>,
+    otherwise: Arc<Mutex<Reply>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Fake {
+    async fn start(script: impl IntoIterator<Item = Reply>, otherwise: Reply) -> Fake {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a local port");
+        let fake = Fake {
+            addr: listener.local_addr().expect("local address"),
+            script: Arc::new(Mutex::new(script.into_iter().collect())),
+            otherwise: Arc::new(Mutex::new(otherwise)),
+            seen: Arc::new(Mutex::new(Vec::new())),
+        };
+        let app = Router::new()
+            .route("/v1/chat/completions", post(chat))
+            .with_state(fake.clone());
+        tokio::spawn(async move {
+            axum::serve(listener, app).await.expect("fake server runs");
+        });
+        fake
+    }
+
+    /// Always answers with this content.
+    async fn answering(content: &str) -> Fake {
+        Fake::start([], Reply::Content(content.to_string())).await
+    }
+
+    fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    fn requests(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+
+    /// Changes what the server answers once its script has run out.
+    fn set_otherwise(&self, reply: Reply) {
+        *self.otherwise.lock().unwrap() = reply;
+    }
+}
+
+fn completion(content: &str) -> Value {
+    json!({
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "fake",
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content},
+            "finish_reason": "stop"
+        }]
+    })
+}
+
+async fn chat(State(fake): State<Fake>, uri: Uri, headers: HeaderMap, body: String) -> Response {
+    let header_value = |name: header::HeaderName| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    fake.seen.lock().unwrap().push(Seen {
+        path: uri.path().to_string(),
+        authorization: header_value(header::AUTHORIZATION),
+        content_type: header_value(header::CONTENT_TYPE),
+        body: serde_json::from_str(&body).unwrap_or(Value::String(body)),
+    });
+    let next = fake.script.lock().unwrap().pop_front();
+    let reply = next.unwrap_or_else(|| fake.otherwise.lock().unwrap().clone());
+    match reply {
+        Reply::Content(text) => Json(completion(&text)).into_response(),
+        Reply::Slow(delay, text) => {
+            tokio::time::sleep(delay).await;
+            Json(completion(&text)).into_response()
+        }
+        Reply::Status(status, body) => {
+            (StatusCode::from_u16(status).expect("valid status"), body).into_response()
+        }
+        Reply::RateLimited(Some(retry_after)) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, retry_after)],
+            "slow down",
+        )
+            .into_response(),
+        Reply::RateLimited(None) => (StatusCode::TOO_MANY_REQUESTS, "slow down").into_response(),
+        Reply::Body(body) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response(),
+    }
+}
+
+fn openai_settings(base_url: &str) -> OpenAiSettings {
+    OpenAiSettings {
+        base_url: base_url.to_string(),
+        model: "gpt-4o-mini".to_string(),
+        timeout_secs: 10,
+        ..OpenAiSettings::default()
+    }
+}
+
+fn client(fake: &Fake) -> OpenAiReflect {
+    OpenAiReflect::new(
+        &openai_settings(&fake.base_url()),
+        Some(API_KEY.to_string()),
+    )
+    .expect("client builds")
+}
+
+const SYSTEM: &str = "You reflect on conversations and answer with JSON.";
+const PROMPT: &str = "User: I got the job at Globex!\nAgent: Congratulations, Mark!";
+
+fn request() -> ReflectRequest {
+    let at = test_epoch();
+    ReflectRequest {
+        system: SYSTEM.to_string(),
+        prompt: PROMPT.to_string(),
+        session: SessionRecord {
+            session_id: uuid::Uuid::from_u128(7),
+            agent_id: "kairix".to_string(),
+            user_id: "mark".to_string(),
+            connection_id: "c1".to_string(),
+            started_at: at,
+            ended_at: Some(at + chrono::Duration::seconds(60)),
+            end_reason: None,
+            turn_count: 1,
+        },
+        turns: vec![ConversationTurn {
+            user_message: "I got the job at Globex!".to_string(),
+            agent_response: "Congratulations, Mark!".to_string(),
+            timestamp: at,
+        }],
+    }
+}
+
+async fn reflect_once(fake: &Fake) -> Result<String, ReflectError> {
+    client(fake).reflect(request()).await
+}
+
+// ---------------------------------------------------------------------------
+// The adapter alone
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn returns_the_message_content_verbatim_and_sends_a_chat_completion_request() {
+    let content = "  {\"summary\": \"Mark got the job at Globex.\", \"topics\": [\"job\"]}\n";
+    let fake = Fake::answering(content).await;
+    let out = reflect_once(&fake).await.expect("reflection text");
+    assert_eq!(out, content);
+
+    let seen = fake.seen();
+    assert_eq!(seen.len(), 1);
+    let req = &seen[0];
+    assert_eq!(req.path, "/v1/chat/completions");
+    assert_eq!(
+        req.authorization.as_deref(),
+        Some(format!("Bearer {API_KEY}").as_str())
+    );
+    assert!(
+        req.content_type
+            .as_deref()
+            .is_some_and(|c| c.starts_with("application/json")),
+        "{:?}",
+        req.content_type
+    );
+    let body = &req.body;
+    assert_eq!(body["model"], "gpt-4o-mini");
+    assert_eq!(body["stream"], false);
+    assert_eq!(body["response_format"], json!({"type": "json_object"}));
+    let temperature = body["temperature"].as_f64().expect("temperature");
+    assert!((temperature - 0.2).abs() < 1e-6, "{temperature}");
+    assert_eq!(
+        body["messages"],
+        json!([
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": PROMPT},
+        ])
+    );
+}
+
+#[tokio::test]
+async fn json_mode_off_omits_response_format_and_no_key_sends_no_authorization() {
+    let fake = Fake::answering("Mark got the job.").await;
+    // A trailing slash on the base URL is tolerated.
+    let mut settings = openai_settings(&format!("{}/", fake.base_url()));
+    settings.json_mode = false;
+    settings.temperature = 0.0;
+    let no_key = OpenAiReflect::new(&settings, None).expect("client builds");
+    assert_eq!(no_key.name(), "openai");
+    assert_eq!(
+        no_key.reflect(request()).await.expect("answer"),
+        "Mark got the job."
+    );
+    let empty_key = OpenAiReflect::new(&settings, Some(String::new())).expect("client builds");
+    empty_key.reflect(request()).await.expect("answer");
+
+    let seen = fake.seen();
+    assert_eq!(seen.len(), 2);
+    for req in &seen {
+        assert_eq!(req.authorization, None);
+        let body = req.body.as_object().expect("a JSON object");
+        assert!(!body.contains_key("response_format"), "{body:?}");
+        assert_eq!(body["temperature"], 0.0);
+    }
+}
+
+#[tokio::test]
+async fn a_slow_answer_beyond_the_client_timeout_is_a_timeout() {
+    let fake = Fake::start(
+        [Reply::Slow(Duration::from_secs(3), "too late".to_string())],
+        Reply::Content("unused".to_string()),
+    )
+    .await;
+    let mut settings = openai_settings(&fake.base_url());
+    settings.timeout_secs = 1;
+    let client = OpenAiReflect::new(&settings, Some(API_KEY.to_string())).expect("client builds");
+    let started = Instant::now();
+    let err = client.reflect(request()).await.expect_err("timed out");
+    let took = started.elapsed();
+    match &err {
+        ReflectError::Timeout(limit) => assert_eq!(*limit, Duration::from_secs(1)),
+        other => panic!("expected Timeout, got {other:?}"),
+    }
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_millis(2_900),
+        "gave up after {took:?}"
+    );
+    assert!(err.is_retryable());
+    assert_eq!(err.kind(), "timeout");
+}
+
+#[tokio::test]
+async fn a_server_error_is_retryable_and_keeps_the_body() {
+    let fake = Fake::start(
+        [Reply::Status(500, "upstream model overloaded".to_string())],
+        Reply::Content("unused".to_string()),
+    )
+    .await;
+    let err = reflect_once(&fake).await.expect_err("server error");
+    match &err {
+        ReflectError::Server { status, body } => {
+            assert_eq!(*status, 500);
+            assert_eq!(body, "upstream model overloaded");
+        }
+        other => panic!("expected Server, got {other:?}"),
+    }
+    assert!(err.is_retryable());
+    assert_eq!(err.kind(), "server_error");
+    assert_eq!(err.retry_after(), None);
+}
+
+#[tokio::test]
+async fn a_long_error_body_is_cut_short() {
+    let fake = Fake::start(
+        [Reply::Status(503, "x".repeat(5_000))],
+        Reply::Content("unused".to_string()),
+    )
+    .await;
+    match reflect_once(&fake).await {
+        Err(ReflectError::Server { status: 503, body }) => {
+            assert!(!body.is_empty());
+            assert!(
+                body.chars().count() <= 512,
+                "{} chars",
+                body.chars().count()
+            );
+        }
+        other => panic!("expected Server 503, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn rate_limited_with_retry_after_carries_the_delay() {
+    let fake = Fake::start(
+        [Reply::RateLimited(Some("7")), Reply::RateLimited(None)],
+        Reply::Content("unused".to_string()),
+    )
+    .await;
+    let err = reflect_once(&fake).await.expect_err("rate limited");
+    match &err {
+        ReflectError::RateLimited { retry_after } => {
+            assert_eq!(*retry_after, Some(Duration::from_secs(7)))
+        }
+        other => panic!("expected RateLimited, got {other:?}"),
+    }
+    assert!(err.is_retryable());
+    assert_eq!(err.retry_after(), Some(Duration::from_secs(7)));
+    assert_eq!(err.kind(), "rate_limited");
+
+    let err = reflect_once(&fake).await.expect_err("rate limited");
+    assert!(
+        matches!(err, ReflectError::RateLimited { retry_after: None }),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_bad_request_is_rejected_and_not_retried() {
+    let fake = Fake::start(
+        [Reply::Status(
+            400,
+            "{\"error\": {\"message\": \"response_format is not supported\"}}".to_string(),
+        )],
+        Reply::Content("unused".to_string()),
+    )
+    .await;
+    let err = reflect_once(&fake).await.expect_err("rejected");
+    match &err {
+        ReflectError::Rejected { status, body } => {
+            assert_eq!(*status, 400);
+            assert!(body.contains("response_format is not supported"), "{body}");
+        }
+        other => panic!("expected Rejected, got {other:?}"),
+    }
+    assert!(!err.is_retryable());
+    assert_eq!(err.kind(), "rejected");
+}
+
+#[tokio::test]
+async fn a_body_that_is_not_json_is_an_invalid_response() {
+    let fake = Fake::start(
+        [Reply::Body("<html><body>Bad Gateway</body></html>")],
+        Reply::Content("unused".to_string()),
+    )
+    .await;
+    let err = reflect_once(&fake).await.expect_err("invalid response");
+    assert!(
+        matches!(err, ReflectError::InvalidResponse(_)),
+        "expected InvalidResponse, got {err:?}"
+    );
+    assert!(err.is_retryable());
+    assert_eq!(err.kind(), "invalid_response");
+}
+
+#[tokio::test]
+async fn a_completion_without_content_is_an_invalid_response() {
+    let fake = Fake::start(
+        [
+            Reply::Body("{\"choices\": []}"),
+            Reply::Body(
+                "{\"choices\": [{\"message\": {\"role\": \"assistant\", \"content\": null}}]}",
+            ),
+        ],
+        Reply::Content("unused".to_string()),
+    )
+    .await;
+    for _ in 0..2 {
+        let err = reflect_once(&fake).await.expect_err("invalid response");
+        assert!(
+            matches!(err, ReflectError::InvalidResponse(_)),
+            "expected InvalidResponse, got {err:?}"
+        );
+        assert!(
+            err.chain().contains("choices[0].message.content"),
+            "{}",
+            err.chain()
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_a_transport_error() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a local port");
+    let addr = listener.local_addr().expect("local address");
+    drop(listener);
+    let settings = openai_settings(&format!("http://{addr}/v1"));
+    let client = OpenAiReflect::new(&settings, Some(API_KEY.to_string())).expect("client builds");
+    let err = client.reflect(request()).await.expect_err("refused");
+    assert!(
+        matches!(err, ReflectError::Transport(_)),
+        "expected Transport, got {err:?}"
+    );
+    assert!(err.is_retryable());
+    assert_eq!(err.kind(), "transport");
+}
+
+// ---------------------------------------------------------------------------
+// End to end through the runtime
+// ---------------------------------------------------------------------------
+
+const REFLECTION: &str = r#"{
+  "summary": "Mark prepared for his Globex interview on Friday and worried about the salary talk.",
+  "topics": ["Interview", "salary"],
+  "entities": ["Globex", "Friday"],
+  "emotional_tone": "anxious but hopeful",
+  "relationship": "Mark trusts Kairix with his job search."
+}"#;
+
+fn runtime_settings(fake: &Fake) -> Settings {
+    let mut s = Settings::for_test();
+    s.reflector.kind = ReflectorKind::Openai;
+    s.reflector.backoff_base_ms = 10;
+    s.reflector.backoff_max_ms = 50;
+    s.reflector.openai = openai_settings(&fake.base_url());
+    s
+}
+
+/// A runtime on `dir` reflecting through the fake server.
+async fn start_runtime(
+    dir: &tempfile::TempDir,
+    settings: Settings,
+) -> anyhow::Result<recall::Runtime> {
+    Ok(RuntimeBuilder::new(dir.path())
+        .settings(settings)
+        .api_key(API_KEY)
+        .start()
+        .await?)
+}
+
+/// One call with two turns, ended by a disconnect; returns its record.
+async fn one_call(rt: &recall::Runtime) -> anyhow::Result<SessionRecord> {
+    let rec = rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn(
+        "c1",
+        "I have an interview at Globex on Friday",
+        "That's great news. Want to practise?",
+    )?;
+    rt.record_turn(
+        "c1",
+        "Yes, and I'm nervous about the salary question",
+        "Let's start with that one.",
+    )?;
+    rt.end_session("c1")?;
+    rt.wait_idle().await?;
+    Ok(rec)
+}
+
+fn assert_reflection_request(req: &Seen) {
+    assert_eq!(
+        req.authorization.as_deref(),
+        Some(format!("Bearer {API_KEY}").as_str())
+    );
+    assert_eq!(req.body["model"], "gpt-4o-mini");
+    assert_eq!(req.body["response_format"], json!({"type": "json_object"}));
+    let messages = req.body["messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[0]["role"], "system");
+    assert!(!messages[0]["content"].as_str().unwrap_or("").is_empty());
+    assert_eq!(messages[1]["role"], "user");
+    let prompt = messages[1]["content"].as_str().expect("user prompt");
+    assert!(
+        prompt.contains("I have an interview at Globex on Friday"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("Let's start with that one."), "{prompt}");
+}
+
+#[tokio::test]
+async fn the_runtime_retries_a_server_error_and_stores_the_llm_summary() -> Res {
+    let fake = Fake::start(
+        [Reply::Status(500, "try again".to_string())],
+        Reply::Content(REFLECTION.to_string()),
+    )
+    .await;
+    let dir = tempfile::tempdir()?;
+    let rt = start_runtime(&dir, runtime_settings(&fake)).await?;
+    let rec = one_call(&rt).await?;
+
+    assert_eq!(fake.requests(), 2, "one failed attempt, one success");
+    for req in fake.seen() {
+        assert_reflection_request(&req);
+    }
+    let summaries = rt.summaries("kairix", SummaryType::Session).await?;
+    assert_eq!(summaries.len(), 1, "{summaries:?}");
+    let s = &summaries[0];
+    assert_eq!(s.summary_id, rec.session_id);
+    assert_eq!(s.user_id, "mark");
+    assert_eq!(
+        s.summary_text,
+        "Mark prepared for his Globex interview on Friday and worried about the salary talk."
+    );
+    assert_eq!(s.topics, ["interview", "salary"]);
+    assert_eq!(s.key_entities, ["Globex", "Friday"]);
+    assert_eq!(s.emotional_tone.as_deref(), Some("anxious but hopeful"));
+    assert_eq!(s.turn_count, 2);
+    assert!(!s.fallback);
+    let relationship = rt
+        .block("kairix", BlockLabel::Relationship)
+        .await?
+        .expect("relationship block written");
+    assert_eq!(
+        relationship.value,
+        "Mark trusts Kairix with his job search."
+    );
+    assert!(rt.dead_letters().await?.is_empty());
+
+    rt.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_runtime_stores_malformed_llm_output_as_a_fallback_summary() -> Res {
+    let raw = "{\"summary\": \"Mark talked about Globex";
+    let fake = Fake::answering(raw).await;
+    let dir = tempfile::tempdir()?;
+    let rt = start_runtime(&dir, runtime_settings(&fake)).await?;
+    let rec = one_call(&rt).await?;
+
+    assert_eq!(fake.requests(), 1, "malformed output is not retried");
+    let summaries = rt.summaries("kairix", SummaryType::Session).await?;
+    assert_eq!(summaries.len(), 1, "{summaries:?}");
+    let s = &summaries[0];
+    assert_eq!(s.summary_id, rec.session_id);
+    assert!(s.fallback);
+    assert_eq!(s.summary_text, raw);
+    assert!(
+        s.key_entities.contains(&"Globex".to_string()),
+        "{:?}",
+        s.key_entities
+    );
+    assert!(rt.dead_letters().await?.is_empty());
+
+    rt.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_runtime_dead_letters_after_its_attempts_and_a_retry_succeeds() -> Res {
+    let fake = Fake::start([], Reply::Status(500, "model crashed".to_string())).await;
+    let dir = tempfile::tempdir()?;
+    let mut settings = runtime_settings(&fake);
+    settings.reflector.max_attempts = 2;
+    let rt = start_runtime(&dir, settings).await?;
+    let rec = one_call(&rt).await?;
+
+    assert_eq!(fake.requests(), 2);
+    let letters = rt.dead_letters().await?;
+    assert_eq!(letters.len(), 1, "{letters:?}");
+    let letter = &letters[0];
+    assert_eq!(letter.session_id, rec.session_id);
+    assert_eq!(letter.agent_id, "kairix");
+    assert_eq!(letter.user_id, "mark");
+    assert_eq!(letter.attempts, 2);
+    assert_eq!(letter.error_kind, "server_error");
+    assert!(letter.error.contains("500"), "{}", letter.error);
+    assert!(letter.error.contains("model crashed"), "{}", letter.error);
+    assert!(rt
+        .summaries("kairix", SummaryType::Session)
+        .await?
+        .is_empty());
+
+    // The server recovers; the dead letter goes back into the queue.
+    fake.set_otherwise(Reply::Content(REFLECTION.to_string()));
+    rt.retry_dead_letter(rec.session_id).await?;
+    rt.wait_idle().await?;
+
+    assert_eq!(fake.requests(), 3);
+    let summaries = rt.summaries("kairix", SummaryType::Session).await?;
+    assert_eq!(summaries.len(), 1, "{summaries:?}");
+    assert_eq!(summaries[0].summary_id, rec.session_id);
+    assert!(!summaries[0].fallback);
+    assert!(summaries[0]
+        .summary_text
+        .starts_with("Mark prepared for his Globex interview"));
+    assert!(rt.dead_letters().await?.is_empty());
+
+    rt.shutdown().await?;
+    Ok(())
+}

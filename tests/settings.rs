@@ -1,0 +1,401 @@
+//! Settings loading: compiled-in defaults, a user file, then `RECALL_*`
+//! environment variables, with every rejected setting named by its key.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use recall::engine::settings::{FlushPolicy, ReflectorKind};
+use recall::settings::{load_from, settings_env, LoadError, DEFAULT_TOML};
+use recall::Settings;
+use tempfile::TempDir;
+
+fn no_env() -> HashMap<String, String> {
+    HashMap::new()
+}
+
+fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {
+    settings_env(
+        vars.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// Writes `text` as a settings file in a new temporary folder.
+fn settings_file(text: &str) -> (TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let path = dir.path().join("recall.toml");
+    std::fs::write(&path, text).expect("settings file written");
+    (dir, path)
+}
+
+/// Loads expecting an error, and checks that the error names `key` both in
+/// `LoadError::key()` and in its message.
+fn expect_key_error(file: Option<&Path>, env: HashMap<String, String>, key: &str) -> LoadError {
+    let err = match load_from(file, env) {
+        Ok(s) => panic!("expected an error about `{key}`, loaded {s:?}"),
+        Err(e) => e,
+    };
+    assert_eq!(err.key(), Some(key), "error: {err} ({err:?})");
+    let msg = err.to_string();
+    assert!(msg.contains(key), "message {msg:?} does not name `{key}`");
+    err
+}
+
+fn expect_file_key_error(toml: &str, key: &str) -> LoadError {
+    let (_dir, path) = settings_file(toml);
+    expect_key_error(Some(&path), no_env(), key)
+}
+
+#[test]
+fn the_defaults_file_equals_the_built_in_defaults() {
+    let loaded = load_from(None, no_env()).expect("defaults load");
+    assert_eq!(loaded, Settings::default());
+    loaded.validate().expect("defaults are valid");
+}
+
+#[test]
+fn the_defaults_file_lists_every_key() {
+    // Serializing the defaults and reading them back as TOML gives the same
+    // tree as the commented defaults file.
+    let from_file: key_paths::Paths = key_paths::parse(DEFAULT_TOML);
+    let from_struct: key_paths::Paths = key_paths::from_settings(&Settings::default());
+    assert_eq!(from_file, from_struct);
+}
+
+/// A minimal flattening of TOML-ish data into `section.key` paths, through
+/// `serde_json`, so the test needs no TOML crate of its own.
+mod key_paths {
+    use std::collections::BTreeSet;
+
+    pub type Paths = BTreeSet<String>;
+
+    /// Dotted key paths declared in a TOML document made of `[section]`
+    /// headers and `key = value` lines.
+    pub fn parse(text: &str) -> Paths {
+        let mut section = String::new();
+        let mut out = Paths::new();
+        for line in text.lines() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                section = name.trim().to_string();
+                continue;
+            }
+            if let Some((key, _)) = line.split_once('=') {
+                out.insert(format!("{section}.{}", key.trim()));
+            }
+        }
+        out
+    }
+
+    /// Dotted key paths of the serialized settings.
+    pub fn from_settings(s: &recall::Settings) -> Paths {
+        fn walk(prefix: &str, v: &serde_json::Value, out: &mut Paths) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    for (k, v) in m {
+                        let key = if prefix.is_empty() {
+                            k.clone()
+                        } else {
+                            format!("{prefix}.{k}")
+                        };
+                        walk(&key, v, out);
+                    }
+                }
+                _ => {
+                    out.insert(prefix.to_string());
+                }
+            }
+        }
+        let mut out = Paths::new();
+        walk(
+            "",
+            &serde_json::to_value(s).expect("settings serialize"),
+            &mut out,
+        );
+        out
+    }
+}
+
+#[test]
+fn a_user_file_overrides_the_defaults() {
+    let (_dir, path) = settings_file(
+        r#"
+[session]
+silence_timeout_secs = 45
+
+[reflector]
+kind = "openai"
+max_attempts = 3
+
+[reflector.openai]
+model = "qwen2.5"
+base_url = "http://localhost:8000/v1"
+
+[store]
+flush = "every_write"
+"#,
+    );
+    let s = load_from(Some(&path), no_env()).expect("file loads");
+    assert_eq!(s.session.silence_timeout_secs, 45);
+    assert_eq!(s.reflector.kind, ReflectorKind::Openai);
+    assert_eq!(s.reflector.max_attempts, 3);
+    assert_eq!(s.reflector.openai.model, "qwen2.5");
+    assert_eq!(s.reflector.openai.base_url, "http://localhost:8000/v1");
+    assert_eq!(s.store.flush, FlushPolicy::EveryWrite);
+    // Keys the file does not name keep their defaults.
+    let d = Settings::default();
+    assert_eq!(s.session.max_message_chars, d.session.max_message_chars);
+    assert_eq!(
+        s.reflector.openai.timeout_secs,
+        d.reflector.openai.timeout_secs
+    );
+    assert_eq!(s.reflector.openai.json_mode, d.reflector.openai.json_mode);
+    assert_eq!(s.blocks, d.blocks);
+    assert_eq!(s.watchdog, d.watchdog);
+}
+
+#[test]
+fn environment_variables_override_the_file() {
+    let (_dir, path) = settings_file(
+        r#"
+[session]
+silence_timeout_secs = 45
+max_message_chars = 1000
+
+[reflector.openai]
+model = "qwen2.5"
+"#,
+    );
+    let s = load_from(
+        Some(&path),
+        env(&[
+            ("RECALL_SESSION__SILENCE_TIMEOUT_SECS", "120"),
+            ("RECALL_REFLECTOR__OPENAI__MODEL", "gpt-4o-mini"),
+            ("RECALL_REFLECTOR__KIND", "openai"),
+            ("RECALL_REFLECTOR__OPENAI__JSON_MODE", "false"),
+            ("RECALL_REFLECTOR__OPENAI__TEMPERATURE", "0.7"),
+        ]),
+    )
+    .expect("file and environment load");
+    assert_eq!(s.session.silence_timeout_secs, 120);
+    assert_eq!(s.reflector.openai.model, "gpt-4o-mini");
+    assert_eq!(s.reflector.kind, ReflectorKind::Openai);
+    assert!(!s.reflector.openai.json_mode);
+    assert!((s.reflector.openai.temperature - 0.7).abs() < 1e-6);
+    // The file still wins over the defaults where the environment is silent.
+    assert_eq!(s.session.max_message_chars, 1000);
+}
+
+#[test]
+fn environment_variables_override_the_defaults_without_a_file() {
+    let s = load_from(
+        None,
+        env(&[
+            ("RECALL_SESSION__SILENCE_TIMEOUT_SECS", "120"),
+            ("RECALL_REFLECTOR__OPENAI__MODEL", "llama3.2"),
+            ("RECALL_REFLECTOR__OPENAI__API_KEY_ENV", "OPENAI_API_KEY"),
+            ("RECALL_BLOCKS__BACKGROUND_CONTEXT_LIMIT", "4000"),
+        ]),
+    )
+    .expect("environment loads");
+    assert_eq!(s.session.silence_timeout_secs, 120);
+    assert_eq!(s.reflector.openai.model, "llama3.2");
+    assert_eq!(s.reflector.openai.api_key_env, "OPENAI_API_KEY");
+    assert_eq!(s.blocks.background_context_limit, 4000);
+}
+
+#[test]
+fn a_numeric_looking_string_setting_stays_a_string() {
+    let s = load_from(None, env(&[("RECALL_REFLECTOR__OPENAI__MODEL", "4")]))
+        .expect("environment loads");
+    assert_eq!(s.reflector.openai.model, "4");
+}
+
+#[test]
+fn settings_env_keeps_only_setting_variables() {
+    let vars = env(&[
+        ("RECALL_SESSION__SILENCE_TIMEOUT_SECS", "120"),
+        ("RECALL_REFLECTOR__OPENAI__MODEL", "gpt-4o-mini"),
+        ("RECALL_LLM_API_KEY", "sk-secret"),
+        ("RECALL_", "x"),
+        ("PATH", "/usr/bin"),
+        ("HOME", "/home/mark"),
+        ("OPENAI_API_KEY", "sk-other"),
+        ("SESSION__SILENCE_TIMEOUT_SECS", "5"),
+    ]);
+    let mut keys: Vec<&str> = vars.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "RECALL_REFLECTOR__OPENAI__MODEL",
+            "RECALL_SESSION__SILENCE_TIMEOUT_SECS"
+        ]
+    );
+    assert_eq!(vars["RECALL_SESSION__SILENCE_TIMEOUT_SECS"], "120");
+    // What it keeps loads; the API key never reaches the loader.
+    let s = load_from(None, vars).expect("filtered environment loads");
+    assert_eq!(s.session.silence_timeout_secs, 120);
+}
+
+#[test]
+fn an_unknown_key_in_the_file_is_named() {
+    let err = expect_file_key_error(
+        "[session]\nsilence_timeout = 3\n",
+        "session.silence_timeout",
+    );
+    assert!(matches!(err, LoadError::UnknownKey { .. }), "{err:?}");
+}
+
+#[test]
+fn an_unknown_section_in_the_file_is_named() {
+    let err = expect_file_key_error(
+        "[sessions]\nsilence_timeout_secs = 3\n",
+        "sessions.silence_timeout_secs",
+    );
+    assert!(matches!(err, LoadError::UnknownKey { .. }), "{err:?}");
+}
+
+#[test]
+fn an_empty_unknown_section_in_the_file_is_named() {
+    let err = expect_file_key_error("[llm]\n", "llm");
+    assert!(matches!(err, LoadError::UnknownKey { .. }), "{err:?}");
+}
+
+#[test]
+fn an_unknown_top_level_key_in_the_file_is_named() {
+    let err = expect_file_key_error("verbose = true\n", "verbose");
+    assert!(matches!(err, LoadError::UnknownKey { .. }), "{err:?}");
+}
+
+#[test]
+fn an_unknown_key_in_the_environment_is_named() {
+    let err = expect_key_error(None, env(&[("RECALL_SESSION__NOPE", "1")]), "session.nope");
+    match &err {
+        LoadError::UnknownKey { origin, .. } => {
+            assert!(origin.contains("RECALL_SESSION__NOPE"), "{origin}")
+        }
+        other => panic!("expected UnknownKey, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_zero_silence_timeout_in_the_file_is_named() {
+    let err = expect_file_key_error(
+        "[session]\nsilence_timeout_secs = 0\n",
+        "session.silence_timeout_secs",
+    );
+    assert!(matches!(err, LoadError::Invalid(_)), "{err:?}");
+}
+
+#[test]
+fn a_zero_silence_timeout_in_the_environment_is_named() {
+    let err = expect_key_error(
+        None,
+        env(&[("RECALL_SESSION__SILENCE_TIMEOUT_SECS", "0")]),
+        "session.silence_timeout_secs",
+    );
+    assert!(matches!(err, LoadError::Invalid(_)), "{err:?}");
+}
+
+#[test]
+fn a_zero_block_limit_is_named() {
+    let err = expect_file_key_error(
+        "[blocks]\nbackground_context_limit = 0\n",
+        "blocks.background_context_limit",
+    );
+    assert!(matches!(err, LoadError::Invalid(_)), "{err:?}");
+}
+
+#[test]
+fn an_unknown_reflector_kind_is_named() {
+    let err = expect_file_key_error("[reflector]\nkind = \"gpt\"\n", "reflector.kind");
+    assert!(err.to_string().contains("gpt"), "{err}");
+}
+
+#[test]
+fn an_unknown_reflector_kind_in_the_environment_is_named() {
+    expect_key_error(
+        None,
+        env(&[("RECALL_REFLECTOR__KIND", "gpt")]),
+        "reflector.kind",
+    );
+}
+
+#[test]
+fn a_value_of_the_wrong_type_is_named() {
+    let err = expect_file_key_error(
+        "[session]\nsilence_timeout_secs = \"soon\"\n",
+        "session.silence_timeout_secs",
+    );
+    assert!(matches!(err, LoadError::InvalidValue { .. }), "{err:?}");
+}
+
+#[test]
+fn a_value_of_the_wrong_type_in_the_environment_is_named() {
+    expect_key_error(
+        None,
+        env(&[("RECALL_WATCHDOG__MAX_TOPICS", "many")]),
+        "watchdog.max_topics",
+    );
+}
+
+#[test]
+fn zero_concurrent_reflections_are_named() {
+    expect_file_key_error(
+        "[reflector]\nmax_concurrent = 0\n",
+        "reflector.max_concurrent",
+    );
+}
+
+#[test]
+fn a_zero_http_timeout_is_named() {
+    expect_file_key_error(
+        "[reflector.openai]\ntimeout_secs = 0\n",
+        "reflector.openai.timeout_secs",
+    );
+}
+
+#[test]
+fn a_missing_settings_file_is_a_file_error() {
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let path = dir.path().join("absent.toml");
+    match load_from(Some(&path), no_env()) {
+        Err(LoadError::File { path: p, .. }) => assert_eq!(p, path),
+        other => panic!("expected LoadError::File, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_settings_file_that_is_not_toml_is_a_file_error() {
+    let (_dir, path) = settings_file("[session\nsilence_timeout_secs = \n");
+    let err = load_from(Some(&path), no_env()).expect_err("not TOML");
+    assert!(matches!(err, LoadError::File { .. }), "{err:?}");
+    assert!(err.to_string().contains("recall.toml"), "{err}");
+}
+
+#[test]
+fn an_empty_known_section_in_the_file_is_accepted() {
+    let (_dir, path) = settings_file("[session]\n\n[reflector.openai]\n");
+    let s = load_from(Some(&path), no_env()).expect("empty sections load");
+    assert_eq!(s, Settings::default());
+}
+
+#[test]
+fn load_from_ignores_variables_that_are_not_settings() {
+    let vars: HashMap<String, String> = [
+        ("PWD", "/"),
+        ("HOME", "/home/mark"),
+        ("RECALL_LLM_API_KEY", "sk-secret"),
+        ("RECALL_SESSION__SILENCE_TIMEOUT_SECS", "90"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let s = load_from(None, vars).expect("unrelated variables are ignored");
+    assert_eq!(s.session.silence_timeout_secs, 90);
+}

@@ -40,6 +40,8 @@ pub enum StoreError {
         #[source]
         source: sled::Error,
     },
+    #[error("data folder {} is in use by another process", path.display())]
+    Locked { path: PathBuf },
     #[error("data folder {} is corrupt or not a recall data folder: {message}", path.display())]
     Corrupt { path: PathBuf, message: String },
     #[error(
@@ -67,6 +69,22 @@ impl From<TransactionError<StoreError>> for StoreError {
             TransactionError::Abort(e) => e,
             TransactionError::Storage(e) => StoreError::Sled(e),
         }
+    }
+}
+
+/// How long opening waits for the data folder's lock, and how often it looks.
+const LOCK_WAIT: Duration = Duration::from_secs(2);
+const LOCK_POLL: Duration = Duration::from_millis(20);
+
+/// sled reports a held folder lock as an I/O error carrying the
+/// `WouldBlock` it got, wrapped in a message.
+fn is_lock_error(e: &sled::Error) -> bool {
+    match e {
+        sled::Error::Io(io) => {
+            io.kind() == std::io::ErrorKind::WouldBlock
+                || io.to_string().contains("could not acquire lock")
+        }
+        _ => false,
     }
 }
 
@@ -107,6 +125,14 @@ impl Trees {
     /// Opens (or creates) the data folder and checks its schema version.
     /// sled panics on some kinds of damage; that becomes `Corrupt`.
     pub fn open(path: &Path, settings: &StoreSettings) -> Result<Trees, StoreError> {
+        Self::open_waiting(path, settings, LOCK_WAIT)
+    }
+
+    fn open_waiting(
+        path: &Path,
+        settings: &StoreSettings,
+        lock_wait: Duration,
+    ) -> Result<Trees, StoreError> {
         if path.exists() && !path.is_dir() {
             return Err(StoreError::NotADirectory {
                 path: path.to_path_buf(),
@@ -117,8 +143,27 @@ impl Trees {
             .cache_capacity(settings.cache_capacity_mb * 1024 * 1024)
             // recall's own flush policy is the one in force
             .flush_every_ms(None);
-        let db = match catch_unwind(AssertUnwindSafe(|| config.open())) {
+        // The folder's lock can outlive a runtime that has just stopped in
+        // this process by a moment (a flush finishing on a blocking thread);
+        // a lock still held after that belongs to another process.
+        let mut waited = Duration::ZERO;
+        let opened = loop {
+            let res = catch_unwind(AssertUnwindSafe(|| config.open()));
+            match &res {
+                Ok(Err(e)) if is_lock_error(e) && waited < lock_wait => {
+                    std::thread::sleep(LOCK_POLL);
+                    waited += LOCK_POLL;
+                }
+                _ => break res,
+            }
+        };
+        let db = match opened {
             Ok(Ok(db)) => db,
+            Ok(Err(e)) if is_lock_error(&e) => {
+                return Err(StoreError::Locked {
+                    path: path.to_path_buf(),
+                })
+            }
             Ok(Err(sled::Error::Corruption { .. })) | Ok(Err(sled::Error::Unsupported(_))) => {
                 return Err(StoreError::Corrupt {
                     path: path.to_path_buf(),
@@ -627,7 +672,15 @@ impl Actor for StoreActor {
         _myself: ActorRef<StoreMsg>,
         state: &mut StoreState,
     ) -> Result<(), ActorProcessingErr> {
-        if let Err(err) = state.trees.db.flush_async().await {
+        // A plain flush on the blocking pool, awaited: sled's `flush_async`
+        // finishes on sled's own thread pool, which can still hold the
+        // database (and the folder's lock) after this actor has stopped.
+        let db = state.trees.db.clone();
+        let res = match tokio::task::spawn_blocking(move || db.flush()).await {
+            Ok(res) => res,
+            Err(_) => state.trees.db.flush(),
+        };
+        if let Err(err) = res {
             error!(error = %err, "final flush failed");
         }
         Ok(())
@@ -899,6 +952,20 @@ mod tests {
             created_at: t,
             fallback: false,
         }
+    }
+
+    #[test]
+    fn a_folder_in_use_is_a_locked_error_and_opens_once_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = StoreSettings::default();
+        let first = Trees::open(dir.path(), &settings).unwrap();
+        let err = Trees::open_waiting(dir.path(), &settings, Duration::ZERO)
+            .err()
+            .expect("the folder is locked");
+        assert!(matches!(err, StoreError::Locked { .. }), "{err:?}");
+        assert!(err.to_string().contains("in use"), "{err}");
+        drop(first);
+        Trees::open_waiting(dir.path(), &settings, Duration::ZERO).unwrap();
     }
 
     #[test]

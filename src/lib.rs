@@ -13,13 +13,19 @@
 //! - [`runtime`]: [`RuntimeBuilder`] and the [`Runtime`] handle.
 //! - [`settings`]: loading settings from `config/default.toml`, a file and
 //!   `RECALL_*` environment variables.
+//! - [`client`]: a client for the server API, used by the CLI.
 //! - [`llm`]: the OpenAI-compatible chat-completions `Reflect` adapter.
+//! - [`server`]: `recall serve`, the HTTP + WebSocket API (axum).
+//! - [`metrics`]: Prometheus metrics for `/metrics`.
 //! - [`simulate`]: `recall simulate`, replaying a JSONL script in virtual time.
 //! - [`testkit`]: a scripted `Reflect` and a paused-time test runtime.
 //! - [`engine`]: the engine crate (`recall-actors`), re-exported.
 
+pub mod client;
 pub mod llm;
+pub mod metrics;
 pub mod runtime;
+pub mod server;
 pub mod settings;
 pub mod simulate;
 pub mod testkit;
@@ -33,5 +39,6 @@ pub use recall_actors::model::{
 pub use recall_actors::reflect::{Reflect, ReflectError, ReflectRequest};
 pub use recall_actors::settings::Settings;
 pub use runtime::{
-    RecallError, Runtime, RuntimeBuilder, RuntimeStats, ShutdownReport, StartupError,
+    LiveContext, RecallError, Runtime, RuntimeBuilder, RuntimeStats, SessionStatus, ShutdownReport,
+    StartupError, SummaryQuery,
 };

@@ -1,14 +1,20 @@
-//! The `recall` command line.
+//! The `recall` command line: `serve`, `simulate`, and client commands
+//! that talk to a running server.
 
+use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+use recall::client::{encode, Client};
+use recall::server::{self, ServerConfig};
 use recall::settings;
 use recall::simulate::{self, RealTimeReflect, SimOptions};
-use recall_actors::settings::ReflectorKind;
+use recall::RuntimeBuilder;
+use recall_actors::settings::{LogFormat, ReflectorKind, Settings};
+use serde_json::{json, Value};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -20,6 +26,18 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the runtime behind the HTTP + WebSocket API.
+    Serve {
+        /// Address to listen on (default: server.addr, 127.0.0.1:7878).
+        #[arg(long)]
+        addr: Option<String>,
+        /// Data folder.
+        #[arg(long, default_value = "recall-data")]
+        data: PathBuf,
+        /// A settings file layered over config/default.toml.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Replay a JSONL conversation script in virtual time and print the
     /// resulting sessions, summaries, blocks and dead letters.
     Simulate {
@@ -35,15 +53,148 @@ enum Command {
         #[arg(long)]
         data: Option<PathBuf>,
     },
+    /// An agent's working context with a user (live sessions).
+    Context {
+        #[command(subcommand)]
+        action: ContextCmd,
+    },
+    /// Stored sessions, newest first.
+    Sessions {
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        user: Option<String>,
+        /// Only live sessions.
+        #[arg(long)]
+        live: bool,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// An agent's summaries, newest first.
+    Summaries {
+        #[arg(long)]
+        agent: String,
+        /// session, daily, weekly or topic.
+        #[arg(long = "type")]
+        kind: Option<String>,
+        #[arg(long)]
+        user: Option<String>,
+        /// RFC 3339 time: summaries ending at or after it.
+        #[arg(long)]
+        since: Option<String>,
+        /// RFC 3339 time: summaries starting at or before it.
+        #[arg(long)]
+        until: Option<String>,
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Read or write an agent's memory blocks.
+    Blocks {
+        #[command(subcommand)]
+        action: BlocksCmd,
+    },
+    /// Reflections that failed for good, and their retry.
+    DeadLetters {
+        #[command(subcommand)]
+        action: DeadLettersCmd,
+    },
+}
+
+/// Where the server is.
+#[derive(Args, Clone)]
+struct Remote {
+    /// The server's base URL.
+    #[arg(
+        long,
+        env = "RECALL_URL",
+        default_value = "http://127.0.0.1:7878",
+        global = true
+    )]
+    url: String,
+    /// Name of the environment variable holding the bearer token.
+    #[arg(long, default_value = "RECALL_TOKEN", global = true)]
+    token_env: String,
+    /// Print the server's JSON instead of a table.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+enum ContextCmd {
+    /// Turn count, token estimate and time since the last turn.
+    Show {
+        #[arg(long)]
+        agent: String,
+        #[arg(long)]
+        user: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// End the live sessions (reason `cleared`): the next turn starts fresh.
+    Clear {
+        #[arg(long)]
+        agent: String,
+        #[arg(long)]
+        user: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+#[derive(Subcommand)]
+enum BlocksCmd {
+    /// One block, or all of the agent's.
+    Get {
+        #[arg(long)]
+        agent: String,
+        label: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Set a block (`-` reads the value from standard input).
+    Set {
+        #[arg(long)]
+        agent: String,
+        label: String,
+        value: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+#[derive(Subcommand)]
+enum DeadLettersCmd {
+    List {
+        #[arg(long)]
+        agent: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Queue a dead letter's reflection again.
+    Retry {
+        /// The session id of the dead letter.
+        session_id: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+}
+
+fn init_logging(filter: &str, format: LogFormat) {
+    let filter = EnvFilter::try_from_env("RECALL_LOG").unwrap_or_else(|_| EnvFilter::new(filter));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Human => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("RECALL_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -56,6 +207,11 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Serve { addr, data, config } => {
+            let settings = settings::load(config.as_deref())?;
+            init_logging(&settings.log.filter, settings.log.format);
+            serve(settings, addr, data)
+        }
         Command::Simulate {
             script,
             json,
@@ -63,6 +219,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             data,
         } => {
             let settings = settings::load(config.as_deref())?;
+            init_logging("warn", settings.log.format);
             let text = std::fs::read_to_string(&script)
                 .with_context(|| format!("cannot read script {}", script.display()))?;
             let events = simulate::parse_script(&text)
@@ -99,5 +256,431 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        command => {
+            init_logging("warn", LogFormat::Human);
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("cannot start the tokio runtime")?;
+            rt.block_on(client_command(command))
+        }
+    }
+}
+
+fn serve(settings: Settings, addr: Option<String>, data: PathBuf) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the tokio runtime")?;
+    rt.block_on(async {
+        let config = ServerConfig::from_settings(&settings);
+        let addr = addr.unwrap_or_else(|| settings.server.addr.clone());
+        // Checked before the data folder is opened: nothing to undo.
+        let listener = server::bind(&addr, &config).await?;
+        let runtime = RuntimeBuilder::new(&data)
+            .settings(settings)
+            .start()
+            .await
+            .with_context(|| format!("cannot start the runtime on {}", data.display()))?;
+        let local = listener.local_addr()?;
+        println!(
+            "recall listening on http://{local} (data in {})",
+            data.display()
+        );
+        let report = server::serve(listener, runtime, config, shutdown_signal()).await?;
+        println!(
+            "recall stopped: {} live sessions ended, {} reflections left queued for the next start",
+            report.sessions_ended, report.reflections_left
+        );
+        anyhow::Ok(())
+    })
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}
+
+fn client(remote: &Remote) -> Client {
+    // The one place the token's variable is read: the binary.
+    Client::new(&remote.url, std::env::var(&remote.token_env).ok())
+}
+
+async fn client_command(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Context { action } => match action {
+            ContextCmd::Show {
+                agent,
+                user,
+                remote,
+            } => {
+                let v = client(&remote)
+                    .get(&format!(
+                        "/v1/agents/{}/users/{}/context",
+                        encode(&agent),
+                        encode(&user)
+                    ))
+                    .await?;
+                if remote.json {
+                    return print_json(&v);
+                }
+                let sessions = v["sessions"].as_array().cloned().unwrap_or_default();
+                if sessions.is_empty() {
+                    println!("no live session for agent {agent} with user {user}");
+                } else {
+                    let rows = sessions
+                        .iter()
+                        .map(|s| {
+                            vec![
+                                text(&s["session"]["session_id"]),
+                                text(&s["session"]["connection_id"]),
+                                text(&s["turn_count"]),
+                                text(&s["token_estimate"]),
+                                idle(&s["idle_secs"]),
+                                text(&s["session"]["started_at"]),
+                            ]
+                        })
+                        .collect();
+                    table(
+                        &[
+                            "SESSION",
+                            "CONNECTION",
+                            "TURNS",
+                            "TOKENS~",
+                            "SINCE LAST",
+                            "STARTED",
+                        ],
+                        rows,
+                    );
+                }
+                let bg = v["background_context"].as_str().unwrap_or_default();
+                println!("background_context: {} characters", bg.chars().count());
+                Ok(())
+            }
+            ContextCmd::Clear {
+                agent,
+                user,
+                remote,
+            } => {
+                let v = client(&remote)
+                    .delete(&format!(
+                        "/v1/agents/{}/users/{}/context",
+                        encode(&agent),
+                        encode(&user)
+                    ))
+                    .await?;
+                if remote.json {
+                    return print_json(&v);
+                }
+                let ended = v["ended"].as_array().map(Vec::len).unwrap_or(0);
+                println!("cleared: {ended} live session(s) ended with reason cleared");
+                Ok(())
+            }
+        },
+        Command::Sessions {
+            agent,
+            user,
+            live,
+            limit,
+            remote,
+        } => {
+            let mut q = vec![format!("limit={limit}")];
+            if let Some(a) = &agent {
+                q.push(format!("agent_id={}", encode(a)));
+            }
+            if let Some(u) = &user {
+                q.push(format!("user_id={}", encode(u)));
+            }
+            if live {
+                q.push("live=true".into());
+            }
+            let v = client(&remote)
+                .get(&format!("/v1/sessions?{}", q.join("&")))
+                .await?;
+            if remote.json {
+                return print_json(&v);
+            }
+            let rows = v["sessions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .map(|s| {
+                    vec![
+                        text(&s["session_id"]),
+                        text(&s["agent_id"]),
+                        text(&s["user_id"]),
+                        text(&s["connection_id"]),
+                        text(&s["started_at"]),
+                        text(&s["end_reason"]),
+                        text(&s["turn_count"]),
+                    ]
+                })
+                .collect();
+            table(
+                &[
+                    "SESSION",
+                    "AGENT",
+                    "USER",
+                    "CONNECTION",
+                    "STARTED",
+                    "ENDED BY",
+                    "TURNS",
+                ],
+                rows,
+            );
+            Ok(())
+        }
+        Command::Summaries {
+            agent,
+            kind,
+            user,
+            since,
+            until,
+            limit,
+            remote,
+        } => {
+            let mut q = vec![format!("limit={limit}")];
+            for (k, v) in [
+                ("type", kind),
+                ("user_id", user),
+                ("since", since),
+                ("until", until),
+            ] {
+                if let Some(v) = v {
+                    q.push(format!("{k}={}", encode(&v)));
+                }
+            }
+            let v = client(&remote)
+                .get(&format!(
+                    "/v1/agents/{}/summaries?{}",
+                    encode(&agent),
+                    q.join("&")
+                ))
+                .await?;
+            if remote.json {
+                return print_json(&v);
+            }
+            let rows = v["summaries"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .map(|s| {
+                    vec![
+                        text(&s["summary_id"]),
+                        text(&s["summary_type"]),
+                        text(&s["user_id"]),
+                        text(&s["period_end"]),
+                        s["topics"]
+                            .as_array()
+                            .map(|t| t.iter().map(text).collect::<Vec<_>>().join(", "))
+                            .unwrap_or_default(),
+                        shorten(&text(&s["summary_text"]), 60),
+                    ]
+                })
+                .collect();
+            table(
+                &["SUMMARY", "TYPE", "USER", "PERIOD END", "TOPICS", "TEXT"],
+                rows,
+            );
+            Ok(())
+        }
+        Command::Blocks { action } => match action {
+            BlocksCmd::Get {
+                agent,
+                label,
+                remote,
+            } => {
+                let c = client(&remote);
+                let v = match &label {
+                    Some(l) => {
+                        c.get(&format!(
+                            "/v1/agents/{}/blocks/{}",
+                            encode(&agent),
+                            encode(l)
+                        ))
+                        .await?
+                    }
+                    None => {
+                        c.get(&format!("/v1/agents/{}/blocks", encode(&agent)))
+                            .await?
+                    }
+                };
+                if remote.json {
+                    return print_json(&v);
+                }
+                let blocks = match v.get("blocks").and_then(Value::as_array) {
+                    Some(all) => all.clone(),
+                    None => vec![v],
+                };
+                for b in blocks {
+                    let value = b["value"].as_str().unwrap_or_default();
+                    println!(
+                        "[{}] {}/{} characters, updated {}",
+                        text(&b["label"]),
+                        value.chars().count(),
+                        text(&b["limit"]),
+                        text(&b["updated_at"])
+                    );
+                    if !value.is_empty() {
+                        println!("{value}");
+                    }
+                    println!();
+                }
+                Ok(())
+            }
+            BlocksCmd::Set {
+                agent,
+                label,
+                value,
+                remote,
+            } => {
+                let value = if value == "-" {
+                    let mut s = String::new();
+                    std::io::stdin()
+                        .read_to_string(&mut s)
+                        .context("cannot read the value from standard input")?;
+                    s
+                } else {
+                    value
+                };
+                let v = client(&remote)
+                    .put(
+                        &format!("/v1/agents/{}/blocks/{}", encode(&agent), encode(&label)),
+                        &json!({ "value": value }),
+                    )
+                    .await?;
+                if remote.json {
+                    return print_json(&v);
+                }
+                println!(
+                    "{} set: {}/{} characters",
+                    text(&v["label"]),
+                    value.chars().count(),
+                    text(&v["limit"])
+                );
+                Ok(())
+            }
+        },
+        Command::DeadLetters { action } => match action {
+            DeadLettersCmd::List { agent, remote } => {
+                let v = client(&remote)
+                    .get(&format!("/v1/agents/{}/dead-letters", encode(&agent)))
+                    .await?;
+                if remote.json {
+                    return print_json(&v);
+                }
+                let rows = v["dead_letters"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|d| {
+                        vec![
+                            text(&d["session_id"]),
+                            text(&d["user_id"]),
+                            text(&d["attempts"]),
+                            text(&d["error_kind"]),
+                            text(&d["failed_at"]),
+                            shorten(&text(&d["error"]), 60),
+                        ]
+                    })
+                    .collect();
+                table(
+                    &["SESSION", "USER", "ATTEMPTS", "KIND", "FAILED AT", "ERROR"],
+                    rows,
+                );
+                Ok(())
+            }
+            DeadLettersCmd::Retry { session_id, remote } => {
+                let v = client(&remote)
+                    .post(
+                        &format!("/v1/dead-letters/{}/retry", encode(&session_id)),
+                        &json!({}),
+                    )
+                    .await?;
+                if remote.json {
+                    return print_json(&v);
+                }
+                println!("requeued the reflection of session {session_id}");
+                Ok(())
+            }
+        },
+        Command::Serve { .. } | Command::Simulate { .. } => unreachable!("handled in run"),
+    }
+}
+
+fn print_json(v: &Value) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+/// A JSON value as a table cell.
+fn text(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn idle(v: &Value) -> String {
+    match v.as_f64() {
+        Some(s) if s < 60.0 => format!("{s:.0} s"),
+        Some(s) if s < 3600.0 => format!("{:.0} min", s / 60.0),
+        Some(s) => format!("{:.1} h", s / 3600.0),
+        None => "-".into(),
+    }
+}
+
+fn shorten(s: &str, max: usize) -> String {
+    let one_line = s.replace('\n', " ");
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        format!("{}…", one_line.chars().take(max - 1).collect::<String>())
+    }
+}
+
+fn table(headers: &[&str], rows: Vec<Vec<String>>) {
+    if rows.is_empty() {
+        println!("(none)");
+        return;
+    }
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        println!("{}", padded.join("  ").trim_end());
+    };
+    line(headers.iter().map(|h| h.to_string()).collect());
+    for r in rows {
+        line(r);
     }
 }

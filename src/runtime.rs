@@ -90,6 +90,38 @@ fn unavailable<E: std::fmt::Display>(actor: &'static str) -> impl FnOnce(E) -> R
     move |e| RecallError::Unavailable(actor, e.to_string())
 }
 
+/// A stored session and whether it is still live.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SessionStatus {
+    #[serde(flatten)]
+    pub record: SessionRecord,
+    pub live: bool,
+}
+
+/// One live session in an agent's working context with a user.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LiveContext {
+    pub session: SessionRecord,
+    pub turn_count: usize,
+    /// About four characters per token.
+    pub token_estimate: usize,
+    pub last_activity_at: chrono::DateTime<chrono::Utc>,
+    /// Seconds since the last turn (or the start, without turns).
+    pub idle_secs: f64,
+}
+
+/// Which summaries [`Runtime::find_summaries`] returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SummaryQuery {
+    pub kind: Option<SummaryType>,
+    pub user_id: Option<String>,
+    /// Summaries whose period ends at or after this time.
+    pub since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Summaries whose period starts at or before this time.
+    pub until: Option<chrono::DateTime<chrono::Utc>>,
+    pub limit: Option<usize>,
+}
+
 /// Starts a [`Runtime`].
 pub struct RuntimeBuilder {
     data_dir: PathBuf,
@@ -360,15 +392,16 @@ impl Runtime {
     }
 
     /// Records a completed exchange. Non-blocking: validates, reads the
-    /// connection table and casts to the session actor. A turn for a
-    /// connection whose session ended opens a new session there; a turn for
-    /// a connection never started is `UnknownConnection`.
+    /// connection table and casts to the session actor. Returns the id of
+    /// the session the turn went to. A turn for a connection whose session
+    /// ended opens a new session there (and gets its id); a turn for a
+    /// connection never started is `UnknownConnection`.
     pub fn record_turn(
         &self,
         connection_id: &str,
         user_message: impl Into<String>,
         agent_response: impl Into<String>,
-    ) -> Result<(), RecallError> {
+    ) -> Result<Uuid, RecallError> {
         let user_message = user_message.into();
         let agent_response = agent_response.into();
         if user_message.trim().is_empty() && agent_response.trim().is_empty() {
@@ -384,15 +417,75 @@ impl Runtime {
             agent_response,
             timestamp: self.inner.clock.now(),
         };
-        match self.inner.registry.route_turn(connection_id, turn)? {
-            Routed::Delivered | Routed::Pending => Ok(()),
-            Routed::NeedsOpen => self
-                .inner
+        let routed = self.inner.registry.route_turn(connection_id, turn)?;
+        if let Routed::NeedsOpen(_) = routed {
+            self.inner
                 .supervisor
                 .cast(SupervisorMsg::Reopen {
                     connection_id: connection_id.to_string(),
                 })
-                .map_err(unavailable("supervisor")),
+                .map_err(unavailable("supervisor"))?;
+        }
+        Ok(routed.session_id())
+    }
+
+    /// Records a turn and returns once it is on disk (flushed), whatever
+    /// the flush policy: for callers that cannot afford the group-commit
+    /// window for this turn.
+    pub async fn record_turn_durable(
+        &self,
+        connection_id: &str,
+        user_message: impl Into<String>,
+        agent_response: impl Into<String>,
+    ) -> Result<Uuid, RecallError> {
+        let session_id = self.record_turn(connection_id, user_message, agent_response)?;
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(CALL_TIMEOUT_MS);
+        loop {
+            match self.inner.registry.current(connection_id) {
+                // The session actor forwards a flush to the Store after the
+                // turn's write, from its own mailbox, so the flush cannot
+                // overtake the write.
+                Some((id, Some(actor))) if id == session_id => {
+                    match call_t!(actor, SessionMsg::Sync, CALL_TIMEOUT_MS) {
+                        Ok(res) => return Ok(res.map(|()| session_id)?),
+                        // The actor stopped (ended) meanwhile: it wrote the
+                        // turn before stopping; wait for it below.
+                        Err(_) => {
+                            let _ = actor
+                                .wait(Some(Duration::from_millis(CALL_TIMEOUT_MS)))
+                                .await;
+                            self.flush().await?;
+                            return Ok(session_id);
+                        }
+                    }
+                }
+                // The session is still being opened with the turn pending.
+                Some((id, None)) if id == session_id => {
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(RecallError::Unavailable(
+                            "supervisor",
+                            "the session did not open in time".into(),
+                        ));
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                // The session ended: its actor wrote every turn before it
+                // stopped, so these writes are queued at the Store already.
+                _ => {
+                    self.wait_session_stopped(session_id).await;
+                    self.flush().await?;
+                    return Ok(session_id);
+                }
+            }
+        }
+    }
+
+    /// Waits (briefly) until an ended session's actor has stopped, i.e. its
+    /// final record reached the supervisor.
+    async fn wait_session_stopped(&self, session_id: Uuid) {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(CALL_TIMEOUT_MS);
+        while self.inner.registry.is_ending(session_id) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
 
@@ -412,20 +505,135 @@ impl Runtime {
     /// Ends the connection's live session (the call disconnected). Returns
     /// its id, or `None` if it had already ended.
     pub fn end_session(&self, connection_id: &str) -> Result<Option<Uuid>, RecallError> {
+        self.end_session_because(connection_id, EndReason::Disconnect)
+    }
+
+    /// Ends the connection's live session for `reason`: `disconnect` or
+    /// `cleared` (the reasons a caller can give). Idempotent.
+    pub fn end_session_because(
+        &self,
+        connection_id: &str,
+        reason: EndReason,
+    ) -> Result<Option<Uuid>, RecallError> {
+        if !matches!(reason, EndReason::Disconnect | EndReason::Cleared) {
+            return Err(InputError::Invalid {
+                field: "reason",
+                reason: format!(
+                    "{reason} is recorded by the runtime itself; a caller ends a session with disconnect or cleared"
+                ),
+            }
+            .into());
+        }
         match self.inner.registry.live(connection_id) {
             Some((id, actor)) => {
                 // Marked here, not only in the actor, so that a turn sent
                 // after this returns opens a new session.
                 self.inner.registry.mark_ended(connection_id, id);
-                let _ = actor.cast(SessionMsg::End(EndReason::Disconnect));
+                let _ = actor.cast(SessionMsg::End(reason));
                 Ok(Some(id))
             }
             // A late turn is reopening the connection: that session ends
             // as soon as it opens, with the turn in it.
-            None if self.inner.registry.request_end(connection_id) => Ok(None),
+            None if self.inner.registry.request_end(connection_id, reason) => Ok(None),
             None if self.inner.registry.session_of(connection_id).is_some() => Ok(None),
             None => Err(UnknownConnection(connection_id.to_string()).into()),
         }
+    }
+
+    /// The agent and user a connection belongs to (live, opening or
+    /// recently ended), or `None` for a connection unknown here.
+    pub fn connection_owner(&self, connection_id: &str) -> Option<(String, String)> {
+        self.inner
+            .registry
+            .owner(connection_id)
+            .map(|o| (o.agent_id.to_string(), o.user_id.to_string()))
+    }
+
+    /// A stored session with its live state: for a live session the turn
+    /// count is the one so far.
+    pub async fn session_status(
+        &self,
+        session_id: Uuid,
+    ) -> Result<Option<SessionStatus>, RecallError> {
+        let Some(mut record) = self.session(session_id).await? else {
+            return Ok(None);
+        };
+        let mut live = false;
+        if record.ended_at.is_none() {
+            if let Some((id, Some(actor))) = self.inner.registry.current(&record.connection_id) {
+                if id == session_id {
+                    if let Ok(view) = call_t!(actor, SessionMsg::Inspect, CALL_TIMEOUT_MS) {
+                        record = view.record;
+                        live = true;
+                    }
+                }
+            }
+            if !live {
+                // Ended meanwhile: read the final record.
+                self.wait_session_stopped(session_id).await;
+                if let Some(r) = self.session(session_id).await? {
+                    live = r.ended_at.is_none();
+                    record = r;
+                }
+            }
+        }
+        Ok(Some(SessionStatus { record, live }))
+    }
+
+    /// The working context of an agent with a user: their live sessions,
+    /// turn counts, a token estimate and the time since the last turn (the
+    /// operator view of `recall context show`).
+    pub async fn context(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+    ) -> Result<Vec<LiveContext>, RecallError> {
+        recall_actors::model::validate_id("agent_id", agent_id)?;
+        recall_actors::model::validate_id("user_id", user_id)?;
+        let now = self.inner.clock.now();
+        let mut out = Vec::new();
+        for (_, _, actor) in self.inner.registry.live_of(agent_id, user_id) {
+            // A session that ended meanwhile does not answer: skip it.
+            let Ok(view) = call_t!(actor, SessionMsg::Inspect, CALL_TIMEOUT_MS) else {
+                continue;
+            };
+            let chars: usize = view
+                .turns
+                .iter()
+                .map(|t| t.user_message.chars().count() + t.agent_response.chars().count())
+                .sum();
+            let last = view
+                .turns
+                .last()
+                .map(|t| t.timestamp)
+                .unwrap_or(view.record.started_at);
+            out.push(LiveContext {
+                turn_count: view.turns.len(),
+                // About four characters per token (seed 002).
+                token_estimate: chars.div_ceil(4),
+                last_activity_at: last,
+                idle_secs: (now - last).num_milliseconds().max(0) as f64 / 1000.0,
+                session: view.record,
+            });
+        }
+        out.sort_by_key(|c| c.session.started_at);
+        Ok(out)
+    }
+
+    /// Clears the working context of an agent with a user: ends their live
+    /// sessions with reason `cleared` (each is still reflected on). Returns
+    /// the sessions ended.
+    pub fn clear_context(&self, agent_id: &str, user_id: &str) -> Result<Vec<Uuid>, RecallError> {
+        recall_actors::model::validate_id("agent_id", agent_id)?;
+        recall_actors::model::validate_id("user_id", user_id)?;
+        let mut ended = Vec::new();
+        for (conn, id, actor) in self.inner.registry.live_of(agent_id, user_id) {
+            if self.inner.registry.mark_ended(&conn, id) {
+                let _ = actor.cast(SessionMsg::End(EndReason::Cleared));
+                ended.push(id);
+            }
+        }
+        Ok(ended)
     }
 
     /// The live session on a connection, with its turns so far.
@@ -492,6 +700,50 @@ impl Runtime {
             CALL_TIMEOUT_MS
         )
         .map_err(unavailable("store"))??)
+    }
+
+    /// An agent's summaries matching `query`, newest first.
+    pub async fn find_summaries(
+        &self,
+        agent_id: &str,
+        query: &SummaryQuery,
+    ) -> Result<Vec<ConversationSummary>, RecallError> {
+        let kinds: Vec<SummaryType> = match query.kind {
+            Some(k) => vec![k],
+            None => SummaryType::ALL.to_vec(),
+        };
+        let mut out = Vec::new();
+        for kind in kinds {
+            let found = call_t!(
+                self.inner.store,
+                |reply| StoreMsg::ListSummaries {
+                    agent_id: agent_id.to_string(),
+                    kind,
+                    // The store's key is the period start; filter below on
+                    // the period instead.
+                    since: None,
+                    reply
+                },
+                CALL_TIMEOUT_MS
+            )
+            .map_err(unavailable("store"))??;
+            out.extend(found.into_iter().filter(|s| {
+                query.user_id.as_deref().is_none_or(|u| s.user_id == u)
+                    && query.since.is_none_or(|t| s.period_end >= t)
+                    && query.until.is_none_or(|t| s.period_start <= t)
+            }));
+        }
+        out.sort_by(|a, b| {
+            (b.period_end, b.created_at, b.summary_id).cmp(&(
+                a.period_end,
+                a.created_at,
+                a.summary_id,
+            ))
+        });
+        if let Some(limit) = query.limit {
+            out.truncate(limit);
+        }
+        Ok(out)
     }
 
     pub async fn summary(
@@ -607,6 +859,15 @@ impl Runtime {
             call_t!(self.inner.store, StoreMsg::ListDeadLetters, CALL_TIMEOUT_MS)
                 .map_err(unavailable("store"))??,
         )
+    }
+
+    /// The dead letter of a session, if its reflection failed for good.
+    pub async fn dead_letter(&self, session_id: Uuid) -> Result<Option<DeadLetter>, RecallError> {
+        Ok(self
+            .dead_letters()
+            .await?
+            .into_iter()
+            .find(|d| d.session_id == session_id))
     }
 
     /// Moves a dead letter back into the queue and reflects on it again.

@@ -380,11 +380,13 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
                 connection_id,
                 user_message,
                 agent_response,
-            } => rt.record_turn(
-                connection_id,
-                user_message.as_str(),
-                agent_response.as_str(),
-            ),
+            } => rt
+                .record_turn(
+                    connection_id,
+                    user_message.as_str(),
+                    agent_response.as_str(),
+                )
+                .map(|_| ()),
             Action::Touch { connection_id } => rt.touch(connection_id),
             Action::End { connection_id } => rt.end_session(connection_id).map(|_| ()),
         };

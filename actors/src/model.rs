@@ -21,6 +21,13 @@ pub enum SummaryType {
 }
 
 impl SummaryType {
+    pub const ALL: [SummaryType; 4] = [
+        SummaryType::Session,
+        SummaryType::Daily,
+        SummaryType::Weekly,
+        SummaryType::Topic,
+    ];
+
     /// The lowercase name used in storage and JSON (`session`, `daily`…).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -70,6 +77,9 @@ pub enum EndReason {
     Recovered,
     /// Its actor panicked; the turns came back from the store.
     Crashed,
+    /// An operator cleared the working context (`recall context clear`);
+    /// the next turn on the connection starts a fresh session.
+    Cleared,
 }
 
 impl EndReason {
@@ -80,6 +90,7 @@ impl EndReason {
             EndReason::Shutdown => "shutdown",
             EndReason::Recovered => "recovered",
             EndReason::Crashed => "crashed",
+            EndReason::Cleared => "cleared",
         }
     }
 }
@@ -99,6 +110,7 @@ impl std::str::FromStr for EndReason {
             "shutdown" => EndReason::Shutdown,
             "recovered" => EndReason::Recovered,
             "crashed" => EndReason::Crashed,
+            "cleared" => EndReason::Cleared,
             other => {
                 return Err(InputError::Invalid {
                     field: "reason",

@@ -177,10 +177,20 @@ impl ReflectorState {
             turns: turns.clone(),
         };
         let limit = Duration::from_secs(self.args.settings.attempt_timeout_secs);
+        let started = std::time::Instant::now();
         let raw = match tokio::time::timeout(limit, self.args.reflect.reflect(request)).await {
-            Ok(r) => r?,
-            Err(_) => return Err(ReflectError::Timeout(limit).into()),
+            Ok(Ok(raw)) => raw,
+            Ok(Err(e)) => {
+                metrics::counter!("recall_llm_errors_total", "kind" => e.kind()).increment(1);
+                return Err(e.into());
+            }
+            Err(_) => {
+                metrics::counter!("recall_llm_errors_total", "kind" => "timeout").increment(1);
+                return Err(ReflectError::Timeout(limit).into());
+            }
         };
+        metrics::histogram!("recall_reflection_seconds", "reflect" => self.args.reflect.name())
+            .record(started.elapsed().as_secs_f64());
         let reflection = parse_reflection(&raw, &conversation);
         let now = self.args.clock.now();
         let (summary, blocks) = self.build(&session, &turns, reflection, now);
@@ -339,6 +349,7 @@ impl Actor for ReflectorActor {
                     }
                     Err(e) => warn!(%session_id, error = %e, "store unreachable; job stays queued"),
                 }
+                metrics::counter!("recall_reflections_failed_total").increment(1);
                 state.finish(&myself, ReflectionOutcome::DeadLettered);
             }
         }

@@ -15,7 +15,7 @@ use ractor::ActorRef;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::model::ConversationTurn;
+use crate::model::{ConversationTurn, EndReason};
 use crate::session::SessionMsg;
 
 /// Who a connection belongs to.
@@ -35,10 +35,13 @@ pub enum Conn {
     /// The session ended and a new one is being opened; turns wait here.
     Opening {
         owner: Owner,
+        /// The id the new session will have, chosen when the first turn
+        /// arrived, so that its caller can be told.
+        session_id: Uuid,
         pending: Vec<ConversationTurn>,
         /// The caller ended the connection before the session opened: end
-        /// it as soon as it has its pending turns.
-        end_requested: bool,
+        /// it, for this reason, as soon as it has its pending turns.
+        end_requested: Option<EndReason>,
     },
     /// The last session on this connection ended.
     Ended {
@@ -52,12 +55,21 @@ pub enum Conn {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Routed {
     /// Cast to the live session.
-    Delivered,
+    Delivered(Uuid),
     /// Kept as pending; the caller must ask the supervisor to open a new
-    /// session on the connection.
-    NeedsOpen,
-    /// Kept as pending; a new session is already being opened.
-    Pending,
+    /// session (with this id) on the connection.
+    NeedsOpen(Uuid),
+    /// Kept as pending; a new session with this id is already being opened.
+    Pending(Uuid),
+}
+
+impl Routed {
+    /// The session the turn belongs to.
+    pub fn session_id(&self) -> Uuid {
+        match self {
+            Routed::Delivered(id) | Routed::NeedsOpen(id) | Routed::Pending(id) => *id,
+        }
+    }
 }
 
 /// The connection has no session and never had one (or it was forgotten
@@ -99,11 +111,13 @@ impl Registry {
             let conns = self.read();
             match conns.get(connection_id) {
                 None => return Err(UnknownConnection(connection_id.to_string())),
-                Some(Conn::Live { actor, .. }) => match actor.cast(SessionMsg::Turn(turn)) {
-                    Ok(()) => return Ok(Routed::Delivered),
+                Some(Conn::Live {
+                    actor, session_id, ..
+                }) => match actor.cast(SessionMsg::Turn(turn)) {
+                    Ok(()) => return Ok(Routed::Delivered(*session_id)),
                     // The actor is gone (it panicked): recover the turn.
                     Err(ractor::MessagingErr::SendErr(SessionMsg::Turn(t))) => t,
-                    Err(_) => return Ok(Routed::Delivered),
+                    Err(_) => return Ok(Routed::Delivered(*session_id)),
                 },
                 Some(_) => turn,
             }
@@ -113,29 +127,41 @@ impl Registry {
             return Err(UnknownConnection(connection_id.to_string()));
         };
         match conn {
-            Conn::Live { actor, owner, .. } => match actor.cast(SessionMsg::Turn(turn)) {
-                Ok(()) => Ok(Routed::Delivered),
+            Conn::Live {
+                actor,
+                owner,
+                session_id,
+            } => match actor.cast(SessionMsg::Turn(turn)) {
+                Ok(()) => Ok(Routed::Delivered(*session_id)),
                 Err(ractor::MessagingErr::SendErr(SessionMsg::Turn(t))) => {
+                    let id = Uuid::new_v4();
                     *conn = Conn::Opening {
                         owner: owner.clone(),
+                        session_id: id,
                         pending: vec![t],
-                        end_requested: false,
+                        end_requested: None,
                     };
-                    Ok(Routed::NeedsOpen)
+                    Ok(Routed::NeedsOpen(id))
                 }
-                Err(_) => Ok(Routed::Delivered),
+                Err(_) => Ok(Routed::Delivered(*session_id)),
             },
-            Conn::Opening { pending, .. } => {
+            Conn::Opening {
+                pending,
+                session_id,
+                ..
+            } => {
                 pending.push(turn);
-                Ok(Routed::Pending)
+                Ok(Routed::Pending(*session_id))
             }
             Conn::Ended { owner, .. } => {
+                let id = Uuid::new_v4();
                 *conn = Conn::Opening {
                     owner: owner.clone(),
+                    session_id: id,
                     pending: vec![turn],
-                    end_requested: false,
+                    end_requested: None,
                 };
-                Ok(Routed::NeedsOpen)
+                Ok(Routed::NeedsOpen(id))
             }
         }
     }
@@ -185,20 +211,44 @@ impl Registry {
         );
     }
 
-    /// The owner of a connection that is being reopened.
-    pub fn opening_owner(&self, connection_id: &str) -> Option<Owner> {
+    /// The owner of a connection that is being reopened, and the id its
+    /// new session gets.
+    pub fn opening(&self, connection_id: &str) -> Option<(Owner, Uuid)> {
         match self.read().get(connection_id) {
-            Some(Conn::Opening { owner, .. }) => Some(owner.clone()),
+            Some(Conn::Opening {
+                owner, session_id, ..
+            }) => Some((owner.clone(), *session_id)),
             _ => None,
+        }
+    }
+
+    /// Who a connection belongs to, whatever its state.
+    pub fn owner(&self, connection_id: &str) -> Option<Owner> {
+        self.read().get(connection_id).map(|c| match c {
+            Conn::Live { owner, .. } | Conn::Opening { owner, .. } | Conn::Ended { owner, .. } => {
+                owner.clone()
+            }
+        })
+    }
+
+    /// The connection's session, live or being opened, with its actor when
+    /// live.
+    pub fn current(&self, connection_id: &str) -> Option<(Uuid, Option<ActorRef<SessionMsg>>)> {
+        match self.read().get(connection_id)? {
+            Conn::Live {
+                session_id, actor, ..
+            } => Some((*session_id, Some(actor.clone()))),
+            Conn::Opening { session_id, .. } => Some((*session_id, None)),
+            Conn::Ended { .. } => None,
         }
     }
 
     /// Asks for a connection that is being reopened to be ended once open.
     /// Returns false if the connection is not being reopened.
-    pub fn request_end(&self, connection_id: &str) -> bool {
+    pub fn request_end(&self, connection_id: &str, reason: EndReason) -> bool {
         match self.write().get_mut(connection_id) {
             Some(Conn::Opening { end_requested, .. }) => {
-                *end_requested = true;
+                end_requested.get_or_insert(reason);
                 true
             }
             _ => false,
@@ -207,23 +257,22 @@ impl Registry {
 
     /// Makes a reopened connection live and hands its pending turns to the
     /// new actor, under the write lock so that no later turn overtakes them.
-    /// Returns whether the caller asked for it to end meanwhile.
+    /// Returns why the caller asked for it to end meanwhile, if it did.
     pub fn promote(
         &self,
         connection_id: &str,
         session_id: Uuid,
         actor: ActorRef<SessionMsg>,
-    ) -> bool {
+    ) -> Option<EndReason> {
         let mut conns = self.write();
-        let Some(conn) = conns.get_mut(connection_id) else {
-            return false;
-        };
-        let mut end = false;
+        let conn = conns.get_mut(connection_id)?;
+        let mut end = None;
         let owner = match conn {
             Conn::Opening {
                 owner,
                 pending,
                 end_requested,
+                ..
             } => {
                 end = *end_requested;
                 for t in pending.drain(..) {
@@ -282,6 +331,14 @@ impl Registry {
             .remove(&session_id);
     }
 
+    /// Whether the session was ended and has not reported its final record.
+    pub fn is_ending(&self, session_id: Uuid) -> bool {
+        self.ending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&session_id)
+    }
+
     /// Sessions that were ended but have not reported their final record.
     pub fn ending(&self) -> usize {
         self.ending.lock().unwrap_or_else(|p| p.into_inner()).len()
@@ -300,8 +357,29 @@ impl Registry {
             .collect()
     }
 
+    /// Live sessions of one agent with one user.
+    pub fn live_of(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+    ) -> Vec<(String, Uuid, ActorRef<SessionMsg>)> {
+        self.read()
+            .iter()
+            .filter_map(|(c, conn)| match conn {
+                Conn::Live {
+                    owner,
+                    session_id,
+                    actor,
+                } if &*owner.agent_id == agent_id && &*owner.user_id == user_id => {
+                    Some((c.clone(), *session_id, actor.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Connections waiting for a session to open.
-    pub fn opening(&self) -> Vec<String> {
+    pub fn opening_connections(&self) -> Vec<String> {
         self.read()
             .iter()
             .filter(|(_, c)| matches!(c, Conn::Opening { .. }))

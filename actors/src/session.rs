@@ -24,7 +24,7 @@ use tracing::{debug, error, info};
 use crate::clock::Clock;
 use crate::model::{ConversationTurn, EndReason, SessionRecord};
 use crate::registry::Registry;
-use crate::store::StoreMsg;
+use crate::store::{StoreError, StoreMsg};
 use crate::supervisor::SupervisorMsg;
 
 pub enum SessionMsg {
@@ -39,6 +39,9 @@ pub enum SessionMsg {
     SilenceElapsed(u64),
     /// The session as it is now.
     Inspect(RpcReplyPort<SessionView>),
+    /// Answer once every turn handled so far is flushed to disk: the flush
+    /// is sent to the Store behind those turns' writes.
+    Sync(RpcReplyPort<Result<(), StoreError>>),
     /// Panic inside the actor: exercises the crash path in tests.
     InjectPanic,
 }
@@ -106,6 +109,7 @@ impl SessionState {
         self.last_activity = self.last_activity.max(at);
         self.turns.push(turn);
         self.record.turn_count = self.turns.len() as u32;
+        metrics::counter!("recall_turns_recorded_total").increment(1);
     }
 
     fn begin_end(&mut self, myself: &ActorRef<SessionMsg>, reason: EndReason) {
@@ -224,6 +228,13 @@ impl Actor for SessionActor {
                     record: state.record.clone(),
                     turns: state.turns.clone(),
                 });
+            }
+            SessionMsg::Sync(reply) => {
+                if let Err(ractor::MessagingErr::SendErr(StoreMsg::Flush(reply))) =
+                    state.store.cast(StoreMsg::Flush(reply))
+                {
+                    let _ = reply.send(Err(StoreError::Unavailable));
+                }
             }
             SessionMsg::InjectPanic => {
                 panic!("injected panic in session {}", state.record.session_id)

@@ -21,6 +21,10 @@ pub struct Settings {
     pub blocks: BlockSettings,
     #[serde(default)]
     pub store: StoreSettings,
+    #[serde(default)]
+    pub server: ServerSettings,
+    #[serde(default)]
+    pub log: LogSettings,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -106,6 +110,98 @@ pub struct BlockSettings {
     pub relationship_limit: usize,
     #[serde(default = "default_block_limit")]
     pub background_context_limit: usize,
+}
+
+/// `recall serve`: where it listens and who may call it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSettings {
+    #[serde(default = "default_server_addr")]
+    pub addr: String,
+    /// One bearer token for every agent; empty for none.
+    #[serde(default)]
+    pub token: String,
+    /// Bearer tokens limited to some agents.
+    #[serde(default)]
+    pub tokens: Vec<TokenGrant>,
+    #[serde(default = "default_max_body_bytes")]
+    pub max_body_bytes: usize,
+    #[serde(default = "default_shutdown_grace_secs")]
+    pub shutdown_grace_secs: u64,
+}
+
+/// A bearer token and the agents it covers (`"*"` for all).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenGrant {
+    pub token: String,
+    pub agents: Vec<String>,
+}
+
+impl std::fmt::Debug for TokenGrant {
+    // The token is a secret: never in logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenGrant")
+            .field("token", &"…")
+            .field("agents", &self.agents)
+            .finish()
+    }
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        ServerSettings {
+            addr: default_server_addr(),
+            token: String::new(),
+            tokens: Vec::new(),
+            max_body_bytes: default_max_body_bytes(),
+            shutdown_grace_secs: default_shutdown_grace_secs(),
+        }
+    }
+}
+
+fn default_server_addr() -> String {
+    "127.0.0.1:7878".into()
+}
+fn default_max_body_bytes() -> usize {
+    1 << 20
+}
+fn default_shutdown_grace_secs() -> u64 {
+    30
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    /// Readable lines.
+    #[default]
+    Human,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSettings {
+    #[serde(default)]
+    pub format: LogFormat,
+    /// A `tracing` filter such as `info` or `recall=debug,warn`; the
+    /// `RECALL_LOG` variable overrides it.
+    #[serde(default = "default_log_filter")]
+    pub filter: String,
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        LogSettings {
+            format: LogFormat::Human,
+            filter: default_log_filter(),
+        }
+    }
+}
+
+fn default_log_filter() -> String {
+    "info".into()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -347,6 +443,40 @@ impl Settings {
         }
         positive("store.flush_interval_ms", self.store.flush_interval_ms)?;
         positive("store.cache_capacity_mb", self.store.cache_capacity_mb)?;
+        let srv = &self.server;
+        if srv.addr.parse::<std::net::SocketAddr>().is_err() {
+            return Err(SettingsError {
+                key: "server.addr",
+                reason: format!("{:?} is not an address such as 127.0.0.1:7878", srv.addr),
+            });
+        }
+        if srv.token.chars().any(char::is_whitespace) {
+            return Err(SettingsError {
+                key: "server.token",
+                reason: "must not contain whitespace".into(),
+            });
+        }
+        for grant in &srv.tokens {
+            if grant.token.is_empty() || grant.token.chars().any(char::is_whitespace) {
+                return Err(SettingsError {
+                    key: "server.tokens",
+                    reason: "a token must be non-empty and without whitespace".into(),
+                });
+            }
+            if grant.agents.is_empty() || grant.agents.iter().any(|a| a.is_empty()) {
+                return Err(SettingsError {
+                    key: "server.tokens",
+                    reason: "each token needs a list of agent ids, or [\"*\"] for all".into(),
+                });
+            }
+        }
+        positive("server.max_body_bytes", srv.max_body_bytes as u64)?;
+        if self.log.filter.trim().is_empty() {
+            return Err(SettingsError {
+                key: "log.filter",
+                reason: "must not be empty".into(),
+            });
+        }
         Ok(())
     }
 

@@ -61,6 +61,8 @@ pub enum StoreError {
     SessionNotFound(Uuid),
     #[error("no dead letter for session {0}")]
     DeadLetterNotFound(Uuid),
+    #[error("the store is not running")]
+    Unavailable,
 }
 
 impl From<TransactionError<StoreError>> for StoreError {
@@ -86,6 +88,14 @@ fn is_lock_error(e: &sled::Error) -> bool {
         }
         _ => false,
     }
+}
+
+/// Flushes sled, recording how long it took.
+fn timed_flush(db: &sled::Db) -> sled::Result<usize> {
+    let started = std::time::Instant::now();
+    let res = db.flush();
+    metrics::histogram!("recall_store_flush_seconds").record(started.elapsed().as_secs_f64());
+    res
 }
 
 type TxResult<T> = Result<T, ConflictableTransactionError<StoreError>>;
@@ -606,6 +616,8 @@ pub struct StoreState {
     trees: Trees,
     settings: StoreSettings,
     dirty: bool,
+    /// Writes since the last flush began: the group-commit batch.
+    batch: u64,
     flushing: bool,
     tick_armed: bool,
     stats: StoreStats,
@@ -619,13 +631,15 @@ impl StoreState {
         match self.settings.flush {
             FlushPolicy::EveryWrite => {
                 self.stats.flushes += 1;
-                if let Err(err) = self.trees.db.flush() {
+                metrics::histogram!("recall_store_batch_writes").record(1.0);
+                if let Err(err) = timed_flush(&self.trees.db) {
                     self.stats.write_errors += 1;
                     error!(error = %err, "flush failed");
                 }
             }
             FlushPolicy::GroupCommit => {
                 self.dirty = true;
+                self.batch += 1;
                 self.arm(myself);
             }
         }
@@ -661,6 +675,7 @@ impl Actor for StoreActor {
             trees: args.trees,
             settings: args.settings,
             dirty: false,
+            batch: 0,
             flushing: false,
             tick_armed: false,
             stats: StoreStats::default(),
@@ -901,10 +916,12 @@ impl Actor for StoreActor {
                 if state.dirty && !state.flushing {
                     state.dirty = false;
                     state.flushing = true;
+                    metrics::histogram!("recall_store_batch_writes").record(state.batch as f64);
+                    state.batch = 0;
                     let db = t.db.clone();
                     let me = myself.clone();
                     tokio::task::spawn_blocking(move || {
-                        let res = db.flush().map(|_| ());
+                        let res = timed_flush(&db).map(|_| ());
                         let _ = me.cast(StoreMsg::FlushDone(res));
                     });
                 }

@@ -155,7 +155,7 @@ impl SupervisorState {
         self.stats.live_sessions = self.sessions.len();
         self.stats.reflections_running = self.reflectors.len();
         self.stats.reflections_queued = self.waiting.len();
-        self.stats.opening = self.registry.opening().len();
+        self.stats.opening = self.registry.opening_connections().len();
         self.stats.ending_sessions = self.registry.ending();
         let stats = self.stats;
         // Notify only on change: waiters re-check on every notification.
@@ -310,10 +310,12 @@ impl Actor for SessionSupervisor {
                 let _ = reply.send(res);
             }
             SupervisorMsg::Reopen { connection_id } => {
-                let Some(owner) = state.registry.opening_owner(&connection_id) else {
+                let Some((owner, session_id)) = state.registry.opening(&connection_id) else {
                     return Ok(());
                 };
-                let record = state.new_record(&owner.agent_id, &owner.user_id, &connection_id);
+                let mut record = state.new_record(&owner.agent_id, &owner.user_id, &connection_id);
+                // The id the turn's caller was given.
+                record.session_id = session_id;
                 match state.spawn_session(&myself, record.clone()).await {
                     Ok(actor) => {
                         info!(session_id = %record.session_id, connection_id, "turn after session end opened a new session");
@@ -324,9 +326,9 @@ impl Actor for SessionSupervisor {
                         );
                         if state.shutting_down {
                             let _ = actor.cast(SessionMsg::End(EndReason::Shutdown));
-                        } else if end_requested {
+                        } else if let Some(reason) = end_requested {
                             state.registry.mark_ended(&connection_id, record.session_id);
-                            let _ = actor.cast(SessionMsg::End(EndReason::Disconnect));
+                            let _ = actor.cast(SessionMsg::End(reason));
                         }
                     }
                     Err(err) => {
@@ -340,6 +342,11 @@ impl Actor for SessionSupervisor {
             }
             SupervisorMsg::SessionEnded { record } => {
                 state.registry.finished_ending(record.session_id);
+                let reason = record
+                    .end_reason
+                    .map(EndReason::as_str)
+                    .unwrap_or("unknown");
+                metrics::counter!("recall_sessions_ended_total", "reason" => reason).increment(1);
                 state.stats.sessions_ended += 1;
                 state.sessions.retain(|_, (id, _)| *id != record.session_id);
                 if record.turn_count > 0 {
@@ -406,6 +413,8 @@ impl Actor for SessionSupervisor {
                 let id = cell.get_id();
                 if let Some((session_id, connection_id)) = state.sessions.remove(&id) {
                     state.stats.sessions_crashed += 1;
+                    metrics::counter!("recall_sessions_ended_total", "reason" => "crashed")
+                        .increment(1);
                     error!(%session_id, connection_id, error = %err, "session actor crashed; recovering from the store");
                     state.registry.mark_ended(&connection_id, session_id);
                     let at = state.clock.now();

@@ -1,0 +1,174 @@
+//! The API's error body, `{"error":{"code","message"}}`, and how runtime
+//! errors and request rejections map onto statuses.
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use recall_actors::model::InputError;
+use recall_actors::store::StoreError;
+use recall_actors::supervisor::StartError;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use crate::runtime::RecallError;
+
+/// An error answered to an API caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    /// Stable, machine-readable (`unknown_connection`, `empty_turn`…).
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    pub fn not_found(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, code, message)
+    }
+
+    /// The body, as sent.
+    pub fn body(&self) -> serde_json::Value {
+        json!({"error": {"code": self.code, "message": self.message}})
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}): {}", self.status, self.code, self.message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(self.body())).into_response()
+    }
+}
+
+/// The error and its causes, for messages.
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut out = err.to_string();
+    let mut cur = err.source();
+    while let Some(e) = cur {
+        out.push_str(": ");
+        out.push_str(&e.to_string());
+        cur = e.source();
+    }
+    out
+}
+
+impl From<InputError> for ApiError {
+    fn from(e: InputError) -> Self {
+        let code = match &e {
+            InputError::Empty { field } if field.contains(" and ") => "empty_turn",
+            InputError::Empty { .. } => "empty_field",
+            InputError::TooLong { .. } => "too_long",
+            InputError::ControlCharacter { .. } => "control_character",
+            InputError::Invalid { .. } => "invalid",
+        };
+        let status = match code {
+            "empty_turn" | "too_long" => StatusCode::UNPROCESSABLE_ENTITY,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        ApiError::new(status, code, e.to_string())
+    }
+}
+
+impl From<RecallError> for ApiError {
+    fn from(e: RecallError) -> Self {
+        let message = chain(&e);
+        match e {
+            RecallError::Input(e) | RecallError::Start(StartError::Input(e)) => e.into(),
+            RecallError::UnknownConnection(_) => ApiError::not_found("unknown_connection", message),
+            RecallError::Start(StartError::ConnectionBusy(_)) => {
+                ApiError::new(StatusCode::CONFLICT, "connection_busy", message)
+            }
+            RecallError::Start(StartError::ShuttingDown) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", message)
+            }
+            RecallError::Store(StoreError::SessionNotFound(_)) => {
+                ApiError::not_found("unknown_session", message)
+            }
+            RecallError::Store(StoreError::DeadLetterNotFound(_)) => {
+                ApiError::not_found("unknown_dead_letter", message)
+            }
+            RecallError::BlockTooLong { .. } => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "block_too_long", message)
+            }
+            RecallError::ManagedBlock(_) => {
+                ApiError::new(StatusCode::CONFLICT, "managed_block", message)
+            }
+            RecallError::Unavailable(..) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+            }
+            RecallError::Start(_) | RecallError::Store(_) | RecallError::Watchdog(_) => {
+                tracing::error!(error = %message, "request failed");
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+            }
+        }
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        // The rejection's text already carries its cause.
+        let message = r.body_text();
+        match r.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => {
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large", message)
+            }
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "expected a body with Content-Type: application/json",
+            ),
+            // Malformed JSON and JSON of the wrong shape alike.
+            _ => ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", message),
+        }
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", r.body_text())
+    }
+}
+
+/// `Json` whose rejections are [`ApiError`]s.
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let Json(v) = Json::<T>::from_request(req, state).await?;
+        Ok(ApiJson(v))
+    }
+}
+
+/// `Query` whose rejections are [`ApiError`]s.
+pub struct ApiQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let axum::extract::Query(v) =
+            axum::extract::Query::<T>::from_request_parts(parts, state).await?;
+        Ok(ApiQuery(v))
+    }
+}

@@ -1,0 +1,397 @@
+//! The `/v1` handlers.
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use chrono::{DateTime, Utc};
+use recall_actors::model::{BlockLabel, EndReason, MemoryBlock, SummaryType};
+use serde::Deserialize;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::auth::Access;
+use super::error::{ApiError, ApiJson, ApiQuery};
+use super::AppState;
+use crate::runtime::SummaryQuery;
+
+type ApiResult = Result<Response, ApiError>;
+
+fn parse_id(what: &'static str, raw: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(raw).map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_id",
+            format!("{what} {raw:?} is not a UUID"),
+        )
+    })
+}
+
+fn parse_label(raw: &str) -> Result<BlockLabel, ApiError> {
+    raw.parse::<BlockLabel>()
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_label", e.to_string()))
+}
+
+/// The agent a connection belongs to, checked against the token.
+fn connection_agent(app: &AppState, access: &Access, connection_id: &str) -> Result<(), ApiError> {
+    match app.runtime.connection_owner(connection_id) {
+        Some((agent_id, _)) => access.allow(&agent_id),
+        None => Err(ApiError::not_found(
+            "unknown_connection",
+            format!("connection {connection_id:?} has no session; start one first"),
+        )),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartBody {
+    agent_id: String,
+    user_id: String,
+    connection_id: Option<String>,
+}
+
+pub async fn start_session(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    ApiJson(body): ApiJson<StartBody>,
+) -> ApiResult {
+    access.allow(&body.agent_id)?;
+    let connection_id = body
+        .connection_id
+        .unwrap_or_else(|| Uuid::new_v4().to_string());
+    let rec = app
+        .runtime
+        .start_session(&body.agent_id, &body.user_id, &connection_id)
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({
+            "session_id": rec.session_id,
+            "connection_id": rec.connection_id,
+            "agent_id": rec.agent_id,
+            "user_id": rec.user_id,
+            "started_at": rec.started_at,
+        })),
+    )
+        .into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListSessions {
+    agent_id: Option<String>,
+    user_id: Option<String>,
+    live: Option<bool>,
+    limit: Option<usize>,
+}
+
+pub async fn list_sessions(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    ApiQuery(q): ApiQuery<ListSessions>,
+) -> ApiResult {
+    if let Some(agent) = &q.agent_id {
+        access.allow(agent)?;
+    }
+    let mut sessions = app.runtime.sessions(q.agent_id.as_deref()).await?;
+    sessions.retain(|s| {
+        access.covers(&s.agent_id)
+            && q.user_id.as_deref().is_none_or(|u| s.user_id == u)
+            && q.live.is_none_or(|live| live == s.ended_at.is_none())
+    });
+    // Newest first.
+    sessions.sort_by_key(|s| std::cmp::Reverse((s.started_at, s.session_id)));
+    if let Some(limit) = q.limit {
+        sessions.truncate(limit);
+    }
+    Ok(Json(json!({ "sessions": sessions })).into_response())
+}
+
+pub async fn get_session(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    Path(id): Path<String>,
+) -> ApiResult {
+    let id = parse_id("session id", &id)?;
+    let status = app
+        .runtime
+        .session_status(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("unknown_session", format!("no session {id}")))?;
+    access.allow(&status.record.agent_id)?;
+    Ok(Json(status).into_response())
+}
+
+pub async fn get_turns(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    Path(id): Path<String>,
+) -> ApiResult {
+    let id = parse_id("session id", &id)?;
+    let rec = app
+        .runtime
+        .session(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("unknown_session", format!("no session {id}")))?;
+    access.allow(&rec.agent_id)?;
+    let turns = app.runtime.turns(id).await?;
+    Ok(Json(json!({ "session_id": id, "turns": turns })).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnBody {
+    user_message: String,
+    agent_response: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnQuery {
+    #[serde(default)]
+    durable: bool,
+}
+
+pub async fn record_turn(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    Path(connection_id): Path<String>,
+    ApiQuery(q): ApiQuery<TurnQuery>,
+    ApiJson(body): ApiJson<TurnBody>,
+) -> ApiResult {
+    connection_agent(&app, &access, &connection_id)?;
+    if q.durable {
+        let id = app
+            .runtime
+            .record_turn_durable(&connection_id, body.user_message, body.agent_response)
+            .await?;
+        Ok((
+            StatusCode::CREATED,
+            Json(json!({"session_id": id, "durable": true})),
+        )
+            .into_response())
+    } else {
+        let id = app
+            .runtime
+            .record_turn(&connection_id, body.user_message, body.agent_response)?;
+        Ok((StatusCode::ACCEPTED, Json(json!({"session_id": id}))).into_response())
+    }
+}
+
+pub async fn touch(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    Path(connection_id): Path<String>,
+) -> ApiResult {
+    connection_agent(&app, &access, &connection_id)?;
+    app.runtime.touch(&connection_id)?;
+    Ok((StatusCode::ACCEPTED, Json(json!({}))).into_response())
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct EndBody {
+    reason: Option<EndReason>,
+}
+
+pub async fn end(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    Path(connection_id): Path<String>,
+    body: Bytes,
+) -> ApiResult {
+    // The body is optional: `{}`, `{"reason":"disconnect"}` or nothing.
+    let body: EndBody = if body.iter().all(u8::is_ascii_whitespace) {
+        EndBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()))?
+    };
+    connection_agent(&app, &access, &connection_id)?;
+    let reason = body.reason.unwrap_or(EndReason::Disconnect);
+    let ended = app.runtime.end_session_because(&connection_id, reason)?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"session_id": ended, "ended": ended.is_some()})),
+    )
+        .into_response())
+}
+
+fn block_json(
+    app: &AppState,
+    agent_id: &str,
+    label: BlockLabel,
+    b: Option<MemoryBlock>,
+) -> serde_json::Value {
+    match b {
+        Some(b) => json!(b),
+        // Never written: empty, within the configured limit.
+        None => json!({
+            "agent_id": agent_id,
+            "label": label,
+            "value": "",
+            "limit": app.runtime.settings().blocks.limit(label),
+            "updated_at": null,
+        }),
+    }
+}
+
+pub async fn list_blocks(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    Path(agent_id): Path<String>,
+) -> ApiResult {
+    access.allow(&agent_id)?;
+    let stored = app.runtime.blocks(&agent_id).await?;
+    let blocks: Vec<_> = BlockLabel::ALL
+        .into_iter()
+        .map(|label| {
+            let b = stored.iter().find(|b| b.label == label).cloned();
+            block_json(&app, &agent_id, label, b)
+        })
+        .collect();
+    Ok(Json(json!({ "blocks": blocks })).into_response())
+}
+
+pub async fn get_block(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    Path((agent_id, label)): Path<(String, String)>,
+) -> ApiResult {
+    access.allow(&agent_id)?;
+    let label = parse_label(&label)?;
+    let b = app.runtime.block(&agent_id, label).await?;
+    Ok(Json(block_json(&app, &agent_id, label, b)).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BlockBody {
+    value: String,
+}
+
+pub async fn put_block(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    Path((agent_id, label)): Path<(String, String)>,
+    ApiJson(body): ApiJson<BlockBody>,
+) -> ApiResult {
+    access.allow(&agent_id)?;
+    let label = parse_label(&label)?;
+    let b = app.runtime.set_block(&agent_id, label, &body.value).await?;
+    Ok(Json(b).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SummariesQuery {
+    #[serde(rename = "type")]
+    kind: Option<SummaryType>,
+    user_id: Option<String>,
+    since: Option<DateTime<Utc>>,
+    until: Option<DateTime<Utc>>,
+    limit: Option<usize>,
+}
+
+pub async fn list_summaries(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    Path(agent_id): Path<String>,
+    ApiQuery(q): ApiQuery<SummariesQuery>,
+) -> ApiResult {
+    access.allow(&agent_id)?;
+    let query = SummaryQuery {
+        kind: q.kind,
+        user_id: q.user_id,
+        since: q.since,
+        until: q.until,
+        limit: q.limit,
+    };
+    let summaries = app.runtime.find_summaries(&agent_id, &query).await?;
+    Ok(Json(json!({ "summaries": summaries })).into_response())
+}
+
+pub async fn get_summary(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    Path(id): Path<String>,
+) -> ApiResult {
+    let id = parse_id("summary id", &id)?;
+    let s = app
+        .runtime
+        .summary(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("unknown_summary", format!("no summary {id}")))?;
+    access.allow(&s.agent_id)?;
+    let mut v = json!(s);
+    v["archival_text"] = json!(s.to_archival_text());
+    Ok(Json(v).into_response())
+}
+
+pub async fn list_dead_letters(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    Path(agent_id): Path<String>,
+) -> ApiResult {
+    access.allow(&agent_id)?;
+    let mut dead = app.runtime.dead_letters().await?;
+    dead.retain(|d| d.agent_id == agent_id);
+    Ok(Json(json!({ "dead_letters": dead })).into_response())
+}
+
+pub async fn retry_dead_letter(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    Path(id): Path<String>,
+) -> ApiResult {
+    let id = parse_id("dead letter id", &id)?;
+    let letter = app.runtime.dead_letter(id).await?.ok_or_else(|| {
+        ApiError::not_found(
+            "unknown_dead_letter",
+            format!("no dead letter for session {id}"),
+        )
+    })?;
+    access.allow(&letter.agent_id)?;
+    app.runtime.retry_dead_letter(id).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"session_id": id, "requeued": true})),
+    )
+        .into_response())
+}
+
+pub async fn get_context(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    Path((agent_id, user_id)): Path<(String, String)>,
+) -> ApiResult {
+    access.allow(&agent_id)?;
+    let sessions = app.runtime.context(&agent_id, &user_id).await?;
+    let background = app
+        .runtime
+        .block(&agent_id, BlockLabel::BackgroundContext)
+        .await?
+        .map(|b| b.value)
+        .unwrap_or_default();
+    Ok(Json(json!({
+        "agent_id": agent_id,
+        "user_id": user_id,
+        "turn_count": sessions.iter().map(|s| s.turn_count).sum::<usize>(),
+        "token_estimate": sessions.iter().map(|s| s.token_estimate).sum::<usize>(),
+        "sessions": sessions,
+        "background_context": background,
+    }))
+    .into_response())
+}
+
+pub async fn clear_context(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    Path((agent_id, user_id)): Path<(String, String)>,
+) -> ApiResult {
+    access.allow(&agent_id)?;
+    let ended = app.runtime.clear_context(&agent_id, &user_id)?;
+    Ok(Json(json!({ "agent_id": agent_id, "user_id": user_id, "ended": ended })).into_response())
+}

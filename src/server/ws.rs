@@ -1,0 +1,180 @@
+//! `GET /v1/connections/{connection_id}/stream`: a voice connection as a
+//! WebSocket. Opening it starts a session; each text frame records a turn
+//! or a touch and is answered with an ack or an error frame; closing it
+//! ends the session with reason `disconnect`.
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, State};
+use axum::response::Response;
+use axum::Extension;
+use serde::Deserialize;
+use serde_json::json;
+use tracing::{debug, warn};
+use uuid::Uuid;
+
+use super::auth::Access;
+use super::error::{ApiError, ApiQuery};
+use super::AppState;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamQuery {
+    agent_id: String,
+    user_id: String,
+}
+
+/// A frame from the client.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+enum Frame {
+    Turn {
+        user_message: String,
+        agent_response: String,
+        /// Echoed in the ack, to match answers to frames.
+        #[serde(default)]
+        id: Option<serde_json::Value>,
+        /// Ack only once the turn is on disk.
+        #[serde(default)]
+        durable: bool,
+    },
+    Touch {
+        #[serde(default)]
+        id: Option<serde_json::Value>,
+    },
+}
+
+pub async fn stream(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    Path(connection_id): Path<String>,
+    ApiQuery(q): ApiQuery<StreamQuery>,
+    ws: WebSocketUpgrade,
+) -> Result<Response, ApiError> {
+    access.allow(&q.agent_id)?;
+    // Started before the upgrade, so that a busy connection or bad ids are
+    // an HTTP error the client sees.
+    let rec = app
+        .runtime
+        .start_session(&q.agent_id, &q.user_id, &connection_id)
+        .await?;
+    let failed_app = app.clone();
+    let failed_conn = connection_id.clone();
+    Ok(ws
+        .max_message_size(app.max_body_bytes)
+        .on_failed_upgrade(move |err| {
+            warn!(connection_id = failed_conn, error = %err, "websocket upgrade failed; ending the session");
+            let _ = failed_app.runtime.end_session(&failed_conn);
+        })
+        .on_upgrade(move |socket| run(socket, app, connection_id, rec.session_id)))
+}
+
+fn error_frame(e: &ApiError, id: Option<serde_json::Value>) -> Message {
+    let mut v = json!({"type": "error", "error": {"code": e.code, "message": e.message}});
+    if let Some(id) = id {
+        v["id"] = id;
+    }
+    Message::Text(v.to_string().into())
+}
+
+async fn run(mut socket: WebSocket, app: AppState, connection_id: String, session_id: Uuid) {
+    let mut shutdown = app.shutdown.clone();
+    let _ = socket
+        .send(Message::Text(
+            json!({"type": "session", "session_id": session_id, "connection_id": connection_id})
+                .to_string()
+                .into(),
+        ))
+        .await;
+    loop {
+        let msg = tokio::select! {
+            m = socket.recv() => m,
+            _ = async {
+                // A dropped sender means no shutdown is coming.
+                if shutdown.wait_for(|s| *s).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            } => {
+                // The runtime ends the session with reason `shutdown`.
+                let _ = socket
+                    .send(Message::Close(Some(CloseFrame {
+                        code: axum::extract::ws::close_code::AWAY,
+                        reason: "server shutting down".into(),
+                    })))
+                    .await;
+                return;
+            }
+        };
+        let reply = match msg {
+            Some(Ok(Message::Text(text))) => handle_text(&app, &connection_id, text.as_str()).await,
+            Some(Ok(Message::Binary(_))) => error_frame(
+                &ApiError::bad_request("binary frames are not supported; send JSON text frames"),
+                None,
+            ),
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+            Some(Ok(Message::Close(_))) | None => break,
+            Some(Err(err)) => {
+                debug!(connection_id, error = %err, "websocket error");
+                break;
+            }
+        };
+        if socket.send(reply).await.is_err() {
+            break;
+        }
+    }
+    if let Err(err) = app.runtime.end_session(&connection_id) {
+        debug!(connection_id, error = %err, "ending the session on close");
+    }
+}
+
+async fn handle_text(app: &AppState, connection_id: &str, text: &str) -> Message {
+    let frame: Frame = match serde_json::from_str(text) {
+        Ok(f) => f,
+        Err(e) => {
+            return error_frame(
+                &ApiError::new(
+                    axum::http::StatusCode::BAD_REQUEST,
+                    "invalid_json",
+                    format!("{e}; expected {{\"type\":\"turn\",\"user_message\":…,\"agent_response\":…}} or {{\"type\":\"touch\"}}"),
+                ),
+                None,
+            )
+        }
+    };
+    match frame {
+        Frame::Turn {
+            user_message,
+            agent_response,
+            id,
+            durable,
+        } => {
+            let res = if durable {
+                app.runtime
+                    .record_turn_durable(connection_id, user_message, agent_response)
+                    .await
+            } else {
+                app.runtime
+                    .record_turn(connection_id, user_message, agent_response)
+            };
+            match res {
+                Ok(session_id) => {
+                    let mut v = json!({"type": "ack", "session_id": session_id});
+                    if let Some(id) = id {
+                        v["id"] = id;
+                    }
+                    Message::Text(v.to_string().into())
+                }
+                Err(e) => error_frame(&e.into(), id),
+            }
+        }
+        Frame::Touch { id } => match app.runtime.touch(connection_id) {
+            Ok(()) => {
+                let mut v = json!({"type": "ack"});
+                if let Some(id) = id {
+                    v["id"] = id;
+                }
+                Message::Text(v.to_string().into())
+            }
+            Err(e) => error_frame(&e.into(), id),
+        },
+    }
+}

@@ -1,0 +1,950 @@
+//! `recall serve` through a real socket on 127.0.0.1: every endpoint, auth,
+//! each error case (followed by a request showing the server still works
+//! and nothing was half-stored), the WebSocket stream and graceful
+//! shutdown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use recall::engine::settings::TokenGrant;
+use recall::server::{self, ServeError, ServerConfig};
+use recall::testkit::{ScriptedReflect, Step};
+use recall::{EndReason, Runtime, RuntimeBuilder, Settings, ShutdownReport};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite::Message;
+
+type Res = anyhow::Result<()>;
+
+struct Server {
+    base: String,
+    addr: std::net::SocketAddr,
+    http: reqwest::Client,
+    token: Option<String>,
+    runtime: Runtime,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<ShutdownReport, ServeError>>>,
+    dir: Arc<tempfile::TempDir>,
+}
+
+async fn start_with(
+    settings: Settings,
+    reflect: Option<ScriptedReflect>,
+    dir: Option<Arc<tempfile::TempDir>>,
+) -> anyhow::Result<Server> {
+    let dir = match dir {
+        Some(d) => d,
+        None => Arc::new(tempfile::tempdir()?),
+    };
+    let mut builder = RuntimeBuilder::new(dir.path()).settings(settings.clone());
+    if let Some(r) = reflect {
+        builder = builder.reflect(Arc::new(r));
+    }
+    let runtime = builder.start().await?;
+    let config = ServerConfig::from_settings(&settings);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(server::serve(listener, runtime.clone(), config, async {
+        let _ = rx.await;
+    }));
+    Ok(Server {
+        base: format!("http://{addr}"),
+        addr,
+        http: reqwest::Client::new(),
+        token: None,
+        runtime,
+        stop: Some(tx),
+        task: Some(task),
+        dir,
+    })
+}
+
+async fn start() -> anyhow::Result<Server> {
+    start_with(Settings::for_test(), None, None).await
+}
+
+impl Server {
+    fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let r = self.http.request(method, format!("{}{}", self.base, path));
+        match &self.token {
+            Some(t) => r.bearer_auth(t),
+            None => r,
+        }
+    }
+
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> anyhow::Result<(StatusCode, Value)> {
+        let mut r = self.req(method, path);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let resp = r.send().await?;
+        let status = resp.status();
+        let text = resp.text().await?;
+        let v = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        Ok((status, v))
+    }
+
+    async fn get(&self, path: &str) -> anyhow::Result<(StatusCode, Value)> {
+        self.call(reqwest::Method::GET, path, None).await
+    }
+
+    async fn post(&self, path: &str, body: Value) -> anyhow::Result<(StatusCode, Value)> {
+        self.call(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    async fn put(&self, path: &str, body: Value) -> anyhow::Result<(StatusCode, Value)> {
+        self.call(reqwest::Method::PUT, path, Some(body)).await
+    }
+
+    /// Posts raw bytes as JSON.
+    async fn post_raw(&self, path: &str, body: &str) -> anyhow::Result<(StatusCode, Value)> {
+        let resp = self
+            .req(reqwest::Method::POST, path)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await?;
+        let status = resp.status();
+        Ok((status, resp.json().await?))
+    }
+
+    async fn start_session(&self, agent: &str, user: &str, conn: &str) -> anyhow::Result<Value> {
+        let (s, v) = self
+            .post(
+                "/v1/sessions",
+                json!({"agent_id": agent, "user_id": user, "connection_id": conn}),
+            )
+            .await?;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+        Ok(v)
+    }
+
+    async fn turn(&self, conn: &str, user: &str, agent: &str) -> anyhow::Result<Value> {
+        let (s, v) = self
+            .post(
+                &format!("/v1/connections/{conn}/turns"),
+                json!({"user_message": user, "agent_response": agent}),
+            )
+            .await?;
+        assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+        Ok(v)
+    }
+
+    async fn turn_count(&self, session_id: &str) -> anyhow::Result<u64> {
+        let (s, v) = self.get(&format!("/v1/sessions/{session_id}")).await?;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        Ok(v["turn_count"].as_u64().expect("turn_count"))
+    }
+
+    async fn stop(mut self) -> anyhow::Result<ShutdownReport> {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        let task = self.task.take().expect("running");
+        Ok(task.await??)
+    }
+}
+
+fn error_code(v: &Value) -> &str {
+    v["error"]["code"].as_str().unwrap_or("<no error code>")
+}
+
+#[tokio::test]
+async fn every_endpoint_works() -> Res {
+    let srv = start().await?;
+    // health
+    assert_eq!(srv.get("/healthz").await?.0, StatusCode::OK);
+    let (s, v) = srv.get("/readyz").await?;
+    assert_eq!((s, v["status"].as_str()), (StatusCode::OK, Some("ready")));
+
+    // sessions: with a connection id, and one generated
+    let started = srv.start_session("kairix", "mark", "c1").await?;
+    let sid = started["session_id"].as_str().expect("id").to_string();
+    assert_eq!(started["connection_id"], "c1");
+    assert!(started["started_at"].is_string());
+    let (s, gen) = srv
+        .post(
+            "/v1/sessions",
+            json!({"agent_id": "kairix", "user_id": "ada"}),
+        )
+        .await?;
+    assert_eq!(s, StatusCode::CREATED);
+    let gen_conn = gen["connection_id"]
+        .as_str()
+        .expect("generated")
+        .to_string();
+    assert!(!gen_conn.is_empty());
+
+    // turns, durable turns, touch
+    let t = srv
+        .turn(
+            "c1",
+            "I have a final interview at Stripe on Friday",
+            "Let's prepare the system design part.",
+        )
+        .await?;
+    assert_eq!(t["session_id"], sid.as_str());
+    let (s, v) = srv
+        .post(
+            "/v1/connections/c1/turns?durable=true",
+            json!({"user_message": "Salary around $180k", "agent_response": "Noted."}),
+        )
+        .await?;
+    assert_eq!(
+        (s, v["session_id"].as_str()),
+        (StatusCode::CREATED, Some(sid.as_str()))
+    );
+    // the durable turn is on disk already: the Store has both turns
+    let (s, turns) = srv.get(&format!("/v1/sessions/{sid}/turns")).await?;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(turns["turns"].as_array().map(Vec::len), Some(2), "{turns}");
+    let (s, _) = srv.post("/v1/connections/c1/touch", json!({})).await?;
+    assert_eq!(s, StatusCode::ACCEPTED);
+
+    // the live session
+    let (s, v) = srv.get(&format!("/v1/sessions/{sid}")).await?;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["live"], true);
+    assert_eq!(v["turn_count"], 2);
+    assert_eq!(v["agent_id"], "kairix");
+    let (_, list) = srv.get("/v1/sessions?agent_id=kairix&live=true").await?;
+    assert_eq!(list["sessions"].as_array().map(Vec::len), Some(2));
+    let (_, list) = srv.get("/v1/sessions?user_id=mark").await?;
+    assert_eq!(list["sessions"].as_array().map(Vec::len), Some(1));
+
+    // the working context
+    let (s, ctx) = srv.get("/v1/agents/kairix/users/mark/context").await?;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(ctx["turn_count"], 2);
+    assert!(ctx["token_estimate"].as_u64().unwrap_or(0) > 10, "{ctx}");
+    assert_eq!(ctx["sessions"][0]["session"]["session_id"], sid.as_str());
+
+    // blocks
+    let (s, b) = srv.get("/v1/agents/kairix/blocks/persona").await?;
+    assert_eq!((s, b["value"].as_str()), (StatusCode::OK, Some("")));
+    assert_eq!(b["limit"], 2000);
+    let (s, b) = srv
+        .put(
+            "/v1/agents/kairix/blocks/persona",
+            json!({"value": "I am Kairix, a career coach."}),
+        )
+        .await?;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let (_, b) = srv.get("/v1/agents/kairix/blocks/persona").await?;
+    assert_eq!(b["value"], "I am Kairix, a career coach.");
+    let (_, all) = srv.get("/v1/agents/kairix/blocks").await?;
+    assert_eq!(all["blocks"].as_array().map(Vec::len), Some(5));
+
+    // end (idempotent) and the reflection
+    let (s, v) = srv.post("/v1/connections/c1/end", json!({})).await?;
+    assert_eq!(
+        (s, v["ended"].as_bool()),
+        (StatusCode::ACCEPTED, Some(true))
+    );
+    let resp = srv
+        .req(reqwest::Method::POST, "/v1/connections/c1/end")
+        .send()
+        .await?;
+    assert_eq!(resp.status(), StatusCode::ACCEPTED);
+    let v: Value = resp.json().await?;
+    assert_eq!(v["ended"], false);
+    srv.runtime.wait_idle().await?;
+    let (_, v) = srv.get(&format!("/v1/sessions/{sid}")).await?;
+    assert_eq!(v["live"], false);
+    assert_eq!(v["end_reason"], "disconnect");
+    assert_eq!(v["turn_count"], 2);
+
+    // summaries
+    let (s, list) = srv
+        .get("/v1/agents/kairix/summaries?type=session&user_id=mark&limit=5")
+        .await?;
+    assert_eq!(s, StatusCode::OK);
+    let sums = list["summaries"].as_array().expect("summaries");
+    assert_eq!(sums.len(), 1, "{list}");
+    assert_eq!(sums[0]["summary_id"], sid.as_str());
+    let (_, none) = srv
+        .get("/v1/agents/kairix/summaries?user_id=someone-else")
+        .await?;
+    assert_eq!(none["summaries"].as_array().map(Vec::len), Some(0));
+    let (_, none) = srv
+        .get("/v1/agents/kairix/summaries?since=2100-01-01T00:00:00Z")
+        .await?;
+    assert_eq!(none["summaries"].as_array().map(Vec::len), Some(0));
+    let (s, one) = srv.get(&format!("/v1/summaries/{sid}")).await?;
+    assert_eq!(s, StatusCode::OK);
+    let archival = one["archival_text"].as_str().expect("archival text");
+    assert!(archival.starts_with("[SUMMARY:SESSION]"), "{archival}");
+    assert!(archival.to_lowercase().contains("stripe"), "{archival}");
+
+    // context clear ends the other live session of kairix/ada
+    let (s, v) = srv
+        .call(
+            reqwest::Method::DELETE,
+            "/v1/agents/kairix/users/ada/context",
+            None,
+        )
+        .await?;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["ended"].as_array().map(Vec::len), Some(1));
+    srv.runtime.wait_idle().await?;
+    let (_, v) = srv
+        .get(&format!(
+            "/v1/sessions/{}",
+            gen["session_id"].as_str().unwrap_or("")
+        ))
+        .await?;
+    assert_eq!(v["end_reason"], "cleared");
+
+    // dead letters: none here
+    let (s, v) = srv.get("/v1/agents/kairix/dead-letters").await?;
+    assert_eq!(
+        (s, v["dead_letters"].as_array().map(Vec::len)),
+        (StatusCode::OK, Some(0))
+    );
+
+    // the OpenAPI document names every route
+    let (s, doc) = srv.get("/v1/openapi.json").await?;
+    assert_eq!(s, StatusCode::OK);
+    for path in [
+        "/v1/sessions",
+        "/v1/sessions/{session_id}",
+        "/v1/sessions/{session_id}/turns",
+        "/v1/connections/{connection_id}/turns",
+        "/v1/connections/{connection_id}/touch",
+        "/v1/connections/{connection_id}/end",
+        "/v1/connections/{connection_id}/stream",
+        "/v1/agents/{agent_id}/blocks",
+        "/v1/agents/{agent_id}/blocks/{label}",
+        "/v1/agents/{agent_id}/summaries",
+        "/v1/summaries/{summary_id}",
+        "/v1/agents/{agent_id}/dead-letters",
+        "/v1/dead-letters/{session_id}/retry",
+        "/v1/agents/{agent_id}/users/{user_id}/context",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+    ] {
+        assert!(
+            doc["paths"].get(path).is_some(),
+            "openapi.json lacks {path}"
+        );
+    }
+
+    // metrics
+    let text = srv
+        .req(reqwest::Method::GET, "/metrics")
+        .send()
+        .await?
+        .text()
+        .await?;
+    for name in [
+        "recall_live_sessions",
+        "recall_turns_recorded_total",
+        "recall_sessions_ended_total{reason=\"disconnect\"}",
+        "recall_reflections_queued",
+        "recall_reflections_running",
+        "recall_dead_letters",
+        "recall_reflection_seconds_bucket",
+        "recall_store_flush_seconds_bucket",
+        "recall_store_batch_writes_bucket",
+    ] {
+        assert!(text.contains(name), "/metrics lacks {name}:\n{text}");
+    }
+
+    srv.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn dead_letters_are_listed_and_retried() -> Res {
+    let reflect = ScriptedReflect::new([Step::Rejected(400)]);
+    let srv = start_with(Settings::for_test(), Some(reflect), None).await?;
+    let started = srv.start_session("kairix", "mark", "c1").await?;
+    let sid = started["session_id"].as_str().expect("id").to_string();
+    srv.turn("c1", "Remind me about the Acme offer", "Will do.")
+        .await?;
+    srv.post("/v1/connections/c1/end", json!({})).await?;
+    srv.runtime.wait_idle().await?;
+    let (_, v) = srv.get("/v1/agents/kairix/dead-letters").await?;
+    let dead = v["dead_letters"].as_array().expect("list");
+    assert_eq!(dead.len(), 1, "{v}");
+    assert_eq!(dead[0]["session_id"], sid.as_str());
+    assert_eq!(dead[0]["error_kind"], "rejected");
+    let (s, _) = srv.get(&format!("/v1/summaries/{sid}")).await?;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // another agent's list does not show it
+    let (_, v) = srv.get("/v1/agents/other/dead-letters").await?;
+    assert_eq!(v["dead_letters"].as_array().map(Vec::len), Some(0));
+
+    let (s, v) = srv
+        .post(&format!("/v1/dead-letters/{sid}/retry"), json!({}))
+        .await?;
+    assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+    srv.runtime.wait_idle().await?;
+    let (s, _) = srv.get(&format!("/v1/summaries/{sid}")).await?;
+    assert_eq!(s, StatusCode::OK);
+    let (_, v) = srv.get("/v1/agents/kairix/dead-letters").await?;
+    assert_eq!(v["dead_letters"].as_array().map(Vec::len), Some(0));
+    // retrying again: nothing to retry
+    let (s, v) = srv
+        .post(&format!("/v1/dead-letters/{sid}/retry"), json!({}))
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::NOT_FOUND, "unknown_dead_letter")
+    );
+    srv.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn tokens_guard_v1_and_scope_agents() -> Res {
+    let mut settings = Settings::for_test();
+    settings.server.token = "root-token".into();
+    settings.server.tokens = vec![TokenGrant {
+        token: "kairix-token".into(),
+        agents: vec!["kairix".into()],
+    }];
+    let mut srv = start_with(settings, None, None).await?;
+    let body = json!({"agent_id": "kairix", "user_id": "mark", "connection_id": "c1"});
+
+    // no token, a wrong token, a malformed header
+    let (s, v) = srv.post("/v1/sessions", body.clone()).await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::UNAUTHORIZED, "unauthorized")
+    );
+    srv.token = Some("wrong".into());
+    let (s, _) = srv.post("/v1/sessions", body.clone()).await?;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let resp = srv
+        .http
+        .get(format!("{}/v1/sessions", srv.base))
+        .header("authorization", "Basic a2Fpcml4")
+        .send()
+        .await?;
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    // health, readiness and metrics stay open to probes
+    assert_eq!(srv.get("/healthz").await?.0, StatusCode::OK);
+    assert_eq!(srv.get("/readyz").await?.0, StatusCode::OK);
+    // nothing was created by the rejected requests
+    assert!(srv.runtime.sessions(None).await?.is_empty());
+
+    // the scoped token: its agent yes, another agent no
+    srv.token = Some("kairix-token".into());
+    srv.start_session("kairix", "mark", "c1").await?;
+    let (s, v) = srv
+        .post(
+            "/v1/sessions",
+            json!({"agent_id": "other", "user_id": "mark", "connection_id": "c2"}),
+        )
+        .await?;
+    assert_eq!((s, error_code(&v)), (StatusCode::FORBIDDEN, "forbidden"));
+    let (s, _) = srv.get("/v1/agents/other/blocks/persona").await?;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+
+    // the root token covers every agent
+    srv.token = Some("root-token".into());
+    srv.start_session("other", "mark", "c2").await?;
+    // …and the scoped one cannot touch other's connection or session
+    srv.token = Some("kairix-token".into());
+    let (s, _) = srv
+        .post(
+            "/v1/connections/c2/turns",
+            json!({"user_message": "hi", "agent_response": "hello"}),
+        )
+        .await?;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let other = srv
+        .runtime
+        .sessions(Some("other"))
+        .await?
+        .pop()
+        .expect("other's session");
+    let (s, _) = srv
+        .get(&format!("/v1/sessions/{}", other.session_id))
+        .await?;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    // the listing shows only what the token covers
+    let (_, v) = srv.get("/v1/sessions").await?;
+    let agents: Vec<&str> = v["sessions"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|s| s["agent_id"].as_str())
+        .collect();
+    assert_eq!(agents, vec!["kairix"]);
+    // and the forbidden turn stored nothing
+    srv.runtime.flush().await?;
+    assert!(srv.runtime.turns(other.session_id).await?.is_empty());
+    srv.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_open_server_listens_on_loopback_only() -> Res {
+    let open = ServerConfig::from_settings(&Settings::for_test());
+    let err = server::bind("0.0.0.0:0", &open)
+        .await
+        .err()
+        .expect("refused");
+    assert!(matches!(err, ServeError::OpenNonLoopback { .. }), "{err}");
+    assert!(err.to_string().contains("server.token"), "{err}");
+    assert!(server::bind("127.0.0.1:0", &open).await.is_ok());
+    let mut with_token = Settings::for_test();
+    with_token.server.token = "t".into();
+    let guarded = ServerConfig::from_settings(&with_token);
+    assert!(server::check_exposure("0.0.0.0:7878".parse()?, &guarded.auth).is_ok());
+    Ok(())
+}
+
+#[tokio::test]
+async fn bad_requests_get_typed_errors_and_change_nothing() -> Res {
+    let mut settings = Settings::for_test();
+    settings.server.max_body_bytes = 8192;
+    let srv = start_with(settings, None, None).await?;
+    let started = srv.start_session("kairix", "mark", "c1").await?;
+    let sid = started["session_id"].as_str().expect("id").to_string();
+    srv.turn("c1", "first", "one").await?;
+
+    // 400: malformed JSON, wrong types, missing fields, unknown fields
+    for body in [
+        r#"{"user_message": "x", "agent_response": "#,
+        r#"{"user_message": 5, "agent_response": "y"}"#,
+        r#"{"user_message": "x"}"#,
+        r#"{"user_message": "x", "agent_response": "y", "extra": 1}"#,
+        "[]",
+    ] {
+        let (s, v) = srv.post_raw("/v1/connections/c1/turns", body).await?;
+        assert_eq!(
+            (s, error_code(&v)),
+            (StatusCode::BAD_REQUEST, "invalid_json"),
+            "{body}"
+        );
+        assert!(!v["error"]["message"].as_str().unwrap_or("").is_empty());
+    }
+    let (s, v) = srv
+        .post_raw("/v1/sessions", r#"{"agent_id": "kairix"}"#)
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::BAD_REQUEST, "invalid_json")
+    );
+    let (s, v) = srv
+        .post("/v1/sessions", json!({"agent_id": "", "user_id": "mark"}))
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::BAD_REQUEST, "empty_field")
+    );
+    assert_eq!(srv.turn_count(&sid).await?, 1);
+
+    // 422: a turn with both messages empty
+    let (s, v) = srv
+        .post(
+            "/v1/connections/c1/turns",
+            json!({"user_message": " ", "agent_response": ""}),
+        )
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::UNPROCESSABLE_ENTITY, "empty_turn")
+    );
+    assert_eq!(srv.turn_count(&sid).await?, 1);
+
+    // 413: a body over the limit
+    let big = "x".repeat(10_000);
+    let (s, v) = srv
+        .post(
+            "/v1/connections/c1/turns",
+            json!({"user_message": big, "agent_response": "ok"}),
+        )
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large")
+    );
+    assert_eq!(srv.turn_count(&sid).await?, 1);
+
+    // 404: unknown connection, session, summary, endpoint
+    let (s, v) = srv
+        .post(
+            "/v1/connections/never/turns",
+            json!({"user_message": "x", "agent_response": "y"}),
+        )
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::NOT_FOUND, "unknown_connection")
+    );
+    let (s, v) = srv.post("/v1/connections/never/touch", json!({})).await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::NOT_FOUND, "unknown_connection")
+    );
+    let (s, v) = srv.post("/v1/connections/never/end", json!({})).await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::NOT_FOUND, "unknown_connection")
+    );
+    let unknown = uuid::Uuid::new_v4();
+    let (s, v) = srv.get(&format!("/v1/sessions/{unknown}")).await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::NOT_FOUND, "unknown_session")
+    );
+    let (s, v) = srv.get(&format!("/v1/summaries/{unknown}")).await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::NOT_FOUND, "unknown_summary")
+    );
+    let (s, v) = srv.get("/v1/nothing-here").await?;
+    assert_eq!((s, error_code(&v)), (StatusCode::NOT_FOUND, "not_found"));
+    assert!(srv.runtime.sessions(None).await?.len() == 1);
+
+    // 400: ids and labels that cannot be
+    let (s, v) = srv.get("/v1/sessions/not-a-uuid").await?;
+    assert_eq!((s, error_code(&v)), (StatusCode::BAD_REQUEST, "invalid_id"));
+    let (s, v) = srv.get("/v1/agents/kairix/blocks/diary").await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::BAD_REQUEST, "invalid_label")
+    );
+    let (s, v) = srv.get("/v1/agents/kairix/summaries?type=yearly").await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::BAD_REQUEST, "invalid_query")
+    );
+    let (s, v) = srv
+        .get("/v1/agents/kairix/summaries?since=yesterday")
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::BAD_REQUEST, "invalid_query")
+    );
+
+    // 409: a connection with a live session; the first session is intact
+    let (s, v) = srv
+        .post(
+            "/v1/sessions",
+            json!({"agent_id": "kairix", "user_id": "someone", "connection_id": "c1"}),
+        )
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::CONFLICT, "connection_busy")
+    );
+    assert_eq!(srv.runtime.sessions(None).await?.len(), 1);
+    let t = srv.turn("c1", "second", "two").await?;
+    assert_eq!(t["session_id"], sid.as_str());
+
+    // blocks: over the limit (422) and the managed block (409) change nothing
+    srv.put("/v1/agents/kairix/blocks/human", json!({"value": "Mark"}))
+        .await?;
+    let (s, v) = srv
+        .put(
+            "/v1/agents/kairix/blocks/human",
+            json!({"value": "é".repeat(2001)}),
+        )
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::UNPROCESSABLE_ENTITY, "block_too_long")
+    );
+    let (_, b) = srv.get("/v1/agents/kairix/blocks/human").await?;
+    assert_eq!(b["value"], "Mark");
+    let (s, v) = srv
+        .put(
+            "/v1/agents/kairix/blocks/background_context",
+            json!({"value": "mine"}),
+        )
+        .await?;
+    assert_eq!((s, error_code(&v)), (StatusCode::CONFLICT, "managed_block"));
+
+    // end: a reason only the runtime records, and an unknown one
+    let (s, v) = srv
+        .post("/v1/connections/c1/end", json!({"reason": "crashed"}))
+        .await?;
+    assert_eq!((s, error_code(&v)), (StatusCode::BAD_REQUEST, "invalid"));
+    let (s, v) = srv
+        .post("/v1/connections/c1/end", json!({"reason": "bored"}))
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::BAD_REQUEST, "invalid_json")
+    );
+    let (_, v) = srv.get(&format!("/v1/sessions/{sid}")).await?;
+    assert_eq!(v["live"], true);
+    assert_eq!(v["turn_count"], 2);
+
+    // the server still works
+    assert_eq!(srv.get("/readyz").await?.0, StatusCode::OK);
+    srv.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_websocket_stream_records_turns_and_ends_on_close() -> Res {
+    let srv = start().await?;
+    let url = format!(
+        "ws://{}/v1/connections/ws1/stream?agent_id=kairix&user_id=mark",
+        srv.addr
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(url.as_str()).await?;
+    let first: Value = match ws.next().await.expect("frame")? {
+        Message::Text(t) => serde_json::from_str(t.as_str())?,
+        other => panic!("expected the session frame, got {other:?}"),
+    };
+    assert_eq!(first["type"], "session");
+    let sid = first["session_id"].as_str().expect("id").to_string();
+
+    async fn exchange(
+        ws: &mut tokio_tungstenite::WebSocketStream<
+            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >,
+        frame: &str,
+    ) -> anyhow::Result<Value> {
+        ws.send(Message::Text(frame.to_string().into())).await?;
+        loop {
+            match ws.next().await.expect("answer")? {
+                Message::Text(t) => return Ok(serde_json::from_str(t.as_str())?),
+                Message::Ping(_) | Message::Pong(_) => continue,
+                other => anyhow::bail!("unexpected frame {other:?}"),
+            }
+        }
+    }
+
+    let ack = exchange(
+        &mut ws,
+        r#"{"type":"turn","id":1,"user_message":"My interview at Stripe went well","agent_response":"Congratulations!"}"#,
+    )
+    .await?;
+    assert_eq!(
+        (ack["type"].as_str(), ack["id"].as_i64()),
+        (Some("ack"), Some(1))
+    );
+    assert_eq!(ack["session_id"], sid.as_str());
+    let ack = exchange(&mut ws, r#"{"type":"touch"}"#).await?;
+    assert_eq!(ack["type"], "ack");
+    // bad frames get error frames; the stream goes on
+    let err = exchange(&mut ws, r#"{"type":"turn","user_message":"#).await?;
+    assert_eq!(
+        (err["type"].as_str(), error_code(&err)),
+        (Some("error"), "invalid_json")
+    );
+    let err = exchange(
+        &mut ws,
+        r#"{"type":"turn","id":"x","user_message":"","agent_response":""}"#,
+    )
+    .await?;
+    assert_eq!(error_code(&err), "empty_turn");
+    assert_eq!(err["id"], "x");
+    let ack = exchange(
+        &mut ws,
+        r#"{"type":"turn","durable":true,"user_message":"The offer is $180k","agent_response":"Let's negotiate."}"#,
+    )
+    .await?;
+    assert_eq!(ack["type"], "ack");
+
+    // a second stream on the same live connection is refused before upgrade
+    let busy = tokio_tungstenite::connect_async(url.as_str()).await;
+    match busy {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+            assert_eq!(resp.status().as_u16(), 409)
+        }
+        other => panic!("expected 409, got {other:?}"),
+    }
+
+    ws.close(None).await?;
+    while ws.next().await.is_some() {}
+    // the server ends the session when it sees the close
+    let mut stats = srv.runtime.watch_stats();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        stats.wait_for(|s| s.live_sessions == 0),
+    )
+    .await??;
+    srv.runtime.wait_idle().await?;
+    let (_, v) = srv.get(&format!("/v1/sessions/{sid}")).await?;
+    let ended = (v["live"] == false).then_some(v);
+    let v = ended.expect("the session ended after the close");
+    assert_eq!(v["end_reason"], "disconnect");
+    assert_eq!(v["turn_count"], 2);
+    srv.runtime.wait_idle().await?;
+    let (s, sum) = srv.get(&format!("/v1/summaries/{sid}")).await?;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        sum["summary_text"]
+            .as_str()
+            .unwrap_or("")
+            .to_lowercase()
+            .contains("stripe"),
+        "{sum}"
+    );
+    srv.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn graceful_shutdown_ends_live_sessions_and_reflects_them_after_restart() -> Res {
+    // Reflections hang, and the grace period is zero: they are left queued.
+    let reflect = ScriptedReflect::new([Step::Hang, Step::Hang]);
+    let mut settings = Settings::for_test();
+    settings.server.shutdown_grace_secs = 0;
+    let srv = start_with(settings, Some(reflect), None).await?;
+    let a = srv.start_session("kairix", "mark", "c1").await?;
+    let b = srv.start_session("kairix", "ada", "c2").await?;
+    srv.turn("c1", "Booked the flight to Berlin", "Safe travels")
+        .await?;
+    srv.turn("c2", "Started at Acme today", "Congrats").await?;
+    // a WebSocket stream open at shutdown is closed by the server
+    let url = format!(
+        "ws://{}/v1/connections/ws1/stream?agent_id=kairix&user_id=lin",
+        srv.addr
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(url.as_str()).await?;
+    let _session_frame = ws.next().await;
+    let dir = srv.dir.clone();
+    let report = srv.stop().await?;
+    assert_eq!(report.sessions_ended, 3);
+    assert_eq!(report.reflections_left, 2);
+    let mut closed = false;
+    while let Some(frame) = ws.next().await {
+        if let Ok(Message::Close(Some(c))) = frame {
+            assert_eq!(u16::from(c.code), 1001);
+            closed = true;
+        }
+    }
+    assert!(closed, "the stream got a close frame");
+
+    // Restart on the same folder with a working summarizer.
+    let srv = start_with(Settings::for_test(), None, Some(dir)).await?;
+    srv.runtime.wait_idle().await?;
+    for v in [a, b] {
+        let id = v["session_id"].as_str().expect("id");
+        let (_, s) = srv.get(&format!("/v1/sessions/{id}")).await?;
+        assert_eq!(s["end_reason"], EndReason::Shutdown.as_str());
+        assert_eq!(s["turn_count"], 1);
+        let (status, _) = srv.get(&format!("/v1/summaries/{id}")).await?;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "session {id} reflected after restart"
+        );
+    }
+    srv.stop().await?;
+    Ok(())
+}
+
+/// Runs the `recall` binary with `args` against `srv`; (exit ok, stdout,
+/// stderr).
+async fn cli(srv: &Server, args: &[&str]) -> anyhow::Result<(bool, String, String)> {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_recall"));
+    cmd.args(args)
+        .env("RECALL_URL", &srv.base)
+        .env_remove("RECALL_TOKEN");
+    if let Some(t) = &srv.token {
+        cmd.env("RECALL_TOKEN", t);
+    }
+    let out = tokio::task::spawn_blocking(move || cmd.output()).await??;
+    Ok((
+        out.status.success(),
+        String::from_utf8(out.stdout)?,
+        String::from_utf8(out.stderr)?,
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_talks_to_the_server() -> Res {
+    let mut settings = Settings::for_test();
+    settings.server.token = "cli-token".into();
+    let mut srv = start_with(settings, None, None).await?;
+    srv.token = Some("cli-token".into());
+    let started = srv.start_session("kairix", "mark", "c1").await?;
+    let sid = started["session_id"].as_str().expect("id").to_string();
+    srv.turn("c1", "My interview at Stripe is on Friday", "Let's prepare")
+        .await?;
+
+    let (ok, out, _) = cli(
+        &srv,
+        &["context", "show", "--agent", "kairix", "--user", "mark"],
+    )
+    .await?;
+    assert!(ok);
+    assert!(out.contains("TURNS") && out.contains(&sid), "{out}");
+    let (ok, out, _) = cli(
+        &srv,
+        &[
+            "context", "show", "--agent", "kairix", "--user", "mark", "--json",
+        ],
+    )
+    .await?;
+    assert!(ok);
+    let v: Value = serde_json::from_str(&out)?;
+    assert_eq!(v["turn_count"], 1);
+
+    let (ok, out, _) = cli(
+        &srv,
+        &[
+            "blocks",
+            "set",
+            "--agent",
+            "kairix",
+            "persona",
+            "I coach careers",
+        ],
+    )
+    .await?;
+    assert!(ok, "{out}");
+    let (ok, out, _) = cli(&srv, &["blocks", "get", "--agent", "kairix", "persona"]).await?;
+    assert!(ok && out.contains("I coach careers"), "{out}");
+
+    let (ok, out, _) = cli(
+        &srv,
+        &["context", "clear", "--agent", "kairix", "--user", "mark"],
+    )
+    .await?;
+    assert!(ok && out.contains("1 live session"), "{out}");
+    srv.runtime.wait_idle().await?;
+    let (ok, out, _) = cli(&srv, &["sessions", "--agent", "kairix"]).await?;
+    assert!(ok && out.contains(&sid) && out.contains("cleared"), "{out}");
+    let (ok, out, _) = cli(
+        &srv,
+        &["summaries", "--agent", "kairix", "--type", "session"],
+    )
+    .await?;
+    assert!(ok && out.contains(&sid), "{out}");
+    let (ok, out, _) = cli(&srv, &["dead-letters", "list", "--agent", "kairix"]).await?;
+    assert!(ok && out.contains("(none)"), "{out}");
+
+    // server errors: one clear line, non-zero exit
+    let missing = uuid::Uuid::new_v4().to_string();
+    let (ok, _, err) = cli(&srv, &["dead-letters", "retry", &missing]).await?;
+    assert!(!ok);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("unknown_dead_letter") && err.contains("404"),
+        "{err}"
+    );
+    let (ok, _, err) = cli(&srv, &["blocks", "get", "--agent", "kairix", "diary"]).await?;
+    assert!(!ok && err.contains("invalid_label"), "{err}");
+    // a wrong token
+    srv.token = Some("nope".into());
+    let (ok, _, err) = cli(&srv, &["sessions"]).await?;
+    assert!(!ok && err.contains("unauthorized"), "{err}");
+    srv.stop().await?;
+    Ok(())
+}

@@ -497,10 +497,7 @@ async fn tokens_guard_v1_and_scope_agents() -> Res {
 #[tokio::test]
 async fn an_open_server_listens_on_loopback_only() -> Res {
     let open = ServerConfig::from_settings(&Settings::for_test());
-    let err = server::bind("0.0.0.0:0", &open)
-        .await
-        .err()
-        .expect("refused");
+    let err = server::bind("0.0.0.0:0", &open).await.expect_err("refused");
     assert!(matches!(err, ServeError::OpenNonLoopback { .. }), "{err}");
     assert!(err.to_string().contains("server.token"), "{err}");
     assert!(server::bind("127.0.0.1:0", &open).await.is_ok());

@@ -20,7 +20,15 @@ impl Reflect for ExtractiveReflect {
     }
 
     fn reflect(&self, request: ReflectRequest) -> BoxFuture<'static, Result<String, ReflectError>> {
-        Box::pin(async move { Ok(summarize(&request.session.user_id, &request.turns)) })
+        // CPU work over the whole conversation: off the async workers, so
+        // that a burst of sessions ending does not stall live connections.
+        Box::pin(async move {
+            let job = move || summarize(&request.session.user_id, &request.turns);
+            match tokio::task::spawn_blocking(job).await {
+                Ok(text) => Ok(text),
+                Err(e) => Err(ReflectError::Config(format!("the summarizer failed: {e}"))),
+            }
+        })
     }
 }
 

@@ -149,14 +149,13 @@ async fn drive(
 async fn echo(ws: WebSocketUpgrade) -> axum::response::Response {
     ws.on_upgrade(|mut socket: WebSocket| async move {
         while let Some(Ok(msg)) = socket.recv().await {
-            match msg {
-                AxMessage::Text(_) | AxMessage::Binary(_) => {
-                    if socket.send(msg).await.is_err() {
-                        break;
-                    }
-                }
-                AxMessage::Close(_) => break,
-                _ => {}
+            let echoed = match msg {
+                AxMessage::Text(_) | AxMessage::Binary(_) => socket.send(msg).await.is_ok(),
+                AxMessage::Close(_) => false,
+                _ => true,
+            };
+            if !echoed {
+                break;
             }
         }
     })

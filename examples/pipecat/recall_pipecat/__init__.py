@@ -1,0 +1,24 @@
+"""recall memory for Pipecat voice pipelines.
+
+* :class:`RecallClient` — asyncio client for recall's HTTP + WebSocket API.
+* :class:`RecallTurnRecorder` — a frame processor that records each
+  user/assistant exchange of a call as a recall turn.
+* :class:`RecallContextInjector` — a frame processor that adds the agent's
+  ``background_context`` memory block to the LLM context.
+"""
+
+from .client import RecallClient, RecallError, RecallStream
+from .context import DEFAULT_HEADER, RecallContextInjector, apply_background_context
+from .recorder import RecallTurnRecorder, RecallUserTap, Transport
+
+__all__ = [
+    "DEFAULT_HEADER",
+    "RecallClient",
+    "RecallContextInjector",
+    "RecallError",
+    "RecallStream",
+    "RecallTurnRecorder",
+    "RecallUserTap",
+    "Transport",
+    "apply_background_context",
+]

@@ -173,10 +173,12 @@ fn rss_bytes() -> u64 {
 
 fn main() -> anyhow::Result<()> {
     let quick = std::env::args().any(|a| a == "--quick");
-    let (conns, per_conn, idle) = if quick {
-        (200, 10, 2_000)
+    // (connections, turns each at saturation, turns each at steady load,
+    // idle sessions)
+    let (conns, sat_turns, per_conn, idle) = if quick {
+        (200, 10, 10, 2_000)
     } else {
-        (1_000, 20, 10_000)
+        (1_000, 50, 20, 10_000)
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -263,10 +265,10 @@ fn main() -> anyhow::Result<()> {
         let _ = drive(50, 5, None, echo_url).await;
         let _ = drive(50, 5, None, recall_url("warm")).await;
 
-        println!("saturation: {conns} WebSocket connections x {per_conn} turns each, the next sent when the last is answered");
+        println!("saturation: {conns} WebSocket connections x {sat_turns} turns each, the next sent when the last is answered");
         runtime.wait_idle().await?;
-        let bare = drive(conns, per_conn, None, echo_url).await;
-        let rec = drive(conns, per_conn, None, recall_url("sat")).await;
+        let bare = drive(conns, sat_turns, None, echo_url).await;
+        let rec = drive(conns, sat_turns, None, recall_url("sat")).await;
         println!("  {}", bare.line("bare axum echo"));
         println!("  {}", rec.line("recall serve  "));
         let ratio = rec.per_sec() / bare.per_sec();

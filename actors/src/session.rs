@@ -76,6 +76,8 @@ pub struct SessionState {
     generation: u64,
     timer: Option<JoinHandle<Result<(), ractor::MessagingErr<SessionMsg>>>>,
     ending: Option<EndReason>,
+    /// `recall_turns_recorded_total`, looked up once rather than per turn.
+    turns_recorded: metrics::Counter,
 }
 
 pub struct SessionActor;
@@ -109,7 +111,7 @@ impl SessionState {
         self.last_activity = self.last_activity.max(at);
         self.turns.push(turn);
         self.record.turn_count = self.turns.len() as u32;
-        metrics::counter!("recall_turns_recorded_total").increment(1);
+        self.turns_recorded.increment(1);
     }
 
     fn begin_end(&mut self, myself: &ActorRef<SessionMsg>, reason: EndReason) {
@@ -154,6 +156,7 @@ impl Actor for SessionActor {
             generation: 0,
             timer: None,
             ending: None,
+            turns_recorded: metrics::counter!("recall_turns_recorded_total"),
         };
         for t in args.pending {
             state.record_turn(t);

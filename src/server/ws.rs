@@ -23,24 +23,29 @@ pub struct StreamQuery {
     user_id: String,
 }
 
-/// A frame from the client.
+/// A frame from the client: `{"type":"turn",…}` or `{"type":"touch"}`.
+/// Flat rather than an internally tagged enum, so that serde parses it in
+/// one pass without buffering (this is the per-turn path).
 #[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-enum Frame {
-    Turn {
-        user_message: String,
-        agent_response: String,
-        /// Echoed in the ack, to match answers to frames.
-        #[serde(default)]
-        id: Option<serde_json::Value>,
-        /// Ack only once the turn is on disk.
-        #[serde(default)]
-        durable: bool,
-    },
-    Touch {
-        #[serde(default)]
-        id: Option<serde_json::Value>,
-    },
+#[serde(deny_unknown_fields)]
+struct Frame {
+    #[serde(rename = "type")]
+    kind: FrameKind,
+    user_message: Option<String>,
+    agent_response: Option<String>,
+    /// Echoed in the answer, to match answers to frames.
+    #[serde(default)]
+    id: Option<serde_json::Value>,
+    /// Ack only once the turn is on disk.
+    #[serde(default)]
+    durable: bool,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+enum FrameKind {
+    Turn,
+    Touch,
 }
 
 pub async fn stream(
@@ -140,41 +145,53 @@ async fn handle_text(app: &AppState, connection_id: &str, text: &str) -> Message
             )
         }
     };
-    match frame {
-        Frame::Turn {
-            user_message,
-            agent_response,
-            id,
-            durable,
-        } => {
-            let res = if durable {
+    let id = frame.id;
+    let res = match frame.kind {
+        FrameKind::Turn => {
+            let (Some(user_message), Some(agent_response)) =
+                (frame.user_message, frame.agent_response)
+            else {
+                return error_frame(
+                    &ApiError::new(
+                        axum::http::StatusCode::BAD_REQUEST,
+                        "invalid_json",
+                        "a turn frame needs user_message and agent_response",
+                    ),
+                    id,
+                );
+            };
+            if frame.durable {
                 app.runtime
                     .record_turn_durable(connection_id, user_message, agent_response)
                     .await
+                    .map(Some)
             } else {
                 app.runtime
                     .record_turn(connection_id, user_message, agent_response)
-            };
-            match res {
-                Ok(session_id) => {
-                    let mut v = json!({"type": "ack", "session_id": session_id});
-                    if let Some(id) = id {
-                        v["id"] = id;
-                    }
-                    Message::Text(v.to_string().into())
-                }
-                Err(e) => error_frame(&e.into(), id),
+                    .map(Some)
             }
         }
-        Frame::Touch { id } => match app.runtime.touch(connection_id) {
-            Ok(()) => {
-                let mut v = json!({"type": "ack"});
-                if let Some(id) = id {
-                    v["id"] = id;
-                }
-                Message::Text(v.to_string().into())
-            }
-            Err(e) => error_frame(&e.into(), id),
-        },
+        FrameKind::Touch => app.runtime.touch(connection_id).map(|()| None),
+    };
+    match res {
+        Ok(session_id) => ack(session_id, id),
+        Err(e) => error_frame(&e.into(), id),
     }
+}
+
+/// `{"type":"ack","session_id":…,"id":…}`, written directly: one per turn.
+fn ack(session_id: Option<Uuid>, id: Option<serde_json::Value>) -> Message {
+    let mut out = String::with_capacity(80);
+    out.push_str(r#"{"type":"ack""#);
+    if let Some(sid) = session_id {
+        out.push_str(r#","session_id":""#);
+        out.push_str(sid.hyphenated().encode_lower(&mut Uuid::encode_buffer()));
+        out.push('"');
+    }
+    if let Some(id) = id {
+        out.push_str(r#","id":"#);
+        out.push_str(&id.to_string());
+    }
+    out.push('}');
+    Message::Text(out.into())
 }

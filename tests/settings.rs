@@ -399,3 +399,45 @@ fn load_from_ignores_variables_that_are_not_settings() {
     let s = load_from(None, vars).expect("unrelated variables are ignored");
     assert_eq!(s.session.silence_timeout_secs, 90);
 }
+
+#[test]
+fn server_and_log_settings_load_from_file_and_environment() {
+    let (_dir, path) = settings_file(
+        r#"
+[server]
+addr = "0.0.0.0:9000"
+
+[[server.tokens]]
+token = "kairix-only"
+agents = ["kairix"]
+
+[log]
+format = "json"
+"#,
+    );
+    let s = load_from(Some(&path), env(&[("RECALL_SERVER__TOKEN", "root-secret")])).expect("loads");
+    assert_eq!(s.server.addr, "0.0.0.0:9000");
+    assert_eq!(s.server.token, "root-secret");
+    assert_eq!(s.server.tokens.len(), 1);
+    assert_eq!(s.server.tokens[0].agents, vec!["kairix".to_string()]);
+    assert_eq!(s.log.format, recall::engine::settings::LogFormat::Json);
+    // the token never shows in debug output
+    let debug = format!("{s:?}");
+    assert!(!debug.contains("kairix-only") && !debug.contains("root-secret"));
+}
+
+#[test]
+fn invalid_server_and_log_settings_name_their_key() {
+    expect_file_key_error("[server]\naddr = \"localhost\"\n", "server.addr");
+    expect_file_key_error("[server]\nmax_body_bytes = 0\n", "server.max_body_bytes");
+    expect_file_key_error(
+        "[[server.tokens]]\ntoken = \"t\"\nagents = []\n",
+        "server.tokens",
+    );
+    expect_file_key_error("[log]\nformat = \"xml\"\n", "log.format");
+    expect_key_error(
+        None,
+        env(&[("RECALL_SERVER__TOKEN", "has space")]),
+        "server.token",
+    );
+}

@@ -113,7 +113,7 @@ pub struct BlockSettings {
 }
 
 /// `recall serve`: where it listens and who may call it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerSettings {
     #[serde(default = "default_server_addr")]
@@ -144,6 +144,19 @@ impl std::fmt::Debug for TokenGrant {
         f.debug_struct("TokenGrant")
             .field("token", &"…")
             .field("agents", &self.agents)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for ServerSettings {
+    // Tokens are secrets: never in logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerSettings")
+            .field("addr", &self.addr)
+            .field("token", &if self.token.is_empty() { "" } else { "…" })
+            .field("tokens", &self.tokens)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("shutdown_grace_secs", &self.shutdown_grace_secs)
             .finish()
     }
 }

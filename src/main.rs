@@ -185,8 +185,10 @@ enum DeadLettersCmd {
 
 fn init_logging(filter: &str, format: LogFormat) {
     let filter = EnvFilter::try_from_env("RECALL_LOG").unwrap_or_else(|_| EnvFilter::new(filter));
+    use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Human => builder.init(),
@@ -289,7 +291,7 @@ fn serve(settings: Settings, addr: Option<String>, data: PathBuf) -> anyhow::Res
         );
         let report = server::serve(listener, runtime, config, shutdown_signal()).await?;
         println!(
-            "recall stopped: {} live sessions ended, {} reflections left queued for the next start",
+            "recall stopped: {} live session(s) ended, {} reflection(s) left queued for the next start",
             report.sessions_ended, report.reflections_left
         );
         anyhow::Ok(())
@@ -316,6 +318,14 @@ async fn shutdown_signal() {
         _ = ctrl_c => {}
         _ = term => {}
     }
+    // A second Ctrl-C stops at once; what is not flushed is recovered at
+    // the next start.
+    tokio::spawn(async {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("second interrupt: stopping now");
+            std::process::exit(130);
+        }
+    });
 }
 
 fn client(remote: &Remote) -> Client {
@@ -429,7 +439,11 @@ async fn client_command(command: Command) -> anyhow::Result<()> {
                         text(&s["user_id"]),
                         text(&s["connection_id"]),
                         text(&s["started_at"]),
-                        text(&s["end_reason"]),
+                        if s["live"] == true {
+                            "live".to_string()
+                        } else {
+                            text(&s["end_reason"])
+                        },
                         text(&s["turn_count"]),
                     ]
                 })
@@ -441,7 +455,7 @@ async fn client_command(command: Command) -> anyhow::Result<()> {
                     "USER",
                     "CONNECTION",
                     "STARTED",
-                    "ENDED BY",
+                    "STATE",
                     "TURNS",
                 ],
                 rows,

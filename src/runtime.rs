@@ -84,6 +84,8 @@ pub enum RecallError {
     ManagedBlock(BlockLabel),
     #[error("the {0} actor is unavailable: {1}")]
     Unavailable(&'static str, String),
+    #[error("{0}")]
+    NotDurable(String),
 }
 
 fn unavailable<E: std::fmt::Display>(actor: &'static str) -> impl FnOnce(E) -> RecallError {
@@ -405,10 +407,7 @@ impl Runtime {
         let user_message = user_message.into();
         let agent_response = agent_response.into();
         if user_message.trim().is_empty() && agent_response.trim().is_empty() {
-            return Err(InputError::Empty {
-                field: "user_message and agent_response",
-            }
-            .into());
+            return Err(InputError::EmptyTurn.into());
         }
         self.check_message("user_message", &user_message)?;
         self.check_message("agent_response", &agent_response)?;
@@ -439,6 +438,11 @@ impl Runtime {
         agent_response: impl Into<String>,
     ) -> Result<Uuid, RecallError> {
         let session_id = self.record_turn(connection_id, user_message, agent_response)?;
+        let not_durable = |why: &str| {
+            RecallError::NotDurable(format!(
+                "turn recorded in session {session_id} but not confirmed on disk: {why}"
+            ))
+        };
         let deadline = tokio::time::Instant::now() + Duration::from_millis(CALL_TIMEOUT_MS);
         loop {
             match self.inner.registry.current(connection_id) {
@@ -448,31 +452,35 @@ impl Runtime {
                 Some((id, Some(actor))) if id == session_id => {
                     match call_t!(actor, SessionMsg::Sync, CALL_TIMEOUT_MS) {
                         Ok(res) => return Ok(res.map(|()| session_id)?),
-                        // The actor stopped (ended) meanwhile: it wrote the
-                        // turn before stopping; wait for it below.
-                        Err(_) => {
-                            let _ = actor
+                        Err(ractor::RactorErr::Messaging(_)) => {
+                            // The actor stopped (ended) meanwhile: it wrote
+                            // the turn before stopping.
+                            if actor
                                 .wait(Some(Duration::from_millis(CALL_TIMEOUT_MS)))
-                                .await;
+                                .await
+                                .is_err()
+                            {
+                                return Err(not_durable("the session did not stop in time"));
+                            }
                             self.flush().await?;
                             return Ok(session_id);
                         }
+                        Err(_) => return Err(not_durable("the session did not answer in time")),
                     }
                 }
                 // The session is still being opened with the turn pending.
                 Some((id, None)) if id == session_id => {
                     if tokio::time::Instant::now() >= deadline {
-                        return Err(RecallError::Unavailable(
-                            "supervisor",
-                            "the session did not open in time".into(),
-                        ));
+                        return Err(not_durable("the session did not open in time"));
                     }
                     tokio::time::sleep(Duration::from_millis(1)).await;
                 }
                 // The session ended: its actor wrote every turn before it
                 // stopped, so these writes are queued at the Store already.
                 _ => {
-                    self.wait_session_stopped(session_id).await;
+                    if !self.wait_session_stopped(session_id).await {
+                        return Err(not_durable("the session did not stop in time"));
+                    }
                     self.flush().await?;
                     return Ok(session_id);
                 }
@@ -480,13 +488,17 @@ impl Runtime {
         }
     }
 
-    /// Waits (briefly) until an ended session's actor has stopped, i.e. its
-    /// final record reached the supervisor.
-    async fn wait_session_stopped(&self, session_id: Uuid) {
+    /// Waits until an ended session's actor has stopped, i.e. its final
+    /// record reached the supervisor. False if that takes too long.
+    async fn wait_session_stopped(&self, session_id: Uuid) -> bool {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(CALL_TIMEOUT_MS);
-        while self.inner.registry.is_ending(session_id) && tokio::time::Instant::now() < deadline {
+        while self.inner.registry.is_ending(session_id) {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
+        true
     }
 
     /// The user is speaking: defer the silence timeout.
@@ -534,9 +546,11 @@ impl Runtime {
             }
             // A late turn is reopening the connection: that session ends
             // as soon as it opens, with the turn in it.
-            None if self.inner.registry.request_end(connection_id, reason) => Ok(None),
-            None if self.inner.registry.session_of(connection_id).is_some() => Ok(None),
-            None => Err(UnknownConnection(connection_id.to_string()).into()),
+            None => match self.inner.registry.request_end(connection_id, reason) {
+                Some(id) => Ok(Some(id)),
+                None if self.inner.registry.session_of(connection_id).is_some() => Ok(None),
+                None => Err(UnknownConnection(connection_id.to_string()).into()),
+            },
         }
     }
 
@@ -547,6 +561,13 @@ impl Runtime {
             .registry
             .owner(connection_id)
             .map(|o| (o.agent_id.to_string(), o.user_id.to_string()))
+    }
+
+    /// Whether a connection is (still) this agent's and user's.
+    pub fn connection_owned_by(&self, connection_id: &str, agent_id: &str, user_id: &str) -> bool {
+        self.inner
+            .registry
+            .owned_by(connection_id, agent_id, user_id)
     }
 
     /// A stored session with its live state: for a live session the turn
@@ -570,7 +591,7 @@ impl Runtime {
             }
             if !live {
                 // Ended meanwhile: read the final record.
-                self.wait_session_stopped(session_id).await;
+                let _ = self.wait_session_stopped(session_id).await;
                 if let Some(r) = self.session(session_id).await? {
                     live = r.ended_at.is_none();
                     record = r;
@@ -630,6 +651,12 @@ impl Runtime {
         for (conn, id, actor) in self.inner.registry.live_of(agent_id, user_id) {
             if self.inner.registry.mark_ended(&conn, id) {
                 let _ = actor.cast(SessionMsg::End(EndReason::Cleared));
+                ended.push(id);
+            }
+        }
+        // Sessions a late turn is reopening end as soon as they open.
+        for conn in self.inner.registry.opening_of(agent_id, user_id) {
+            if let Some(id) = self.inner.registry.request_end(&conn, EndReason::Cleared) {
                 ended.push(id);
             }
         }

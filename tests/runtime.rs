@@ -154,8 +154,10 @@ async fn ending_a_connection_while_a_late_turn_reopens_it_keeps_the_turn() -> Re
     advance(secs(301)).await;
     settle(&rt).await;
     // the late turn and the hang-up arrive back to back
-    rt.record_turn("c1", "one last thing", "sure")?;
-    assert_eq!(rt.end_session("c1")?, None);
+    let reopened = rt.record_turn("c1", "one last thing", "sure")?;
+    // the session being opened is the one ended (and the turn's caller
+    // was told its id)
+    assert_eq!(rt.end_session("c1")?, Some(reopened));
     settle(&rt).await;
     assert!(
         rt.live_session("c1").await?.is_none(),
@@ -164,9 +166,51 @@ async fn ending_a_connection_while_a_late_turn_reopens_it_keeps_the_turn() -> Re
     let sessions = rt.sessions(Some("kairix")).await?;
     assert_eq!(sessions.len(), 2);
     let last = &sessions[1];
+    assert_eq!(last.session_id, reopened);
     assert_eq!(last.end_reason, Some(EndReason::Disconnect));
     assert_eq!(last.turn_count, 1);
     assert_eq!(rt.summaries("kairix", SummaryType::Session).await?.len(), 1);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn clearing_the_context_ends_live_and_reopening_sessions() -> Res {
+    let rt = TestRuntime::start().await?;
+    let live = rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn("c1", "I'm moving to Lisbon", "Exciting")?;
+    rt.start_session("kairix", "mark", "c2").await?;
+    rt.start_session("kairix", "ada", "c3").await?;
+    advance(secs(200)).await;
+    rt.record_turn("c1", "in June", "Noted")?;
+    rt.touch("c3")?;
+    advance(secs(150)).await;
+    settle(&rt).await;
+    // c2 ended by silence; a late turn is reopening it
+    let reopening = rt.record_turn("c2", "are you there?", "yes")?;
+    let ctx = rt.context("kairix", "mark").await?;
+    assert_eq!(ctx.len(), 1, "only c1 is live: {ctx:?}");
+    assert_eq!(ctx[0].turn_count, 2);
+    assert_eq!(
+        ctx[0].token_estimate,
+        "I'm moving to LisbonExcitingin JuneNoted".len().div_ceil(4)
+    );
+    assert_eq!(ctx[0].idle_secs, 150.0);
+    let mut ended = rt.clear_context("kairix", "mark")?;
+    ended.sort();
+    let mut expected = vec![live.session_id, reopening];
+    expected.sort();
+    assert_eq!(ended, expected);
+    settle(&rt).await;
+    assert!(rt.context("kairix", "mark").await?.is_empty());
+    for id in [live.session_id, reopening] {
+        let s = rt.session(id).await?.expect("stored");
+        assert_eq!(s.end_reason, Some(EndReason::Cleared));
+    }
+    // another user of the same agent is untouched
+    assert!(rt.live_session("c3").await?.is_some());
+    // the cleared connection starts fresh on its next turn
+    let next = rt.record_turn("c1", "hello again", "hi")?;
+    assert_ne!(next, live.session_id);
     Ok(())
 }
 
@@ -222,7 +266,7 @@ async fn bad_input_is_a_typed_error_and_changes_nothing() -> Res {
     rt.record_turn("c1", "éééééééééé", "ok")?;
     assert!(matches!(
         rt.record_turn("c1", " ", ""),
-        Err(RecallError::Input(InputError::Empty { .. }))
+        Err(RecallError::Input(InputError::EmptyTurn))
     ));
     assert!(matches!(
         rt.set_block("kairix", BlockLabel::Persona, &"x".repeat(2_001))

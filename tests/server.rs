@@ -221,7 +221,17 @@ async fn every_endpoint_works() -> Res {
     assert_eq!(v["turn_count"], 2);
     assert_eq!(v["agent_id"], "kairix");
     let (_, list) = srv.get("/v1/sessions?agent_id=kairix&live=true").await?;
-    assert_eq!(list["sessions"].as_array().map(Vec::len), Some(2));
+    let listed = list["sessions"].as_array().expect("list");
+    assert_eq!(listed.len(), 2);
+    // live sessions are listed with their turns so far
+    let c1 = listed
+        .iter()
+        .find(|s| s["connection_id"] == "c1")
+        .expect("c1");
+    assert_eq!(
+        (c1["turn_count"].as_u64(), c1["live"].as_bool()),
+        (Some(2), Some(true))
+    );
     let (_, list) = srv.get("/v1/sessions?user_id=mark").await?;
     assert_eq!(list["sessions"].as_array().map(Vec::len), Some(1));
 
@@ -942,6 +952,97 @@ async fn the_cli_talks_to_the_server() -> Res {
     srv.token = Some("nope".into());
     let (ok, _, err) = cli(&srv, &["sessions"]).await?;
     assert!(!ok && err.contains("unauthorized"), "{err}");
+    srv.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn errors_outside_the_handlers_have_json_bodies_too() -> Res {
+    let mut settings = Settings::for_test();
+    settings.server.max_body_bytes = 1024;
+    let srv = start_with(settings, None, None).await?;
+    srv.start_session("kairix", "mark", "c1").await?;
+    // a method a route does not take
+    let (s, v) = srv
+        .call(reqwest::Method::DELETE, "/v1/sessions", None)
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed")
+    );
+    // an over-size body on a route that reads raw bytes
+    let big = format!("{{\"pad\":\"{}\"}}", "x".repeat(4096));
+    let (s, v) = srv.post_raw("/v1/connections/c1/end", &big).await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large")
+    );
+    // the stream without a WebSocket upgrade
+    let (s, v) = srv
+        .get("/v1/connections/c9/stream?agent_id=kairix&user_id=mark")
+        .await?;
+    assert_eq!(error_code(&v), "websocket_required", "{v}");
+    assert!(s.is_client_error());
+    // a path segment that is not UTF-8
+    let (s, v) = srv.get("/v1/sessions/%FF").await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::BAD_REQUEST, "invalid_path")
+    );
+    // none of it ended or started anything
+    let (_, v) = srv.get("/v1/sessions?live=true").await?;
+    assert_eq!(v["sessions"].as_array().map(Vec::len), Some(1));
+    assert!(srv.runtime.live_session("c9").await?.is_none());
+    srv.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_connection_id_is_not_handed_to_another_agent_and_old_streams_cannot_write() -> Res {
+    let srv = start().await?;
+    // HTTP: kairix's ended connection cannot be taken by another agent
+    srv.start_session("kairix", "mark", "c1").await?;
+    srv.post("/v1/connections/c1/end", json!({})).await?;
+    let (s, v) = srv
+        .post(
+            "/v1/sessions",
+            json!({"agent_id": "other", "user_id": "eve", "connection_id": "c1"}),
+        )
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::CONFLICT, "connection_owned")
+    );
+
+    // WebSocket: a stream whose connection passed to another user stops
+    let url = format!(
+        "ws://{}/v1/connections/w1/stream?agent_id=kairix&user_id=mark",
+        srv.addr
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(url.as_str()).await?;
+    let _session = ws.next().await;
+    srv.post("/v1/connections/w1/end", json!({})).await?;
+    srv.runtime.wait_idle().await?;
+    let other = srv.start_session("kairix", "ada", "w1").await?;
+    ws.send(Message::Text(
+        r#"{"type":"turn","user_message":"mine","agent_response":"ok"}"#.into(),
+    ))
+    .await?;
+    let mut codes = Vec::new();
+    while let Some(Ok(frame)) = ws.next().await {
+        if let Message::Text(t) = frame {
+            let v: Value = serde_json::from_str(t.as_str())?;
+            codes.push(error_code(&v).to_string());
+        }
+    }
+    assert_eq!(codes, vec!["connection_reassigned".to_string()]);
+    // ada's session got nothing from the old stream and is still live
+    let sid = other["session_id"].as_str().expect("id");
+    let (_, v) = srv.get(&format!("/v1/sessions/{sid}")).await?;
+    assert_eq!(
+        (v["live"].as_bool(), v["turn_count"].as_u64()),
+        (Some(true), Some(0))
+    );
     srv.stop().await?;
     Ok(())
 }

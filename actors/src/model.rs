@@ -332,6 +332,8 @@ pub struct AgentMeta {
 pub enum InputError {
     #[error("{field} must not be empty")]
     Empty { field: &'static str },
+    #[error("a turn needs a user message or an agent response; both are empty")]
+    EmptyTurn,
     #[error("{field} is {len} bytes, over the limit of {max}")]
     TooLong {
         field: &'static str,

@@ -72,6 +72,15 @@ impl Routed {
     }
 }
 
+/// Why a session cannot start on a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Busy {
+    /// It has a live (or opening) session.
+    Live,
+    /// Its last session belonged to another agent, within the reopen window.
+    OtherAgent,
+}
+
 /// The connection has no session and never had one (or it was forgotten
 /// after the reopen window).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -185,13 +194,17 @@ impl Registry {
         })
     }
 
-    /// Whether a new session may start on this connection (none live or
-    /// opening).
-    pub fn is_free(&self, connection_id: &str) -> bool {
-        matches!(
-            self.read().get(connection_id),
-            None | Some(Conn::Ended { .. })
-        )
+    /// Whether a new session for `agent_id` may start on this connection:
+    /// none live or opening, and not remembered as another agent's (a
+    /// stream still open on it would otherwise write into that agent's
+    /// session).
+    pub fn is_free_for(&self, connection_id: &str, agent_id: &str) -> Result<(), Busy> {
+        match self.read().get(connection_id) {
+            None => Ok(()),
+            Some(Conn::Ended { owner, .. }) if &*owner.agent_id == agent_id => Ok(()),
+            Some(Conn::Ended { .. }) => Err(Busy::OtherAgent),
+            Some(_) => Err(Busy::Live),
+        }
     }
 
     pub fn insert_live(
@@ -231,6 +244,16 @@ impl Registry {
         })
     }
 
+    /// Whether the connection (in any state) belongs to this agent and user.
+    pub fn owned_by(&self, connection_id: &str, agent_id: &str, user_id: &str) -> bool {
+        self.read().get(connection_id).is_some_and(|c| {
+            let (Conn::Live { owner, .. }
+            | Conn::Opening { owner, .. }
+            | Conn::Ended { owner, .. }) = c;
+            &*owner.agent_id == agent_id && &*owner.user_id == user_id
+        })
+    }
+
     /// The connection's session, live or being opened, with its actor when
     /// live.
     pub fn current(&self, connection_id: &str) -> Option<(Uuid, Option<ActorRef<SessionMsg>>)> {
@@ -245,13 +268,19 @@ impl Registry {
 
     /// Asks for a connection that is being reopened to be ended once open.
     /// Returns false if the connection is not being reopened.
-    pub fn request_end(&self, connection_id: &str, reason: EndReason) -> bool {
+    /// Returns the id the opening session gets, or `None` if the connection
+    /// is not being reopened.
+    pub fn request_end(&self, connection_id: &str, reason: EndReason) -> Option<Uuid> {
         match self.write().get_mut(connection_id) {
-            Some(Conn::Opening { end_requested, .. }) => {
+            Some(Conn::Opening {
+                end_requested,
+                session_id,
+                ..
+            }) => {
                 end_requested.get_or_insert(reason);
-                true
+                Some(*session_id)
             }
-            _ => false,
+            _ => None,
         }
     }
 
@@ -372,6 +401,22 @@ impl Registry {
                     actor,
                 } if &*owner.agent_id == agent_id && &*owner.user_id == user_id => {
                     Some((c.clone(), *session_id, actor.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Connections of one agent with one user whose session is being
+    /// (re)opened.
+    pub fn opening_of(&self, agent_id: &str, user_id: &str) -> Vec<String> {
+        self.read()
+            .iter()
+            .filter_map(|(c, conn)| match conn {
+                Conn::Opening { owner, .. }
+                    if &*owner.agent_id == agent_id && &*owner.user_id == user_id =>
+                {
+                    Some(c.clone())
                 }
                 _ => None,
             })

@@ -457,10 +457,14 @@ impl Settings {
         positive("store.flush_interval_ms", self.store.flush_interval_ms)?;
         positive("store.cache_capacity_mb", self.store.cache_capacity_mb)?;
         let srv = &self.server;
-        if srv.addr.parse::<std::net::SocketAddr>().is_err() {
+        let host_port = srv
+            .addr
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+        if srv.addr.parse::<std::net::SocketAddr>().is_err() && !host_port {
             return Err(SettingsError {
                 key: "server.addr",
-                reason: format!("{:?} is not an address such as 127.0.0.1:7878", srv.addr),
+                reason: format!("{:?} is not HOST:PORT, such as 127.0.0.1:7878", srv.addr),
             });
         }
         if srv.token.chars().any(char::is_whitespace) {

@@ -63,6 +63,8 @@ pub enum StoreError {
     DeadLetterNotFound(Uuid),
     #[error("the store is not running")]
     Unavailable,
+    #[error("{0} write(s) failed since the last flush; see the logs")]
+    WritesFailed(u64),
 }
 
 impl From<TransactionError<StoreError>> for StoreError {
@@ -618,6 +620,8 @@ pub struct StoreState {
     dirty: bool,
     /// Writes since the last flush began: the group-commit batch.
     batch: u64,
+    /// Writes that failed since the last explicit `Flush`.
+    failed_since_flush: u64,
     flushing: bool,
     tick_armed: bool,
     stats: StoreStats,
@@ -657,6 +661,7 @@ impl StoreState {
 
     fn failed(&mut self, what: &'static str, err: &StoreError) {
         self.stats.write_errors += 1;
+        self.failed_since_flush += 1;
         error!(error = %err, what, "store write failed");
     }
 }
@@ -676,6 +681,7 @@ impl Actor for StoreActor {
             settings: args.settings,
             dirty: false,
             batch: 0,
+            failed_since_flush: 0,
             flushing: false,
             tick_armed: false,
             stats: StoreStats::default(),
@@ -898,14 +904,23 @@ impl Actor for StoreActor {
             }
             StoreMsg::Flush(reply) => {
                 let db = t.db.clone();
-                let res = match tokio::task::spawn_blocking(move || db.flush()).await {
+                metrics::histogram!("recall_store_batch_writes").record(state.batch as f64);
+                state.batch = 0;
+                let res = match tokio::task::spawn_blocking(move || timed_flush(&db)).await {
                     Ok(r) => r.map(|_| ()).map_err(StoreError::from),
                     // The flush closure cannot panic in practice; if the
                     // blocking pool is gone, flush on this thread instead.
-                    Err(_) => t.db.flush().map(|_| ()).map_err(StoreError::from),
+                    Err(_) => timed_flush(&t.db).map(|_| ()).map_err(StoreError::from),
                 };
                 state.stats.flushes += 1;
                 state.dirty = false;
+                // A caller asking for durability learns of any write that
+                // failed since the last explicit flush, not only of this one.
+                let failed = std::mem::take(&mut state.failed_since_flush);
+                let res = match res {
+                    Ok(()) if failed > 0 => Err(StoreError::WritesFailed(failed)),
+                    other => other,
+                };
                 let _ = reply.send(res);
             }
             StoreMsg::Stats(reply) => {

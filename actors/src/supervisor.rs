@@ -26,7 +26,7 @@ use crate::model::{validate_id, DeadLetter, EndReason, InputError, ReflectionJob
 use crate::prompt::Prompts;
 use crate::reflect::Reflect;
 use crate::reflector::{ReflectorActor, ReflectorArgs};
-use crate::registry::{Owner, Registry};
+use crate::registry::{Busy, Owner, Registry};
 use crate::session::{SessionActor, SessionArgs, SessionMsg};
 use crate::settings::Settings;
 use crate::store::StoreMsg;
@@ -40,6 +40,8 @@ pub enum StartError {
     Input(#[from] InputError),
     #[error("connection {0:?} already has a live session")]
     ConnectionBusy(String),
+    #[error("connection {0:?} was recently another agent's; use a new connection id")]
+    ConnectionOwned(String),
     #[error("the runtime is shutting down")]
     ShuttingDown,
     #[error("cannot spawn the session actor")]
@@ -292,8 +294,14 @@ impl Actor for SessionSupervisor {
                     if state.shutting_down {
                         return Err(StartError::ShuttingDown);
                     }
-                    if !state.registry.is_free(&connection_id) {
-                        return Err(StartError::ConnectionBusy(connection_id.clone()));
+                    match state.registry.is_free_for(&connection_id, &agent_id) {
+                        Ok(()) => {}
+                        Err(Busy::Live) => {
+                            return Err(StartError::ConnectionBusy(connection_id.clone()))
+                        }
+                        Err(Busy::OtherAgent) => {
+                            return Err(StartError::ConnectionOwned(connection_id.clone()))
+                        }
                     }
                     let record = state.new_record(&agent_id, &user_id, &connection_id);
                     let actor = state.spawn_session(&myself, record.clone()).await?;

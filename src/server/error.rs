@@ -1,7 +1,8 @@
 //! The API's error body, `{"error":{"code","message"}}`, and how runtime
 //! errors and request rejections map onto statuses.
 
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::rejection::{BytesRejection, JsonRejection, PathRejection, QueryRejection};
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
@@ -74,7 +75,7 @@ fn chain(err: &dyn std::error::Error) -> String {
 impl From<InputError> for ApiError {
     fn from(e: InputError) -> Self {
         let code = match &e {
-            InputError::Empty { field } if field.contains(" and ") => "empty_turn",
+            InputError::EmptyTurn => "empty_turn",
             InputError::Empty { .. } => "empty_field",
             InputError::TooLong { .. } => "too_long",
             InputError::ControlCharacter { .. } => "control_character",
@@ -96,6 +97,12 @@ impl From<RecallError> for ApiError {
             RecallError::UnknownConnection(_) => ApiError::not_found("unknown_connection", message),
             RecallError::Start(StartError::ConnectionBusy(_)) => {
                 ApiError::new(StatusCode::CONFLICT, "connection_busy", message)
+            }
+            RecallError::Start(StartError::ConnectionOwned(_)) => {
+                ApiError::new(StatusCode::CONFLICT, "connection_owned", message)
+            }
+            RecallError::NotDurable(_) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_durable", message)
             }
             RecallError::Start(StartError::ShuttingDown) => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", message)
@@ -145,6 +152,72 @@ impl From<JsonRejection> for ApiError {
 impl From<QueryRejection> for ApiError {
     fn from(r: QueryRejection) -> Self {
         ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", r.body_text())
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(r: PathRejection) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_path", r.body_text())
+    }
+}
+
+impl From<BytesRejection> for ApiError {
+    fn from(r: BytesRejection) -> Self {
+        match r.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                r.body_text(),
+            ),
+            status => ApiError::new(status, "invalid_body", r.body_text()),
+        }
+    }
+}
+
+impl From<WebSocketUpgradeRejection> for ApiError {
+    fn from(r: WebSocketUpgradeRejection) -> Self {
+        ApiError::new(
+            r.status(),
+            "websocket_required",
+            format!("{}; this endpoint is a WebSocket", r.body_text()),
+        )
+    }
+}
+
+/// `Path` whose rejections are [`ApiError`]s.
+pub struct ApiPath<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let axum::extract::Path(v) =
+            axum::extract::Path::<T>::from_request_parts(parts, state).await?;
+        Ok(ApiPath(v))
+    }
+}
+
+/// A body whose rejections are [`ApiError`]s.
+pub struct ApiBytes(pub axum::body::Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for ApiBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        Ok(ApiBytes(axum::body::Bytes::from_request(req, state).await?))
+    }
+}
+
+/// `WebSocketUpgrade` whose rejections are [`ApiError`]s.
+pub struct ApiWebSocket(pub axum::extract::ws::WebSocketUpgrade);
+
+impl<S: Send + Sync> FromRequestParts<S> for ApiWebSocket {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Ok(ApiWebSocket(
+            axum::extract::ws::WebSocketUpgrade::from_request_parts(parts, state).await?,
+        ))
     }
 }
 

@@ -14,7 +14,7 @@ pub mod error;
 mod routes;
 mod ws;
 
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -159,6 +159,7 @@ pub fn router(runtime: Runtime, config: &ServerConfig, shutdown: watch::Receiver
             get(routes::get_context).delete(routes::clear_context),
         )
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(
             config.auth.clone(),
             auth::require_token,
@@ -170,6 +171,7 @@ pub fn router(runtime: Runtime, config: &ServerConfig, shutdown: watch::Receiver
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .with_state(state)
 }
@@ -187,10 +189,13 @@ pub async fn serve(
     check_exposure(addr, &config.auth)?;
     let (tx, rx) = watch::channel(false);
     let app = router(runtime.clone(), &config, rx.clone());
+    let mut stopped = rx.clone();
     let mut stopping = rx;
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        let _ = stopping.wait_for(|s| *s).await;
-    });
+    let server = axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            let _ = stopping.wait_for(|s| *s).await;
+        })
+        .into_future();
     // WebSocket streams are not connections axum waits for: they watch the
     // same flag and close themselves.
     tokio::spawn(async move {
@@ -200,7 +205,18 @@ pub async fn serve(
         // Keep the sender alive until the process is done with it.
         tx.closed().await;
     });
-    server.await.map_err(ServeError::Io)?;
+    // Requests in flight get the grace period to finish, not more.
+    let grace = config.shutdown_grace + Duration::from_secs(1);
+    tokio::pin!(server);
+    tokio::select! {
+        res = &mut server => res.map_err(ServeError::Io)?,
+        _ = async {
+            let _ = stopped.wait_for(|s| *s).await;
+            tokio::time::sleep(grace).await;
+        } => {
+            tracing::warn!(grace_secs = grace.as_secs(), "requests still running after the grace period; stopping anyway");
+        }
+    }
     let report = runtime
         .shutdown_with_grace(config.shutdown_grace)
         .await
@@ -215,6 +231,14 @@ pub async fn serve(
 
 async fn not_found() -> ApiError {
     ApiError::not_found("not_found", "no such endpoint; see /v1/openapi.json")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this endpoint does not take that method; see /v1/openapi.json",
+    )
 }
 
 async fn openapi() -> Response {

@@ -1,7 +1,6 @@
 //! The `/v1` handlers.
 
-use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
@@ -12,9 +11,9 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::auth::Access;
-use super::error::{ApiError, ApiJson, ApiQuery};
+use super::error::{ApiBytes, ApiError, ApiJson, ApiPath, ApiQuery};
 use super::AppState;
-use crate::runtime::SummaryQuery;
+use crate::runtime::{SessionStatus, SummaryQuery};
 
 type ApiResult = Result<Response, ApiError>;
 
@@ -106,28 +105,45 @@ pub async fn list_sessions(
     if let Some(limit) = q.limit {
         sessions.truncate(limit);
     }
-    Ok(Json(json!({ "sessions": sessions })).into_response())
+    // Stored records of live sessions say 0 turns until they end: ask the
+    // live ones.
+    let mut out = Vec::with_capacity(sessions.len());
+    for s in sessions {
+        if s.ended_at.is_none() {
+            if let Some(status) = app.runtime.session_status(s.session_id).await? {
+                out.push(status);
+                continue;
+            }
+        }
+        out.push(SessionStatus {
+            live: s.ended_at.is_none(),
+            record: s,
+        });
+    }
+    Ok(Json(json!({ "sessions": out })).into_response())
 }
 
 pub async fn get_session(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult {
     let id = parse_id("session id", &id)?;
+    let not_found = || ApiError::not_found("unknown_session", format!("no session {id}"));
+    let rec = app.runtime.session(id).await?.ok_or_else(not_found)?;
+    access.allow(&rec.agent_id)?;
     let status = app
         .runtime
         .session_status(id)
         .await?
-        .ok_or_else(|| ApiError::not_found("unknown_session", format!("no session {id}")))?;
-    access.allow(&status.record.agent_id)?;
+        .ok_or_else(not_found)?;
     Ok(Json(status).into_response())
 }
 
 pub async fn get_turns(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult {
     let id = parse_id("session id", &id)?;
     let rec = app
@@ -157,7 +173,7 @@ pub struct TurnQuery {
 pub async fn record_turn(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
-    Path(connection_id): Path<String>,
+    ApiPath(connection_id): ApiPath<String>,
     ApiQuery(q): ApiQuery<TurnQuery>,
     ApiJson(body): ApiJson<TurnBody>,
 ) -> ApiResult {
@@ -183,7 +199,7 @@ pub async fn record_turn(
 pub async fn touch(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
-    Path(connection_id): Path<String>,
+    ApiPath(connection_id): ApiPath<String>,
 ) -> ApiResult {
     connection_agent(&app, &access, &connection_id)?;
     app.runtime.touch(&connection_id)?;
@@ -199,9 +215,10 @@ pub struct EndBody {
 pub async fn end(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
-    Path(connection_id): Path<String>,
-    body: Bytes,
+    ApiPath(connection_id): ApiPath<String>,
+    ApiBytes(body): ApiBytes,
 ) -> ApiResult {
+    connection_agent(&app, &access, &connection_id)?;
     // The body is optional: `{}`, `{"reason":"disconnect"}` or nothing.
     let body: EndBody = if body.iter().all(u8::is_ascii_whitespace) {
         EndBody::default()
@@ -209,7 +226,6 @@ pub async fn end(
         serde_json::from_slice(&body)
             .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()))?
     };
-    connection_agent(&app, &access, &connection_id)?;
     let reason = body.reason.unwrap_or(EndReason::Disconnect);
     let ended = app.runtime.end_session_because(&connection_id, reason)?;
     Ok((
@@ -241,7 +257,7 @@ fn block_json(
 pub async fn list_blocks(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
-    Path(agent_id): Path<String>,
+    ApiPath(agent_id): ApiPath<String>,
 ) -> ApiResult {
     access.allow(&agent_id)?;
     let stored = app.runtime.blocks(&agent_id).await?;
@@ -258,7 +274,7 @@ pub async fn list_blocks(
 pub async fn get_block(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
-    Path((agent_id, label)): Path<(String, String)>,
+    ApiPath((agent_id, label)): ApiPath<(String, String)>,
 ) -> ApiResult {
     access.allow(&agent_id)?;
     let label = parse_label(&label)?;
@@ -275,7 +291,7 @@ pub struct BlockBody {
 pub async fn put_block(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
-    Path((agent_id, label)): Path<(String, String)>,
+    ApiPath((agent_id, label)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<BlockBody>,
 ) -> ApiResult {
     access.allow(&agent_id)?;
@@ -298,7 +314,7 @@ pub struct SummariesQuery {
 pub async fn list_summaries(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
-    Path(agent_id): Path<String>,
+    ApiPath(agent_id): ApiPath<String>,
     ApiQuery(q): ApiQuery<SummariesQuery>,
 ) -> ApiResult {
     access.allow(&agent_id)?;
@@ -316,7 +332,7 @@ pub async fn list_summaries(
 pub async fn get_summary(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult {
     let id = parse_id("summary id", &id)?;
     let s = app
@@ -333,7 +349,7 @@ pub async fn get_summary(
 pub async fn list_dead_letters(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
-    Path(agent_id): Path<String>,
+    ApiPath(agent_id): ApiPath<String>,
 ) -> ApiResult {
     access.allow(&agent_id)?;
     let mut dead = app.runtime.dead_letters().await?;
@@ -344,7 +360,7 @@ pub async fn list_dead_letters(
 pub async fn retry_dead_letter(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> ApiResult {
     let id = parse_id("dead letter id", &id)?;
     let letter = app.runtime.dead_letter(id).await?.ok_or_else(|| {
@@ -365,7 +381,7 @@ pub async fn retry_dead_letter(
 pub async fn get_context(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
-    Path((agent_id, user_id)): Path<(String, String)>,
+    ApiPath((agent_id, user_id)): ApiPath<(String, String)>,
 ) -> ApiResult {
     access.allow(&agent_id)?;
     let sessions = app.runtime.context(&agent_id, &user_id).await?;
@@ -389,7 +405,7 @@ pub async fn get_context(
 pub async fn clear_context(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
-    Path((agent_id, user_id)): Path<(String, String)>,
+    ApiPath((agent_id, user_id)): ApiPath<(String, String)>,
 ) -> ApiResult {
     access.allow(&agent_id)?;
     let ended = app.runtime.clear_context(&agent_id, &user_id)?;

@@ -3,8 +3,8 @@
 //! or a touch and is answered with an ack or an error frame; closing it
 //! ends the session with reason `disconnect`.
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, State};
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use axum::extract::State;
 use axum::response::Response;
 use axum::Extension;
 use serde::Deserialize;
@@ -13,7 +13,7 @@ use tracing::{debug, warn};
 use uuid::Uuid;
 
 use super::auth::Access;
-use super::error::{ApiError, ApiQuery};
+use super::error::{ApiError, ApiPath, ApiQuery, ApiWebSocket};
 use super::AppState;
 
 #[derive(Deserialize)]
@@ -51,9 +51,9 @@ enum FrameKind {
 pub async fn stream(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
-    Path(connection_id): Path<String>,
+    ApiPath(connection_id): ApiPath<String>,
     ApiQuery(q): ApiQuery<StreamQuery>,
-    ws: WebSocketUpgrade,
+    ApiWebSocket(ws): ApiWebSocket,
 ) -> Result<Response, ApiError> {
     access.allow(&q.agent_id)?;
     // Started before the upgrade, so that a busy connection or bad ids are
@@ -70,7 +70,7 @@ pub async fn stream(
             warn!(connection_id = failed_conn, error = %err, "websocket upgrade failed; ending the session");
             let _ = failed_app.runtime.end_session(&failed_conn);
         })
-        .on_upgrade(move |socket| run(socket, app, connection_id, rec.session_id)))
+        .on_upgrade(move |socket| run(socket, app, connection_id, q, rec.session_id)))
 }
 
 fn error_frame(e: &ApiError, id: Option<serde_json::Value>) -> Message {
@@ -81,7 +81,13 @@ fn error_frame(e: &ApiError, id: Option<serde_json::Value>) -> Message {
     Message::Text(v.to_string().into())
 }
 
-async fn run(mut socket: WebSocket, app: AppState, connection_id: String, session_id: Uuid) {
+async fn run(
+    mut socket: WebSocket,
+    app: AppState,
+    connection_id: String,
+    owner: StreamQuery,
+    session_id: Uuid,
+) {
     let mut shutdown = app.shutdown.clone();
     let _ = socket
         .send(Message::Text(
@@ -109,6 +115,23 @@ async fn run(mut socket: WebSocket, app: AppState, connection_id: String, sessio
                 return;
             }
         };
+        // The connection id may have passed to someone else since the
+        // stream opened (its session ended and the reopen window went by):
+        // this stream must not write into their session.
+        if matches!(msg, Some(Ok(Message::Text(_))))
+            && !app
+                .runtime
+                .connection_owned_by(&connection_id, &owner.agent_id, &owner.user_id)
+        {
+            let e = ApiError::new(
+                axum::http::StatusCode::FORBIDDEN,
+                "connection_reassigned",
+                "this connection now belongs to another session owner; open a new stream",
+            );
+            let _ = socket.send(error_frame(&e, None)).await;
+            let _ = socket.send(Message::Close(None)).await;
+            return;
+        }
         let reply = match msg {
             Some(Ok(Message::Text(text))) => handle_text(&app, &connection_id, text.as_str()).await,
             Some(Ok(Message::Binary(_))) => error_frame(
@@ -126,8 +149,14 @@ async fn run(mut socket: WebSocket, app: AppState, connection_id: String, sessio
             break;
         }
     }
-    if let Err(err) = app.runtime.end_session(&connection_id) {
-        debug!(connection_id, error = %err, "ending the session on close");
+    // End the connection's session only if it is still this stream's.
+    if app
+        .runtime
+        .connection_owned_by(&connection_id, &owner.agent_id, &owner.user_id)
+    {
+        if let Err(err) = app.runtime.end_session(&connection_id) {
+            debug!(connection_id, error = %err, "ending the session on close");
+        }
     }
 }
 
@@ -135,14 +164,18 @@ async fn handle_text(app: &AppState, connection_id: &str, text: &str) -> Message
     let frame: Frame = match serde_json::from_str(text) {
         Ok(f) => f,
         Err(e) => {
+            // Keep the frame's id in the answer when the JSON has one.
+            let id = serde_json::from_str::<serde_json::Value>(text)
+                .ok()
+                .and_then(|v| v.get("id").cloned());
             return error_frame(
                 &ApiError::new(
                     axum::http::StatusCode::BAD_REQUEST,
                     "invalid_json",
                     format!("{e}; expected {{\"type\":\"turn\",\"user_message\":…,\"agent_response\":…}} or {{\"type\":\"touch\"}}"),
                 ),
-                None,
-            )
+                id,
+            );
         }
     };
     let id = frame.id;
@@ -170,6 +203,16 @@ async fn handle_text(app: &AppState, connection_id: &str, text: &str) -> Message
                     .record_turn(connection_id, user_message, agent_response)
                     .map(Some)
             }
+        }
+        FrameKind::Touch if frame.user_message.is_some() || frame.agent_response.is_some() => {
+            return error_frame(
+                &ApiError::new(
+                    axum::http::StatusCode::BAD_REQUEST,
+                    "invalid_json",
+                    "a touch frame carries no messages; send a turn frame",
+                ),
+                id,
+            )
         }
         FrameKind::Touch => app.runtime.touch(connection_id).map(|()| None),
     };

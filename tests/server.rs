@@ -1046,3 +1046,35 @@ async fn a_connection_id_is_not_handed_to_another_agent_and_old_streams_cannot_w
     srv.stop().await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn a_durable_turn_is_flushed_before_the_answer() -> Res {
+    // Group commit with a window far longer than the test: only the
+    // durable request can make the turn reach the disk.
+    let mut settings = Settings::for_test();
+    settings.store.flush = recall::engine::settings::FlushPolicy::GroupCommit;
+    settings.store.flush_interval_ms = 3_600_000;
+    let srv = start_with(settings, None, None).await?;
+    srv.start_session("kairix", "mark", "c1").await?;
+    srv.turn("c1", "not durable", "fine").await?;
+    let before = srv.runtime.stats().await?.store;
+    let (s, _) = srv
+        .post(
+            "/v1/connections/c1/turns?durable=true",
+            json!({"user_message": "durable", "agent_response": "on disk"}),
+        )
+        .await?;
+    assert_eq!(s, StatusCode::CREATED);
+    let after = srv.runtime.stats().await?.store;
+    assert_eq!(
+        after.flushes,
+        before.flushes + 1,
+        "one flush, for the durable turn"
+    );
+    assert_eq!(
+        after.turns_written, 2,
+        "both turns written before that flush"
+    );
+    srv.stop().await?;
+    Ok(())
+}

@@ -17,7 +17,7 @@ use recall_actors::model::{
 use recall_actors::prompt::{PromptError, PromptTemplate, Prompts, SESSION_VARS};
 use recall_actors::reflect::extractive::ExtractiveReflect;
 use recall_actors::reflect::{Reflect, ReflectError};
-use recall_actors::registry::{Registry, Routed, UnknownConnection};
+use recall_actors::registry::{Registry, RouteError, Routed, UnknownConnection};
 use recall_actors::session::{SessionMsg, SessionView};
 use recall_actors::settings::{ReflectorKind, Settings, SettingsError};
 use recall_actors::store::{StoreActor, StoreArgs, StoreError, StoreMsg, StoreStats, Trees};
@@ -86,6 +86,8 @@ pub enum RecallError {
     Unavailable(&'static str, String),
     #[error("{0}")]
     NotDurable(String),
+    #[error("connection {0:?} belongs to another agent or user now")]
+    NotOwner(String),
 }
 
 fn unavailable<E: std::fmt::Display>(actor: &'static str) -> impl FnOnce(E) -> RecallError {
@@ -404,8 +406,41 @@ impl Runtime {
         user_message: impl Into<String>,
         agent_response: impl Into<String>,
     ) -> Result<Uuid, RecallError> {
-        let user_message = user_message.into();
-        let agent_response = agent_response.into();
+        self.record_turn_inner(
+            connection_id,
+            None,
+            user_message.into(),
+            agent_response.into(),
+        )
+    }
+
+    /// [`record_turn`](Self::record_turn) only if the connection belongs to
+    /// this agent and user, checked atomically with the routing: for
+    /// callers (a WebSocket stream) that hold a connection id longer than
+    /// its session may last. Otherwise `NotOwner`, and nothing is recorded.
+    pub fn record_turn_as(
+        &self,
+        connection_id: &str,
+        agent_id: &str,
+        user_id: &str,
+        user_message: impl Into<String>,
+        agent_response: impl Into<String>,
+    ) -> Result<Uuid, RecallError> {
+        self.record_turn_inner(
+            connection_id,
+            Some((agent_id, user_id)),
+            user_message.into(),
+            agent_response.into(),
+        )
+    }
+
+    fn record_turn_inner(
+        &self,
+        connection_id: &str,
+        owner: Option<(&str, &str)>,
+        user_message: String,
+        agent_response: String,
+    ) -> Result<Uuid, RecallError> {
         if user_message.trim().is_empty() && agent_response.trim().is_empty() {
             return Err(InputError::EmptyTurn.into());
         }
@@ -416,7 +451,17 @@ impl Runtime {
             agent_response,
             timestamp: self.inner.clock.now(),
         };
-        let routed = self.inner.registry.route_turn(connection_id, turn)?;
+        let routed = match self
+            .inner
+            .registry
+            .route_turn_as(connection_id, owner, turn)
+        {
+            Ok(r) => r,
+            Err(RouteError::Unknown(e)) => return Err(e.into()),
+            Err(RouteError::NotOwner) => {
+                return Err(RecallError::NotOwner(connection_id.to_string()))
+            }
+        };
         if let Routed::NeedsOpen(_) = routed {
             self.inner
                 .supervisor
@@ -438,6 +483,35 @@ impl Runtime {
         agent_response: impl Into<String>,
     ) -> Result<Uuid, RecallError> {
         let session_id = self.record_turn(connection_id, user_message, agent_response)?;
+        self.confirm_durable(connection_id, session_id).await
+    }
+
+    /// [`record_turn_durable`](Self::record_turn_durable) with the owner
+    /// check of [`record_turn_as`](Self::record_turn_as).
+    pub async fn record_turn_durable_as(
+        &self,
+        connection_id: &str,
+        agent_id: &str,
+        user_id: &str,
+        user_message: impl Into<String>,
+        agent_response: impl Into<String>,
+    ) -> Result<Uuid, RecallError> {
+        let session_id = self.record_turn_as(
+            connection_id,
+            agent_id,
+            user_id,
+            user_message,
+            agent_response,
+        )?;
+        self.confirm_durable(connection_id, session_id).await
+    }
+
+    /// Returns once the turns routed to `session_id` so far are on disk.
+    async fn confirm_durable(
+        &self,
+        connection_id: &str,
+        session_id: Uuid,
+    ) -> Result<Uuid, RecallError> {
         let not_durable = |why: &str| {
             RecallError::NotDurable(format!(
                 "turn recorded in session {session_id} but not confirmed on disk: {why}"

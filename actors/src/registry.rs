@@ -72,6 +72,16 @@ impl Routed {
     }
 }
 
+/// Why a turn was not routed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    #[error(transparent)]
+    Unknown(#[from] UnknownConnection),
+    /// The connection belongs to another agent or user now.
+    #[error("the connection belongs to another agent or user now")]
+    NotOwner,
+}
+
 /// Why a session cannot start on a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Busy {
@@ -116,10 +126,34 @@ impl Registry {
         connection_id: &str,
         turn: ConversationTurn,
     ) -> Result<Routed, UnknownConnection> {
+        match self.route_turn_as(connection_id, None, turn) {
+            Ok(r) => Ok(r),
+            Err(RouteError::Unknown(e)) => Err(e),
+            // No owner was asked for.
+            Err(RouteError::NotOwner) => Err(UnknownConnection(connection_id.to_string())),
+        }
+    }
+
+    /// Routes a turn only if the connection belongs to `owner` (agent,
+    /// user), checked under the same lock as the routing, so that a caller
+    /// holding a connection id cannot write into a session someone else
+    /// now has on it.
+    pub fn route_turn_as(
+        &self,
+        connection_id: &str,
+        owner: Option<(&str, &str)>,
+        turn: ConversationTurn,
+    ) -> Result<Routed, RouteError> {
+        let owns = |o: &Owner| owner.is_none_or(|(a, u)| &*o.agent_id == a && &*o.user_id == u);
         let turn = {
             let conns = self.read();
             match conns.get(connection_id) {
-                None => return Err(UnknownConnection(connection_id.to_string())),
+                None => return Err(UnknownConnection(connection_id.to_string()).into()),
+                Some(
+                    Conn::Live { owner, .. }
+                    | Conn::Opening { owner, .. }
+                    | Conn::Ended { owner, .. },
+                ) if !owns(owner) => return Err(RouteError::NotOwner),
                 Some(Conn::Live {
                     actor, session_id, ..
                 }) => match actor.cast(SessionMsg::Turn(turn)) {
@@ -133,8 +167,14 @@ impl Registry {
         };
         let mut conns = self.write();
         let Some(conn) = conns.get_mut(connection_id) else {
-            return Err(UnknownConnection(connection_id.to_string()));
+            return Err(UnknownConnection(connection_id.to_string()).into());
         };
+        let (Conn::Live { owner: o, .. }
+        | Conn::Opening { owner: o, .. }
+        | Conn::Ended { owner: o, .. }) = &*conn;
+        if !owns(o) {
+            return Err(RouteError::NotOwner);
+        }
         match conn {
             Conn::Live {
                 actor,

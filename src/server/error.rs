@@ -101,6 +101,9 @@ impl From<RecallError> for ApiError {
             RecallError::Start(StartError::ConnectionOwned(_)) => {
                 ApiError::new(StatusCode::CONFLICT, "connection_owned", message)
             }
+            RecallError::NotOwner(_) => {
+                ApiError::new(StatusCode::FORBIDDEN, "connection_reassigned", message)
+            }
             RecallError::NotDurable(_) => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_durable", message)
             }

@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::auth::Access;
 use super::error::{ApiError, ApiPath, ApiQuery, ApiWebSocket};
 use super::AppState;
+use crate::runtime::RecallError;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -115,25 +116,21 @@ async fn run(
                 return;
             }
         };
-        // The connection id may have passed to someone else since the
-        // stream opened (its session ended and the reopen window went by):
-        // this stream must not write into their session.
-        if matches!(msg, Some(Ok(Message::Text(_))))
-            && !app
-                .runtime
-                .connection_owned_by(&connection_id, &owner.agent_id, &owner.user_id)
-        {
-            let e = ApiError::new(
-                axum::http::StatusCode::FORBIDDEN,
-                "connection_reassigned",
-                "this connection now belongs to another session owner; open a new stream",
-            );
-            let _ = socket.send(error_frame(&e, None)).await;
-            let _ = socket.send(Message::Close(None)).await;
-            return;
-        }
         let reply = match msg {
-            Some(Ok(Message::Text(text))) => handle_text(&app, &connection_id, text.as_str()).await,
+            Some(Ok(Message::Text(text))) => {
+                match handle_text(&app, &connection_id, &owner, text.as_str()).await {
+                    Ok(reply) => reply,
+                    // The connection id passed to someone else since the
+                    // stream opened (its session ended and the id was
+                    // reused): this stream must not write into their
+                    // session, and stops.
+                    Err(reassigned) => {
+                        let _ = socket.send(reassigned).await;
+                        let _ = socket.send(Message::Close(None)).await;
+                        return;
+                    }
+                }
+            }
             Some(Ok(Message::Binary(_))) => error_frame(
                 &ApiError::bad_request("binary frames are not supported; send JSON text frames"),
                 None,
@@ -160,7 +157,14 @@ async fn run(
     }
 }
 
-async fn handle_text(app: &AppState, connection_id: &str, text: &str) -> Message {
+/// The answer to a text frame; `Err` with the error frame when the
+/// connection is no longer this stream's.
+async fn handle_text(
+    app: &AppState,
+    connection_id: &str,
+    owner: &StreamQuery,
+    text: &str,
+) -> Result<Message, Message> {
     let frame: Frame = match serde_json::from_str(text) {
         Ok(f) => f,
         Err(e) => {
@@ -168,57 +172,78 @@ async fn handle_text(app: &AppState, connection_id: &str, text: &str) -> Message
             let id = serde_json::from_str::<serde_json::Value>(text)
                 .ok()
                 .and_then(|v| v.get("id").cloned());
-            return error_frame(
+            return Ok(error_frame(
                 &ApiError::new(
                     axum::http::StatusCode::BAD_REQUEST,
                     "invalid_json",
                     format!("{e}; expected {{\"type\":\"turn\",\"user_message\":…,\"agent_response\":…}} or {{\"type\":\"touch\"}}"),
                 ),
                 id,
-            );
+            ));
         }
     };
     let id = frame.id;
+    let (agent_id, user_id) = (owner.agent_id.as_str(), owner.user_id.as_str());
     let res = match frame.kind {
         FrameKind::Turn => {
             let (Some(user_message), Some(agent_response)) =
                 (frame.user_message, frame.agent_response)
             else {
-                return error_frame(
+                return Ok(error_frame(
                     &ApiError::new(
                         axum::http::StatusCode::BAD_REQUEST,
                         "invalid_json",
                         "a turn frame needs user_message and agent_response",
                     ),
                     id,
-                );
+                ));
             };
             if frame.durable {
                 app.runtime
-                    .record_turn_durable(connection_id, user_message, agent_response)
+                    .record_turn_durable_as(
+                        connection_id,
+                        agent_id,
+                        user_id,
+                        user_message,
+                        agent_response,
+                    )
                     .await
                     .map(Some)
             } else {
                 app.runtime
-                    .record_turn(connection_id, user_message, agent_response)
+                    .record_turn_as(
+                        connection_id,
+                        agent_id,
+                        user_id,
+                        user_message,
+                        agent_response,
+                    )
                     .map(Some)
             }
         }
         FrameKind::Touch if frame.user_message.is_some() || frame.agent_response.is_some() => {
-            return error_frame(
+            return Ok(error_frame(
                 &ApiError::new(
                     axum::http::StatusCode::BAD_REQUEST,
                     "invalid_json",
                     "a touch frame carries no messages; send a turn frame",
                 ),
                 id,
-            )
+            ));
+        }
+        FrameKind::Touch
+            if !app
+                .runtime
+                .connection_owned_by(connection_id, agent_id, user_id) =>
+        {
+            Err(RecallError::NotOwner(connection_id.to_string()))
         }
         FrameKind::Touch => app.runtime.touch(connection_id).map(|()| None),
     };
     match res {
-        Ok(session_id) => ack(session_id, id),
-        Err(e) => error_frame(&e.into(), id),
+        Ok(session_id) => Ok(ack(session_id, id)),
+        Err(e @ RecallError::NotOwner(_)) => Err(error_frame(&e.into(), id)),
+        Err(e) => Ok(error_frame(&e.into(), id)),
     }
 }
 

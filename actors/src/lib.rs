@@ -4,6 +4,8 @@
 //!
 //! - [`model`]: turns, sessions, summaries, blocks, background context.
 //! - [`clock`]: the runtime clock that follows tokio's (virtual) time.
+//! - [`context`]: assembling the next LLM call's context under a token
+//!   budget.
 //! - [`settings`]: the settings tree, defaults and validation.
 //! - [`keys`]: every sled key the Store writes.
 //! - [`store`]: `StoreActor`, the only writer to sled, and its trees.
@@ -18,6 +20,7 @@
 //! - [`text`]: the heuristics (sentences, keywords, entities, tone).
 
 pub mod clock;
+pub mod context;
 pub mod keys;
 pub mod model;
 pub mod prompt;

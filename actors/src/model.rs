@@ -439,3 +439,71 @@ mod tests {
         ));
     }
 }
+
+/// What a fact is about (seed `004`'s categories plus preference, goal,
+/// constraint and biographical from seed `001`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FactCategory {
+    Personality,
+    Hobby,
+    Relationship,
+    Milestone,
+    Occupation,
+    Preference,
+    Habit,
+    Goal,
+    Constraint,
+    Biographical,
+    Other,
+}
+
+impl FactCategory {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FactCategory::Personality => "personality",
+            FactCategory::Hobby => "hobby",
+            FactCategory::Relationship => "relationship",
+            FactCategory::Milestone => "milestone",
+            FactCategory::Occupation => "occupation",
+            FactCategory::Preference => "preference",
+            FactCategory::Habit => "habit",
+            FactCategory::Goal => "goal",
+            FactCategory::Constraint => "constraint",
+            FactCategory::Biographical => "biographical",
+            FactCategory::Other => "other",
+        }
+    }
+}
+
+/// Who may see a fact besides the user it is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Visibility {
+    /// Only the user it belongs to.
+    #[default]
+    Private,
+    /// Every user of the agent.
+    Shared,
+}
+
+/// A verbatim fact about a user, extracted by a reflection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fact {
+    pub fact_id: Uuid,
+    pub agent_id: String,
+    /// The user the fact is about, and its owner.
+    pub user_id: String,
+    pub category: FactCategory,
+    pub content: String,
+    #[serde(default)]
+    pub visibility: Visibility,
+    /// The session it was extracted from.
+    #[serde(default)]
+    pub source_session_id: Option<Uuid>,
+    pub extracted_at: DateTime<Utc>,
+    /// An existing fact this one contradicts (same subject, another value):
+    /// flagged for resolution, neither overwritten.
+    #[serde(default)]
+    pub conflicts_with: Option<Uuid>,
+}

@@ -409,6 +409,7 @@ mod tests {
             user_id: user.into(),
             category,
             content: content.into(),
+            subject: None,
             visibility: Visibility::Private,
             source_session_id: None,
             extracted_at: t0() + Duration::minutes(age_min),

@@ -21,6 +21,8 @@ pub const TREE_BLOCKS: &str = "blocks";
 pub const TREE_QUEUE: &str = "reflection_queue";
 pub const TREE_DEAD: &str = "dead_letters";
 pub const TREE_AGENTS: &str = "agents";
+pub const TREE_FACTS: &str = "facts";
+pub const TREE_FACT_INDEX: &str = "fact_index";
 
 /// `sessions`, `open_sessions`, `reflection_queue`, `dead_letters`: the
 /// session id.
@@ -99,6 +101,25 @@ pub fn blocks_prefix(agent_id: &str) -> Vec<u8> {
 /// `agents`: the agent id.
 pub fn agent(agent_id: &str) -> &[u8] {
     agent_id.as_bytes()
+}
+
+/// `facts`: agent, user, fact id; a prefix scan gives one user's facts, an
+/// agent prefix scan every user's.
+pub fn fact(agent_id: &str, user_id: &str, fact_id: Uuid) -> Vec<u8> {
+    let mut k = facts_prefix(agent_id, user_id);
+    k.extend_from_slice(fact_id.as_bytes());
+    k
+}
+
+pub fn facts_prefix(agent_id: &str, user_id: &str) -> Vec<u8> {
+    let mut k = agent_prefix(agent_id);
+    k.extend_from_slice(user_id.as_bytes());
+    k.push(0);
+    k
+}
+
+pub fn agent_facts_prefix(agent_id: &str) -> Vec<u8> {
+    agent_prefix(agent_id)
 }
 
 #[cfg(test)]

@@ -459,6 +459,23 @@ pub enum FactCategory {
 }
 
 impl FactCategory {
+    /// A category named by a model: known names (any case), else `other`.
+    pub fn parse_lenient(s: &str) -> FactCategory {
+        match s.trim().to_lowercase().as_str() {
+            "personality" => FactCategory::Personality,
+            "hobby" | "hobbies" => FactCategory::Hobby,
+            "relationship" | "relationships" => FactCategory::Relationship,
+            "milestone" => FactCategory::Milestone,
+            "occupation" | "work" | "job" => FactCategory::Occupation,
+            "preference" | "preferences" => FactCategory::Preference,
+            "habit" | "habits" => FactCategory::Habit,
+            "goal" | "goals" => FactCategory::Goal,
+            "constraint" | "constraints" | "health" => FactCategory::Constraint,
+            "biographical" | "biography" | "personal" => FactCategory::Biographical,
+            _ => FactCategory::Other,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             FactCategory::Personality => "personality",
@@ -487,6 +504,26 @@ pub enum Visibility {
     Shared,
 }
 
+/// A fact as a reflection states it, before it is stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FactCandidate {
+    pub category: FactCategory,
+    pub content: String,
+    #[serde(default)]
+    pub subject: Option<String>,
+}
+
+/// Normalized for de-duplication: lower case, single spaces, no trailing
+/// punctuation.
+pub fn normalize_fact(content: &str) -> String {
+    content
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .trim_end_matches(['.', '!', '?', ';', ','])
+        .to_lowercase()
+}
+
 /// A verbatim fact about a user, extracted by a reflection.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fact {
@@ -496,6 +533,11 @@ pub struct Fact {
     pub user_id: String,
     pub category: FactCategory,
     pub content: String,
+    /// What the fact is about when it holds one value at a time (`name`,
+    /// `employer`, `home`): two facts on the same subject with different
+    /// contents conflict.
+    #[serde(default)]
+    pub subject: Option<String>,
     #[serde(default)]
     pub visibility: Visibility,
     /// The session it was extracted from.

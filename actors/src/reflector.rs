@@ -18,8 +18,8 @@ use tracing::{info, warn};
 
 use crate::clock::Clock;
 use crate::model::{
-    isoformat, truncate_chars, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter,
-    MemoryBlock, ReflectionJob, SessionRecord, SummaryType,
+    isoformat, truncate_chars, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter, Fact,
+    MemoryBlock, ReflectionJob, SessionRecord, SummaryType, Visibility,
 };
 use crate::prompt::Prompts;
 use crate::reflect::parse::{parse_reflection, Reflection};
@@ -193,12 +193,13 @@ impl ReflectorState {
             .record(started.elapsed().as_secs_f64());
         let reflection = parse_reflection(&raw, &conversation);
         let now = self.args.clock.now();
-        let (summary, blocks) = self.build(&session, &turns, reflection, now);
+        let (summary, blocks, facts) = self.build(&session, &turns, reflection, now);
         let stored = call_t!(
             self.args.store,
             |reply| StoreMsg::CompleteReflection {
                 summary,
                 blocks,
+                facts,
                 reply
             },
             STORE_TIMEOUT_MS
@@ -218,7 +219,7 @@ impl ReflectorState {
         turns: &[ConversationTurn],
         r: Reflection,
         now: chrono::DateTime<chrono::Utc>,
-    ) -> (ConversationSummary, Vec<MemoryBlock>) {
+    ) -> (ConversationSummary, Vec<MemoryBlock>, Vec<Fact>) {
         let mut blocks = Vec::new();
         for (label, value) in [
             (BlockLabel::SelfPerception, &r.self_perception),
@@ -235,6 +236,23 @@ impl ReflectorState {
                 });
             }
         }
+        // Scoped to this agent and user, private until the user shares them.
+        let facts = r
+            .facts
+            .into_iter()
+            .map(|f| Fact {
+                fact_id: uuid::Uuid::new_v4(),
+                agent_id: session.agent_id.clone(),
+                user_id: session.user_id.clone(),
+                category: f.category,
+                content: f.content,
+                subject: f.subject,
+                visibility: Visibility::Private,
+                source_session_id: Some(session.session_id),
+                extracted_at: now,
+                conflicts_with: None,
+            })
+            .collect();
         let summary = ConversationSummary {
             summary_id: session.session_id,
             summary_type: SummaryType::Session,
@@ -251,7 +269,7 @@ impl ReflectorState {
             created_at: now,
             fallback: r.fallback,
         };
-        (summary, blocks)
+        (summary, blocks, facts)
     }
 
     fn finish(&self, myself: &ActorRef<ReflectorMsg>, outcome: ReflectionOutcome) {

@@ -25,8 +25,8 @@ use uuid::Uuid;
 
 use crate::keys;
 use crate::model::{
-    AgentMeta, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter, EndReason,
-    MemoryBlock, ReflectionJob, SessionRecord, SummaryType,
+    normalize_fact, AgentMeta, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter,
+    EndReason, Fact, MemoryBlock, ReflectionJob, SessionRecord, SummaryType, Visibility,
 };
 use crate::settings::{FlushPolicy, StoreSettings};
 
@@ -63,6 +63,10 @@ pub enum StoreError {
     DeadLetterNotFound(Uuid),
     #[error("the store is not running")]
     Unavailable,
+    #[error("no fact {0}")]
+    FactNotFound(Uuid),
+    #[error("fact {0} belongs to another user; only its owner may change or delete it")]
+    NotFactOwner(Uuid),
     #[error("{0} write(s) failed since the last flush; see the logs")]
     WritesFailed(u64),
 }
@@ -102,6 +106,10 @@ fn timed_flush(db: &sled::Db) -> sled::Result<usize> {
 
 type TxResult<T> = Result<T, ConflictableTransactionError<StoreError>>;
 
+fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, StoreError> {
+    Ok(serde_json::to_vec(v)?)
+}
+
 fn tx_encode<T: Serialize>(v: &T) -> TxResult<Vec<u8>> {
     serde_json::to_vec(v).map_err(|e| ConflictableTransactionError::Abort(StoreError::Codec(e)))
 }
@@ -131,6 +139,9 @@ pub struct Trees {
     pub queue: sled::Tree,
     pub dead: sled::Tree,
     pub agents: sled::Tree,
+    pub facts: sled::Tree,
+    /// fact id → its `facts` key.
+    pub fact_index: sled::Tree,
 }
 
 impl Trees {
@@ -212,6 +223,8 @@ impl Trees {
             queue: tree(keys::TREE_QUEUE)?,
             dead: tree(keys::TREE_DEAD)?,
             agents: tree(keys::TREE_AGENTS)?,
+            facts: tree(keys::TREE_FACTS)?,
+            fact_index: tree(keys::TREE_FACT_INDEX)?,
             db,
         };
         match trees.meta.get(keys::SCHEMA_KEY)? {
@@ -413,11 +426,122 @@ impl Trees {
     /// Stores a session summary and the blocks its reflection produced,
     /// dequeues the job and clears any dead letter. Returns false (and
     /// changes nothing but the queue) when the summary already exists.
+    /// One user's facts, oldest first.
+    pub fn user_facts(&self, agent_id: &str, user_id: &str) -> Result<Vec<Fact>, StoreError> {
+        let mut facts: Vec<Fact> = Self::scan(
+            &self.facts,
+            keys::TREE_FACTS,
+            self.facts
+                .scan_prefix(keys::facts_prefix(agent_id, user_id)),
+        )?;
+        facts.sort_by_key(|f| (f.extracted_at, f.fact_id));
+        Ok(facts)
+    }
+
+    /// What `user_id` may see of an agent's facts: their own and every
+    /// user's shared ones, oldest first.
+    pub fn visible_facts(&self, agent_id: &str, user_id: &str) -> Result<Vec<Fact>, StoreError> {
+        let all: Vec<Fact> = Self::scan(
+            &self.facts,
+            keys::TREE_FACTS,
+            self.facts.scan_prefix(keys::agent_facts_prefix(agent_id)),
+        )?;
+        let mut facts: Vec<Fact> = all
+            .into_iter()
+            .filter(|f| f.user_id == user_id || f.visibility == Visibility::Shared)
+            .collect();
+        facts.sort_by_key(|f| (f.extracted_at, f.fact_id));
+        Ok(facts)
+    }
+
+    pub fn fact(&self, fact_id: Uuid) -> Result<Option<Fact>, StoreError> {
+        let Some(key) = self.fact_index.get(fact_id.as_bytes())? else {
+            return Ok(None);
+        };
+        Ok(self
+            .facts
+            .get(&key)?
+            .and_then(|v| decode(keys::TREE_FACTS, &key, &v)))
+    }
+
+    /// The facts of `candidates` worth storing against `existing`: a fact
+    /// already known (normalized, case-insensitive) is dropped; one on a
+    /// subject already known with another value is kept, flagged as
+    /// conflicting with the newest such fact, which is left as it is.
+    pub fn dedup_facts(existing: &[Fact], candidates: &[Fact]) -> Vec<Fact> {
+        let mut known: Vec<(String, Option<String>, Uuid)> = existing
+            .iter()
+            .map(|f| (normalize_fact(&f.content), f.subject.clone(), f.fact_id))
+            .collect();
+        let mut out = Vec::new();
+        for c in candidates {
+            let norm = normalize_fact(&c.content);
+            if norm.is_empty() || known.iter().any(|(n, _, _)| *n == norm) {
+                continue;
+            }
+            let mut f = c.clone();
+            if let Some(subject) = &f.subject {
+                f.conflicts_with = known
+                    .iter()
+                    .rev()
+                    .find(|(_, s, _)| s.as_ref() == Some(subject))
+                    .map(|(_, _, id)| *id);
+            }
+            known.push((norm, f.subject.clone(), f.fact_id));
+            out.push(f);
+        }
+        out
+    }
+
+    /// Changes a fact's visibility; only its owner may.
+    pub fn set_fact_visibility(
+        &self,
+        fact_id: Uuid,
+        user_id: &str,
+        visibility: Visibility,
+    ) -> Result<Fact, StoreError> {
+        let mut fact = self
+            .fact(fact_id)?
+            .ok_or(StoreError::FactNotFound(fact_id))?;
+        if fact.user_id != user_id {
+            return Err(StoreError::NotFactOwner(fact_id));
+        }
+        fact.visibility = visibility;
+        let key = keys::fact(&fact.agent_id, &fact.user_id, fact_id);
+        self.facts.insert(key, encode(&fact)?)?;
+        Ok(fact)
+    }
+
+    /// Deletes a fact; only its owner may.
+    pub fn delete_fact(&self, fact_id: Uuid, user_id: &str) -> Result<Fact, StoreError> {
+        let fact = self
+            .fact(fact_id)?
+            .ok_or(StoreError::FactNotFound(fact_id))?;
+        if fact.user_id != user_id {
+            return Err(StoreError::NotFactOwner(fact_id));
+        }
+        let key = keys::fact(&fact.agent_id, &fact.user_id, fact_id);
+        (&self.facts, &self.fact_index).transaction(|(facts, index)| {
+            facts.remove(key.as_slice())?;
+            index.remove(fact_id.as_bytes())?;
+            Ok::<_, ConflictableTransactionError<StoreError>>(())
+        })?;
+        Ok(fact)
+    }
+
     pub fn complete_reflection(
         &self,
         summary: &ConversationSummary,
         blocks: &[MemoryBlock],
+        facts: &[Fact],
     ) -> Result<bool, StoreError> {
+        // Facts are de-duplicated against the user's before the transaction
+        // (sled transactions cannot scan); the Store actor is the only
+        // writer, so nothing changes in between.
+        let facts = match facts.first() {
+            Some(f) => Self::dedup_facts(&self.user_facts(&f.agent_id, &f.user_id)?, facts),
+            None => Vec::new(),
+        };
         let id = summary.summary_id;
         let skey = keys::summary(
             &summary.agent_id,
@@ -427,6 +551,16 @@ impl Trees {
         );
         let mut meta = self.agent(&summary.agent_id)?;
         meta.summary_version += 1;
+        let fact_rows: Vec<(Vec<u8>, Vec<u8>, Uuid)> = facts
+            .iter()
+            .map(|f| {
+                Ok((
+                    keys::fact(&f.agent_id, &f.user_id, f.fact_id),
+                    encode(f)?,
+                    f.fact_id,
+                ))
+            })
+            .collect::<Result<_, StoreError>>()?;
         let stored = (
             &self.summaries,
             &self.summary_index,
@@ -434,22 +568,30 @@ impl Trees {
             &self.dead,
             &self.agents,
             &self.blocks,
+            &self.facts,
+            &self.fact_index,
         )
-            .transaction(|(summaries, index, queue, dead, agents, blocks_tree)| {
-                let key = keys::session(id);
-                queue.remove(&key)?;
-                dead.remove(&key)?;
-                if index.get(id.as_bytes())?.is_some() {
-                    return Ok(false);
-                }
-                summaries.insert(skey.as_slice(), tx_encode(summary)?)?;
-                index.insert(id.as_bytes(), skey.as_slice())?;
-                agents.insert(keys::agent(&summary.agent_id), tx_encode(&meta)?)?;
-                for b in blocks {
-                    blocks_tree.insert(keys::block(&b.agent_id, b.label), tx_encode(b)?)?;
-                }
-                Ok(true)
-            })?;
+            .transaction(
+                |(summaries, index, queue, dead, agents, blocks_tree, facts_tree, fact_index)| {
+                    let key = keys::session(id);
+                    queue.remove(&key)?;
+                    dead.remove(&key)?;
+                    if index.get(id.as_bytes())?.is_some() {
+                        return Ok(false);
+                    }
+                    summaries.insert(skey.as_slice(), tx_encode(summary)?)?;
+                    index.insert(id.as_bytes(), skey.as_slice())?;
+                    agents.insert(keys::agent(&summary.agent_id), tx_encode(&meta)?)?;
+                    for b in blocks {
+                        blocks_tree.insert(keys::block(&b.agent_id, b.label), tx_encode(b)?)?;
+                    }
+                    for (key, value, id) in &fact_rows {
+                        facts_tree.insert(key.as_slice(), value.as_slice())?;
+                        fact_index.insert(id.as_bytes(), key.as_slice())?;
+                    }
+                    Ok(true)
+                },
+            )?;
         Ok(stored)
     }
 
@@ -525,11 +667,33 @@ pub enum StoreMsg {
         session_id: Uuid,
         reply: RpcReplyPort<Result<Option<LoadedSession>, StoreError>>,
     },
-    /// Store a session summary (idempotently) and its block updates.
+    /// Store a session summary (idempotently), its block updates and the
+    /// facts it found (de-duplicated, conflicts flagged).
     CompleteReflection {
         summary: ConversationSummary,
         blocks: Vec<MemoryBlock>,
+        facts: Vec<Fact>,
         reply: RpcReplyPort<Result<bool, StoreError>>,
+    },
+    /// The facts a user may see: their own and the agent's shared ones.
+    ListFacts {
+        agent_id: String,
+        user_id: String,
+        reply: RpcReplyPort<Result<Vec<Fact>, StoreError>>,
+    },
+    GetFact(Uuid, RpcReplyPort<Result<Option<Fact>, StoreError>>),
+    /// Change a fact's visibility, as `user_id` (its owner).
+    SetFactVisibility {
+        fact_id: Uuid,
+        user_id: String,
+        visibility: Visibility,
+        reply: RpcReplyPort<Result<Fact, StoreError>>,
+    },
+    /// Delete a fact, as `user_id` (its owner).
+    DeleteFact {
+        fact_id: Uuid,
+        user_id: String,
+        reply: RpcReplyPort<Result<Fact, StoreError>>,
     },
     /// Move a job out of the queue into the dead-letter tree.
     DeadLetter {
@@ -791,9 +955,43 @@ impl Actor for StoreActor {
             StoreMsg::CompleteReflection {
                 summary,
                 blocks,
+                facts,
                 reply,
             } => {
-                let res = t.complete_reflection(&summary, &blocks);
+                let res = t.complete_reflection(&summary, &blocks, &facts);
+                if res.is_ok() {
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::ListFacts {
+                agent_id,
+                user_id,
+                reply,
+            } => {
+                let _ = reply.send(t.visible_facts(&agent_id, &user_id));
+            }
+            StoreMsg::GetFact(id, reply) => {
+                let _ = reply.send(t.fact(id));
+            }
+            StoreMsg::SetFactVisibility {
+                fact_id,
+                user_id,
+                visibility,
+                reply,
+            } => {
+                let res = t.set_fact_visibility(fact_id, &user_id, visibility);
+                if res.is_ok() {
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::DeleteFact {
+                fact_id,
+                user_id,
+                reply,
+            } => {
+                let res = t.delete_fact(fact_id, &user_id);
                 if res.is_ok() {
                     state.wrote(&myself);
                 }
@@ -1000,16 +1198,125 @@ mod tests {
         Trees::open_waiting(dir.path(), &settings, Duration::ZERO).unwrap();
     }
 
+    fn fact(user: &str, content: &str, subject: Option<&str>, minute: i64) -> Fact {
+        Fact {
+            fact_id: Uuid::new_v4(),
+            agent_id: "kairix".into(),
+            user_id: user.into(),
+            category: crate::model::FactCategory::Other,
+            content: content.into(),
+            subject: subject.map(str::to_string),
+            visibility: Visibility::Private,
+            source_session_id: None,
+            extracted_at: Utc.with_ymd_and_hms(2026, 1, 5, 9, 0, 0).unwrap()
+                + chrono::Duration::minutes(minute),
+            conflicts_with: None,
+        }
+    }
+
+    #[test]
+    fn facts_are_deduplicated_conflicts_flagged_and_owned() {
+        let dir = tempfile::tempdir().unwrap();
+        let trees = Trees::open(dir.path(), &StoreSettings::default()).unwrap();
+        let works = fact("mark", "Works at Initech", Some("employer"), 0);
+        let first = vec![
+            works.clone(),
+            fact("mark", "Prefers mornings", None, 0),
+            fact("ada", "Lives in Porto", Some("home"), 0),
+        ];
+        // one reflection per user, as the reflector stores them
+        trees
+            .complete_reflection(&summary(Uuid::new_v4(), "s1"), &[], &first[..2])
+            .unwrap();
+        trees
+            .complete_reflection(&summary(Uuid::new_v4(), "s2"), &[], &first[2..])
+            .unwrap();
+        let second = vec![
+            // the same fact, other case and spacing: dropped
+            fact("mark", "works  at initech.", Some("employer"), 10),
+            // same subject, another value: kept and flagged
+            fact("mark", "Works at Globex", Some("employer"), 10),
+            fact("mark", "Allergic to peanuts", None, 10),
+        ];
+        trees
+            .complete_reflection(&summary(Uuid::new_v4(), "s3"), &[], &second)
+            .unwrap();
+        let mark = trees.user_facts("kairix", "mark").unwrap();
+        let mut contents: Vec<&str> = mark.iter().map(|f| f.content.as_str()).collect();
+        contents.sort_unstable();
+        assert_eq!(
+            contents,
+            [
+                "Allergic to peanuts",
+                "Prefers mornings",
+                "Works at Globex",
+                "Works at Initech"
+            ]
+        );
+        let by = |c: &str| mark.iter().find(|f| f.content == c).unwrap().clone();
+        assert_eq!(by("Works at Globex").conflicts_with, Some(works.fact_id));
+        assert_eq!(
+            by("Works at Initech").conflicts_with,
+            None,
+            "the old fact is left as it was"
+        );
+        let mark: Vec<Fact> = ["Works at Initech", "Prefers mornings"].map(by).to_vec();
+
+        // visibility: ada sees only her own until mark shares one
+        let ada_sees = |t: &Trees| -> Vec<String> {
+            let mut v: Vec<String> = t
+                .visible_facts("kairix", "ada")
+                .unwrap()
+                .into_iter()
+                .map(|f| f.content)
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        assert_eq!(ada_sees(&trees), ["Lives in Porto"]);
+        let id = mark[1].fact_id;
+        assert!(matches!(
+            trees.set_fact_visibility(id, "ada", Visibility::Shared),
+            Err(StoreError::NotFactOwner(_))
+        ));
+        assert_eq!(ada_sees(&trees), ["Lives in Porto"]);
+        trees
+            .set_fact_visibility(id, "mark", Visibility::Shared)
+            .unwrap();
+        assert_eq!(ada_sees(&trees), ["Lives in Porto", "Prefers mornings"]);
+        trees
+            .set_fact_visibility(id, "mark", Visibility::Private)
+            .unwrap();
+        assert_eq!(ada_sees(&trees), ["Lives in Porto"]);
+
+        // deleting: only the owner; unknown ids are errors
+        assert!(matches!(
+            trees.delete_fact(id, "ada"),
+            Err(StoreError::NotFactOwner(_))
+        ));
+        assert!(trees.fact(id).unwrap().is_some());
+        trees.delete_fact(id, "mark").unwrap();
+        assert!(trees.fact(id).unwrap().is_none());
+        assert_eq!(trees.user_facts("kairix", "mark").unwrap().len(), 3);
+        let unknown = Uuid::new_v4();
+        assert!(matches!(
+            trees.delete_fact(unknown, "mark"),
+            Err(StoreError::FactNotFound(_))
+        ));
+        // another agent's facts are another namespace
+        assert!(trees.visible_facts("other", "mark").unwrap().is_empty());
+    }
+
     #[test]
     fn storing_a_session_summary_twice_is_a_no_op() {
         let dir = tempfile::tempdir().unwrap();
         let trees = Trees::open(dir.path(), &StoreSettings::default()).unwrap();
         let id = Uuid::new_v4();
         assert!(trees
-            .complete_reflection(&summary(id, "first"), &[])
+            .complete_reflection(&summary(id, "first"), &[], &[])
             .unwrap());
         assert!(!trees
-            .complete_reflection(&summary(id, "second"), &[])
+            .complete_reflection(&summary(id, "second"), &[], &[])
             .unwrap());
         let all = trees
             .summaries("kairix", SummaryType::Session, None)
@@ -1024,7 +1331,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let trees = Trees::open(dir.path(), &StoreSettings::default()).unwrap();
         let id = Uuid::new_v4();
-        trees.complete_reflection(&summary(id, "ok"), &[]).unwrap();
+        trees
+            .complete_reflection(&summary(id, "ok"), &[], &[])
+            .unwrap();
         trees
             .summaries
             .insert(

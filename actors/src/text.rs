@@ -728,3 +728,170 @@ mod tests {
         assert_eq!(emotional_tone("The meeting is at noon"), None);
     }
 }
+
+/// Facts stated in the first person, found by rules (the offline
+/// reflector's fact extraction): "my name is …", "I work at/for …",
+/// "I live in …", "I prefer …", "I'm allergic to …", "remember that …".
+pub fn facts(user_text: &str) -> Vec<crate::model::FactCandidate> {
+    use crate::model::{FactCandidate, FactCategory};
+    // (pattern, category, subject, how the fact reads)
+    const RULES: [(&str, FactCategory, Option<&str>, &str); 10] = [
+        (
+            "my name is ",
+            FactCategory::Biographical,
+            Some("name"),
+            "Name: ",
+        ),
+        (
+            "call me ",
+            FactCategory::Biographical,
+            Some("name"),
+            "Name: ",
+        ),
+        (
+            "i work at ",
+            FactCategory::Occupation,
+            Some("employer"),
+            "Works at ",
+        ),
+        (
+            "i work for ",
+            FactCategory::Occupation,
+            Some("employer"),
+            "Works at ",
+        ),
+        (
+            "i live in ",
+            FactCategory::Biographical,
+            Some("home"),
+            "Lives in ",
+        ),
+        ("i prefer ", FactCategory::Preference, None, "Prefers "),
+        (
+            "i'm allergic to ",
+            FactCategory::Constraint,
+            None,
+            "Allergic to ",
+        ),
+        (
+            "i am allergic to ",
+            FactCategory::Constraint,
+            None,
+            "Allergic to ",
+        ),
+        ("remember that ", FactCategory::Other, None, ""),
+        ("please remember ", FactCategory::Other, None, ""),
+    ];
+    let mut out: Vec<FactCandidate> = Vec::new();
+    for line in user_text.lines() {
+        // Curly apostrophes as typed by phones and transcribers.
+        let line = line.replace('\u{2019}', "'");
+        let lower = line.to_lowercase();
+        // Value spans already taken on this line: "please remember that X"
+        // is one fact, not two.
+        let mut taken: Vec<std::ops::Range<usize>> = Vec::new();
+        for (pattern, category, subject, lead) in RULES {
+            let mut from = 0;
+            while let Some(i) = lower[from..].find(pattern) {
+                let at = from + i;
+                from = at + pattern.len();
+                // A whole-word match: start of line or after a non-letter.
+                if at > 0
+                    && lower[..at]
+                        .chars()
+                        .next_back()
+                        .is_some_and(char::is_alphanumeric)
+                {
+                    continue;
+                }
+                // Lower-casing can move byte offsets for some scripts: take
+                // the value from the original only where they agree.
+                if lower.len() != line.len() {
+                    break;
+                }
+                let rest = &line[from..];
+                let end = rest
+                    .find(['.', '!', '?', ';', ',', '\n'])
+                    .unwrap_or(rest.len());
+                let span = from..from + end;
+                if taken
+                    .iter()
+                    .any(|t| t.start < span.end && span.start < t.end)
+                {
+                    continue;
+                }
+                taken.push(span);
+                let value: String = rest[..end].trim().chars().take(120).collect();
+                let value = value.trim();
+                if value.is_empty() {
+                    continue;
+                }
+                let content = if lead.is_empty() {
+                    let mut c = value.chars();
+                    match c.next() {
+                        Some(first) => first.to_uppercase().collect::<String>() + c.as_str(),
+                        None => continue,
+                    }
+                } else {
+                    format!("{lead}{value}")
+                };
+                let norm = crate::model::normalize_fact(&content);
+                if !out
+                    .iter()
+                    .any(|f| crate::model::normalize_fact(&f.content) == norm)
+                {
+                    out.push(FactCandidate {
+                        category,
+                        content,
+                        subject: subject.map(str::to_string),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod fact_rule_tests {
+    use super::facts;
+    use crate::model::FactCategory;
+
+    #[test]
+    fn first_person_statements_become_facts() {
+        let found = facts(
+            "Hi, my name is Mark. I work at Initech, in sales.\n\
+             I\u{2019}m allergic to peanuts! I prefer calls in the morning.\n\
+             Please remember that my interview is on Friday.\n\
+             Whatever you do, I prefer calls in the morning.",
+        );
+        let got: Vec<(FactCategory, &str, Option<&str>)> = found
+            .iter()
+            .map(|f| (f.category, f.content.as_str(), f.subject.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (FactCategory::Biographical, "Name: Mark", Some("name")),
+                (
+                    FactCategory::Occupation,
+                    "Works at Initech",
+                    Some("employer")
+                ),
+                (
+                    FactCategory::Preference,
+                    "Prefers calls in the morning",
+                    None
+                ),
+                (FactCategory::Constraint, "Allergic to peanuts", None),
+                (FactCategory::Other, "My interview is on Friday", None),
+            ]
+        );
+    }
+
+    #[test]
+    fn words_inside_other_words_do_not_match() {
+        assert!(facts("Anyway, firemy name is not a thing").is_empty());
+        assert!(facts("my name is").is_empty());
+    }
+}

@@ -114,6 +114,7 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
         "topics": topics,
         "entities": entities,
         "emotional_tone": text::emotional_tone(&user_text),
+        "facts": text::facts(&user_text),
     })
     .to_string()
 }

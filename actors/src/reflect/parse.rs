@@ -5,6 +5,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::model::{normalize_fact, FactCandidate, FactCategory};
 use crate::text;
 
 /// A parsed reflection.
@@ -16,11 +17,13 @@ pub struct Reflection {
     pub emotional_tone: Option<String>,
     pub self_perception: Option<String>,
     pub relationship: Option<String>,
+    pub facts: Vec<FactCandidate>,
     pub fallback: bool,
 }
 
 pub const MAX_TOPICS: usize = 8;
 pub const MAX_ENTITIES: usize = 16;
+pub const MAX_FACTS: usize = 32;
 
 #[derive(Deserialize)]
 struct Raw {
@@ -36,6 +39,55 @@ struct Raw {
     self_perception: Option<Value>,
     #[serde(default)]
     relationship: Option<Value>,
+    #[serde(default)]
+    facts: Option<Value>,
+}
+
+/// Facts given as `[{"category", "content", "subject"?}]` (or plain
+/// strings, filed as `other`); malformed entries are skipped, duplicates
+/// dropped.
+fn facts_of(v: Option<Value>) -> Vec<FactCandidate> {
+    let Some(Value::Array(items)) = v else {
+        return Vec::new();
+    };
+    let mut out: Vec<FactCandidate> = Vec::new();
+    for item in items {
+        let (category, content, subject) = match item {
+            Value::String(s) => (FactCategory::Other, s, None),
+            Value::Object(mut o) => {
+                let content = match o.remove("content").or_else(|| o.remove("fact")) {
+                    Some(Value::String(s)) => s,
+                    _ => continue,
+                };
+                let category = match o.remove("category") {
+                    Some(Value::String(c)) => FactCategory::parse_lenient(&c),
+                    _ => FactCategory::Other,
+                };
+                let subject = match o.remove("subject") {
+                    Some(Value::String(s)) if !s.trim().is_empty() => Some(s.trim().to_lowercase()),
+                    _ => None,
+                };
+                (category, content, subject)
+            }
+            _ => continue,
+        };
+        let content = content.trim().to_string();
+        if content.is_empty() {
+            continue;
+        }
+        let norm = normalize_fact(&content);
+        if !out.iter().any(|f| normalize_fact(&f.content) == norm) {
+            out.push(FactCandidate {
+                category,
+                content,
+                subject,
+            });
+        }
+        if out.len() == MAX_FACTS {
+            break;
+        }
+    }
+    out
 }
 
 fn string_of(v: Option<Value>) -> Option<String> {
@@ -84,6 +136,15 @@ fn json_object(raw: &str) -> Option<Raw> {
     serde_json::from_str::<Raw>(&raw[start..=end]).ok()
 }
 
+/// The user's lines of a conversation rendered as `User: …` / `Agent: …`.
+fn user_lines(conversation: &str) -> String {
+    conversation
+        .lines()
+        .filter_map(|l| l.strip_prefix("User: "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Parses reflection output; never fails. `conversation` is used for the
 /// fallback when the output is empty, so that a session is never summarized
 /// by nothing.
@@ -105,6 +166,7 @@ pub fn parse_reflection(raw: &str, conversation: &str) -> Reflection {
                 emotional_tone: string_of(r.emotional_tone),
                 self_perception: string_of(r.self_perception),
                 relationship: string_of(r.relationship),
+                facts: facts_of(r.facts),
                 fallback: false,
             };
         }
@@ -121,6 +183,9 @@ pub fn parse_reflection(raw: &str, conversation: &str) -> Reflection {
         emotional_tone: text::emotional_tone(basis),
         self_perception: None,
         relationship: None,
+        // The user's own words, not the model's prose, are the source of
+        // facts here.
+        facts: text::facts(&user_lines(conversation)),
         fallback: true,
     }
 }
@@ -152,6 +217,46 @@ mod tests {
             r.entities
         );
         assert!(r.topics.contains(&"interview".to_string()));
+    }
+
+    #[test]
+    fn facts_are_parsed_leniently() {
+        let raw = r#"{"summary": "Mark talked about work.", "facts": [
+            {"category": "Occupation", "content": "Works at Initech", "subject": "Employer"},
+            {"category": "astrology", "content": "Is a Leo"},
+            "Has a dog",
+            {"category": "preference"},
+            {"category": "occupation", "content": "works at initech."},
+            42
+        ]}"#;
+        let r = parse_reflection(raw, "");
+        assert!(!r.fallback);
+        let got: Vec<(FactCategory, &str, Option<&str>)> = r
+            .facts
+            .iter()
+            .map(|f| (f.category, f.content.as_str(), f.subject.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    FactCategory::Occupation,
+                    "Works at Initech",
+                    Some("employer")
+                ),
+                (FactCategory::Other, "Is a Leo", None),
+                (FactCategory::Other, "Has a dog", None),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_fallback_takes_facts_from_the_users_words_only() {
+        let conversation = "User: I work at Hooli\nAgent: I prefer tea myself";
+        let r = parse_reflection("not json", conversation);
+        assert!(r.fallback);
+        let contents: Vec<&str> = r.facts.iter().map(|f| f.content.as_str()).collect();
+        assert_eq!(contents, ["Works at Hooli"]);
     }
 
     #[test]

@@ -1219,7 +1219,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let trees = Trees::open(dir.path(), &StoreSettings::default()).unwrap();
         let works = fact("mark", "Works at Initech", Some("employer"), 0);
-        let first = vec![
+        let first = [
             works.clone(),
             fact("mark", "Prefers mornings", None, 0),
             fact("ada", "Lives in Porto", Some("home"), 0),
@@ -1231,7 +1231,7 @@ mod tests {
         trees
             .complete_reflection(&summary(Uuid::new_v4(), "s2"), &[], &first[2..])
             .unwrap();
-        let second = vec![
+        let second = [
             // the same fact, other case and spacing: dropped
             fact("mark", "works  at initech.", Some("employer"), 10),
             // same subject, another value: kept and flagged

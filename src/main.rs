@@ -102,6 +102,49 @@ enum Command {
         #[command(subcommand)]
         action: DeadLettersCmd,
     },
+    /// Facts about a user: list, share, make private, delete.
+    Facts {
+        #[command(subcommand)]
+        action: FactsCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum FactsCmd {
+    /// The facts a user may see: their own and the shared ones.
+    List {
+        #[arg(long)]
+        agent: String,
+        #[arg(long)]
+        user: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Share a fact with the agent's other users (as its owner).
+    Share {
+        fact_id: String,
+        /// The acting user: the fact's owner.
+        #[arg(long)]
+        user: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Make a shared fact private again (as its owner).
+    Unshare {
+        fact_id: String,
+        #[arg(long)]
+        user: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Delete a fact (as its owner).
+    Delete {
+        fact_id: String,
+        #[arg(long)]
+        user: String,
+        #[command(flatten)]
+        remote: Remote,
+    },
 }
 
 /// Where the server is.
@@ -638,8 +681,102 @@ async fn client_command(command: Command) -> anyhow::Result<()> {
                 Ok(())
             }
         },
+        Command::Facts { action } => match action {
+            FactsCmd::List {
+                agent,
+                user,
+                remote,
+            } => {
+                let v = client(&remote)
+                    .get(&format!(
+                        "/v1/agents/{}/facts?user_id={}",
+                        encode(&agent),
+                        encode(&user)
+                    ))
+                    .await?;
+                if remote.json {
+                    return print_json(&v);
+                }
+                let rows = v["facts"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|f| {
+                        vec![
+                            text(&f["fact_id"]),
+                            text(&f["user_id"]),
+                            text(&f["category"]),
+                            text(&f["visibility"]),
+                            if f["conflicts_with"].is_string() {
+                                "conflict".to_string()
+                            } else {
+                                String::new()
+                            },
+                            shorten(&text(&f["content"]), 60),
+                        ]
+                    })
+                    .collect();
+                table(
+                    &["FACT", "USER", "CATEGORY", "VISIBILITY", "FLAG", "CONTENT"],
+                    rows,
+                );
+                Ok(())
+            }
+            FactsCmd::Share {
+                fact_id,
+                user,
+                remote,
+            } => set_visibility(&remote, &fact_id, &user, "shared").await,
+            FactsCmd::Unshare {
+                fact_id,
+                user,
+                remote,
+            } => set_visibility(&remote, &fact_id, &user, "private").await,
+            FactsCmd::Delete {
+                fact_id,
+                user,
+                remote,
+            } => {
+                let v = client(&remote)
+                    .delete(&format!(
+                        "/v1/facts/{}?user_id={}",
+                        encode(&fact_id),
+                        encode(&user)
+                    ))
+                    .await?;
+                if remote.json {
+                    return print_json(&v);
+                }
+                println!("deleted fact {fact_id}: {}", text(&v["deleted"]["content"]));
+                Ok(())
+            }
+        },
         Command::Serve { .. } | Command::Simulate { .. } => unreachable!("handled in run"),
     }
+}
+
+async fn set_visibility(
+    remote: &Remote,
+    fact_id: &str,
+    user: &str,
+    visibility: &str,
+) -> anyhow::Result<()> {
+    let v = client(remote)
+        .request(
+            reqwest::Method::PATCH,
+            &format!("/v1/facts/{}", encode(fact_id)),
+            Some(&json!({ "user_id": user, "visibility": visibility })),
+        )
+        .await?;
+    if remote.json {
+        return print_json(&v);
+    }
+    println!(
+        "fact {fact_id} is now {visibility}: {}",
+        text(&v["content"])
+    );
+    Ok(())
 }
 
 fn print_json(v: &Value) -> anyhow::Result<()> {

@@ -11,8 +11,8 @@ use std::time::Duration;
 use ractor::{call_t, Actor, ActorRef};
 use recall_actors::clock::Clock;
 use recall_actors::model::{
-    truncate_chars, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter, EndReason,
-    InputError, MemoryBlock, SessionRecord, SummaryType,
+    truncate_chars, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter, EndReason, Fact,
+    InputError, MemoryBlock, SessionRecord, SummaryType, Visibility,
 };
 use recall_actors::prompt::{PromptError, PromptTemplate, Prompts, SESSION_VARS};
 use recall_actors::reflect::extractive::ExtractiveReflect;
@@ -960,6 +960,70 @@ impl Runtime {
             call_t!(self.inner.store, StoreMsg::ListDeadLetters, CALL_TIMEOUT_MS)
                 .map_err(unavailable("store"))??,
         )
+    }
+
+    /// The facts `user_id` may see of an agent's: their own and every
+    /// user's shared ones, oldest first.
+    pub async fn facts(&self, agent_id: &str, user_id: &str) -> Result<Vec<Fact>, RecallError> {
+        recall_actors::model::validate_id("agent_id", agent_id)?;
+        recall_actors::model::validate_id("user_id", user_id)?;
+        Ok(call_t!(
+            self.inner.store,
+            |reply| StoreMsg::ListFacts {
+                agent_id: agent_id.to_string(),
+                user_id: user_id.to_string(),
+                reply
+            },
+            CALL_TIMEOUT_MS
+        )
+        .map_err(unavailable("store"))??)
+    }
+
+    pub async fn fact(&self, fact_id: Uuid) -> Result<Option<Fact>, RecallError> {
+        Ok(call_t!(
+            self.inner.store,
+            StoreMsg::GetFact,
+            CALL_TIMEOUT_MS,
+            fact_id
+        )
+        .map_err(unavailable("store"))??)
+    }
+
+    /// Shares a fact with the agent's other users, or makes it private
+    /// again; only the user it belongs to may.
+    pub async fn set_fact_visibility(
+        &self,
+        fact_id: Uuid,
+        user_id: &str,
+        visibility: Visibility,
+    ) -> Result<Fact, RecallError> {
+        recall_actors::model::validate_id("user_id", user_id)?;
+        Ok(call_t!(
+            self.inner.store,
+            |reply| StoreMsg::SetFactVisibility {
+                fact_id,
+                user_id: user_id.to_string(),
+                visibility,
+                reply
+            },
+            CALL_TIMEOUT_MS
+        )
+        .map_err(unavailable("store"))??)
+    }
+
+    /// Deletes a fact; only the user it belongs to may.
+    pub async fn delete_fact(&self, fact_id: Uuid, user_id: &str) -> Result<Fact, RecallError> {
+        recall_actors::model::validate_id("user_id", user_id)?;
+        Ok(call_t!(
+            self.inner.store,
+            |reply| StoreMsg::DeleteFact {
+                fact_id,
+                user_id: user_id.to_string(),
+                reply
+            },
+            CALL_TIMEOUT_MS
+        )
+        .map_err(unavailable("store"))??)
     }
 
     /// The dead letter of a session, if its reflection failed for good.

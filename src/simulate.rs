@@ -18,7 +18,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use recall_actors::clock::Clock;
 use recall_actors::model::{
-    validate_id, ConversationSummary, DeadLetter, MemoryBlock, SessionRecord, SummaryType,
+    validate_id, ConversationSummary, DeadLetter, Fact, MemoryBlock, SessionRecord, SummaryType,
+    Visibility,
 };
 use recall_actors::reflect::{BoxFuture, Reflect, ReflectError, ReflectRequest};
 use recall_actors::settings::Settings;
@@ -223,6 +224,8 @@ pub struct Report {
     pub summaries: Vec<ConversationSummary>,
     pub blocks: Vec<MemoryBlock>,
     pub dead_letters: Vec<DeadLetter>,
+    /// Every user's facts (their own; visibility says who else sees them).
+    pub facts: Vec<Fact>,
 }
 
 impl Report {
@@ -263,6 +266,27 @@ impl Report {
                 b.value
             );
         }
+        let _ = writeln!(out, "== facts ({}) ==", self.facts.len());
+        for f in &self.facts {
+            let _ = writeln!(
+                out,
+                "{}/{}  [{}] {} ({}{})",
+                f.agent_id,
+                f.user_id,
+                f.category.as_str(),
+                f.content,
+                match f.visibility {
+                    Visibility::Private => "private",
+                    Visibility::Shared => "shared",
+                },
+                if f.conflicts_with.is_some() {
+                    ", conflicts with an earlier fact"
+                } else {
+                    ""
+                }
+            );
+        }
+        let _ = writeln!(out);
         let _ = writeln!(out, "== dead letters ({}) ==", self.dead_letters.len());
         for d in &self.dead_letters {
             let _ = writeln!(
@@ -423,12 +447,26 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
         blocks.extend(rt.blocks(agent).await?);
     }
     let dead_letters = rt.dead_letters().await?;
+    let owners: BTreeSet<(String, String)> = sessions
+        .iter()
+        .map(|s| (s.agent_id.clone(), s.user_id.clone()))
+        .collect();
+    let mut facts = Vec::new();
+    for (agent, user) in &owners {
+        facts.extend(
+            rt.facts(agent, user)
+                .await?
+                .into_iter()
+                .filter(|f| &f.user_id == user),
+        );
+    }
     rt.shutdown().await?;
     Ok(Report {
         sessions,
         summaries,
         blocks,
         dead_letters,
+        facts,
     })
 }
 

@@ -343,6 +343,8 @@ async fn every_endpoint_works() -> Res {
         "/v1/agents/{agent_id}/dead-letters",
         "/v1/dead-letters/{session_id}/retry",
         "/v1/agents/{agent_id}/users/{user_id}/context",
+        "/v1/agents/{agent_id}/facts",
+        "/v1/facts/{fact_id}",
         "/healthz",
         "/readyz",
         "/metrics",
@@ -882,8 +884,12 @@ async fn the_cli_talks_to_the_server() -> Res {
     srv.token = Some("cli-token".into());
     let started = srv.start_session("kairix", "mark", "c1").await?;
     let sid = started["session_id"].as_str().expect("id").to_string();
-    srv.turn("c1", "My interview at Stripe is on Friday", "Let's prepare")
-        .await?;
+    srv.turn(
+        "c1",
+        "My interview at Stripe is on Friday. I work at Initech",
+        "Let's prepare",
+    )
+    .await?;
 
     let (ok, out, _) = cli(
         &srv,
@@ -936,6 +942,42 @@ async fn the_cli_talks_to_the_server() -> Res {
     assert!(ok && out.contains(&sid), "{out}");
     let (ok, out, _) = cli(&srv, &["dead-letters", "list", "--agent", "kairix"]).await?;
     assert!(ok && out.contains("(none)"), "{out}");
+
+    // facts: list, share, delete (as the owner), refused for another user
+    let (ok, out, _) = cli(
+        &srv,
+        &[
+            "facts", "list", "--agent", "kairix", "--user", "mark", "--json",
+        ],
+    )
+    .await?;
+    assert!(ok, "{out}");
+    let v: Value = serde_json::from_str(&out)?;
+    let fact_id = v["facts"][0]["fact_id"]
+        .as_str()
+        .expect("a fact")
+        .to_string();
+    let (ok, out, _) = cli(
+        &srv,
+        &["facts", "list", "--agent", "kairix", "--user", "mark"],
+    )
+    .await?;
+    assert!(
+        ok && out.contains("Works at Initech") && out.contains("private"),
+        "{out}"
+    );
+    let (ok, _, err) = cli(&srv, &["facts", "share", &fact_id, "--user", "ada"]).await?;
+    assert!(!ok && err.contains("not_fact_owner"), "{err}");
+    let (ok, out, _) = cli(&srv, &["facts", "share", &fact_id, "--user", "mark"]).await?;
+    assert!(ok && out.contains("shared"), "{out}");
+    let (ok, out, _) = cli(
+        &srv,
+        &["facts", "list", "--agent", "kairix", "--user", "ada"],
+    )
+    .await?;
+    assert!(ok && out.contains("Works at Initech"), "{out}");
+    let (ok, out, _) = cli(&srv, &["facts", "delete", &fact_id, "--user", "mark"]).await?;
+    assert!(ok && out.contains("deleted"), "{out}");
 
     // server errors: one clear line, non-zero exit
     let missing = uuid::Uuid::new_v4().to_string();
@@ -1074,6 +1116,147 @@ async fn a_durable_turn_is_flushed_before_the_answer() -> Res {
     assert_eq!(
         after.turns_written, 2,
         "both turns written before that flush"
+    );
+    srv.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn facts_are_listed_shared_and_deleted_by_their_owner_only() -> Res {
+    let srv = start().await?;
+    srv.start_session("kairix", "mark", "c1").await?;
+    srv.turn(
+        "c1",
+        "My name is Mark and I work at Initech. I'm allergic to peanuts.",
+        "Good to know, Mark.",
+    )
+    .await?;
+    srv.post("/v1/connections/c1/end", json!({})).await?;
+    srv.start_session("kairix", "ada", "c2").await?;
+    srv.turn("c2", "I live in Porto", "Lovely city").await?;
+    srv.post("/v1/connections/c2/end", json!({})).await?;
+    srv.runtime.wait_idle().await?;
+
+    let facts_of = |v: &Value| -> Vec<String> {
+        let mut out: Vec<String> = v["facts"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|f| f["content"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort();
+        out
+    };
+    let (s, mark) = srv.get("/v1/agents/kairix/facts?user_id=mark").await?;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        facts_of(&mark),
+        ["Allergic to peanuts", "Name: Mark", "Works at Initech"]
+    );
+    let (_, ada) = srv.get("/v1/agents/kairix/facts?user_id=ada").await?;
+    assert_eq!(
+        facts_of(&ada),
+        ["Lives in Porto"],
+        "mark's facts are private"
+    );
+    let allergy = mark["facts"]
+        .as_array()
+        .and_then(|a| a.iter().find(|f| f["content"] == "Allergic to peanuts"))
+        .and_then(|f| f["fact_id"].as_str())
+        .expect("fact id")
+        .to_string();
+    let fact = mark["facts"][0].clone();
+    assert_eq!(fact["visibility"], "private");
+    assert!(fact["source_session_id"].is_string());
+
+    // ada can neither share nor delete mark's fact; nothing changes
+    let (s, v) = srv
+        .call(
+            reqwest::Method::PATCH,
+            &format!("/v1/facts/{allergy}"),
+            Some(json!({"user_id": "ada", "visibility": "shared"})),
+        )
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::FORBIDDEN, "not_fact_owner")
+    );
+    let (s, v) = srv
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/v1/facts/{allergy}?user_id=ada"),
+            None,
+        )
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::FORBIDDEN, "not_fact_owner")
+    );
+    let (_, ada) = srv.get("/v1/agents/kairix/facts?user_id=ada").await?;
+    assert_eq!(facts_of(&ada), ["Lives in Porto"]);
+
+    // mark shares it: ada sees it; un-sharing hides it again
+    let (s, v) = srv
+        .call(
+            reqwest::Method::PATCH,
+            &format!("/v1/facts/{allergy}"),
+            Some(json!({"user_id": "mark", "visibility": "shared"})),
+        )
+        .await?;
+    assert_eq!(
+        (s, v["visibility"].as_str()),
+        (StatusCode::OK, Some("shared"))
+    );
+    let (_, ada) = srv.get("/v1/agents/kairix/facts?user_id=ada").await?;
+    assert_eq!(facts_of(&ada), ["Allergic to peanuts", "Lives in Porto"]);
+    srv.call(
+        reqwest::Method::PATCH,
+        &format!("/v1/facts/{allergy}"),
+        Some(json!({"user_id": "mark", "visibility": "private"})),
+    )
+    .await?;
+    let (_, ada) = srv.get("/v1/agents/kairix/facts?user_id=ada").await?;
+    assert_eq!(facts_of(&ada), ["Lives in Porto"]);
+
+    // mark deletes it
+    let (s, _) = srv
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/v1/facts/{allergy}?user_id=mark"),
+            None,
+        )
+        .await?;
+    assert_eq!(s, StatusCode::OK);
+    let (_, mark) = srv.get("/v1/agents/kairix/facts?user_id=mark").await?;
+    assert_eq!(facts_of(&mark), ["Name: Mark", "Works at Initech"]);
+
+    // bad input
+    let (s, v) = srv
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/v1/facts/{allergy}?user_id=mark"),
+            None,
+        )
+        .await?;
+    assert_eq!((s, error_code(&v)), (StatusCode::NOT_FOUND, "unknown_fact"));
+    let (s, v) = srv.get("/v1/agents/kairix/facts").await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::BAD_REQUEST, "invalid_query")
+    );
+    let (s, v) = srv
+        .call(
+            reqwest::Method::PATCH,
+            &format!("/v1/facts/{allergy}"),
+            Some(json!({"user_id": "mark", "visibility": "public"})),
+        )
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::BAD_REQUEST, "invalid_json"),
+        "{v}"
     );
     srv.stop().await?;
     Ok(())

@@ -88,7 +88,7 @@ fn the_binary_prints_json_and_rejects_a_malformed_script() -> anyhow::Result<()>
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-    for key in ["sessions", "summaries", "blocks", "dead_letters"] {
+    for key in ["sessions", "summaries", "blocks", "dead_letters", "facts"] {
         assert!(v[key].is_array(), "{key} missing");
     }
     let s = &v["sessions"][0];
@@ -106,6 +106,28 @@ fn the_binary_prints_json_and_rejects_a_malformed_script() -> anyhow::Result<()>
     }
     assert_eq!(v["summaries"][0]["user_id"], "mark");
     assert_eq!(v["blocks"][0]["agent_id"], "kairix");
+    // facts the offline reflector found in Mark's own words
+    let facts: Vec<(&str, &str, &str, &str)> = v["facts"]
+        .as_array()
+        .expect("facts")
+        .iter()
+        .map(|f| {
+            (
+                f["user_id"].as_str().unwrap_or(""),
+                f["category"].as_str().unwrap_or(""),
+                f["content"].as_str().unwrap_or(""),
+                f["visibility"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert!(
+        facts.contains(&("mark", "biographical", "Lives in Denver", "private")),
+        "{facts:?}"
+    );
+    assert!(
+        facts.contains(&("mark", "preference", "Prefers remote roles", "private")),
+        "{facts:?}"
+    );
 
     let dir = tempfile::tempdir()?;
     let script = dir.path().join("bad.jsonl");

@@ -810,9 +810,25 @@ pub fn facts(user_text: &str) -> Vec<crate::model::FactCandidate> {
                     break;
                 }
                 let rest = &line[from..];
-                let end = rest
+                let rest_lower = &lower[from..];
+                // A value ends with its clause: punctuation, or a
+                // conjunction starting another statement ("my name is Mark
+                // and I work at Initech").
+                let mut end = rest
                     .find(['.', '!', '?', ';', ',', '\n'])
                     .unwrap_or(rest.len());
+                for stop in [
+                    " and i ",
+                    " and i'm ",
+                    " and my ",
+                    " but ",
+                    " because ",
+                    " so ",
+                ] {
+                    if let Some(i) = rest_lower.find(stop) {
+                        end = end.min(i);
+                    }
+                }
                 let span = from..from + end;
                 if taken
                     .iter()
@@ -860,7 +876,7 @@ mod fact_rule_tests {
     #[test]
     fn first_person_statements_become_facts() {
         let found = facts(
-            "Hi, my name is Mark. I work at Initech, in sales.\n\
+            "Hi, my name is Mark and I work at Initech, in sales.\n\
              I\u{2019}m allergic to peanuts! I prefer calls in the morning.\n\
              Please remember that my interview is on Friday.\n\
              Whatever you do, I prefer calls in the morning.",

@@ -113,6 +113,12 @@ impl From<RecallError> for ApiError {
             RecallError::Store(StoreError::SessionNotFound(_)) => {
                 ApiError::not_found("unknown_session", message)
             }
+            RecallError::Store(StoreError::FactNotFound(_)) => {
+                ApiError::not_found("unknown_fact", message)
+            }
+            RecallError::Store(StoreError::NotFactOwner(_)) => {
+                ApiError::new(StatusCode::FORBIDDEN, "not_fact_owner", message)
+            }
             RecallError::Store(StoreError::DeadLetterNotFound(_)) => {
                 ApiError::not_found("unknown_dead_letter", message)
             }

@@ -154,6 +154,11 @@ pub fn router(runtime: Runtime, config: &ServerConfig, shutdown: watch::Receiver
             "/v1/dead-letters/{session_id}/retry",
             post(routes::retry_dead_letter),
         )
+        .route("/v1/agents/{agent_id}/facts", get(routes::list_facts))
+        .route(
+            "/v1/facts/{fact_id}",
+            axum::routing::patch(routes::patch_fact).delete(routes::delete_fact),
+        )
         .route(
             "/v1/agents/{agent_id}/users/{user_id}/context",
             get(routes::get_context).delete(routes::clear_context),

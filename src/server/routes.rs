@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use chrono::{DateTime, Utc};
-use recall_actors::model::{BlockLabel, EndReason, MemoryBlock, SummaryType};
+use recall_actors::model::{BlockLabel, EndReason, MemoryBlock, SummaryType, Visibility};
 use serde::Deserialize;
 use serde_json::json;
 use uuid::Uuid;
@@ -410,4 +410,66 @@ pub async fn clear_context(
     access.allow(&agent_id)?;
     let ended = app.runtime.clear_context(&agent_id, &user_id)?;
     Ok(Json(json!({ "agent_id": agent_id, "user_id": user_id, "ended": ended })).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FactsQuery {
+    user_id: String,
+}
+
+pub async fn list_facts(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    ApiPath(agent_id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<FactsQuery>,
+) -> ApiResult {
+    access.allow(&agent_id)?;
+    let facts = app.runtime.facts(&agent_id, &q.user_id).await?;
+    Ok(Json(json!({ "agent_id": agent_id, "user_id": q.user_id, "facts": facts })).into_response())
+}
+
+/// The fact, once the token is known to cover its agent.
+async fn fact_for(app: &AppState, access: &Access, raw_id: &str) -> Result<Uuid, ApiError> {
+    let id = parse_id("fact id", raw_id)?;
+    let fact = app
+        .runtime
+        .fact(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("unknown_fact", format!("no fact {id}")))?;
+    access.allow(&fact.agent_id)?;
+    Ok(id)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FactPatch {
+    /// The acting user: only the fact's owner may change it.
+    user_id: String,
+    visibility: Visibility,
+}
+
+pub async fn patch_fact(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<FactPatch>,
+) -> ApiResult {
+    let id = fact_for(&app, &access, &id).await?;
+    let fact = app
+        .runtime
+        .set_fact_visibility(id, &body.user_id, body.visibility)
+        .await?;
+    Ok(Json(fact).into_response())
+}
+
+pub async fn delete_fact(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<FactsQuery>,
+) -> ApiResult {
+    let id = fact_for(&app, &access, &id).await?;
+    let fact = app.runtime.delete_fact(id, &q.user_id).await?;
+    Ok(Json(json!({ "deleted": fact })).into_response())
 }

@@ -168,12 +168,19 @@ struct Remote {
 
 #[derive(Subcommand)]
 enum ContextCmd {
-    /// Turn count, token estimate and time since the last turn.
+    /// Live sessions (turns, token estimate, time since the last turn) and
+    /// the context the agent's LLM would get now, tier by tier.
     Show {
         #[arg(long)]
         agent: String,
         #[arg(long)]
         user: String,
+        /// The message the context is assembled for.
+        #[arg(long, default_value = "")]
+        message: String,
+        /// Token budget of the assembled context.
+        #[arg(long, default_value_t = 8000)]
+        budget: usize,
         #[command(flatten)]
         remote: Remote,
     },
@@ -382,17 +389,28 @@ async fn client_command(command: Command) -> anyhow::Result<()> {
             ContextCmd::Show {
                 agent,
                 user,
+                message,
+                budget,
                 remote,
             } => {
-                let v = client(&remote)
+                let c = client(&remote);
+                let v = c
                     .get(&format!(
                         "/v1/agents/{}/users/{}/context",
                         encode(&agent),
                         encode(&user)
                     ))
                     .await?;
+                let assembled = c
+                    .get(&format!(
+                        "/v1/agents/{}/context?user_id={}&message={}&budget_tokens={budget}",
+                        encode(&agent),
+                        encode(&user),
+                        encode(&message)
+                    ))
+                    .await?;
                 if remote.json {
-                    return print_json(&v);
+                    return print_json(&json!({"live": v, "assembled": assembled}));
                 }
                 let sessions = v["sessions"].as_array().cloned().unwrap_or_default();
                 if sessions.is_empty() {
@@ -423,8 +441,37 @@ async fn client_command(command: Command) -> anyhow::Result<()> {
                         rows,
                     );
                 }
-                let bg = v["background_context"].as_str().unwrap_or_default();
-                println!("background_context: {} characters", bg.chars().count());
+                println!();
+                println!(
+                    "assembled context: {} of {} tokens",
+                    text(&assembled["total_tokens"]),
+                    text(&assembled["budget_tokens"])
+                );
+                let tiers = assembled["tiers"].as_array().cloned().unwrap_or_default();
+                let rows = tiers
+                    .iter()
+                    .map(|t| {
+                        vec![
+                            text(&t["tier"]),
+                            t["items"].as_array().map(Vec::len).unwrap_or(0).to_string(),
+                            text(&t["tokens"]),
+                        ]
+                    })
+                    .collect();
+                table(&["TIER", "ITEMS", "TOKENS"], rows);
+                let trimmed = assembled["trimmed"].as_array().map(Vec::len).unwrap_or(0);
+                if trimmed > 0 {
+                    println!("{trimmed} item(s) trimmed to fit the budget");
+                }
+                for m in assembled["messages"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                {
+                    println!();
+                    println!("--- {} ---", text(&m["role"]));
+                    println!("{}", text(&m["content"]));
+                }
                 Ok(())
             }
             ContextCmd::Clear {

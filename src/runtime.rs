@@ -10,6 +10,9 @@ use std::time::Duration;
 
 use ractor::{call_t, Actor, ActorRef};
 use recall_actors::clock::Clock;
+use recall_actors::context::{
+    assemble, AssembledContext, CharEstimate, ContextError, ContextInput,
+};
 use recall_actors::model::{
     truncate_chars, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter, EndReason, Fact,
     InputError, MemoryBlock, SessionRecord, SummaryType, Visibility,
@@ -86,6 +89,8 @@ pub enum RecallError {
     Unavailable(&'static str, String),
     #[error("{0}")]
     NotDurable(String),
+    #[error(transparent)]
+    Context(#[from] ContextError),
     #[error("connection {0:?} belongs to another agent or user now")]
     NotOwner(String),
 }
@@ -678,7 +683,7 @@ impl Runtime {
     /// The working context of an agent with a user: their live sessions,
     /// turn counts, a token estimate and the time since the last turn (the
     /// operator view of `recall context show`).
-    pub async fn context(
+    pub async fn live_contexts(
         &self,
         agent_id: &str,
         user_id: &str,
@@ -713,6 +718,49 @@ impl Runtime {
         }
         out.sort_by_key(|c| c.session.started_at);
         Ok(out)
+    }
+
+    /// The context for the agent's next LLM call with `user_id`: core
+    /// memory blocks, the facts the user may see, the user's session
+    /// summaries, the live session's turns, then `current_message`, within
+    /// `budget_tokens` (see [`recall_actors::context`]). Reads what is
+    /// stored and what the live session holds; never waits on an LLM.
+    pub async fn context(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+        current_message: &str,
+        budget_tokens: usize,
+    ) -> Result<AssembledContext, RecallError> {
+        recall_actors::model::validate_id("agent_id", agent_id)?;
+        recall_actors::model::validate_id("user_id", user_id)?;
+        self.check_message("message", current_message)?;
+        let blocks = self.blocks(agent_id).await?;
+        let facts = self.facts(agent_id, user_id).await?;
+        let query = SummaryQuery {
+            user_id: Some(user_id.to_string()),
+            ..SummaryQuery::default()
+        };
+        let mut summaries = self.find_summaries(agent_id, &query).await?;
+        // Oldest first: trimming drops from the front.
+        summaries.reverse();
+        let mut turns: Vec<ConversationTurn> = Vec::new();
+        for (_, _, actor) in self.inner.registry.live_of(agent_id, user_id) {
+            if let Ok(view) = call_t!(actor, SessionMsg::Inspect, CALL_TIMEOUT_MS) {
+                turns.extend(view.turns);
+            }
+        }
+        turns.sort_by_key(|t| t.timestamp);
+        let input = ContextInput {
+            blocks: &blocks,
+            facts: &facts,
+            user_id,
+            summaries: &summaries,
+            turns: &turns,
+            current_message,
+            budget_tokens,
+        };
+        Ok(assemble(&input, &CharEstimate)?)
     }
 
     /// Clears the working context of an agent with a user: ends their live

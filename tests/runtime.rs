@@ -187,7 +187,7 @@ async fn clearing_the_context_ends_live_and_reopening_sessions() -> Res {
     settle(&rt).await;
     // c2 ended by silence; a late turn is reopening it
     let reopening = rt.record_turn("c2", "are you there?", "yes")?;
-    let ctx = rt.context("kairix", "mark").await?;
+    let ctx = rt.live_contexts("kairix", "mark").await?;
     assert_eq!(ctx.len(), 1, "only c1 is live: {ctx:?}");
     assert_eq!(ctx[0].turn_count, 2);
     assert_eq!(
@@ -201,7 +201,7 @@ async fn clearing_the_context_ends_live_and_reopening_sessions() -> Res {
     expected.sort();
     assert_eq!(ended, expected);
     settle(&rt).await;
-    assert!(rt.context("kairix", "mark").await?.is_empty());
+    assert!(rt.live_contexts("kairix", "mark").await?.is_empty());
     for id in [live.session_id, reopening] {
         let s = rt.session(id).await?.expect("stored");
         assert_eq!(s.end_reason, Some(EndReason::Cleared));

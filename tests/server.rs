@@ -907,7 +907,8 @@ async fn the_cli_talks_to_the_server() -> Res {
     .await?;
     assert!(ok);
     let v: Value = serde_json::from_str(&out)?;
-    assert_eq!(v["turn_count"], 1);
+    assert_eq!(v["live"]["turn_count"], 1);
+    assert_eq!(v["assembled"]["budget_tokens"], 8000);
 
     let (ok, out, _) = cli(
         &srv,
@@ -1257,6 +1258,105 @@ async fn facts_are_listed_shared_and_deleted_by_their_owner_only() -> Res {
         (s, error_code(&v)),
         (StatusCode::BAD_REQUEST, "invalid_json"),
         "{v}"
+    );
+    srv.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_assembled_context_keeps_users_apart_and_fits_its_budget() -> Res {
+    let srv = start().await?;
+    srv.put(
+        "/v1/agents/kairix/blocks/persona",
+        json!({"value": "I am Kairix, a career coach."}),
+    )
+    .await?;
+    // mark: one ended session (summary and facts), one live with turns
+    srv.start_session("kairix", "mark", "c1").await?;
+    srv.turn(
+        "c1",
+        "I work at Initech and I'm allergic to peanuts",
+        "Noted",
+    )
+    .await?;
+    srv.post("/v1/connections/c1/end", json!({})).await?;
+    srv.start_session("kairix", "ada", "a1").await?;
+    srv.turn(
+        "a1",
+        "I live in Porto, remember that my sister is Lena",
+        "Lovely",
+    )
+    .await?;
+    srv.post("/v1/connections/a1/end", json!({})).await?;
+    srv.runtime.wait_idle().await?;
+    srv.start_session("kairix", "mark", "c2").await?;
+    srv.turn("c2", "The Globex onsite is on Monday", "Let's prepare")
+        .await?;
+
+    let (s, v) = srv
+        .get("/v1/agents/kairix/context?user_id=mark&message=What%20should%20I%20wear%3F&budget_tokens=4000")
+        .await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let tiers: Vec<&str> = v["tiers"]
+        .as_array()
+        .expect("tiers")
+        .iter()
+        .filter_map(|t| t["tier"].as_str())
+        .collect();
+    assert_eq!(tiers, ["blocks", "facts", "summaries", "turns", "message"]);
+    let text = v["messages"].to_string();
+    assert!(text.contains("I am Kairix"), "{text}");
+    assert!(text.contains("Works at Initech"), "{text}");
+    assert!(text.contains("Globex onsite"), "{text}");
+    assert!(text.contains("What should I wear?"), "{text}");
+    // nothing of ada's: her facts are private, her summaries hers
+    assert!(!text.contains("Porto") && !text.contains("Lena"), "{text}");
+    assert!(v["total_tokens"].as_u64().unwrap_or(0) <= 4000);
+    let messages = v["messages"].as_array().expect("messages");
+    assert_eq!(messages[0]["role"], "system");
+    assert_eq!(messages.last().expect("last")["role"], "user");
+
+    // a small budget: summaries go first, and it still fits
+    let (_, small) = srv
+        .get("/v1/agents/kairix/context?user_id=mark&message=hi&budget_tokens=30")
+        .await?;
+    assert!(
+        small["total_tokens"].as_u64().unwrap_or(99) <= 30,
+        "{small}"
+    );
+    assert!(!small["trimmed"].as_array().expect("trimmed").is_empty());
+
+    // bad budgets and messages
+    let (s, v) = srv
+        .get("/v1/agents/kairix/context?user_id=mark&budget_tokens=0")
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::BAD_REQUEST, "invalid_budget")
+    );
+    let (s, v) = srv
+        .get("/v1/agents/kairix/context?user_id=mark&budget_tokens=99999999999")
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::BAD_REQUEST, "invalid_budget")
+    );
+    let (s, v) = srv
+        .get("/v1/agents/kairix/context?user_id=mark&budget_tokens=-5")
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::BAD_REQUEST, "invalid_query")
+    );
+    let long = "word%20".repeat(100);
+    let (s, v) = srv
+        .get(&format!(
+            "/v1/agents/kairix/context?user_id=mark&budget_tokens=20&message={long}"
+        ))
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::UNPROCESSABLE_ENTITY, "message_over_budget")
     );
     srv.stop().await?;
     Ok(())

@@ -8,6 +8,7 @@ use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use recall_actors::context::ContextError;
 use recall_actors::model::InputError;
 use recall_actors::store::StoreError;
 use recall_actors::supervisor::StartError;
@@ -101,6 +102,14 @@ impl From<RecallError> for ApiError {
             RecallError::Start(StartError::ConnectionOwned(_)) => {
                 ApiError::new(StatusCode::CONFLICT, "connection_owned", message)
             }
+            RecallError::Context(ContextError::InvalidBudget(_)) => {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_budget", message)
+            }
+            RecallError::Context(ContextError::MessageOverBudget { .. }) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "message_over_budget",
+                message,
+            ),
             RecallError::NotOwner(_) => {
                 ApiError::new(StatusCode::FORBIDDEN, "connection_reassigned", message)
             }

@@ -156,6 +156,10 @@ pub fn router(runtime: Runtime, config: &ServerConfig, shutdown: watch::Receiver
         )
         .route("/v1/agents/{agent_id}/facts", get(routes::list_facts))
         .route(
+            "/v1/agents/{agent_id}/context",
+            get(routes::assemble_context),
+        )
+        .route(
             "/v1/facts/{fact_id}",
             axum::routing::patch(routes::patch_fact).delete(routes::delete_fact),
         )

@@ -384,7 +384,7 @@ pub async fn get_context(
     ApiPath((agent_id, user_id)): ApiPath<(String, String)>,
 ) -> ApiResult {
     access.allow(&agent_id)?;
-    let sessions = app.runtime.context(&agent_id, &user_id).await?;
+    let sessions = app.runtime.live_contexts(&agent_id, &user_id).await?;
     let background = app
         .runtime
         .block(&agent_id, BlockLabel::BackgroundContext)
@@ -472,4 +472,34 @@ pub async fn delete_fact(
     let id = fact_for(&app, &access, &id).await?;
     let fact = app.runtime.delete_fact(id, &q.user_id).await?;
     Ok(Json(json!({ "deleted": fact })).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AssembleQuery {
+    user_id: String,
+    #[serde(default)]
+    message: String,
+    budget_tokens: usize,
+}
+
+/// The context for the agent's next LLM call: tiers with their items and
+/// token counts, what was trimmed, and the chat messages to send.
+pub async fn assemble_context(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    ApiPath(agent_id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<AssembleQuery>,
+) -> ApiResult {
+    access.allow(&agent_id)?;
+    let ctx = app
+        .runtime
+        .context(&agent_id, &q.user_id, &q.message, q.budget_tokens)
+        .await?;
+    let messages = ctx.to_messages();
+    let mut v = json!(ctx);
+    v["agent_id"] = json!(agent_id);
+    v["user_id"] = json!(q.user_id);
+    v["messages"] = json!(messages);
+    Ok(Json(v).into_response())
 }

@@ -28,7 +28,7 @@ use recall_actors::supervisor::{
     SessionSupervisor, StartError, SupervisorArgs, SupervisorMsg, SupervisorStats,
 };
 use recall_actors::watchdog::{
-    WatchdogActor, WatchdogArgs, WatchdogError, WatchdogMsg, WatchdogStats,
+    render_context, WatchdogActor, WatchdogArgs, WatchdogError, WatchdogMsg, WatchdogStats,
 };
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -735,13 +735,66 @@ impl Runtime {
         recall_actors::model::validate_id("agent_id", agent_id)?;
         recall_actors::model::validate_id("user_id", user_id)?;
         self.check_message("message", current_message)?;
-        let blocks = self.blocks(agent_id).await?;
+        let now = self.inner.clock.now();
         let facts = self.facts(agent_id, user_id).await?;
         let query = SummaryQuery {
             user_id: Some(user_id.to_string()),
             ..SummaryQuery::default()
         };
         let mut summaries = self.find_summaries(agent_id, &query).await?;
+        // The agent's own blocks, and those drawn from this user's
+        // conversations; never another user's.
+        let user_blocks = call_t!(
+            self.inner.store,
+            |reply| StoreMsg::GetUserBlocks {
+                agent_id: agent_id.to_string(),
+                user_id: user_id.to_string(),
+                reply
+            },
+            CALL_TIMEOUT_MS
+        )
+        .map_err(unavailable("store"))??;
+        let mut blocks: Vec<MemoryBlock> = self
+            .blocks(agent_id)
+            .await?
+            .into_iter()
+            .filter(|b| b.label != BlockLabel::BackgroundContext)
+            .filter(|b| b.source_user_id.is_none())
+            .filter(|b| !user_blocks.iter().any(|u| u.label == b.label))
+            .collect();
+        blocks.extend(user_blocks);
+        // The stored `background_context` block covers every user of the
+        // agent; this user's is rendered from their own recent summaries
+        // (newest first) and the agent's persistent context.
+        let lookback = chrono::Duration::hours(self.inner.settings.watchdog.lookback_hours as i64);
+        let recent: Vec<ConversationSummary> = summaries
+            .iter()
+            .filter(|s| s.summary_type == SummaryType::Session && s.period_end >= now - lookback)
+            .cloned()
+            .collect();
+        let persistent = call_t!(self.inner.store, StoreMsg::ListAgents, CALL_TIMEOUT_MS)
+            .map_err(unavailable("store"))??
+            .into_iter()
+            .find(|(a, _)| a == agent_id)
+            .map(|(_, meta)| meta.persistent_context)
+            .unwrap_or_default();
+        if !recent.is_empty() || !persistent.is_empty() {
+            let limit = self.inner.settings.blocks.background_context_limit;
+            blocks.push(MemoryBlock {
+                agent_id: agent_id.to_string(),
+                label: BlockLabel::BackgroundContext,
+                value: render_context(
+                    now,
+                    &recent,
+                    &persistent,
+                    self.inner.settings.watchdog.max_topics,
+                    limit,
+                ),
+                limit,
+                updated_at: now,
+                source_user_id: Some(user_id.to_string()),
+            });
+        }
         // Oldest first: trimming drops from the front.
         summaries.reverse();
         let mut turns: Vec<ConversationTurn> = Vec::new();
@@ -953,6 +1006,7 @@ impl Runtime {
             value: value.to_string(),
             limit,
             updated_at: self.inner.clock.now(),
+            source_user_id: None,
         };
         let b = block.clone();
         call_t!(

@@ -659,3 +659,59 @@ async fn err_text(dir: &std::path::Path) -> String {
         Err(e) => e.to_string(),
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn one_users_conversations_never_reach_another_users_context() -> Res {
+    let reply = |summary: &str, relationship: &str| {
+        Step::Reply(
+            serde_json::json!({
+                "summary": summary,
+                "topics": ["life"],
+                "relationship": relationship,
+                "facts": [{"category": "biographical", "content": format!("{summary} (fact)")}],
+            })
+            .to_string(),
+        )
+    };
+    let reflect = ScriptedReflect::new([
+        reply(
+            "Mark prepared for Globex",
+            "Mark trusts me with his job search",
+        ),
+        reply("Ada talked about Porto", "Ada and I talk about her city"),
+    ]);
+    let rt = TestRuntime::start_full(Settings::for_test(), Arc::new(reflect)).await?;
+    rt.start_session("kairix", "mark", "m1").await?;
+    rt.record_turn("m1", "Globex onsite Monday", "Let's prepare")?;
+    rt.end_session("m1")?;
+    settle(&rt).await;
+    rt.start_session("kairix", "ada", "a1").await?;
+    rt.record_turn("a1", "Porto is lovely in May", "It is")?;
+    rt.end_session("a1")?;
+    settle(&rt).await;
+    // the agent-wide block mixes both users; a user's context must not
+    rt.refresh_background_context().await?;
+    let agent_block = rt
+        .block("kairix", BlockLabel::BackgroundContext)
+        .await?
+        .expect("agent block");
+    assert!(agent_block.value.contains("Porto") || agent_block.value.contains("Globex"));
+
+    let text = |c: &recall::engine::context::AssembledContext| {
+        c.to_messages()
+            .iter()
+            .map(|m| m.content.clone())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let mark = rt.context("kairix", "mark", "hello", 4000).await?;
+    let mark = text(&mark);
+    assert!(mark.contains("Mark prepared for Globex"), "{mark}");
+    assert!(mark.contains("Mark trusts me"), "{mark}");
+    assert!(mark.contains("(fact)"), "{mark}");
+    assert!(!mark.contains("Porto") && !mark.contains("Ada"), "{mark}");
+    let ada = text(&rt.context("kairix", "ada", "hello", 4000).await?);
+    assert!(ada.contains("Ada talked about Porto"), "{ada}");
+    assert!(!ada.contains("Globex") && !ada.contains("Mark"), "{ada}");
+    Ok(())
+}

@@ -399,6 +399,7 @@ mod tests {
             value: value.into(),
             limit: 2000,
             updated_at: t0(),
+            source_user_id: None,
         }
     }
 

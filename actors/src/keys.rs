@@ -98,6 +98,19 @@ pub fn blocks_prefix(agent_id: &str) -> Vec<u8> {
     agent_prefix(agent_id)
 }
 
+/// `blocks`: a block drawn from one user's conversations: agent, label,
+/// then the user (never empty, so never an agent-wide key).
+pub fn user_block(agent_id: &str, label: BlockLabel, user_id: &str) -> Vec<u8> {
+    let mut k = block(agent_id, label);
+    k.extend_from_slice(user_id.as_bytes());
+    k
+}
+
+/// Whether a `blocks` key under `agent_id` is an agent-wide block's.
+pub fn is_agent_block(agent_id: &str, key: &[u8]) -> bool {
+    key.len() == agent_prefix(agent_id).len() + 1
+}
+
 /// `agents`: the agent id.
 pub fn agent(agent_id: &str) -> &[u8] {
     agent_id.as_bytes()

@@ -290,6 +290,11 @@ pub struct MemoryBlock {
     /// The character limit the value was written under.
     pub limit: usize,
     pub updated_at: DateTime<Utc>,
+    /// The user whose conversation this value was drawn from, for blocks a
+    /// reflection writes (`relationship`, `self_perception`): it is shown
+    /// in that user's context only. `None` for the agent's own blocks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_user_id: Option<String>,
 }
 
 /// A durable request to reflect on one ended session.

@@ -233,6 +233,8 @@ impl ReflectorState {
                     value: truncate_chars(v, limit).to_string(),
                     limit,
                     updated_at: now,
+                    // Drawn from this user's conversation: theirs only.
+                    source_user_id: Some(session.user_id.clone()),
                 });
             }
         }

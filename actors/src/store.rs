@@ -360,12 +360,41 @@ impl Trees {
         }
     }
 
+    /// The agent's blocks (agent-wide; the latest reflection's
+    /// `relationship`/`self_perception` among them).
     pub fn blocks(&self, agent_id: &str) -> Result<Vec<MemoryBlock>, StoreError> {
-        Self::scan(
+        let iter = self
+            .blocks
+            .scan_prefix(keys::blocks_prefix(agent_id))
+            .filter(|r| {
+                r.as_ref()
+                    .map(|(k, _)| keys::is_agent_block(agent_id, k))
+                    .unwrap_or(true)
+            });
+        Self::scan(&self.blocks, keys::TREE_BLOCKS, iter)
+    }
+
+    /// The blocks reflections drew from one user's conversations.
+    pub fn user_blocks(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+    ) -> Result<Vec<MemoryBlock>, StoreError> {
+        let blocks: Vec<MemoryBlock> = Self::scan(
             &self.blocks,
             keys::TREE_BLOCKS,
-            self.blocks.scan_prefix(keys::blocks_prefix(agent_id)),
-        )
+            self.blocks
+                .scan_prefix(keys::blocks_prefix(agent_id))
+                .filter(|r| {
+                    r.as_ref()
+                        .map(|(k, _)| !keys::is_agent_block(agent_id, k))
+                        .unwrap_or(true)
+                }),
+        )?;
+        Ok(blocks
+            .into_iter()
+            .filter(|b| b.source_user_id.as_deref() == Some(user_id))
+            .collect())
     }
 
     pub fn block(
@@ -583,7 +612,15 @@ impl Trees {
                     index.insert(id.as_bytes(), skey.as_slice())?;
                     agents.insert(keys::agent(&summary.agent_id), tx_encode(&meta)?)?;
                     for b in blocks {
-                        blocks_tree.insert(keys::block(&b.agent_id, b.label), tx_encode(b)?)?;
+                        let value = tx_encode(b)?;
+                        // The agent's block holds the latest; a block drawn
+                        // from one user's conversation is also kept as that
+                        // user's.
+                        blocks_tree.insert(keys::block(&b.agent_id, b.label), value.as_slice())?;
+                        if let Some(user) = &b.source_user_id {
+                            blocks_tree
+                                .insert(keys::user_block(&b.agent_id, b.label, user), value)?;
+                        }
                     }
                     for (key, value, id) in &fact_rows {
                         facts_tree.insert(key.as_slice(), value.as_slice())?;
@@ -682,6 +719,12 @@ pub enum StoreMsg {
         reply: RpcReplyPort<Result<Vec<Fact>, StoreError>>,
     },
     GetFact(Uuid, RpcReplyPort<Result<Option<Fact>, StoreError>>),
+    /// The blocks drawn from one user's conversations.
+    GetUserBlocks {
+        agent_id: String,
+        user_id: String,
+        reply: RpcReplyPort<Result<Vec<MemoryBlock>, StoreError>>,
+    },
     /// Change a fact's visibility, as `user_id` (its owner).
     SetFactVisibility {
         fact_id: Uuid,
@@ -973,6 +1016,13 @@ impl Actor for StoreActor {
             }
             StoreMsg::GetFact(id, reply) => {
                 let _ = reply.send(t.fact(id));
+            }
+            StoreMsg::GetUserBlocks {
+                agent_id,
+                user_id,
+                reply,
+            } => {
+                let _ = reply.send(t.user_blocks(&agent_id, &user_id));
             }
             StoreMsg::SetFactVisibility {
                 fact_id,

@@ -171,6 +171,7 @@ impl WatchdogState {
             value,
             limit,
             updated_at: now,
+            source_user_id: None,
         };
         call_t!(
             store,

@@ -14,6 +14,7 @@
 //! - [`supervisor`]: `SessionSupervisor`, spawning sessions and reflectors.
 //! - [`reflector`]: `ReflectorActor`, one per session reflection, with retries.
 //! - [`watchdog`]: `WatchdogActor`, rebuilding `background_context` on a timer.
+//! - [`window`]: the in-session rolling memory (sliding-window summaries).
 //! - [`reflect`]: the `Reflect` port, output parsing and the offline
 //!   extractive implementation.
 //! - [`prompt`]: prompt templates.
@@ -33,3 +34,4 @@ pub mod store;
 pub mod supervisor;
 pub mod text;
 pub mod watchdog;
+pub mod window;

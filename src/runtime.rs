@@ -797,11 +797,35 @@ impl Runtime {
         }
         // Oldest first: trimming drops from the front.
         summaries.reverse();
+        // The live call: its rolling memory (the latest completed window
+        // summary, never waited for) and the raw turns after it.
         let mut turns: Vec<ConversationTurn> = Vec::new();
         for (_, _, actor) in self.inner.registry.live_of(agent_id, user_id) {
-            if let Ok(view) = call_t!(actor, SessionMsg::Inspect, CALL_TIMEOUT_MS) {
-                turns.extend(view.turns);
+            let Ok(view) = call_t!(actor, SessionMsg::Inspect, CALL_TIMEOUT_MS) else {
+                continue;
+            };
+            if let Some(memory) = &view.memory {
+                if let Some(text) = &memory.summary {
+                    summaries.push(ConversationSummary {
+                        summary_id: view.record.session_id,
+                        summary_type: SummaryType::Session,
+                        agent_id: agent_id.to_string(),
+                        user_id: user_id.to_string(),
+                        period_start: view.record.started_at,
+                        period_end: now,
+                        summary_text: format!("(this call so far) {text}"),
+                        topics: Vec::new(),
+                        key_entities: Vec::new(),
+                        emotional_tone: None,
+                        source_summary_ids: Vec::new(),
+                        turn_count: (memory.end_seq / 2 + 1) as u32,
+                        created_at: now,
+                        fallback: false,
+                    });
+                }
             }
+            let gap = ((view.gap_start / 2) as usize).min(view.turns.len());
+            turns.extend(view.turns.into_iter().skip(gap));
         }
         turns.sort_by_key(|t| t.timestamp);
         let input = ContextInput {

@@ -715,3 +715,111 @@ async fn one_users_conversations_never_reach_another_users_context() -> Res {
     assert!(!ada.contains("Globex") && !ada.contains("Mark"), "{ada}");
     Ok(())
 }
+
+/// A `Reflect` whose answers wait for the test to release them, one per
+/// call, so that a window summary can be caught "processing".
+#[derive(Clone)]
+struct GatedReflect {
+    gate: Arc<tokio::sync::Semaphore>,
+    calls: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Default for GatedReflect {
+    fn default() -> Self {
+        GatedReflect {
+            gate: Arc::new(tokio::sync::Semaphore::new(0)),
+            calls: Arc::default(),
+        }
+    }
+}
+
+impl recall::Reflect for GatedReflect {
+    fn name(&self) -> &'static str {
+        "gated"
+    }
+
+    fn reflect(
+        &self,
+        _request: recall::ReflectRequest,
+    ) -> recall::engine::reflect::BoxFuture<'static, Result<String, recall::ReflectError>> {
+        let n = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let gate = self.gate.clone();
+        Box::pin(async move {
+            let permit = gate.acquire().await.expect("gate open");
+            permit.forget();
+            Ok(serde_json::json!({ "summary": format!("summary-{n}") }).to_string())
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_context_reads_the_latest_window_summary_or_falls_back_without_waiting() -> Res {
+    let mut settings = Settings::for_test();
+    settings.session.window_start_messages = 6;
+    settings.session.window_messages = 14;
+    let reflect = GatedReflect::default();
+    let rt = TestRuntime::start_full(settings, Arc::new(reflect.clone())).await?;
+    rt.start_session("kairix", "mark", "c1").await?;
+    let text = |c: &recall::engine::context::AssembledContext| {
+        c.to_messages()
+            .iter()
+            .map(|m| m.content.clone())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    for round in 1..=3 {
+        rt.record_turn("c1", format!("question {round}"), format!("answer {round}"))?;
+    }
+    settle_actors().await;
+    // round 3 ended at seq 5: a window summary is processing; the read does
+    // not wait for it and uses the raw turns
+    let view = rt.live_session("c1").await?.expect("live");
+    assert!(view.memory.is_none() && !view.caught_up);
+    let c = text(&rt.context("kairix", "mark", "question 4", 4000).await?);
+    assert!(c.contains("question 1") && c.contains("answer 3"), "{c}");
+    assert!(!c.contains("summary-"), "{c}");
+
+    // it completes: caught up, the memory replaces rounds 1-3
+    reflect.gate.add_permits(1);
+    settle_actors().await;
+    let c = text(&rt.context("kairix", "mark", "question 4", 4000).await?);
+    assert!(c.contains("(this call so far) summary-1"), "{c}");
+    assert!(!c.contains("question 1") && !c.contains("answer 3"), "{c}");
+
+    // round 4 starts window 2 (seq 0-7, base 1); before it completes the
+    // read falls back to window 1 plus the gap (round 4)
+    rt.record_turn("c1", "question 4", "answer 4")?;
+    settle_actors().await;
+    let view = rt.live_session("c1").await?.expect("live");
+    assert_eq!(view.memory.as_ref().map(|m| m.id), Some(1));
+    assert_eq!(view.gap_start, 6);
+    assert!(!view.caught_up);
+    let c = text(&rt.context("kairix", "mark", "question 5", 4000).await?);
+    assert!(c.contains("summary-1") && c.contains("question 4"), "{c}");
+    assert!(!c.contains("question 2"), "{c}");
+
+    reflect.gate.add_permits(1);
+    settle_actors().await;
+    let view = rt.live_session("c1").await?.expect("live");
+    let m = view.memory.expect("window 2");
+    assert_eq!(
+        (m.id, m.start_seq, m.end_seq, m.base_id),
+        (2, 0, 7, Some(1))
+    );
+    assert!(view.caught_up);
+    let c = text(&rt.context("kairix", "mark", "question 5", 4000).await?);
+    assert!(c.contains("summary-2") && !c.contains("question 4"), "{c}");
+    // the session's own reflection still happens at its end
+    reflect.gate.add_permits(10);
+    rt.end_session("c1")?;
+    settle(&rt).await;
+    assert_eq!(rt.summaries("kairix", SummaryType::Session).await?.len(), 1);
+    Ok(())
+}
+
+/// Lets spawned tasks and actors run (paused time, no timers involved).
+async fn settle_actors() {
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+    }
+}

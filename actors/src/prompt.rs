@@ -4,6 +4,9 @@
 /// The built-in session reflection prompt (seed §5.4), asking for JSON.
 pub const SESSION_REFLECTION: &str = include_str!("../../config/prompts/session_reflection.txt");
 /// The built-in system message of the reflector.
+/// The in-session window summary prompt: `{previous_summary}` and
+/// `{conversation}`.
+pub const WINDOW_SUMMARY: &str = include_str!("../../config/prompts/window_summary.txt");
 pub const REFLECTOR_SYSTEM: &str = include_str!("../../config/prompts/reflector_system.txt");
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

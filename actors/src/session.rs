@@ -19,13 +19,17 @@ use std::time::Duration;
 use ractor::concurrency::JoinHandle;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::time::Instant;
-use tracing::{debug, error, info};
+use tracing::{debug, error, info, warn};
 
 use crate::clock::Clock;
 use crate::model::{ConversationTurn, EndReason, SessionRecord};
+use crate::reflect::parse::parse_reflection;
+use crate::reflect::{Reflect, ReflectRequest};
+use crate::reflector::conversation_text;
 use crate::registry::Registry;
 use crate::store::{StoreError, StoreMsg};
 use crate::supervisor::SupervisorMsg;
+use crate::window::{RollingMemory, WindowJob, WindowMemory};
 
 pub enum SessionMsg {
     /// A completed exchange; the hot path casts this.
@@ -42,15 +46,39 @@ pub enum SessionMsg {
     /// Answer once every turn handled so far is flushed to disk: the flush
     /// is sent to the Store behind those turns' writes.
     Sync(RpcReplyPort<Result<(), StoreError>>),
+    /// A window summary came back (`Err` with why it failed).
+    WindowDone {
+        id: u64,
+        result: Result<String, String>,
+    },
     /// Panic inside the actor: exercises the crash path in tests.
     InjectPanic,
 }
 
-/// A live session's record and turn count.
+/// A live session's record and turns, and its rolling memory as a read
+/// sees it now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionView {
     pub record: SessionRecord,
     pub turns: Vec<ConversationTurn>,
+    /// The latest completed window summary, if any.
+    pub memory: Option<WindowMemory>,
+    /// The first message (sequence number) not covered by `memory`: the
+    /// gap starts at turn `gap_start / 2`.
+    pub gap_start: u64,
+    /// False while a newer window summary is still being made (the read
+    /// fell back to an older one, with a larger gap).
+    pub caught_up: bool,
+}
+
+/// What window summaries need, shared by every session.
+pub struct WindowDeps {
+    pub reflect: Arc<dyn Reflect>,
+    pub system: String,
+    pub prompt: String,
+    pub timeout: Duration,
+    pub start_messages: u64,
+    pub window_messages: u64,
 }
 
 pub struct SessionArgs {
@@ -62,6 +90,7 @@ pub struct SessionArgs {
     pub supervisor: ActorRef<SupervisorMsg>,
     pub silence: Duration,
     pub clock: Clock,
+    pub window: Arc<WindowDeps>,
 }
 
 pub struct SessionState {
@@ -78,6 +107,8 @@ pub struct SessionState {
     ending: Option<EndReason>,
     /// `recall_turns_recorded_total`, looked up once rather than per turn.
     turns_recorded: metrics::Counter,
+    rolling: RollingMemory,
+    window: Arc<WindowDeps>,
 }
 
 pub struct SessionActor;
@@ -92,7 +123,7 @@ impl SessionState {
         self.timer = Some(myself.send_after(after, move || SessionMsg::SilenceElapsed(generation)));
     }
 
-    fn record_turn(&mut self, turn: ConversationTurn) {
+    fn record_turn(&mut self, myself: &ActorRef<SessionMsg>, turn: ConversationTurn) {
         let seq = self.turns.len() as u32;
         match StoreMsg::append_turn(self.record.session_id, seq, &turn) {
             Ok(msg) => {
@@ -112,6 +143,51 @@ impl SessionState {
         self.turns.push(turn);
         self.record.turn_count = self.turns.len() as u32;
         self.turns_recorded.increment(1);
+        if let Some(job) = self.rolling.round_ended() {
+            self.start_window(myself, job);
+        }
+    }
+
+    /// Summarizes a window in the background; the result comes back as
+    /// `WindowDone`. Nothing waits on it.
+    fn start_window(&self, myself: &ActorRef<SessionMsg>, job: WindowJob) {
+        let first = (job.start_seq / 2) as usize;
+        let last = ((job.end_seq / 2) as usize).min(self.turns.len().saturating_sub(1));
+        let turns: Vec<ConversationTurn> = self.turns[first..=last].to_vec();
+        let previous = job
+            .base_id
+            .and_then(|id| self.rolling.memories().iter().find(|m| m.id == id))
+            .and_then(|m| m.summary.clone())
+            .unwrap_or_default();
+        let conversation = conversation_text(&turns);
+        let request = ReflectRequest {
+            system: self.window.system.clone(),
+            prompt: self
+                .window
+                .prompt
+                .replace("{previous_summary}", &previous)
+                .replace("{conversation}", &conversation)
+                .replace("{{", "{")
+                .replace("}}", "}"),
+            session: self.record.clone(),
+            turns,
+        };
+        let deps = self.window.clone();
+        let me = myself.clone();
+        let session_id = self.record.session_id;
+        tokio::spawn(async move {
+            let result =
+                match tokio::time::timeout(deps.timeout, deps.reflect.reflect(request)).await {
+                    Ok(Ok(raw)) => Ok(parse_reflection(&raw, &conversation).summary),
+                    Ok(Err(e)) => Err(e.chain()),
+                    Err(_) => Err(format!("no answer within {:?}", deps.timeout)),
+                };
+            if let Err(e) = &result {
+                warn!(%session_id, window = job.id, error = %e, "window summary failed");
+            }
+            // The session may have ended meanwhile: nothing to update.
+            let _ = me.cast(SessionMsg::WindowDone { id: job.id, result });
+        });
     }
 
     fn begin_end(&mut self, myself: &ActorRef<SessionMsg>, reason: EndReason) {
@@ -157,9 +233,15 @@ impl Actor for SessionActor {
             timer: None,
             ending: None,
             turns_recorded: metrics::counter!("recall_turns_recorded_total"),
+            // A threshold in messages; the state counts sequence numbers.
+            rolling: RollingMemory::new(
+                args.window.start_messages.saturating_sub(1),
+                args.window.window_messages,
+            ),
+            window: args.window,
         };
         for t in args.pending {
-            state.record_turn(t);
+            state.record_turn(&myself, t);
         }
         let left = (state.last_activity + state.silence).saturating_duration_since(Instant::now());
         state.arm(&myself, left);
@@ -210,7 +292,7 @@ impl Actor for SessionActor {
         state: &mut SessionState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            SessionMsg::Turn(turn) => state.record_turn(turn),
+            SessionMsg::Turn(turn) => state.record_turn(&myself, turn),
             SessionMsg::Touch(at) => state.last_activity = state.last_activity.max(at),
             SessionMsg::End(reason) => state.begin_end(&myself, reason),
             SessionMsg::SilenceElapsed(generation) => {
@@ -227,11 +309,19 @@ impl Actor for SessionActor {
                 }
             }
             SessionMsg::Inspect(reply) => {
+                let read = state.rolling.read();
                 let _ = reply.send(SessionView {
                     record: state.record.clone(),
                     turns: state.turns.clone(),
+                    memory: read.memory.cloned(),
+                    gap_start: read.gap_start,
+                    caught_up: read.caught_up,
                 });
             }
+            SessionMsg::WindowDone { id, result } => match result {
+                Ok(summary) => state.rolling.completed(id, summary),
+                Err(_) => state.rolling.failed(id),
+            },
             SessionMsg::Sync(reply) => {
                 if let Err(ractor::MessagingErr::SendErr(StoreMsg::Flush(reply))) =
                     state.store.cast(StoreMsg::Flush(reply))

@@ -36,6 +36,20 @@ pub struct SessionSettings {
     pub max_message_chars: usize,
     #[serde(default = "default_reopen_window_secs")]
     pub reopen_window_secs: u64,
+    /// Messages (user and assistant each count one) a session has before
+    /// its first in-session window summary.
+    #[serde(default = "default_window_start_messages")]
+    pub window_start_messages: u64,
+    /// Messages each in-session window summary covers.
+    #[serde(default = "default_window_messages")]
+    pub window_messages: u64,
+}
+
+fn default_window_start_messages() -> u64 {
+    20
+}
+fn default_window_messages() -> u64 {
+    14
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -311,6 +325,8 @@ impl Default for SessionSettings {
             silence_timeout_secs: default_silence_timeout_secs(),
             max_message_chars: default_max_message_chars(),
             reopen_window_secs: default_reopen_window_secs(),
+            window_start_messages: default_window_start_messages(),
+            window_messages: default_window_messages(),
         }
     }
 }
@@ -413,6 +429,18 @@ impl Settings {
             "session.max_message_chars",
             self.session.max_message_chars as u64,
         )?;
+        if self.session.window_messages < 2 {
+            return Err(SettingsError {
+                key: "session.window_messages",
+                reason: "must be at least 2 (one user message and one answer)".into(),
+            });
+        }
+        if self.session.window_start_messages < 2 {
+            return Err(SettingsError {
+                key: "session.window_start_messages",
+                reason: "must be at least 2".into(),
+            });
+        }
         positive("watchdog.interval_secs", self.watchdog.interval_secs)?;
         positive("watchdog.lookback_hours", self.watchdog.lookback_hours)?;
         positive(

@@ -27,7 +27,7 @@ use crate::prompt::Prompts;
 use crate::reflect::Reflect;
 use crate::reflector::{ReflectorActor, ReflectorArgs};
 use crate::registry::{Busy, Owner, Registry};
-use crate::session::{SessionActor, SessionArgs, SessionMsg};
+use crate::session::{SessionActor, SessionArgs, SessionMsg, WindowDeps};
 use crate::settings::Settings;
 use crate::store::StoreMsg;
 
@@ -132,6 +132,8 @@ pub struct SupervisorArgs {
 }
 
 pub struct SupervisorState {
+    /// What sessions need for their window summaries.
+    window: Arc<WindowDeps>,
     settings: Settings,
     registry: Arc<Registry>,
     store: ActorRef<StoreMsg>,
@@ -181,6 +183,7 @@ impl SupervisorState {
             supervisor: myself.clone(),
             silence: self.settings.silence_timeout(),
             clock: self.clock,
+            window: self.window.clone(),
         };
         let (actor, _) = Actor::spawn_linked(None, SessionActor, args, myself.get_cell())
             .await
@@ -257,7 +260,16 @@ impl Actor for SessionSupervisor {
         // Prune the connection table once per reopen window.
         let window = Duration::from_secs(args.settings.session.reopen_window_secs.max(1));
         myself.send_interval(window, || SupervisorMsg::Prune);
+        let window = Arc::new(WindowDeps {
+            reflect: args.reflect.clone(),
+            system: args.prompts.system.clone(),
+            prompt: crate::prompt::WINDOW_SUMMARY.to_string(),
+            timeout: Duration::from_secs(args.settings.reflector.attempt_timeout_secs),
+            start_messages: args.settings.session.window_start_messages,
+            window_messages: args.settings.session.window_messages,
+        });
         Ok(SupervisorState {
+            window,
             settings: args.settings,
             registry: args.registry,
             store: args.store,

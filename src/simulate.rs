@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use recall_actors::clock::Clock;
+use recall_actors::context::{TierUsage, Trimmed};
 use recall_actors::model::{
     validate_id, ConversationSummary, DeadLetter, Fact, MemoryBlock, SessionRecord, SummaryType,
     Visibility,
@@ -54,6 +55,13 @@ pub enum Action {
     End {
         connection_id: String,
     },
+    /// Record the context the agent's next LLM call would get now.
+    Context {
+        agent_id: String,
+        user_id: String,
+        message: String,
+        budget_tokens: usize,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,6 +95,16 @@ struct ConnLine {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct ContextLine {
+    agent_id: String,
+    user_id: String,
+    #[serde(default)]
+    message: String,
+    budget_tokens: usize,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct EndLine {
     connection_id: String,
     #[serde(default)]
@@ -106,7 +124,11 @@ fn parse_line(line: usize, text: &str) -> Result<Event, ScriptError> {
     };
     let kind = match v.remove("type") {
         Some(Value::String(s)) => s,
-        _ => return Err(err("missing `type` (start, turn, touch or end)".into())),
+        _ => {
+            return Err(err(
+                "missing `type` (start, turn, touch, end or context)".into()
+            ))
+        }
     };
     let rest = Value::Object(v);
     let fields = |e: serde_json::Error| err(format!("bad `{kind}` event: {e}"));
@@ -159,9 +181,27 @@ fn parse_line(line: usize, text: &str) -> Result<Event, ScriptError> {
                 connection_id: l.connection_id,
             }
         }
+        "context" => {
+            let l: ContextLine = serde_json::from_value(rest).map_err(fields)?;
+            validate_id("agent_id", &l.agent_id).map_err(|e| err(e.to_string()))?;
+            validate_id("user_id", &l.user_id).map_err(|e| err(e.to_string()))?;
+            if l.budget_tokens == 0 || l.budget_tokens > recall_actors::context::MAX_BUDGET_TOKENS {
+                return Err(err(format!(
+                    "budget_tokens must be between 1 and {}; got {}",
+                    recall_actors::context::MAX_BUDGET_TOKENS,
+                    l.budget_tokens
+                )));
+            }
+            Action::Context {
+                agent_id: l.agent_id,
+                user_id: l.user_id,
+                message: l.message,
+                budget_tokens: l.budget_tokens,
+            }
+        }
         other => {
             return Err(err(format!(
-                "unknown event type {other:?} (start, turn, touch or end)"
+                "unknown event type {other:?} (start, turn, touch, end or context)"
             )))
         }
     };
@@ -205,6 +245,7 @@ pub fn parse_script(text: &str) -> Result<Vec<Event>, ScriptError> {
                     });
                 }
             }
+            Action::Context { .. } => {}
         }
         events.push(ev);
     }
@@ -226,6 +267,20 @@ pub struct Report {
     pub dead_letters: Vec<DeadLetter>,
     /// Every user's facts (their own; visibility says who else sees them).
     pub facts: Vec<Fact>,
+    /// The contexts assembled at the script's `context` events.
+    pub contexts: Vec<ContextSnapshot>,
+}
+
+/// The context assembled at one `context` event.
+#[derive(Debug, Clone, Serialize)]
+pub struct ContextSnapshot {
+    pub agent_id: String,
+    pub user_id: String,
+    pub at: DateTime<Utc>,
+    pub budget_tokens: usize,
+    pub total_tokens: usize,
+    pub tiers: Vec<TierUsage>,
+    pub trimmed: Vec<Trimmed>,
 }
 
 impl Report {
@@ -283,6 +338,30 @@ impl Report {
                     ", conflicts with an earlier fact"
                 } else {
                     ""
+                }
+            );
+        }
+        let _ = writeln!(out);
+        let _ = writeln!(out, "== contexts ({}) ==", self.contexts.len());
+        for c in &self.contexts {
+            let tiers: Vec<String> = c
+                .tiers
+                .iter()
+                .map(|t| format!("{:?} {}", t.tier, t.tokens).to_lowercase())
+                .collect();
+            let _ = writeln!(
+                out,
+                "{} {}/{}: {} of {} tokens ({}){}",
+                c.at.format("%Y-%m-%d %H:%M:%S"),
+                c.agent_id,
+                c.user_id,
+                c.total_tokens,
+                c.budget_tokens,
+                tiers.join(", "),
+                if c.trimmed.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} item(s) trimmed", c.trimmed.len())
                 }
             );
         }
@@ -389,6 +468,7 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
         builder = builder.reflect(r);
     }
     let rt = builder.start().await?;
+    let mut contexts = Vec::new();
     for ev in events {
         tokio::time::sleep_until(clock.instant_at(ev.at)).await;
         let res = match &ev.action {
@@ -413,6 +493,31 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
                 .map(|_| ()),
             Action::Touch { connection_id } => rt.touch(connection_id),
             Action::End { connection_id } => rt.end_session(connection_id).map(|_| ()),
+            Action::Context {
+                agent_id,
+                user_id,
+                message,
+                budget_tokens,
+            } => {
+                // What the agent would see now: let the actors handle what
+                // this instant's events sent them first.
+                for _ in 0..10 {
+                    tokio::task::yield_now().await;
+                }
+                rt.context(agent_id, user_id, message, *budget_tokens)
+                    .await
+                    .map(|c| {
+                        contexts.push(ContextSnapshot {
+                            agent_id: agent_id.clone(),
+                            user_id: user_id.clone(),
+                            at: ev.at,
+                            budget_tokens: c.budget_tokens,
+                            total_tokens: c.total_tokens,
+                            tiers: c.tiers,
+                            trimmed: c.trimmed,
+                        })
+                    })
+            }
         };
         res.map_err(|source| SimError::Apply {
             line: ev.line,
@@ -467,6 +572,7 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
         blocks,
         dead_letters,
         facts,
+        contexts,
     })
 }
 
@@ -503,6 +609,14 @@ mod tests {
             (
                 r#"{"at":"2026-01-05T09:01:00Z","type":"touch","connection_id":"c9"}"#,
                 "never started",
+            ),
+            (
+                r#"{"at":"2026-01-05T09:01:00Z","type":"context","agent_id":"a","user_id":"u","budget_tokens":0}"#,
+                "budget_tokens must be between",
+            ),
+            (
+                r#"{"at":"2026-01-05T09:01:00Z","type":"context","agent_id":"a","user_id":"u"}"#,
+                "missing field",
             ),
             (
                 r#"{"at":"2026-01-05T09:01:00Z","type":"end","connection_id":"c1","reason":"silence_timeout"}"#,

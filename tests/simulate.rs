@@ -88,7 +88,14 @@ fn the_binary_prints_json_and_rejects_a_malformed_script() -> anyhow::Result<()>
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-    for key in ["sessions", "summaries", "blocks", "dead_letters", "facts"] {
+    for key in [
+        "sessions",
+        "summaries",
+        "blocks",
+        "dead_letters",
+        "facts",
+        "contexts",
+    ] {
         assert!(v[key].is_array(), "{key} missing");
     }
     let s = &v["sessions"][0];
@@ -106,6 +113,40 @@ fn the_binary_prints_json_and_rejects_a_malformed_script() -> anyhow::Result<()>
     }
     assert_eq!(v["summaries"][0]["user_id"], "mark");
     assert_eq!(v["blocks"][0]["agent_id"], "kairix");
+    // the contexts recorded at the script's context events
+    let contexts = v["contexts"].as_array().expect("contexts");
+    assert_eq!(contexts.len(), 2);
+    for c in contexts {
+        assert_eq!(
+            (c["agent_id"].as_str(), c["user_id"].as_str()),
+            (Some("kairix"), Some("mark"))
+        );
+        assert_eq!(c["at"], "2026-01-22T19:02:00Z");
+        let total = c["total_tokens"].as_u64().expect("total");
+        assert!(total <= c["budget_tokens"].as_u64().expect("budget"));
+        let tiers: Vec<&str> = c["tiers"]
+            .as_array()
+            .expect("tiers")
+            .iter()
+            .filter_map(|t| t["tier"].as_str())
+            .collect();
+        assert_eq!(tiers, ["blocks", "facts", "summaries", "turns", "message"]);
+        let sum: u64 = c["tiers"]
+            .as_array()
+            .expect("tiers")
+            .iter()
+            .filter_map(|t| t["tokens"].as_u64())
+            .sum();
+        assert_eq!(sum, total);
+    }
+    // the live call's turn is in the context; the tight budget trimmed
+    // the oldest summaries
+    let turns = &contexts[0]["tiers"][3]["items"];
+    assert!(turns.to_string().contains("Globex onsite"), "{turns}");
+    assert!(!contexts[1]["trimmed"]
+        .as_array()
+        .expect("trimmed")
+        .is_empty());
     // facts the offline reflector found in Mark's own words
     let facts: Vec<(&str, &str, &str, &str)> = v["facts"]
         .as_array()

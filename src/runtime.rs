@@ -800,10 +800,13 @@ impl Runtime {
         // The live call: its rolling memory (the latest completed window
         // summary, never waited for) and the raw turns after it.
         let mut turns: Vec<ConversationTurn> = Vec::new();
+        let mut live_started: Option<chrono::DateTime<chrono::Utc>> = None;
         for (_, _, actor) in self.inner.registry.live_of(agent_id, user_id) {
             let Ok(view) = call_t!(actor, SessionMsg::Inspect, CALL_TIMEOUT_MS) else {
                 continue;
             };
+            let started = view.record.started_at;
+            live_started = Some(live_started.map_or(started, |s| s.min(started)));
             if let Some(memory) = &view.memory {
                 if let Some(text) = &memory.summary {
                     summaries.push(ConversationSummary {
@@ -826,6 +829,35 @@ impl Runtime {
             }
             let gap = ((view.gap_start / 2) as usize).min(view.turns.len());
             turns.extend(view.turns.into_iter().skip(gap));
+        }
+        // Decay across calls (seed 002): the previous call's turns stay
+        // verbatim if the user is back within the soft decay, only its last
+        // few beside its summary until the hard decay, and none after.
+        let decay = &self.inner.settings.context;
+        let reference = live_started.unwrap_or(now);
+        let previous = self
+            .sessions(Some(agent_id))
+            .await?
+            .into_iter()
+            .filter(|s| s.user_id == user_id)
+            .filter(|s| s.ended_at.is_some_and(|e| e <= reference))
+            .max_by_key(|s| (s.ended_at, s.session_id));
+        if let Some(prev) = previous {
+            let prev_turns = self.turns(prev.session_id).await?;
+            let last = prev_turns
+                .last()
+                .map(|t| t.timestamp)
+                .or(prev.ended_at)
+                .unwrap_or(prev.started_at);
+            let idle = reference - last;
+            if idle <= chrono::Duration::minutes(decay.soft_decay_minutes as i64) {
+                // Verbatim: its summary would only repeat it.
+                summaries.retain(|s| s.summary_id != prev.session_id);
+                turns.extend(prev_turns);
+            } else if idle <= chrono::Duration::minutes(decay.hard_decay_minutes as i64) {
+                let keep = decay.turns_after_soft_decay.min(prev_turns.len());
+                turns.extend(prev_turns.into_iter().rev().take(keep));
+            }
         }
         turns.sort_by_key(|t| t.timestamp);
         let input = ContextInput {

@@ -823,3 +823,82 @@ async fn settle_actors() {
         tokio::task::yield_now().await;
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_previous_call_decays_at_the_soft_and_hard_boundaries() -> Res {
+    let mut settings = Settings::for_test();
+    settings.context.soft_decay_minutes = 10;
+    settings.context.hard_decay_minutes = 30;
+    settings.context.turns_after_soft_decay = 1;
+    let rt = TestRuntime::start_full(settings, Arc::new(ExtractiveReflect)).await?;
+    rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn("c1", "first thing about Lisbon", "ok one")?;
+    advance(secs(60)).await;
+    rt.record_turn("c1", "second thing about Porto", "ok two")?;
+    rt.end_session("c1")?;
+    settle(&rt).await;
+    let raw = |c: &recall::engine::context::AssembledContext| -> Vec<String> {
+        c.tiers[3].items.iter().map(|i| i.text.clone()).collect()
+    };
+    let summaries = |c: &recall::engine::context::AssembledContext| c.tiers[2].items.len();
+    // at exactly the soft decay: verbatim, without the duplicate summary
+    advance(secs(600)).await;
+    let c = rt.context("kairix", "mark", "hi", 4000).await?;
+    assert_eq!(raw(&c).len(), 4, "{:?}", raw(&c));
+    assert_eq!(summaries(&c), 0);
+    // just past it: the summary and only the last turn
+    advance(secs(1)).await;
+    let c = rt.context("kairix", "mark", "hi", 4000).await?;
+    assert_eq!(raw(&c), ["second thing about Porto", "ok two"]);
+    assert_eq!(summaries(&c), 1);
+    // at exactly the hard decay: still the last turn
+    advance(secs(20 * 60 - 1)).await;
+    let c = rt.context("kairix", "mark", "hi", 4000).await?;
+    assert_eq!(raw(&c).len(), 2);
+    // past it: nothing of the call but its long-term memory
+    advance(secs(1)).await;
+    let c = rt.context("kairix", "mark", "hi", 4000).await?;
+    assert!(raw(&c).is_empty());
+    assert_eq!(summaries(&c), 1);
+    // a new call started within the soft decay of the previous one's last
+    // turn continues it verbatim
+    rt.start_session("kairix", "mark", "c2").await?;
+    rt.record_turn("c2", "third thing", "ok three")?;
+    rt.end_session("c2")?;
+    settle(&rt).await;
+    advance(secs(300)).await;
+    rt.start_session("kairix", "mark", "c3").await?;
+    rt.record_turn("c3", "fourth thing", "ok four")?;
+    settle_actors().await;
+    let c = rt.context("kairix", "mark", "hi", 4000).await?;
+    assert_eq!(
+        raw(&c),
+        ["third thing", "ok three", "fourth thing", "ok four"],
+        "previous call verbatim, then the live one"
+    );
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_over_the_token_ceiling_is_summarized_early() -> Res {
+    let mut settings = Settings::for_test();
+    settings.context.max_session_tokens = 50;
+    let reflect = GatedReflect::default();
+    let rt = TestRuntime::start_full(settings, Arc::new(reflect.clone())).await?;
+    rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn("c1", "short", "short")?;
+    settle_actors().await;
+    assert_eq!(reflect.calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+    // well before window_start_messages, but over 50 tokens of raw turns
+    rt.record_turn("c1", "x".repeat(300), "fine")?;
+    settle_actors().await;
+    assert_eq!(reflect.calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    reflect.gate.add_permits(1);
+    settle_actors().await;
+    let view = rt.live_session("c1").await?.expect("live");
+    assert_eq!(view.memory.as_ref().map(|m| m.end_seq), Some(3));
+    let c = rt.context("kairix", "mark", "hi", 4000).await?;
+    assert!(c.tiers[3].items.is_empty(), "the raw turns are summarized");
+    reflect.gate.add_permits(10);
+    Ok(())
+}

@@ -79,6 +79,8 @@ pub struct WindowDeps {
     pub timeout: Duration,
     pub start_messages: u64,
     pub window_messages: u64,
+    /// Raw-turn tokens that trigger an early window summary.
+    pub max_session_tokens: usize,
 }
 
 pub struct SessionArgs {
@@ -143,7 +145,21 @@ impl SessionState {
         self.turns.push(turn);
         self.record.turn_count = self.turns.len() as u32;
         self.turns_recorded.increment(1);
-        if let Some(job) = self.rolling.round_ended() {
+        let job = self.rolling.round_ended().or_else(|| {
+            // The token ceiling (seed 002): raw turns since the last window
+            // summary over `max_session_tokens` are summarized early.
+            let gap = (self.rolling.read().gap_start / 2) as usize;
+            let chars: usize = self.turns[gap.min(self.turns.len())..]
+                .iter()
+                .map(|t| t.user_message.chars().count() + t.agent_response.chars().count())
+                .sum();
+            if chars.div_ceil(4) > self.window.max_session_tokens {
+                self.rolling.summarize_early()
+            } else {
+                None
+            }
+        });
+        if let Some(job) = job {
             self.start_window(myself, job);
         }
     }

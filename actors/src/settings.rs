@@ -25,6 +25,54 @@ pub struct Settings {
     pub server: ServerSettings,
     #[serde(default)]
     pub log: LogSettings,
+    #[serde(default)]
+    pub context: ContextSettings,
+}
+
+/// How the working context decays between calls (seed `002`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextSettings {
+    /// Back within this many minutes of the last turn: the previous call's
+    /// turns stay verbatim.
+    #[serde(default = "default_soft_decay_minutes")]
+    pub soft_decay_minutes: u64,
+    /// Back after this many minutes: nothing of the previous call but its
+    /// long-term memory (summary, facts, blocks).
+    #[serde(default = "default_hard_decay_minutes")]
+    pub hard_decay_minutes: u64,
+    /// Between the two: how many of the previous call's last turns stay
+    /// verbatim beside its summary.
+    #[serde(default = "default_turns_after_soft_decay")]
+    pub turns_after_soft_decay: usize,
+    /// A live call whose raw turns since its last window summary go over
+    /// this many tokens is summarized early.
+    #[serde(default = "default_max_session_tokens")]
+    pub max_session_tokens: usize,
+}
+
+impl Default for ContextSettings {
+    fn default() -> Self {
+        ContextSettings {
+            soft_decay_minutes: default_soft_decay_minutes(),
+            hard_decay_minutes: default_hard_decay_minutes(),
+            turns_after_soft_decay: default_turns_after_soft_decay(),
+            max_session_tokens: default_max_session_tokens(),
+        }
+    }
+}
+
+fn default_soft_decay_minutes() -> u64 {
+    10
+}
+fn default_hard_decay_minutes() -> u64 {
+    30
+}
+fn default_turns_after_soft_decay() -> usize {
+    2
+}
+fn default_max_session_tokens() -> usize {
+    8000
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -441,6 +489,16 @@ impl Settings {
                 reason: "must be at least 2".into(),
             });
         }
+        if self.context.hard_decay_minutes < self.context.soft_decay_minutes {
+            return Err(SettingsError {
+                key: "context.hard_decay_minutes",
+                reason: "must be at least context.soft_decay_minutes".into(),
+            });
+        }
+        positive(
+            "context.max_session_tokens",
+            self.context.max_session_tokens as u64,
+        )?;
         positive("watchdog.interval_secs", self.watchdog.interval_secs)?;
         positive("watchdog.lookback_hours", self.watchdog.lookback_hours)?;
         positive(

@@ -267,6 +267,7 @@ impl Actor for SessionSupervisor {
             timeout: Duration::from_secs(args.settings.reflector.attempt_timeout_secs),
             start_messages: args.settings.session.window_start_messages,
             window_messages: args.settings.session.window_messages,
+            max_session_tokens: args.settings.context.max_session_tokens,
         });
         Ok(SupervisorState {
             window,

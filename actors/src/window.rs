@@ -103,8 +103,24 @@ impl RollingMemory {
     /// to start, if the threshold is reached and none is in flight.
     pub fn round_ended(&mut self) -> Option<WindowJob> {
         self.next_seq += 2;
+        if self.next_seq - 1 < self.threshold {
+            return None;
+        }
+        self.start()
+    }
+
+    /// Starts a summary of the latest window now, before the threshold
+    /// (the raw turns grew too long), unless one is in flight.
+    pub fn summarize_early(&mut self) -> Option<WindowJob> {
+        if self.next_seq == 0 {
+            return None;
+        }
+        self.start()
+    }
+
+    fn start(&mut self) -> Option<WindowJob> {
         let end = self.next_seq - 1;
-        if end < self.threshold || self.in_flight().is_some() {
+        if self.in_flight().is_some() {
             return None;
         }
         let (start_seq, end_seq) = self.window_range(end);
@@ -254,6 +270,17 @@ mod tests {
                 (5, 6, 19, Some(4), Processing),
             ]
         );
+    }
+
+    #[test]
+    fn a_long_call_is_summarized_early() {
+        let mut m = RollingMemory::new(99, 4);
+        assert!(m.summarize_early().is_none(), "nothing to summarize yet");
+        assert!(m.round_ended().is_none());
+        assert!(m.round_ended().is_none());
+        let job = m.summarize_early().expect("early summary");
+        assert_eq!((job.start_seq, job.end_seq), (0, 3));
+        assert!(m.summarize_early().is_none(), "one in flight at a time");
     }
 
     #[test]

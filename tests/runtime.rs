@@ -838,7 +838,11 @@ async fn the_previous_call_decays_at_the_soft_and_hard_boundaries() -> Res {
     rt.end_session("c1")?;
     settle(&rt).await;
     let raw = |c: &recall::engine::context::AssembledContext| -> Vec<String> {
-        c.tiers[3].items.iter().map(|i| i.text.clone()).collect()
+        c.tiers[3]
+            .items
+            .iter()
+            .map(|i| i.text.to_string())
+            .collect()
     };
     let summaries = |c: &recall::engine::context::AssembledContext| c.tiers[2].items.len();
     // at exactly the soft decay: verbatim, without the duplicate summary

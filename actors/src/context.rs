@@ -13,7 +13,10 @@
 //! Assembly is a pure function of its input, so the same state always gives
 //! the same context, and it only reads memory the caller already holds.
 
+use std::sync::Arc;
+
 use serde::Serialize;
+use uuid::Uuid;
 
 use crate::model::{
     BlockLabel, ConversationSummary, ConversationTurn, Fact, MemoryBlock, SummaryType, Visibility,
@@ -69,7 +72,7 @@ impl Tier {
 }
 
 /// Who says an item, once rendered as chat messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     System,
@@ -77,15 +80,51 @@ pub enum Role {
     Assistant,
 }
 
-/// One piece of the context.
+/// What an item comes from. Copy-sized, so reporting what was trimmed
+/// allocates nothing; it renders as a block label, a fact or summary id,
+/// `turn {i} user|assistant` (the turn's position in the context) or
+/// `current`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Source {
+    Block(BlockLabel),
+    Fact(Uuid),
+    Summary(Uuid),
+    Turn { index: u32, role: Role },
+    Message,
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Block(l) => f.write_str(l.as_str()),
+            Source::Fact(id) | Source::Summary(id) => write!(f, "{id}"),
+            Source::Turn { index, role } => {
+                let who = if *role == Role::Assistant {
+                    "assistant"
+                } else {
+                    "user"
+                };
+                write!(f, "turn {index} {who}")
+            }
+            Source::Message => f.write_str("current"),
+        }
+    }
+}
+
+impl Serialize for Source {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// One piece of the context. The text is shared: an item prepared once is
+/// handed to any number of assembled contexts without copying it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ContextItem {
     pub tier: Tier,
-    /// What it comes from: a block label, a fact or summary id, a turn's
-    /// position.
-    pub source: String,
+    pub source: Source,
     pub role: Role,
-    pub text: String,
+    pub text: Arc<str>,
     pub tokens: usize,
 }
 
@@ -98,10 +137,10 @@ pub struct TierUsage {
 }
 
 /// Something left out to stay within the budget.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Trimmed {
     pub tier: Tier,
-    pub source: String,
+    pub source: Source,
     pub tokens: usize,
 }
 
@@ -154,108 +193,233 @@ fn summary_kind(t: SummaryType) -> &'static str {
     }
 }
 
+fn item(
+    counter: &dyn TokenCounter,
+    tier: Tier,
+    source: Source,
+    role: Role,
+    text: String,
+) -> ContextItem {
+    let tokens = counter.count(&text);
+    ContextItem {
+        tier,
+        source,
+        role,
+        text: text.into(),
+        tokens,
+    }
+}
+
+/// The non-empty blocks as items, most essential first.
+pub fn prepare_blocks(blocks: &[MemoryBlock], counter: &dyn TokenCounter) -> Vec<ContextItem> {
+    BLOCK_PRIORITY
+        .into_iter()
+        .filter_map(|label| {
+            let b = blocks
+                .iter()
+                .find(|b| b.label == label && !b.value.trim().is_empty())?;
+            Some(item(
+                counter,
+                Tier::Blocks,
+                Source::Block(label),
+                Role::System,
+                format!("[{label}]\n{}", b.value.trim()),
+            ))
+        })
+        .collect()
+}
+
+/// Facts as items, in display order (by category, then oldest first, stable
+/// across calls), with the order they are trimmed in (oldest extracted
+/// first).
+#[derive(Debug, Clone, Default)]
+pub struct PreparedFacts {
+    items: Vec<ContextItem>,
+    /// Display indices, oldest extracted first.
+    by_age: Vec<u32>,
+    /// For each display index, its position in `by_age`.
+    rank: Vec<u32>,
+}
+
+impl PreparedFacts {
+    pub fn new(facts: &[Fact], user_id: &str, counter: &dyn TokenCounter) -> Self {
+        let mut sorted: Vec<&Fact> = facts.iter().collect();
+        sorted.sort_by(|a, b| {
+            (a.category, a.extracted_at, a.fact_id).cmp(&(b.category, b.extracted_at, b.fact_id))
+        });
+        let items: Vec<ContextItem> = sorted
+            .iter()
+            .map(|f| {
+                let whose = if f.user_id != user_id && f.visibility == Visibility::Shared {
+                    format!(" (shared by {})", f.user_id)
+                } else {
+                    String::new()
+                };
+                item(
+                    counter,
+                    Tier::Facts,
+                    Source::Fact(f.fact_id),
+                    Role::System,
+                    format!("- [{}] {}{whose}", f.category.as_str(), f.content.trim()),
+                )
+            })
+            .collect();
+        let mut by_age: Vec<u32> = (0..sorted.len() as u32).collect();
+        by_age.sort_by_key(|&i| (sorted[i as usize].extracted_at, sorted[i as usize].fact_id));
+        let mut rank = vec![0; by_age.len()];
+        for (r, &i) in by_age.iter().enumerate() {
+            rank[i as usize] = r as u32;
+        }
+        PreparedFacts {
+            items,
+            by_age,
+            rank,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+/// A summary as an item.
+pub fn prepare_summary(s: &ConversationSummary, counter: &dyn TokenCounter) -> ContextItem {
+    item(
+        counter,
+        Tier::Summaries,
+        Source::Summary(s.summary_id),
+        Role::System,
+        format!(
+            "- [{} {}] {}",
+            summary_kind(s.summary_type),
+            s.period_start.format("%Y-%m-%d"),
+            s.summary_text.trim()
+        ),
+    )
+}
+
+/// Turns as user and assistant items, empty sides left out, numbered from
+/// 0; a context numbers them on across the chunks it combines.
+pub fn prepare_turns(turns: &[ConversationTurn], counter: &dyn TokenCounter) -> Vec<ContextItem> {
+    let mut out = Vec::with_capacity(turns.len() * 2);
+    for (index, t) in turns.iter().enumerate() {
+        for (role, text) in [
+            (Role::User, &t.user_message),
+            (Role::Assistant, &t.agent_response),
+        ] {
+            if !text.trim().is_empty() {
+                out.push(item(
+                    counter,
+                    Tier::Turns,
+                    Source::Turn {
+                        index: index as u32,
+                        role,
+                    },
+                    role,
+                    text.clone(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Prepared items to choose from. Summaries and turns come in chunks,
+/// oldest first across and within them, so a caller can combine what it
+/// holds (stored summaries, a live call's window summary) without copying.
+pub struct Selection<'a> {
+    /// Most essential first, as [`prepare_blocks`] orders them.
+    pub blocks: &'a [ContextItem],
+    pub facts: &'a PreparedFacts,
+    pub summaries: &'a [&'a [ContextItem]],
+    pub turns: &'a [&'a [ContextItem]],
+    pub current_message: &'a str,
+    pub budget_tokens: usize,
+}
+
 /// Assembles the context within `input.budget_tokens`.
 pub fn assemble(
     input: &ContextInput<'_>,
     counter: &dyn TokenCounter,
 ) -> Result<AssembledContext, ContextError> {
-    let budget = input.budget_tokens;
+    check_budget(input.budget_tokens)?;
+    let blocks = prepare_blocks(input.blocks, counter);
+    let facts = PreparedFacts::new(input.facts, input.user_id, counter);
+    let summaries: Vec<ContextItem> = input
+        .summaries
+        .iter()
+        .map(|s| prepare_summary(s, counter))
+        .collect();
+    let turns = prepare_turns(input.turns, counter);
+    select(
+        &Selection {
+            blocks: &blocks,
+            facts: &facts,
+            summaries: &[&summaries],
+            turns: &[&turns],
+            current_message: input.current_message,
+            budget_tokens: input.budget_tokens,
+        },
+        counter,
+    )
+}
+
+/// Turn items with their sources numbered across chunks.
+fn numbered<'x>(
+    chunks: &'x [&'x [ContextItem]],
+) -> impl Iterator<Item = (Source, &'x ContextItem)> {
+    let mut offset = 0u32;
+    chunks.iter().flat_map(move |c| {
+        let base = offset;
+        if let Some(Source::Turn { index, .. }) = c.last().map(|l| l.source) {
+            offset = base + index + 1;
+        }
+        c.iter().map(move |it| {
+            let source = match it.source {
+                Source::Turn { index, role } => Source::Turn {
+                    index: base + index,
+                    role,
+                },
+                other => other,
+            };
+            (source, it)
+        })
+    })
+}
+
+fn flat<'x>(chunks: &'x [&'x [ContextItem]]) -> impl Iterator<Item = &'x ContextItem> {
+    chunks.iter().flat_map(|c| c.iter())
+}
+
+fn check_budget(budget: usize) -> Result<(), ContextError> {
     if budget == 0 || budget > MAX_BUDGET_TOKENS {
         return Err(ContextError::InvalidBudget(budget));
     }
-    let item = |tier, source: String, role, text: String| {
-        let tokens = counter.count(&text);
-        ContextItem {
-            tier,
-            source,
-            role,
-            text,
-            tokens,
-        }
-    };
+    Ok(())
+}
 
-    // Each tier's items in display order, and a removal order across tiers.
-    let mut blocks: Vec<ContextItem> = Vec::new();
-    for label in BLOCK_PRIORITY {
-        if let Some(b) = input
-            .blocks
-            .iter()
-            .find(|b| b.label == label && !b.value.trim().is_empty())
-        {
-            blocks.push(item(
-                Tier::Blocks,
-                label.as_str().to_string(),
-                Role::System,
-                format!("[{label}]\n{}", b.value.trim()),
-            ));
-        }
-    }
-    // Facts: by category, then oldest first (stable across calls); each
-    // keeps its age, for trimming.
-    let mut sorted: Vec<&Fact> = input.facts.iter().collect();
-    sorted.sort_by(|a, b| {
-        (a.category, a.extracted_at, a.fact_id).cmp(&(b.category, b.extracted_at, b.fact_id))
-    });
-    let mut facts: Vec<(AgeKey, ContextItem)> = sorted
-        .into_iter()
-        .map(|f| {
-            let whose = if f.user_id != input.user_id && f.visibility == Visibility::Shared {
-                format!(" (shared by {})", f.user_id)
-            } else {
-                String::new()
-            };
-            (
-                (f.extracted_at, f.fact_id),
-                item(
-                    Tier::Facts,
-                    f.fact_id.to_string(),
-                    Role::System,
-                    format!("- [{}] {}{whose}", f.category.as_str(), f.content.trim()),
-                ),
-            )
-        })
-        .collect();
-    let mut summaries: Vec<ContextItem> = input
-        .summaries
-        .iter()
-        .map(|s| {
-            item(
-                Tier::Summaries,
-                s.summary_id.to_string(),
-                Role::System,
-                format!(
-                    "- [{} {}] {}",
-                    summary_kind(s.summary_type),
-                    s.period_start.format("%Y-%m-%d"),
-                    s.summary_text.trim()
-                ),
-            )
-        })
-        .collect();
-    let mut turns: Vec<ContextItem> = Vec::new();
-    for (i, t) in input.turns.iter().enumerate() {
-        if !t.user_message.trim().is_empty() {
-            turns.push(item(
-                Tier::Turns,
-                format!("turn {i} user"),
-                Role::User,
-                t.user_message.clone(),
-            ));
-        }
-        if !t.agent_response.trim().is_empty() {
-            turns.push(item(
-                Tier::Turns,
-                format!("turn {i} assistant"),
-                Role::Assistant,
-                t.agent_response.clone(),
-            ));
-        }
-    }
+/// Chooses what fits the budget from prepared items. Items go lowest
+/// priority first — the oldest summaries, the oldest turns, the least
+/// essential blocks, and facts last (the oldest extracted first) — so what
+/// stays is the longest run of that removal order, read from its end, that
+/// fits. Found by walking from the most important item until one does not
+/// fit: linear, and it copies only the kept items' handles.
+pub fn select(
+    sel: &Selection<'_>,
+    counter: &dyn TokenCounter,
+) -> Result<AssembledContext, ContextError> {
+    let budget = sel.budget_tokens;
+    check_budget(budget)?;
     let message = item(
+        counter,
         Tier::Message,
-        "current".into(),
+        Source::Message,
         Role::User,
-        input.current_message.to_string(),
+        sel.current_message.to_string(),
     );
     if message.tokens > budget {
         return Err(ContextError::MessageOverBudget {
@@ -263,69 +427,121 @@ pub fn assemble(
             budget,
         });
     }
-
-    let sum = |items: &[ContextItem]| items.iter().map(|i| i.tokens).sum::<usize>();
-    let mut used = sum(&blocks)
-        + facts.iter().map(|(_, i)| i.tokens).sum::<usize>()
-        + sum(&summaries)
-        + sum(&turns)
-        + message.tokens;
-    let mut trimmed = Vec::new();
-    let mut drop = |it: ContextItem, used: &mut usize| {
-        *used -= it.tokens;
-        trimmed.push(Trimmed {
-            tier: it.tier,
-            source: it.source,
-            tokens: it.tokens,
-        });
-    };
-    // Lowest priority first: oldest summaries, oldest turns, the least
-    // essential blocks, and facts last (the oldest extracted first).
-    while used > budget && !summaries.is_empty() {
-        drop(summaries.remove(0), &mut used);
-    }
-    while used > budget && !turns.is_empty() {
-        drop(turns.remove(0), &mut used);
-    }
-    while used > budget && !blocks.is_empty() {
-        // The least essential block is last in priority order.
-        if let Some(b) = blocks.pop() {
-            drop(b, &mut used);
+    let mut room = budget - message.tokens;
+    let mut full = false;
+    // How many of `tokens` (most important first) fit, once `full` is set
+    // none do.
+    let mut fit = |tokens: &mut dyn Iterator<Item = usize>| -> usize {
+        let mut kept = 0;
+        if full {
+            return 0;
         }
-    }
-    while used > budget && !facts.is_empty() {
-        let oldest = facts
+        for t in tokens {
+            if t > room {
+                full = true;
+                break;
+            }
+            room -= t;
+            kept += 1;
+        }
+        kept
+    };
+    let facts = sel.facts;
+    let kept_facts = fit(&mut facts
+        .by_age
+        .iter()
+        .rev()
+        .map(|&i| facts.items[i as usize].tokens));
+    let kept_blocks = fit(&mut sel.blocks.iter().map(|b| b.tokens));
+    let chained =
+        |chunks: &'_ [&'_ [ContextItem]]| -> usize { chunks.iter().map(|c| c.len()).sum() };
+    let n_turns = chained(sel.turns);
+    let kept_turns = fit(&mut sel
+        .turns
+        .iter()
+        .rev()
+        .flat_map(|c| c.iter().rev())
+        .map(|i| i.tokens));
+    let n_summaries = chained(sel.summaries);
+    let kept_summaries = fit(&mut sel
+        .summaries
+        .iter()
+        .rev()
+        .flat_map(|c| c.iter().rev())
+        .map(|i| i.tokens));
+
+    let mut trimmed = Vec::new();
+    let dropped = |it: &ContextItem, source: Source| Trimmed {
+        tier: it.tier,
+        source,
+        tokens: it.tokens,
+    };
+    trimmed.extend(
+        flat(sel.summaries)
+            .take(n_summaries - kept_summaries)
+            .map(|it| dropped(it, it.source)),
+    );
+    trimmed.extend(
+        numbered(sel.turns)
+            .take(n_turns - kept_turns)
+            .map(|(source, it)| dropped(it, source)),
+    );
+    trimmed.extend(
+        sel.blocks[kept_blocks..]
             .iter()
-            .enumerate()
-            .min_by_key(|(_, (age, _))| *age)
-            .map(|(i, _)| i)
-            .unwrap_or(0);
-        drop(facts.remove(oldest).1, &mut used);
-    }
-    // Only the message can be left now, and it fits (checked above).
+            .rev()
+            .map(|it| dropped(it, it.source)),
+    );
+    let n_facts = facts.len();
+    trimmed.extend(facts.by_age[..n_facts - kept_facts].iter().map(|&i| {
+        let it = &facts.items[i as usize];
+        dropped(it, it.source)
+    }));
 
     let tier = |tier, items: Vec<ContextItem>| TierUsage {
         tier,
-        tokens: sum(&items),
+        tokens: items.iter().map(|i| i.tokens).sum(),
         items,
     };
+    let first_kept_fact = (n_facts - kept_facts) as u32;
     let tiers = vec![
-        tier(Tier::Blocks, blocks),
-        tier(Tier::Facts, facts.into_iter().map(|(_, i)| i).collect()),
-        tier(Tier::Summaries, summaries),
-        tier(Tier::Turns, turns),
+        tier(Tier::Blocks, sel.blocks[..kept_blocks].to_vec()),
+        tier(
+            Tier::Facts,
+            facts
+                .items
+                .iter()
+                .zip(&facts.rank)
+                .filter(|(_, &r)| r >= first_kept_fact)
+                .map(|(it, _)| it.clone())
+                .collect(),
+        ),
+        tier(
+            Tier::Summaries,
+            flat(sel.summaries)
+                .skip(n_summaries - kept_summaries)
+                .cloned()
+                .collect(),
+        ),
+        tier(
+            Tier::Turns,
+            numbered(sel.turns)
+                .skip(n_turns - kept_turns)
+                .map(|(source, it)| ContextItem {
+                    source,
+                    ..it.clone()
+                })
+                .collect(),
+        ),
         tier(Tier::Message, vec![message]),
     ];
     Ok(AssembledContext {
         budget_tokens: budget,
-        total_tokens: used,
+        total_tokens: budget - room,
         tiers,
         trimmed,
     })
 }
-
-/// When a fact was extracted, and its id: its age for trimming.
-type AgeKey = (chrono::DateTime<chrono::Utc>, uuid::Uuid);
 
 impl AssembledContext {
     /// The tokens of one tier.
@@ -373,7 +589,7 @@ impl AssembledContext {
             if matches!(t.tier, Tier::Turns | Tier::Message) {
                 out.extend(t.items.iter().map(|i| ChatMessage {
                     role: i.role,
-                    content: i.text.clone(),
+                    content: i.text.to_string(),
                 }));
             }
         }
@@ -491,7 +707,7 @@ mod tests {
         c.tiers
             .iter()
             .find(|t| t.tier == tier)
-            .map(|t| t.items.iter().map(|i| i.source.clone()).collect())
+            .map(|t| t.items.iter().map(|i| i.source.to_string()).collect())
             .unwrap_or_default()
     }
 
@@ -555,7 +771,7 @@ mod tests {
         // one token short of everything: the oldest summary goes first
         let c = assemble(&input(&f, "hi", full.total_tokens - 1), &CharEstimate).unwrap();
         assert_eq!(c.trimmed.len(), 1);
-        assert_eq!(c.trimmed[0].source, Uuid::from_u128(10).to_string());
+        assert_eq!(c.trimmed[0].source, Source::Summary(Uuid::from_u128(10)));
         // room for blocks and facts only: summaries and turns all go, oldest
         // first, facts untouched
         let budget = need(Tier::Blocks) + need(Tier::Facts) + message;
@@ -574,7 +790,10 @@ mod tests {
         assert_eq!(c.tokens(Tier::Facts), need(Tier::Facts));
         // one token less: the least essential block goes next, facts stay
         let c = assemble(&input(&f, "hi", budget - 1), &CharEstimate).unwrap();
-        assert_eq!(c.trimmed.last().unwrap().source, "background_context");
+        assert_eq!(
+            c.trimmed.last().unwrap().source,
+            Source::Block(BlockLabel::BackgroundContext)
+        );
         assert_eq!(c.tokens(Tier::Facts), need(Tier::Facts));
         // room for the facts only: every block goes, facts untouched
         let c = assemble(&input(&f, "hi", need(Tier::Facts) + message), &CharEstimate).unwrap();
@@ -589,7 +808,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             c.trimmed.last().unwrap().source,
-            Uuid::from_u128(2).to_string()
+            Source::Fact(Uuid::from_u128(2))
         );
         // only the message fits
         let c = assemble(&input(&f, "hi", message), &CharEstimate).unwrap();
@@ -645,6 +864,88 @@ mod tests {
                 .collect::<Vec<_>>()
                 .join(" ")
         }
+    }
+
+    /// The removal loop the selection must agree with: drop the lowest
+    /// priority item until the rest fits.
+    fn reference(inp: &ContextInput<'_>) -> Result<AssembledContext, ContextError> {
+        let c = &CharEstimate;
+        check_budget(inp.budget_tokens)?;
+        let mut blocks = prepare_blocks(inp.blocks, c);
+        let pf = PreparedFacts::new(inp.facts, inp.user_id, c);
+        let mut facts: Vec<(u32, ContextItem)> = pf
+            .items
+            .iter()
+            .cloned()
+            .zip(pf.rank.iter().copied())
+            .map(|(i, r)| (r, i))
+            .collect();
+        let mut summaries: Vec<ContextItem> = inp
+            .summaries
+            .iter()
+            .map(|s| prepare_summary(s, c))
+            .collect();
+        let mut turns = prepare_turns(inp.turns, c);
+        let message = item(
+            c,
+            Tier::Message,
+            Source::Message,
+            Role::User,
+            inp.current_message.into(),
+        );
+        let budget = inp.budget_tokens;
+        if message.tokens > budget {
+            return Err(ContextError::MessageOverBudget {
+                needed: message.tokens,
+                budget,
+            });
+        }
+        let sum = |v: &[ContextItem]| v.iter().map(|i| i.tokens).sum::<usize>();
+        let mut used = sum(&blocks)
+            + facts.iter().map(|(_, i)| i.tokens).sum::<usize>()
+            + sum(&summaries)
+            + sum(&turns)
+            + message.tokens;
+        let mut trimmed = Vec::new();
+        let mut drop = |it: ContextItem, used: &mut usize| {
+            *used -= it.tokens;
+            trimmed.push(Trimmed {
+                tier: it.tier,
+                source: it.source,
+                tokens: it.tokens,
+            });
+        };
+        while used > budget && !summaries.is_empty() {
+            drop(summaries.remove(0), &mut used);
+        }
+        while used > budget && !turns.is_empty() {
+            drop(turns.remove(0), &mut used);
+        }
+        while used > budget && !blocks.is_empty() {
+            let b = blocks.pop().unwrap();
+            drop(b, &mut used);
+        }
+        while used > budget && !facts.is_empty() {
+            let oldest = (0..facts.len()).min_by_key(|&i| facts[i].0).unwrap();
+            drop(facts.remove(oldest).1, &mut used);
+        }
+        let tier = |tier, items: Vec<ContextItem>| TierUsage {
+            tier,
+            tokens: sum(&items),
+            items,
+        };
+        Ok(AssembledContext {
+            budget_tokens: budget,
+            total_tokens: used,
+            tiers: vec![
+                tier(Tier::Blocks, blocks),
+                tier(Tier::Facts, facts.into_iter().map(|(_, i)| i).collect()),
+                tier(Tier::Summaries, summaries),
+                tier(Tier::Turns, turns),
+                tier(Tier::Message, vec![message]),
+            ],
+            trimmed,
+        })
     }
 
     #[test]
@@ -716,9 +1017,11 @@ mod tests {
                         }
                     }
                     assert_eq!(assemble(&inp, &CharEstimate).unwrap(), c, "case {case}");
+                    assert_eq!(reference(&inp), Ok(c), "case {case}");
                 }
-                Err(ContextError::MessageOverBudget { needed, .. }) => {
-                    assert!(needed > budget, "case {case}")
+                Err(e @ ContextError::MessageOverBudget { needed, .. }) => {
+                    assert!(needed > budget, "case {case}");
+                    assert_eq!(reference(&inp), Err(e), "case {case}");
                 }
                 Err(e) => panic!("case {case}: {e}"),
             }

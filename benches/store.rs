@@ -83,7 +83,12 @@ fn store_actor_run(rt: &tokio::runtime::Runtime, msgs: Vec<StoreMsg>) -> Duratio
     let settings = StoreSettings::default();
     let trees = Trees::open(dir.path(), &settings).expect("open store");
     rt.block_on(async move {
-        let (store, handle) = Actor::spawn(None, StoreActor, StoreArgs { trees, settings })
+        let args = StoreArgs {
+            trees,
+            settings,
+            generations: Default::default(),
+        };
+        let (store, handle) = Actor::spawn(None, StoreActor, args)
             .await
             .expect("spawn store");
         let start = Instant::now();

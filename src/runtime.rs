@@ -10,9 +10,7 @@ use std::time::Duration;
 
 use ractor::{call_t, Actor, ActorRef};
 use recall_actors::clock::Clock;
-use recall_actors::context::{
-    assemble, AssembledContext, CharEstimate, ContextError, ContextInput,
-};
+use recall_actors::context::{AssembledContext, ContextError};
 use recall_actors::model::{
     truncate_chars, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter, EndReason, Fact,
     InputError, MemoryBlock, SessionRecord, SummaryType, Visibility,
@@ -23,18 +21,23 @@ use recall_actors::reflect::{Reflect, ReflectError};
 use recall_actors::registry::{Registry, RouteError, Routed, UnknownConnection};
 use recall_actors::session::{SessionMsg, SessionView};
 use recall_actors::settings::{ReflectorKind, Settings, SettingsError};
-use recall_actors::store::{StoreActor, StoreArgs, StoreError, StoreMsg, StoreStats, Trees};
+use recall_actors::store::{
+    Generations, StoreActor, StoreArgs, StoreError, StoreMsg, StoreStats, Trees,
+};
 use recall_actors::supervisor::{
     SessionSupervisor, StartError, SupervisorArgs, SupervisorMsg, SupervisorStats,
 };
 use recall_actors::watchdog::{
-    render_context, WatchdogActor, WatchdogArgs, WatchdogError, WatchdogMsg, WatchdogStats,
+    WatchdogActor, WatchdogArgs, WatchdogError, WatchdogMsg, WatchdogStats,
 };
 use tokio::sync::watch;
 use tracing::{info, warn};
 use uuid::Uuid;
 
 use crate::llm::OpenAiReflect;
+
+mod context;
+pub use context::ContextCacheStats;
 
 /// Timeout of calls into the actors, in ms.
 const CALL_TIMEOUT_MS: u64 = 30_000;
@@ -221,12 +224,14 @@ impl RuntimeBuilder {
             .await
             .map_err(|e| StartupError::Recovery(format!("opening the store panicked: {e}")))??;
 
+        let generations = Arc::new(Generations::default());
         let (store, _) = Actor::spawn(
             None,
             StoreActor,
             StoreArgs {
                 trees,
                 settings: settings.store.clone(),
+                generations: generations.clone(),
             },
         )
         .await
@@ -263,7 +268,9 @@ impl RuntimeBuilder {
 
         let runtime = Runtime {
             inner: Arc::new(Inner {
+                context_cache: context::ContextCache::new(settings.context.cache_entries),
                 settings,
+                generations,
                 clock,
                 registry,
                 store,
@@ -279,6 +286,8 @@ impl RuntimeBuilder {
 
 struct Inner {
     settings: Settings,
+    generations: Arc<Generations>,
+    context_cache: context::ContextCache,
     clock: Clock,
     registry: Arc<Registry>,
     store: ActorRef<StoreMsg>,
@@ -735,141 +744,30 @@ impl Runtime {
         recall_actors::model::validate_id("agent_id", agent_id)?;
         recall_actors::model::validate_id("user_id", user_id)?;
         self.check_message("message", current_message)?;
-        let now = self.inner.clock.now();
-        let facts = self.facts(agent_id, user_id).await?;
-        let query = SummaryQuery {
-            user_id: Some(user_id.to_string()),
-            ..SummaryQuery::default()
-        };
-        let mut summaries = self.find_summaries(agent_id, &query).await?;
-        // The agent's own blocks, and those drawn from this user's
-        // conversations; never another user's.
-        let user_blocks = call_t!(
-            self.inner.store,
-            |reply| StoreMsg::GetUserBlocks {
-                agent_id: agent_id.to_string(),
-                user_id: user_id.to_string(),
-                reply
-            },
-            CALL_TIMEOUT_MS
-        )
-        .map_err(unavailable("store"))??;
-        let mut blocks: Vec<MemoryBlock> = self
-            .blocks(agent_id)
-            .await?
-            .into_iter()
-            .filter(|b| b.label != BlockLabel::BackgroundContext)
-            .filter(|b| b.source_user_id.is_none())
-            .filter(|b| !user_blocks.iter().any(|u| u.label == b.label))
-            .collect();
-        blocks.extend(user_blocks);
-        // The stored `background_context` block covers every user of the
-        // agent; this user's is rendered from their own recent summaries
-        // (newest first) and the agent's persistent context.
-        let lookback = chrono::Duration::hours(self.inner.settings.watchdog.lookback_hours as i64);
-        let recent: Vec<ConversationSummary> = summaries
-            .iter()
-            .filter(|s| s.summary_type == SummaryType::Session && s.period_end >= now - lookback)
-            .cloned()
-            .collect();
-        let persistent = call_t!(self.inner.store, StoreMsg::ListAgents, CALL_TIMEOUT_MS)
-            .map_err(unavailable("store"))??
-            .into_iter()
-            .find(|(a, _)| a == agent_id)
-            .map(|(_, meta)| meta.persistent_context)
-            .unwrap_or_default();
-        if !recent.is_empty() || !persistent.is_empty() {
-            let limit = self.inner.settings.blocks.background_context_limit;
-            blocks.push(MemoryBlock {
-                agent_id: agent_id.to_string(),
-                label: BlockLabel::BackgroundContext,
-                value: render_context(
-                    now,
-                    &recent,
-                    &persistent,
-                    self.inner.settings.watchdog.max_topics,
-                    limit,
-                ),
-                limit,
-                updated_at: now,
-                source_user_id: Some(user_id.to_string()),
-            });
-        }
-        // Oldest first: trimming drops from the front.
-        summaries.reverse();
-        // The live call: its rolling memory (the latest completed window
-        // summary, never waited for) and the raw turns after it.
-        let mut turns: Vec<ConversationTurn> = Vec::new();
-        let mut live_started: Option<chrono::DateTime<chrono::Utc>> = None;
-        for (_, _, actor) in self.inner.registry.live_of(agent_id, user_id) {
-            let Ok(view) = call_t!(actor, SessionMsg::Inspect, CALL_TIMEOUT_MS) else {
-                continue;
-            };
-            let started = view.record.started_at;
-            live_started = Some(live_started.map_or(started, |s| s.min(started)));
-            if let Some(memory) = &view.memory {
-                if let Some(text) = &memory.summary {
-                    summaries.push(ConversationSummary {
-                        summary_id: view.record.session_id,
-                        summary_type: SummaryType::Session,
-                        agent_id: agent_id.to_string(),
-                        user_id: user_id.to_string(),
-                        period_start: view.record.started_at,
-                        period_end: now,
-                        summary_text: format!("(this call so far) {text}"),
-                        topics: Vec::new(),
-                        key_entities: Vec::new(),
-                        emotional_tone: None,
-                        source_summary_ids: Vec::new(),
-                        turn_count: (memory.end_seq / 2 + 1) as u32,
-                        created_at: now,
-                        fallback: false,
-                    });
-                }
-            }
-            let gap = ((view.gap_start / 2) as usize).min(view.turns.len());
-            turns.extend(view.turns.into_iter().skip(gap));
-        }
-        // Decay across calls (seed 002): the previous call's turns stay
-        // verbatim if the user is back within the soft decay, only its last
-        // few beside its summary until the hard decay, and none after.
-        let decay = &self.inner.settings.context;
-        let reference = live_started.unwrap_or(now);
-        let previous = self
-            .sessions(Some(agent_id))
-            .await?
-            .into_iter()
-            .filter(|s| s.user_id == user_id)
-            .filter(|s| s.ended_at.is_some_and(|e| e <= reference))
-            .max_by_key(|s| (s.ended_at, s.session_id));
-        if let Some(prev) = previous {
-            let prev_turns = self.turns(prev.session_id).await?;
-            let last = prev_turns
-                .last()
-                .map(|t| t.timestamp)
-                .or(prev.ended_at)
-                .unwrap_or(prev.started_at);
-            let idle = reference - last;
-            if idle <= chrono::Duration::minutes(decay.soft_decay_minutes as i64) {
-                // Verbatim: its summary would only repeat it.
-                summaries.retain(|s| s.summary_id != prev.session_id);
-                turns.extend(prev_turns);
-            } else if idle <= chrono::Duration::minutes(decay.hard_decay_minutes as i64) {
-                let keep = decay.turns_after_soft_decay.min(prev_turns.len());
-                turns.extend(prev_turns.into_iter().rev().take(keep));
-            }
-        }
-        turns.sort_by_key(|t| t.timestamp);
-        let input = ContextInput {
-            blocks: &blocks,
-            facts: &facts,
-            user_id,
-            summaries: &summaries,
-            turns: &turns,
-            current_message,
-            budget_tokens,
-        };
-        Ok(assemble(&input, &CharEstimate)?)
+        self.assemble_context(agent_id, user_id, current_message, budget_tokens, true)
+            .await
+    }
+
+    /// [`Runtime::context`] read entirely from the store, bypassing the
+    /// cache: what the cached read must always equal.
+    #[doc(hidden)]
+    pub async fn context_uncached(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+        current_message: &str,
+        budget_tokens: usize,
+    ) -> Result<AssembledContext, RecallError> {
+        recall_actors::model::validate_id("agent_id", agent_id)?;
+        recall_actors::model::validate_id("user_id", user_id)?;
+        self.check_message("message", current_message)?;
+        self.assemble_context(agent_id, user_id, current_message, budget_tokens, false)
+            .await
+    }
+
+    /// Entries, hits and misses of the context cache.
+    pub fn context_cache_stats(&self) -> ContextCacheStats {
+        self.inner.context_cache.stats()
     }
 
     /// Clears the working context of an agent with a user: ends their live

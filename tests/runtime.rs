@@ -906,3 +906,153 @@ async fn a_call_over_the_token_ceiling_is_summarized_early() -> Res {
     reflect.gate.add_permits(10);
     Ok(())
 }
+
+/// xorshift64*: a seeded generator, so a failing sequence reproduces.
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_cached_context_always_equals_a_fresh_read_from_the_store() -> Res {
+    cached_equals_fresh(1024).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_context_cache_evicts_the_least_recently_used() -> Res {
+    cached_equals_fresh(1).await
+}
+
+async fn cached_equals_fresh(cache_entries: usize) -> Res {
+    let mut settings = Settings::for_test();
+    settings.context.cache_entries = cache_entries;
+    settings.context.turns_after_soft_decay = 1;
+    settings.watchdog.lookback_hours = 1;
+    let rt = TestRuntime::start_full(settings, Arc::new(ExtractiveReflect)).await?;
+    rt.set_block(
+        "kairix",
+        BlockLabel::Persona,
+        "I am Kairix, a career coach.",
+    )
+    .await?;
+    let users = ["mark", "ada"];
+    let says = [
+        "My name is Mark and I work at Globex",
+        "I prefer morning calls",
+        "I live in Porto",
+        "Remember that my interview is on Friday",
+        "I'm allergic to peanuts",
+        "The onsite went fine",
+    ];
+    let mut rng = Rng(0xC0FF_EE00_1234_5678);
+    let mut live: Vec<(String, &str)> = Vec::new();
+    let mut conns = 0;
+    for step in 0..120 {
+        match rng.below(9) {
+            0 | 1 => {
+                let user = users[rng.below(2) as usize];
+                if !live.iter().any(|(_, u)| *u == user) {
+                    conns += 1;
+                    let conn = format!("c{conns}");
+                    rt.start_session("kairix", user, &conn).await?;
+                    live.push((conn, user));
+                }
+            }
+            2 | 3 => {
+                if let Some((conn, _)) = live.get(rng.below(live.len() as u64) as usize) {
+                    let text = says[rng.below(says.len() as u64) as usize];
+                    rt.record_turn(conn, text, "Noted.")?;
+                }
+            }
+            4 => {
+                if !live.is_empty() {
+                    let (conn, _) = live.remove(rng.below(live.len() as u64) as usize);
+                    rt.end_session(&conn)?;
+                    settle(&rt).await;
+                }
+            }
+            5 => advance(secs(60 * rng.below(45))).await,
+            6 => {
+                let user = users[rng.below(2) as usize];
+                let facts = rt.facts("kairix", user).await?;
+                let own: Vec<_> = facts.iter().filter(|f| f.user_id == user).collect();
+                if let Some(f) = own.get(rng.below(own.len() as u64) as usize) {
+                    if rng.below(4) == 0 {
+                        rt.delete_fact(f.fact_id, user).await?;
+                    } else {
+                        let v = if f.visibility == recall::engine::model::Visibility::Shared {
+                            recall::engine::model::Visibility::Private
+                        } else {
+                            recall::engine::model::Visibility::Shared
+                        };
+                        rt.set_fact_visibility(f.fact_id, user, v).await?;
+                    }
+                }
+            }
+            7 => {
+                let n = rng.below(3);
+                rt.set_persistent_context("kairix", (0..n).map(|i| format!("note {i}")).collect())
+                    .await?;
+            }
+            _ => {
+                rt.set_block("kairix", BlockLabel::Human, &format!("Step {step}"))
+                    .await?;
+            }
+        }
+        settle_actors().await;
+        for user in users {
+            for budget in [4000, 60] {
+                let cached = rt.context("kairix", user, "what next?", budget).await?;
+                let fresh = rt
+                    .context_uncached("kairix", user, "what next?", budget)
+                    .await?;
+                assert_eq!(cached, fresh, "step {step}, {user}, budget {budget}");
+            }
+        }
+    }
+    let stats = rt.context_cache_stats();
+    assert_eq!(stats.entries, cache_entries.min(2));
+    assert_eq!(stats.hits + stats.misses, 120 * 4);
+    assert!(
+        stats.hits > 100 && stats.misses > 50,
+        "both paths exercised: {stats:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cached_context_lets_a_summary_age_out_of_the_background_context() -> Res {
+    let mut settings = Settings::for_test();
+    settings.watchdog.lookback_hours = 1;
+    // no watchdog rebuild (a write) within the test
+    settings.watchdog.interval_secs = 86_400;
+    let rt = TestRuntime::start_full(settings, Arc::new(ExtractiveReflect)).await?;
+    rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn("c1", "I live in Porto and love the river", "Lovely")?;
+    rt.end_session("c1")?;
+    settle(&rt).await;
+    let background = |c: &recall::engine::context::AssembledContext| {
+        c.tiers[0]
+            .items
+            .iter()
+            .any(|i| i.source.to_string() == "background_context")
+    };
+    let c = rt.context("kairix", "mark", "hi", 4000).await?;
+    assert!(background(&c), "the recent summary is shown");
+    // nothing is written meanwhile: only time moves the summary out
+    advance(secs(3600)).await;
+    let c = rt.context("kairix", "mark", "hi", 4000).await?;
+    assert!(background(&c), "still within the look-back");
+    let misses = rt.context_cache_stats().misses;
+    advance(secs(1)).await;
+    let c = rt.context("kairix", "mark", "hi", 4000).await?;
+    assert!(!background(&c), "aged out");
+    assert_eq!(rt.context_cache_stats().misses, misses + 1);
+    assert_eq!(c, rt.context_uncached("kairix", "mark", "hi", 4000).await?);
+    Ok(())
+}

@@ -43,6 +43,8 @@ pub enum SessionMsg {
     SilenceElapsed(u64),
     /// The session as it is now.
     Inspect(RpcReplyPort<SessionView>),
+    /// What a context read needs: the rolling memory and the gap's turns.
+    Working(RpcReplyPort<WorkingView>),
     /// Answer once every turn handled so far is flushed to disk: the flush
     /// is sent to the Store behind those turns' writes.
     Sync(RpcReplyPort<Result<(), StoreError>>),
@@ -69,6 +71,16 @@ pub struct SessionView {
     /// False while a newer window summary is still being made (the read
     /// fell back to an older one, with a larger gap).
     pub caught_up: bool,
+}
+
+/// The part of a live session a context read uses: the latest completed
+/// window summary and the turns after it, not the whole call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkingView {
+    pub session_id: uuid::Uuid,
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    pub memory: Option<WindowMemory>,
+    pub gap: Vec<ConversationTurn>,
 }
 
 /// What window summaries need, shared by every session.
@@ -332,6 +344,16 @@ impl Actor for SessionActor {
                     memory: read.memory.cloned(),
                     gap_start: read.gap_start,
                     caught_up: read.caught_up,
+                });
+            }
+            SessionMsg::Working(reply) => {
+                let read = state.rolling.read();
+                let gap = ((read.gap_start / 2) as usize).min(state.turns.len());
+                let _ = reply.send(WorkingView {
+                    session_id: state.record.session_id,
+                    started_at: state.record.started_at,
+                    memory: read.memory.cloned(),
+                    gap: state.turns[gap..].to_vec(),
                 });
             }
             SessionMsg::WindowDone { id, result } => match result {

@@ -49,6 +49,11 @@ pub struct ContextSettings {
     /// this many tokens is summarized early.
     #[serde(default = "default_max_session_tokens")]
     pub max_session_tokens: usize,
+    /// How many (agent, user) pairs keep their stored context sources
+    /// prepared in memory (least recently used go first); 0 turns the
+    /// cache off, so every context read goes to the store.
+    #[serde(default = "default_cache_entries")]
+    pub cache_entries: usize,
 }
 
 impl Default for ContextSettings {
@@ -58,6 +63,7 @@ impl Default for ContextSettings {
             hard_decay_minutes: default_hard_decay_minutes(),
             turns_after_soft_decay: default_turns_after_soft_decay(),
             max_session_tokens: default_max_session_tokens(),
+            cache_entries: default_cache_entries(),
         }
     }
 }
@@ -70,6 +76,9 @@ fn default_hard_decay_minutes() -> u64 {
 }
 fn default_turns_after_soft_decay() -> usize {
     2
+}
+fn default_cache_entries() -> usize {
+    1024
 }
 fn default_max_session_tokens() -> usize {
     8000

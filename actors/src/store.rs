@@ -667,6 +667,61 @@ impl Trees {
     }
 }
 
+/// What is stored for an (agent, user)'s context, read in one go.
+#[derive(Debug, Clone, Default)]
+pub struct ContextSources {
+    /// The agent-wide blocks.
+    pub agent_blocks: Vec<MemoryBlock>,
+    /// The blocks drawn from this user's conversations.
+    pub user_blocks: Vec<MemoryBlock>,
+    /// The facts the user may see: their own and the agent's shared ones.
+    pub facts: Vec<Fact>,
+    /// The user's summaries of every type, oldest first (by period end,
+    /// creation, id).
+    pub summaries: Vec<ConversationSummary>,
+    pub persistent_context: Vec<String>,
+    /// The user's ended sessions with the agent, by end time.
+    pub ended: Vec<SessionRecord>,
+}
+
+impl Trees {
+    pub fn context_sources(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+    ) -> Result<ContextSources, StoreError> {
+        let mut summaries = Vec::new();
+        for kind in SummaryType::ALL {
+            summaries.extend(
+                self.summaries(agent_id, kind, None)?
+                    .into_iter()
+                    .filter(|s| s.user_id == user_id),
+            );
+        }
+        summaries.sort_by(|a, b| {
+            (a.period_end, a.created_at, a.summary_id).cmp(&(
+                b.period_end,
+                b.created_at,
+                b.summary_id,
+            ))
+        });
+        let mut ended: Vec<SessionRecord> = self
+            .sessions(Some(agent_id))?
+            .into_iter()
+            .filter(|s| s.user_id == user_id && s.ended_at.is_some())
+            .collect();
+        ended.sort_by_key(|s| (s.ended_at, s.session_id));
+        Ok(ContextSources {
+            agent_blocks: self.blocks(agent_id)?,
+            user_blocks: self.user_blocks(agent_id, user_id)?,
+            facts: self.visible_facts(agent_id, user_id)?,
+            summaries,
+            persistent_context: self.agent(agent_id)?.persistent_context,
+            ended,
+        })
+    }
+}
+
 /// A session record with its turns in order.
 pub type LoadedSession = (SessionRecord, Vec<ConversationTurn>);
 
@@ -719,6 +774,12 @@ pub enum StoreMsg {
         reply: RpcReplyPort<Result<Vec<Fact>, StoreError>>,
     },
     GetFact(Uuid, RpcReplyPort<Result<Option<Fact>, StoreError>>),
+    /// Everything stored that an (agent, user)'s context is built from.
+    ContextSources {
+        agent_id: String,
+        user_id: String,
+        reply: RpcReplyPort<Result<ContextSources, StoreError>>,
+    },
     /// The blocks drawn from one user's conversations.
     GetUserBlocks {
         agent_id: String,
@@ -816,14 +877,45 @@ impl StoreMsg {
     }
 }
 
+/// Per-agent change counters. The Store bumps an agent's after every
+/// write that changes what its contexts are assembled from (summaries,
+/// facts, blocks, ended sessions, persistent context) — after the write, so
+/// a reader that saw the old count and then read the data can only be
+/// stale in the safe direction: it sees a newer count next time and
+/// re-reads. Turn appends do not bump: live turns are read from the session
+/// actors.
+#[derive(Debug, Default)]
+pub struct Generations(std::sync::Mutex<std::collections::HashMap<String, u64>>);
+
+impl Generations {
+    /// The agent's counter (0 before its first change).
+    pub fn get(&self, agent_id: &str) -> u64 {
+        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(agent_id).copied().unwrap_or(0)
+    }
+
+    pub fn bump(&self, agent_id: &str) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match map.get_mut(agent_id) {
+            Some(n) => *n += 1,
+            None => {
+                map.insert(agent_id.to_string(), 1);
+            }
+        }
+    }
+}
+
 pub struct StoreArgs {
     pub trees: Trees,
     pub settings: StoreSettings,
+    /// Bumped per agent on every context-relevant write.
+    pub generations: std::sync::Arc<Generations>,
 }
 
 pub struct StoreState {
     trees: Trees,
     settings: StoreSettings,
+    generations: std::sync::Arc<Generations>,
     dirty: bool,
     /// Writes since the last flush began: the group-commit batch.
     batch: u64,
@@ -886,6 +978,7 @@ impl Actor for StoreActor {
         Ok(StoreState {
             trees: args.trees,
             settings: args.settings,
+            generations: args.generations,
             dirty: false,
             batch: 0,
             failed_since_flush: 0,
@@ -949,7 +1042,9 @@ impl Actor for StoreActor {
             },
             StoreMsg::EndSession(rec) => {
                 let at = rec.ended_at.unwrap_or(rec.started_at);
-                match t.end_session(&rec, at) {
+                let res = t.end_session(&rec, at);
+                state.generations.bump(&rec.agent_id);
+                match res {
                     Ok(()) => state.wrote(&myself),
                     Err(e) => state.failed("end_session", &e),
                 }
@@ -981,6 +1076,9 @@ impl Actor for StoreActor {
                     t.end_session(&rec, at)?;
                     Ok(Some(rec))
                 })();
+                if let Ok(Some(rec)) = &res {
+                    state.generations.bump(&rec.agent_id);
+                }
                 if res.is_ok() {
                     state.wrote(&myself);
                 }
@@ -1002,6 +1100,7 @@ impl Actor for StoreActor {
                 reply,
             } => {
                 let res = t.complete_reflection(&summary, &blocks, &facts);
+                state.generations.bump(&summary.agent_id);
                 if res.is_ok() {
                     state.wrote(&myself);
                 }
@@ -1017,6 +1116,13 @@ impl Actor for StoreActor {
             StoreMsg::GetFact(id, reply) => {
                 let _ = reply.send(t.fact(id));
             }
+            StoreMsg::ContextSources {
+                agent_id,
+                user_id,
+                reply,
+            } => {
+                let _ = reply.send(t.context_sources(&agent_id, &user_id));
+            }
             StoreMsg::GetUserBlocks {
                 agent_id,
                 user_id,
@@ -1031,6 +1137,9 @@ impl Actor for StoreActor {
                 reply,
             } => {
                 let res = t.set_fact_visibility(fact_id, &user_id, visibility);
+                if let Ok(f) = &res {
+                    state.generations.bump(&f.agent_id);
+                }
                 if res.is_ok() {
                     state.wrote(&myself);
                 }
@@ -1042,6 +1151,9 @@ impl Actor for StoreActor {
                 reply,
             } => {
                 let res = t.delete_fact(fact_id, &user_id);
+                if let Ok(f) = &res {
+                    state.generations.bump(&f.agent_id);
+                }
                 if res.is_ok() {
                     state.wrote(&myself);
                 }
@@ -1074,6 +1186,7 @@ impl Actor for StoreActor {
                             .map_err(StoreError::from)
                     })
                     .map(|_| ());
+                state.generations.bump(&block.agent_id);
                 if res.is_ok() {
                     state.wrote(&myself);
                 }
@@ -1092,6 +1205,7 @@ impl Actor for StoreActor {
                         .insert(keys::agent(&agent_id), serde_json::to_vec(&meta)?)?;
                     Ok(())
                 })();
+                state.generations.bump(&agent_id);
                 if res.is_ok() {
                     state.wrote(&myself);
                 }

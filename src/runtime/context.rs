@@ -1,0 +1,399 @@
+//! The runtime's side of context assembly.
+//!
+//! What is stored for an (agent, user) — blocks, visible facts, summaries,
+//! the ended sessions and the latest one's turns — is read from the Store in
+//! one call, prepared (rendered and counted once) and cached until the
+//! Store reports a change for the agent (its generation counter moves) or
+//! the rendered background context would change with time (a recent
+//! summary leaves the look-back). Each read then adds only what is live —
+//! the call's window summary and gap turns, asked of its session actor —
+//! applies the decay bands to the previous call, and selects within the
+//! budget. Nothing here waits on an LLM; a cache miss costs store reads.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use chrono::{DateTime, Duration, Utc};
+use ractor::call_t;
+use recall_actors::context::{
+    prepare_blocks, prepare_summary, prepare_turns, select, AssembledContext, CharEstimate,
+    ContextItem, PreparedFacts, Selection, Source, TokenCounter,
+};
+use recall_actors::model::{
+    BlockLabel, ConversationSummary, ConversationTurn, MemoryBlock, SummaryType,
+};
+use recall_actors::session::SessionMsg;
+use recall_actors::store::{ContextSources, StoreMsg};
+use recall_actors::watchdog::render_context;
+use uuid::Uuid;
+
+use super::{unavailable, RecallError, Runtime, CALL_TIMEOUT_MS};
+
+/// An ended call of the user's, as the decay bands need it.
+struct EndedCall {
+    session_id: Uuid,
+    ended_at: DateTime<Utc>,
+}
+
+/// A previous call's turns, prepared, and when it was last active.
+struct PreviousTurns {
+    session_id: Uuid,
+    last_activity: DateTime<Utc>,
+    turns: Vec<ContextItem>,
+    /// Stored turns (items leave out empty sides).
+    turn_count: u32,
+}
+
+/// The stored sources of one (agent, user)'s context, prepared.
+pub(super) struct Sources {
+    generation: u64,
+    /// The rendered background context holds until then.
+    valid_until: Option<DateTime<Utc>>,
+    blocks: Vec<ContextItem>,
+    facts: PreparedFacts,
+    /// Oldest first.
+    summaries: Vec<ContextItem>,
+    /// By end time.
+    ended: Vec<EndedCall>,
+    /// The latest ended call's turns.
+    latest: Option<PreviousTurns>,
+    last_used: AtomicU64,
+}
+
+/// Prepared sources per agent and user, least recently used evicted.
+pub(super) struct ContextCache {
+    capacity: usize,
+    entries: RwLock<HashMap<String, HashMap<String, Arc<Sources>>>>,
+    tick: AtomicU64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+/// How the context cache is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct ContextCacheStats {
+    /// (agent, user) pairs held.
+    pub entries: usize,
+    /// Reads served from prepared sources.
+    pub hits: u64,
+    /// Reads that went to the store (absent, changed, or expired).
+    pub misses: u64,
+}
+
+impl ContextCache {
+    pub(super) fn new(capacity: usize) -> Self {
+        ContextCache {
+            capacity,
+            entries: RwLock::new(HashMap::new()),
+            tick: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    fn get(&self, agent_id: &str, user_id: &str) -> Option<Arc<Sources>> {
+        let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
+        let found = entries.get(agent_id)?.get(user_id)?.clone();
+        found
+            .last_used
+            .store(self.tick.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
+        Some(found)
+    }
+
+    fn insert(&self, agent_id: &str, user_id: &str, sources: Arc<Sources>) {
+        if self.capacity == 0 {
+            return;
+        }
+        sources
+            .last_used
+            .store(self.tick.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
+        let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
+        let present = entries
+            .get(agent_id)
+            .is_some_and(|u| u.contains_key(user_id));
+        let len: usize = entries.values().map(HashMap::len).sum();
+        if !present && len >= self.capacity {
+            let oldest = entries
+                .iter()
+                .flat_map(|(a, users)| {
+                    users
+                        .iter()
+                        .map(move |(u, s)| (s.last_used.load(Ordering::Relaxed), a, u))
+                })
+                .min()
+                .map(|(_, a, u)| (a.clone(), u.clone()));
+            if let Some((a, u)) = oldest {
+                if let Some(users) = entries.get_mut(&a) {
+                    users.remove(&u);
+                    if users.is_empty() {
+                        entries.remove(&a);
+                    }
+                }
+            }
+        }
+        entries
+            .entry(agent_id.to_string())
+            .or_default()
+            .insert(user_id.to_string(), sources);
+    }
+
+    pub(super) fn stats(&self) -> ContextCacheStats {
+        let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
+        ContextCacheStats {
+            entries: entries.values().map(HashMap::len).sum(),
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Runtime {
+    /// The stored sources of a context, from the cache while the agent's
+    /// generation has not moved and the background context still holds.
+    async fn context_sources(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+        now: DateTime<Utc>,
+        cached: bool,
+    ) -> Result<Arc<Sources>, RecallError> {
+        // Read before the store: a write after this moves the count, so a
+        // stale entry is never taken for current.
+        let generation = self.inner.generations.get(agent_id);
+        if cached {
+            if let Some(s) = self.inner.context_cache.get(agent_id, user_id) {
+                if s.generation == generation && s.valid_until.is_none_or(|t| now <= t) {
+                    self.inner
+                        .context_cache
+                        .hits
+                        .fetch_add(1, Ordering::Relaxed);
+                    metrics::counter!("recall_context_cache_hits_total").increment(1);
+                    return Ok(s);
+                }
+            }
+            self.inner
+                .context_cache
+                .misses
+                .fetch_add(1, Ordering::Relaxed);
+            metrics::counter!("recall_context_cache_misses_total").increment(1);
+        }
+        let stored: ContextSources = call_t!(
+            self.inner.store,
+            |reply| StoreMsg::ContextSources {
+                agent_id: agent_id.to_string(),
+                user_id: user_id.to_string(),
+                reply
+            },
+            CALL_TIMEOUT_MS
+        )
+        .map_err(unavailable("store"))??;
+        let sources = Arc::new(
+            self.prepare_sources(agent_id, user_id, now, generation, stored)
+                .await?,
+        );
+        if cached {
+            self.inner
+                .context_cache
+                .insert(agent_id, user_id, sources.clone());
+        }
+        Ok(sources)
+    }
+
+    async fn prepare_sources(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+        now: DateTime<Utc>,
+        generation: u64,
+        stored: ContextSources,
+    ) -> Result<Sources, RecallError> {
+        let counter = &CharEstimate;
+        let ContextSources {
+            agent_blocks,
+            user_blocks,
+            facts,
+            summaries,
+            persistent_context,
+            ended,
+        } = stored;
+        // The agent's own blocks, and those drawn from this user's
+        // conversations; never another user's.
+        let mut blocks: Vec<MemoryBlock> = agent_blocks
+            .into_iter()
+            .filter(|b| b.label != BlockLabel::BackgroundContext)
+            .filter(|b| b.source_user_id.is_none())
+            .filter(|b| !user_blocks.iter().any(|u| u.label == b.label))
+            .collect();
+        blocks.extend(user_blocks);
+        // The stored `background_context` block covers every user of the
+        // agent; this user's is rendered from their own recent summaries
+        // (newest first) and the agent's persistent context. It holds until
+        // the oldest of those summaries leaves the look-back.
+        let settings = &self.inner.settings;
+        let lookback = Duration::hours(settings.watchdog.lookback_hours as i64);
+        let recent: Vec<ConversationSummary> = summaries
+            .iter()
+            .rev()
+            .filter(|s| s.summary_type == SummaryType::Session && s.period_end >= now - lookback)
+            .cloned()
+            .collect();
+        let valid_until = recent.iter().map(|s| s.period_end + lookback).min();
+        if !recent.is_empty() || !persistent_context.is_empty() {
+            let limit = settings.blocks.background_context_limit;
+            blocks.push(MemoryBlock {
+                agent_id: agent_id.to_string(),
+                label: BlockLabel::BackgroundContext,
+                value: render_context(
+                    now,
+                    &recent,
+                    &persistent_context,
+                    settings.watchdog.max_topics,
+                    limit,
+                ),
+                limit,
+                updated_at: now,
+                source_user_id: Some(user_id.to_string()),
+            });
+        }
+        let ended: Vec<EndedCall> = ended
+            .into_iter()
+            .filter_map(|r| {
+                Some(EndedCall {
+                    session_id: r.session_id,
+                    ended_at: r.ended_at?,
+                })
+            })
+            .collect();
+        let latest = match ended.last() {
+            Some(call) => Some(self.previous_turns(call).await?),
+            None => None,
+        };
+        Ok(Sources {
+            generation,
+            valid_until,
+            blocks: prepare_blocks(&blocks, counter),
+            facts: PreparedFacts::new(&facts, user_id, counter),
+            summaries: summaries
+                .iter()
+                .map(|s| prepare_summary(s, counter))
+                .collect(),
+            ended,
+            latest,
+            last_used: AtomicU64::new(0),
+        })
+    }
+
+    async fn previous_turns(&self, call: &EndedCall) -> Result<PreviousTurns, RecallError> {
+        let turns = self.turns(call.session_id).await?;
+        Ok(PreviousTurns {
+            session_id: call.session_id,
+            last_activity: turns.last().map(|t| t.timestamp).unwrap_or(call.ended_at),
+            turns: prepare_turns(&turns, &CharEstimate),
+            turn_count: turns.len() as u32,
+        })
+    }
+
+    /// Assembles a context; `cached: false` reads everything from the store
+    /// (what the cache must always agree with).
+    pub(super) async fn assemble_context(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+        current_message: &str,
+        budget_tokens: usize,
+        cached: bool,
+    ) -> Result<AssembledContext, RecallError> {
+        let counter: &dyn TokenCounter = &CharEstimate;
+        let now = self.inner.clock.now();
+        let src = self.context_sources(agent_id, user_id, now, cached).await?;
+        // The live call: its rolling memory (the latest completed window
+        // summary, never waited for) and the raw turns after it.
+        let mut live_summaries: Vec<ContextItem> = Vec::new();
+        let mut gap: Vec<ConversationTurn> = Vec::new();
+        let mut live_started: Option<DateTime<Utc>> = None;
+        for (_, _, actor) in self.inner.registry.live_of(agent_id, user_id) {
+            // An actor that ended meanwhile does not answer: its turns are
+            // in the store by the time the next read looks.
+            let Ok(view) = call_t!(actor, SessionMsg::Working, CALL_TIMEOUT_MS) else {
+                continue;
+            };
+            live_started = Some(live_started.map_or(view.started_at, |s| s.min(view.started_at)));
+            if let Some(memory) = &view.memory {
+                if let Some(text) = &memory.summary {
+                    live_summaries.push(prepare_summary(
+                        &ConversationSummary {
+                            summary_id: view.session_id,
+                            summary_type: SummaryType::Session,
+                            agent_id: agent_id.to_string(),
+                            user_id: user_id.to_string(),
+                            period_start: view.started_at,
+                            period_end: now,
+                            summary_text: format!("(this call so far) {text}"),
+                            topics: Vec::new(),
+                            key_entities: Vec::new(),
+                            emotional_tone: None,
+                            source_summary_ids: Vec::new(),
+                            turn_count: (memory.end_seq / 2 + 1) as u32,
+                            created_at: now,
+                            fallback: false,
+                        },
+                        counter,
+                    ));
+                }
+            }
+            gap.extend(view.gap);
+        }
+        gap.sort_by_key(|t| t.timestamp);
+        let gap = prepare_turns(&gap, counter);
+
+        // Decay across calls (seed 002): the previous call's turns stay
+        // verbatim if the user is back within the soft decay, only its last
+        // few beside its summary until the hard decay, and none after.
+        let decay = &self.inner.settings.context;
+        let reference = live_started.unwrap_or(now);
+        let loaded;
+        let mut skip_summary = None;
+        let mut previous: &[ContextItem] = &[];
+        if let Some(call) = src.ended.iter().rev().find(|c| c.ended_at <= reference) {
+            let prev = match &src.latest {
+                Some(p) if p.session_id == call.session_id => p,
+                _ => {
+                    loaded = self.previous_turns(call).await?;
+                    &loaded
+                }
+            };
+            let idle = reference - prev.last_activity;
+            if idle <= Duration::minutes(decay.soft_decay_minutes as i64) {
+                // Verbatim: its summary would only repeat it.
+                skip_summary = Some(Source::Summary(prev.session_id));
+                previous = &prev.turns;
+            } else if idle <= Duration::minutes(decay.hard_decay_minutes as i64) {
+                let keep = decay.turns_after_soft_decay.min(prev.turn_count as usize) as u32;
+                let first = prev.turn_count - keep;
+                let from = prev
+                    .turns
+                    .iter()
+                    .position(|t| matches!(t.source, Source::Turn { index, .. } if index >= first))
+                    .unwrap_or(prev.turns.len());
+                previous = &prev.turns[from..];
+            }
+        }
+        let (before, after) =
+            match skip_summary.and_then(|s| src.summaries.iter().rposition(|i| i.source == s)) {
+                Some(i) => (&src.summaries[..i], &src.summaries[i + 1..]),
+                None => (&src.summaries[..], &[][..]),
+            };
+        Ok(select(
+            &Selection {
+                blocks: &src.blocks,
+                facts: &src.facts,
+                summaries: &[before, after, &live_summaries],
+                turns: &[previous, &gap],
+                current_message,
+                budget_tokens,
+            },
+            counter,
+        )?)
+    }
+}

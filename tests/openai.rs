@@ -195,6 +195,7 @@ fn request() -> ReflectRequest {
             agent_response: "Congratulations, Mark!".to_string(),
             timestamp: at,
         }],
+        sources: Vec::new(),
     }
 }
 

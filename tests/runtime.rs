@@ -783,7 +783,7 @@ async fn the_context_reads_the_latest_window_summary_or_falls_back_without_waiti
     reflect.gate.add_permits(1);
     settle_actors().await;
     let c = text(&rt.context("kairix", "mark", "question 4", 4000).await?);
-    assert!(c.contains("(this call so far) summary-1"), "{c}");
+    assert!(c.contains("[this call, messages 0-5] summary-1"), "{c}");
     assert!(!c.contains("question 1") && !c.contains("answer 3"), "{c}");
 
     // round 4 starts window 2 (seq 0-7, base 1); before it completes the
@@ -931,6 +931,9 @@ async fn a_full_context_cache_evicts_the_least_recently_used() -> Res {
 async fn cached_equals_fresh(cache_entries: usize) -> Res {
     let mut settings = Settings::for_test();
     settings.context.cache_entries = cache_entries;
+    // No window summaries: they finish on the blocking pool at moments the
+    // test does not control, and would change the state between two reads.
+    settings.session.window_start_messages = 10_000;
     settings.context.turns_after_soft_decay = 1;
     settings.watchdog.lookback_hours = 1;
     let rt = TestRuntime::start_full(settings, Arc::new(ExtractiveReflect)).await?;
@@ -1054,5 +1057,147 @@ async fn a_cached_context_lets_a_summary_age_out_of_the_background_context() -> 
     assert!(!background(&c), "aged out");
     assert_eq!(rt.context_cache_stats().misses, misses + 1);
     assert_eq!(c, rt.context_uncached("kairix", "mark", "hi", 4000).await?);
+    Ok(())
+}
+
+/// A `Reflect` that answers at once and shows what it was given: a window
+/// summary lists the user messages, a fold joins its sources.
+#[derive(Clone, Default)]
+struct EchoReflect {
+    folds: Arc<std::sync::Mutex<Vec<recall::ReflectRequest>>>,
+}
+
+impl recall::Reflect for EchoReflect {
+    fn name(&self) -> &'static str {
+        "echo"
+    }
+
+    fn reflect(
+        &self,
+        request: recall::ReflectRequest,
+    ) -> recall::engine::reflect::BoxFuture<'static, Result<String, recall::ReflectError>> {
+        let summary = if request.sources.is_empty() {
+            let said: Vec<&str> = request
+                .turns
+                .iter()
+                .map(|t| t.user_message.as_str())
+                .collect();
+            format!("w[{}]", said.join(","))
+        } else {
+            let s = format!("long[{}]", request.sources.join("|"));
+            self.folds.lock().unwrap().push(request);
+            s
+        };
+        Box::pin(async move { Ok(serde_json::json!({ "summary": summary }).to_string()) })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_long_call_folds_older_windows_into_a_narrative_and_loses_nothing() -> Res {
+    let mut settings = Settings::for_test();
+    settings.session.window_start_messages = 4;
+    settings.session.window_messages = 4;
+    settings.session.long_fold_windows = 2;
+    let reflect = EchoReflect::default();
+    let rt = TestRuntime::start_full(settings, Arc::new(reflect.clone())).await?;
+    rt.start_session("kairix", "mark", "c1").await?;
+    for i in 0..30 {
+        rt.record_turn("c1", format!("q{i}"), format!("a{i}"))?;
+        settle_actors().await;
+    }
+    let c = rt.context("kairix", "mark", "next", 100_000).await?;
+    let summaries: Vec<String> = c.tiers[2]
+        .items
+        .iter()
+        .map(|i| i.text.to_string())
+        .collect();
+    assert!(
+        summaries[0].starts_with("- [this call, messages 0-") && summaries[0].contains("long["),
+        "the narrative comes first: {summaries:?}"
+    );
+    assert!(
+        summaries.len() <= 3,
+        "at most the fold threshold plus the latest: {summaries:?}"
+    );
+    // the layers' ranges leave no message out, and the raw turns are the gap
+    let mut next = 0u32;
+    for item in &c.tiers[2].items {
+        let recall::engine::context::Source::Window {
+            start_seq, end_seq, ..
+        } = item.source
+        else {
+            panic!("a live summary: {:?}", item.source)
+        };
+        assert!(start_seq <= next && end_seq >= next, "{summaries:?}");
+        next = end_seq + 1;
+    }
+    let turns = &c.tiers[3].items;
+    assert_eq!(
+        turns.len() as u32,
+        60 - next,
+        "the gap after the last window"
+    );
+    assert!(turns.len() < 8);
+    // every question is in the context, in a summary or verbatim
+    let all = c
+        .to_messages()
+        .iter()
+        .map(|m| m.content.clone())
+        .collect::<Vec<_>>()
+        .join("\n");
+    for i in 0..30 {
+        let q = format!("q{i}");
+        assert!(
+            all.split(|ch: char| !ch.is_alphanumeric()).any(|w| w == q),
+            "{q} is lost: {all}"
+        );
+    }
+    // folds went through the long-narrative prompt, each extending the last
+    let folds = reflect.folds.lock().unwrap();
+    assert!(folds.len() >= 3, "{}", folds.len());
+    assert!(folds[0].prompt.contains("LATER PARTS"));
+    assert!(
+        folds[1].sources[0].starts_with("long["),
+        "the previous narrative first"
+    );
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn summaries_starting_alike_appear_once_in_the_context() -> Res {
+    let rt = TestRuntime::start_full(Settings::for_test(), Arc::new(ExtractiveReflect)).await?;
+    for conn in ["c1", "c2"] {
+        rt.start_session("kairix", "mark", conn).await?;
+        rt.record_turn(
+            conn,
+            "Let's practise the Globex interview questions",
+            "Sure",
+        )?;
+        rt.end_session(conn)?;
+        settle(&rt).await;
+        advance(secs(3600)).await;
+    }
+    let stored = rt.summaries("kairix", SummaryType::Session).await?;
+    assert_eq!(stored.len(), 2, "each session keeps its summary");
+    assert_eq!(
+        recall::engine::context::dedup_key(&stored[0].summary_text),
+        recall::engine::context::dedup_key(&stored[1].summary_text)
+    );
+    for s in &stored {
+        let range = s
+            .source_range
+            .expect("a session summary names its messages");
+        assert_eq!(
+            (range.session_id, range.start_seq, range.end_seq),
+            (s.summary_id, 0, 1)
+        );
+    }
+    let c = rt.context("kairix", "mark", "hi", 4000).await?;
+    let shown: Vec<String> = c.tiers[2]
+        .items
+        .iter()
+        .map(|i| i.source.to_string())
+        .collect();
+    assert_eq!(shown, [stored[1].summary_id.to_string()], "the newer one");
     Ok(())
 }

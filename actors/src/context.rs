@@ -18,6 +18,8 @@ use std::sync::Arc;
 use serde::Serialize;
 use uuid::Uuid;
 
+pub use crate::window::dedup_key;
+
 use crate::model::{
     BlockLabel, ConversationSummary, ConversationTurn, Fact, MemoryBlock, SummaryType, Visibility,
 };
@@ -89,7 +91,17 @@ pub enum Source {
     Block(BlockLabel),
     Fact(Uuid),
     Summary(Uuid),
-    Turn { index: u32, role: Role },
+    /// A live call's window summary or long narrative: the raw messages
+    /// (sequence numbers) it stands for.
+    Window {
+        session: Uuid,
+        start_seq: u32,
+        end_seq: u32,
+    },
+    Turn {
+        index: u32,
+        role: Role,
+    },
     Message,
 }
 
@@ -98,6 +110,11 @@ impl std::fmt::Display for Source {
         match self {
             Source::Block(l) => f.write_str(l.as_str()),
             Source::Fact(id) | Source::Summary(id) => write!(f, "{id}"),
+            Source::Window {
+                session,
+                start_seq,
+                end_seq,
+            } => write!(f, "{session}:{start_seq}-{end_seq}"),
             Source::Turn { index, role } => {
                 let who = if *role == Role::Assistant {
                     "assistant"
@@ -286,6 +303,20 @@ impl PreparedFacts {
     }
 }
 
+/// The summaries worth showing, in their order: of those whose first 120
+/// characters match (seed `001`'s duplicate check, [`dedup_key`]), only the
+/// newest — the last — is kept.
+pub fn distinct_summaries(oldest_first: &[ConversationSummary]) -> Vec<&ConversationSummary> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out: Vec<&ConversationSummary> = oldest_first
+        .iter()
+        .rev()
+        .filter(|s| seen.insert(dedup_key(&s.summary_text)))
+        .collect();
+    out.reverse();
+    out
+}
+
 /// A summary as an item.
 pub fn prepare_summary(s: &ConversationSummary, counter: &dyn TokenCounter) -> ContextItem {
     item(
@@ -298,6 +329,31 @@ pub fn prepare_summary(s: &ConversationSummary, counter: &dyn TokenCounter) -> C
             summary_kind(s.summary_type),
             s.period_start.format("%Y-%m-%d"),
             s.summary_text.trim()
+        ),
+    )
+}
+
+/// A live call's window summary or long narrative as a summary item,
+/// naming the messages it stands for.
+pub fn live_summary_item(
+    session: Uuid,
+    start_seq: u64,
+    end_seq: u64,
+    text: &str,
+    counter: &dyn TokenCounter,
+) -> ContextItem {
+    item(
+        counter,
+        Tier::Summaries,
+        Source::Window {
+            session,
+            start_seq: start_seq as u32,
+            end_seq: end_seq as u32,
+        },
+        Role::System,
+        format!(
+            "- [this call, messages {start_seq}-{end_seq}] {}",
+            text.trim()
         ),
     )
 }
@@ -349,9 +405,8 @@ pub fn assemble(
     check_budget(input.budget_tokens)?;
     let blocks = prepare_blocks(input.blocks, counter);
     let facts = PreparedFacts::new(input.facts, input.user_id, counter);
-    let summaries: Vec<ContextItem> = input
-        .summaries
-        .iter()
+    let summaries: Vec<ContextItem> = distinct_summaries(input.summaries)
+        .into_iter()
         .map(|s| prepare_summary(s, counter))
         .collect();
     let turns = prepare_turns(input.turns, counter);
@@ -647,6 +702,7 @@ mod tests {
             key_entities: vec![],
             emotional_tone: None,
             source_summary_ids: vec![],
+            source_range: None,
             turn_count: 1,
             created_at: t0() + Duration::days(day),
             fallback: false,
@@ -880,9 +936,8 @@ mod tests {
             .zip(pf.rank.iter().copied())
             .map(|(i, r)| (r, i))
             .collect();
-        let mut summaries: Vec<ContextItem> = inp
-            .summaries
-            .iter()
+        let mut summaries: Vec<ContextItem> = distinct_summaries(inp.summaries)
+            .into_iter()
             .map(|s| prepare_summary(s, c))
             .collect();
         let mut turns = prepare_turns(inp.turns, c);

@@ -160,12 +160,37 @@ pub struct ConversationSummary {
     pub emotional_tone: Option<String>,
     #[serde(default)]
     pub source_summary_ids: Vec<Uuid>,
+    /// The raw messages a session summary stands for, so it can be made
+    /// again from them (summaries of summaries name theirs in
+    /// `source_summary_ids`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_range: Option<SourceRange>,
     pub turn_count: u32,
     pub created_at: DateTime<Utc>,
     /// True when the reflection could not be parsed and `summary_text` is the
     /// raw output with heuristic topics and entities.
     #[serde(default)]
     pub fallback: bool,
+}
+
+/// Messages `start_seq..=end_seq` of a session (turn `i` is messages `2i`
+/// and `2i + 1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceRange {
+    pub session_id: Uuid,
+    pub start_seq: u64,
+    pub end_seq: u64,
+}
+
+impl SourceRange {
+    /// All the messages of a session of `turns` turns.
+    pub fn session(session_id: Uuid, turns: u32) -> Option<SourceRange> {
+        (turns > 0).then(|| SourceRange {
+            session_id,
+            start_seq: 0,
+            end_seq: 2 * turns as u64 - 1,
+        })
+    }
 }
 
 /// Python's `datetime.isoformat()` for an aware UTC datetime: microseconds
@@ -392,6 +417,7 @@ mod tests {
             key_entities: vec!["Acme".into()],
             emotional_tone: None,
             source_summary_ids: vec![],
+            source_range: None,
             turn_count: 3,
             created_at: Utc.with_ymd_and_hms(2026, 1, 5, 9, 5, 0).unwrap(),
             fallback: false,

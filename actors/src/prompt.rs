@@ -7,6 +7,8 @@ pub const SESSION_REFLECTION: &str = include_str!("../../config/prompts/session_
 /// The in-session window summary prompt: `{previous_summary}` and
 /// `{conversation}`.
 pub const WINDOW_SUMMARY: &str = include_str!("../../config/prompts/window_summary.txt");
+/// Folds a live call's older window summaries into its long narrative.
+pub const LONG_SUMMARY: &str = include_str!("../../config/prompts/long_summary.txt");
 pub const REFLECTOR_SYSTEM: &str = include_str!("../../config/prompts/reflector_system.txt");
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -19,7 +19,7 @@ use tracing::{info, warn};
 use crate::clock::Clock;
 use crate::model::{
     isoformat, truncate_chars, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter, Fact,
-    MemoryBlock, ReflectionJob, SessionRecord, SummaryType, Visibility,
+    MemoryBlock, ReflectionJob, SessionRecord, SourceRange, SummaryType, Visibility,
 };
 use crate::prompt::Prompts;
 use crate::reflect::parse::{parse_reflection, Reflection};
@@ -175,6 +175,7 @@ impl ReflectorState {
             prompt: self.args.prompts.session.render(&values),
             session: session.clone(),
             turns: turns.clone(),
+            sources: Vec::new(),
         };
         let limit = Duration::from_secs(self.args.settings.attempt_timeout_secs);
         let started = std::time::Instant::now();
@@ -267,6 +268,7 @@ impl ReflectorState {
             key_entities: r.entities,
             emotional_tone: r.emotional_tone,
             source_summary_ids: Vec::new(),
+            source_range: SourceRange::session(session.session_id, turns.len() as u32),
             turn_count: turns.len() as u32,
             created_at: now,
             fallback: r.fallback,

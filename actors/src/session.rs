@@ -29,7 +29,7 @@ use crate::reflector::conversation_text;
 use crate::registry::Registry;
 use crate::store::{StoreError, StoreMsg};
 use crate::supervisor::SupervisorMsg;
-use crate::window::{RollingMemory, WindowJob, WindowMemory};
+use crate::window::{FoldJob, FoldPolicy, LongMemory, RollingMemory, WindowJob, WindowMemory};
 
 pub enum SessionMsg {
     /// A completed exchange; the hot path casts this.
@@ -50,6 +50,11 @@ pub enum SessionMsg {
     Sync(RpcReplyPort<Result<(), StoreError>>),
     /// A window summary came back (`Err` with why it failed).
     WindowDone {
+        id: u64,
+        result: Result<String, String>,
+    },
+    /// A fold into the long narrative came back.
+    FoldDone {
         id: u64,
         result: Result<String, String>,
     },
@@ -79,7 +84,11 @@ pub struct SessionView {
 pub struct WorkingView {
     pub session_id: uuid::Uuid,
     pub started_at: chrono::DateTime<chrono::Utc>,
-    pub memory: Option<WindowMemory>,
+    /// The latest completed narrative of the call's older part.
+    pub long: Option<LongMemory>,
+    /// The window summaries after it, oldest first.
+    pub windows: Vec<WindowMemory>,
+    /// The raw turns after the last window.
     pub gap: Vec<ConversationTurn>,
 }
 
@@ -93,6 +102,9 @@ pub struct WindowDeps {
     pub window_messages: u64,
     /// Raw-turn tokens that trigger an early window summary.
     pub max_session_tokens: usize,
+    /// Folds older windows into the long narrative.
+    pub long_prompt: String,
+    pub fold: FoldPolicy,
 }
 
 pub struct SessionArgs {
@@ -190,15 +202,18 @@ impl SessionState {
         let conversation = conversation_text(&turns);
         let request = ReflectRequest {
             system: self.window.system.clone(),
+            // Unescape the template first, so that braces in what was said
+            // stay as they are.
             prompt: self
                 .window
                 .prompt
-                .replace("{previous_summary}", &previous)
-                .replace("{conversation}", &conversation)
                 .replace("{{", "{")
-                .replace("}}", "}"),
+                .replace("}}", "}")
+                .replace("{previous_summary}", &previous)
+                .replace("{conversation}", &conversation),
             session: self.record.clone(),
             turns,
+            sources: Vec::new(),
         };
         let deps = self.window.clone();
         let me = myself.clone();
@@ -215,6 +230,52 @@ impl SessionState {
             }
             // The session may have ended meanwhile: nothing to update.
             let _ = me.cast(SessionMsg::WindowDone { id: job.id, result });
+        });
+    }
+
+    /// Folds older windows into the long narrative in the background; the
+    /// result comes back as `FoldDone`.
+    fn start_fold(&self, myself: &ActorRef<SessionMsg>, job: FoldJob) {
+        let mut sources = self.rolling.fold_sources(&job);
+        let previous = match job.base_id {
+            Some(_) if !sources.is_empty() => sources.remove(0),
+            _ => String::new(),
+        };
+        let listed = sources
+            .iter()
+            .map(|s| format!("- {s}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        if !previous.is_empty() {
+            sources.insert(0, previous.clone());
+        }
+        let request = ReflectRequest {
+            system: self.window.system.clone(),
+            prompt: self
+                .window
+                .long_prompt
+                .replace("{{", "{")
+                .replace("}}", "}")
+                .replace("{previous_summary}", &previous)
+                .replace("{summaries}", &listed),
+            session: self.record.clone(),
+            turns: Vec::new(),
+            sources,
+        };
+        let deps = self.window.clone();
+        let me = myself.clone();
+        let session_id = self.record.session_id;
+        tokio::spawn(async move {
+            let result =
+                match tokio::time::timeout(deps.timeout, deps.reflect.reflect(request)).await {
+                    Ok(Ok(raw)) => Ok(parse_reflection(&raw, "").summary),
+                    Ok(Err(e)) => Err(e.chain()),
+                    Err(_) => Err(format!("no answer within {:?}", deps.timeout)),
+                };
+            if let Err(e) = &result {
+                warn!(%session_id, fold = job.id, error = %e, "long narrative fold failed");
+            }
+            let _ = me.cast(SessionMsg::FoldDone { id: job.id, result });
         });
     }
 
@@ -265,7 +326,8 @@ impl Actor for SessionActor {
             rolling: RollingMemory::new(
                 args.window.start_messages.saturating_sub(1),
                 args.window.window_messages,
-            ),
+            )
+            .with_fold(args.window.fold),
             window: args.window,
         };
         for t in args.pending {
@@ -347,18 +409,28 @@ impl Actor for SessionActor {
                 });
             }
             SessionMsg::Working(reply) => {
-                let read = state.rolling.read();
+                let read = state.rolling.layered();
                 let gap = ((read.gap_start / 2) as usize).min(state.turns.len());
                 let _ = reply.send(WorkingView {
                     session_id: state.record.session_id,
                     started_at: state.record.started_at,
-                    memory: read.memory.cloned(),
+                    long: read.long.cloned(),
+                    windows: read.windows.into_iter().cloned().collect(),
                     gap: state.turns[gap..].to_vec(),
                 });
             }
             SessionMsg::WindowDone { id, result } => match result {
-                Ok(summary) => state.rolling.completed(id, summary),
+                Ok(summary) => {
+                    state.rolling.completed(id, summary);
+                    if let Some(job) = state.rolling.maybe_fold() {
+                        state.start_fold(&myself, job);
+                    }
+                }
                 Err(_) => state.rolling.failed(id),
+            },
+            SessionMsg::FoldDone { id, result } => match result {
+                Ok(summary) => state.rolling.fold_completed(id, summary),
+                Err(_) => state.rolling.fold_failed(id),
             },
             SessionMsg::Sync(reply) => {
                 if let Err(ractor::MessagingErr::SendErr(StoreMsg::Flush(reply))) =

@@ -100,6 +100,20 @@ pub struct SessionSettings {
     /// Messages each in-session window summary covers.
     #[serde(default = "default_window_messages")]
     pub window_messages: u64,
+    /// Older window summaries of a live call (all but the latest shown)
+    /// that fold into its long narrative…
+    #[serde(default = "default_long_fold_windows")]
+    pub long_fold_windows: usize,
+    /// …or their total characters, whichever comes first.
+    #[serde(default = "default_long_fold_chars")]
+    pub long_fold_chars: usize,
+}
+
+fn default_long_fold_windows() -> usize {
+    4
+}
+fn default_long_fold_chars() -> usize {
+    4000
 }
 
 fn default_window_start_messages() -> u64 {
@@ -384,6 +398,8 @@ impl Default for SessionSettings {
             reopen_window_secs: default_reopen_window_secs(),
             window_start_messages: default_window_start_messages(),
             window_messages: default_window_messages(),
+            long_fold_windows: default_long_fold_windows(),
+            long_fold_chars: default_long_fold_chars(),
         }
     }
 }
@@ -498,6 +514,14 @@ impl Settings {
                 reason: "must be at least 2".into(),
             });
         }
+        positive(
+            "session.long_fold_windows",
+            self.session.long_fold_windows as u64,
+        )?;
+        positive(
+            "session.long_fold_chars",
+            self.session.long_fold_chars as u64,
+        )?;
         if self.context.hard_decay_minutes < self.context.soft_decay_minutes {
             return Err(SettingsError {
                 key: "context.hard_decay_minutes",

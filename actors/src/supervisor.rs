@@ -268,6 +268,11 @@ impl Actor for SessionSupervisor {
             start_messages: args.settings.session.window_start_messages,
             window_messages: args.settings.session.window_messages,
             max_session_tokens: args.settings.context.max_session_tokens,
+            long_prompt: crate::prompt::LONG_SUMMARY.to_string(),
+            fold: crate::window::FoldPolicy {
+                windows: args.settings.session.long_fold_windows,
+                chars: args.settings.session.long_fold_chars,
+            },
         });
         Ok(SupervisorState {
             window,

@@ -260,6 +260,7 @@ mod tests {
             key_entities: vec![],
             emotional_tone: None,
             source_summary_ids: vec![],
+            source_range: None,
             turn_count: 1,
             created_at: now,
             fallback: false,

@@ -14,6 +14,17 @@
 //! while the newest is still processing, the previous completed one with a
 //! larger gap.
 //!
+//! The long layer (seed `001`): the completed windows a read shows form a
+//! chain back from the latest, each ending before the next one starts. When
+//! the chain's older windows (all but the latest) reach a count or a size,
+//! they fold, with the previous narrative, into a long narrative of the
+//! call so far, made in the background like a window (one at a time). A
+//! read shows the latest completed narrative, the chain after it and the
+//! gap; windows a narrative covers are dropped once it completes. Every
+//! memory keeps the sequence range of the raw messages it stands for, so it
+//! can be regenerated. Summaries whose first 120 characters match a newer
+//! one's are shown once ([`dedup_key`]).
+//!
 //! This is pure state; the session actor owns one per session and runs the
 //! summaries.
 
@@ -51,6 +62,61 @@ pub struct WindowJob {
     pub base_id: Option<u64>,
 }
 
+/// A narrative of the call from its first message to `end_seq`, folded
+/// from window summaries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LongMemory {
+    pub id: u64,
+    /// Always 0: a narrative covers the call from its start.
+    pub start_seq: u64,
+    pub end_seq: u64,
+    /// The windows folded in (their ids).
+    pub source_ids: Vec<u64>,
+    /// The narrative it extends, if any.
+    pub base_id: Option<u64>,
+    pub status: MemoryStatus,
+    pub summary: Option<String>,
+}
+
+/// A fold to make: the narrative `base_id` (if any) and the summaries of
+/// `windows`, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoldJob {
+    pub id: u64,
+    pub end_seq: u64,
+    pub base_id: Option<u64>,
+    pub windows: Vec<u64>,
+}
+
+/// The key summaries are de-duplicated by (seed `001`): a hash of their
+/// first 120 characters, case and surrounding space ignored.
+pub fn dedup_key(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for c in text.trim().chars().take(120).flat_map(char::to_lowercase) {
+        c.hash(&mut h);
+    }
+    h.finish()
+}
+
+/// When the chain's older windows fold into the long narrative.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FoldPolicy {
+    /// Older windows (the latest is never folded) that trigger a fold.
+    pub windows: usize,
+    /// Or their summaries' total characters.
+    pub chars: usize,
+}
+
+impl Default for FoldPolicy {
+    fn default() -> Self {
+        FoldPolicy {
+            windows: 4,
+            chars: 4000,
+        }
+    }
+}
+
 /// What a read sees.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WindowRead<'a> {
@@ -70,6 +136,18 @@ pub struct RollingMemory {
     memories: Vec<WindowMemory>,
     /// The sequence number the next message gets.
     next_seq: u64,
+    fold: FoldPolicy,
+    narratives: Vec<LongMemory>,
+}
+
+/// The layers a read shows, oldest first: the latest completed narrative,
+/// the chain of windows after it (the last being the latest completed
+/// window), then the raw messages from `gap_start`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayeredRead<'a> {
+    pub long: Option<&'a LongMemory>,
+    pub windows: Vec<&'a WindowMemory>,
+    pub gap_start: u64,
 }
 
 impl RollingMemory {
@@ -81,7 +159,174 @@ impl RollingMemory {
             window: window.max(2).div_ceil(2) * 2,
             memories: Vec::new(),
             next_seq: 0,
+            fold: FoldPolicy::default(),
+            narratives: Vec::new(),
         }
+    }
+
+    pub fn with_fold(mut self, fold: FoldPolicy) -> Self {
+        self.fold = FoldPolicy {
+            windows: fold.windows.max(1),
+            chars: fold.chars.max(1),
+        };
+        self
+    }
+
+    pub fn narratives(&self) -> &[LongMemory] {
+        &self.narratives
+    }
+
+    fn latest_narrative(&self) -> Option<&LongMemory> {
+        self.narratives
+            .iter()
+            .filter(|n| n.status == MemoryStatus::Completed)
+            .max_by_key(|n| (n.end_seq, n.id))
+    }
+
+    /// The completed windows a read shows, back from the latest, after the
+    /// message `after` (exclusive); oldest first. Each step goes to the
+    /// window that reaches furthest back while still touching the current
+    /// one (windows slide every round, so the one ending just before it
+    /// usually exists: no overlap); failing that, to the latest that ends
+    /// before it (a few messages uncovered).
+    fn chain(&self, after: Option<u64>) -> Vec<&WindowMemory> {
+        let done = || {
+            self.memories
+                .iter()
+                .filter(|m| m.status == MemoryStatus::Completed)
+                .filter(move |m| after.is_none_or(|a| m.end_seq > a))
+        };
+        let covered = |start: u64| start == 0 || after.is_some_and(|a| start <= a + 1);
+        let mut out: Vec<&WindowMemory> = Vec::new();
+        let mut cur = done().max_by_key(|m| (m.end_seq, m.id));
+        while let Some(m) = cur {
+            out.push(m);
+            if covered(m.start_seq) {
+                break;
+            }
+            let s = m.start_seq;
+            cur = done()
+                .filter(|w| w.start_seq < s && w.end_seq + 1 >= s)
+                .min_by_key(|w| (w.start_seq, w.end_seq, w.id))
+                .or_else(|| {
+                    done()
+                        .filter(|w| w.end_seq < s)
+                        .max_by_key(|w| (w.end_seq, w.id))
+                });
+        }
+        out.reverse();
+        out
+    }
+
+    /// The layers a read shows now, without waiting: windows whose summary
+    /// matches a newer shown one's first 120 characters are left out.
+    pub fn layered(&self) -> LayeredRead<'_> {
+        let long = self.latest_narrative();
+        let chain = self.chain(long.map(|l| l.end_seq));
+        let gap_start = chain
+            .last()
+            .map(|m| m.end_seq + 1)
+            .or(long.map(|l| l.end_seq + 1))
+            .unwrap_or(0);
+        let mut seen = std::collections::HashSet::new();
+        if let Some(text) = long.and_then(|l| l.summary.as_deref()) {
+            seen.insert(dedup_key(text));
+        }
+        let mut windows: Vec<&WindowMemory> = chain
+            .into_iter()
+            .rev()
+            .filter(|m| seen.insert(dedup_key(m.summary.as_deref().unwrap_or_default())))
+            .collect();
+        windows.reverse();
+        LayeredRead {
+            long,
+            windows,
+            gap_start,
+        }
+    }
+
+    /// Starts a fold if the chain's older windows reached the policy and
+    /// none is in flight.
+    pub fn maybe_fold(&mut self) -> Option<FoldJob> {
+        if self
+            .narratives
+            .iter()
+            .any(|n| n.status == MemoryStatus::Processing)
+        {
+            return None;
+        }
+        let base = self.latest_narrative();
+        let base_id = base.map(|b| b.id);
+        let chain = self.chain(base.map(|b| b.end_seq));
+        let older = &chain[..chain.len().saturating_sub(1)];
+        let chars: usize = older
+            .iter()
+            .map(|m| m.summary.as_deref().map_or(0, |s| s.chars().count()))
+            .sum();
+        if older.is_empty() || (older.len() < self.fold.windows && chars < self.fold.chars) {
+            return None;
+        }
+        let windows: Vec<u64> = older.iter().map(|m| m.id).collect();
+        let end_seq = older.last().map(|m| m.end_seq).unwrap_or(0);
+        let id = self.narratives.last().map(|n| n.id + 1).unwrap_or(1);
+        self.narratives.push(LongMemory {
+            id,
+            start_seq: 0,
+            end_seq,
+            source_ids: windows.clone(),
+            base_id,
+            status: MemoryStatus::Processing,
+            summary: None,
+        });
+        Some(FoldJob {
+            id,
+            end_seq,
+            base_id,
+            windows,
+        })
+    }
+
+    /// The texts a fold combines: the base narrative, then its windows'
+    /// summaries, each once (by [`dedup_key`]).
+    pub fn fold_sources(&self, job: &FoldJob) -> Vec<String> {
+        let mut seen = std::collections::HashSet::new();
+        let base = job
+            .base_id
+            .and_then(|id| self.narratives.iter().find(|n| n.id == id))
+            .and_then(|n| n.summary.clone());
+        base.into_iter()
+            .chain(job.windows.iter().filter_map(|id| {
+                self.memories
+                    .iter()
+                    .find(|m| m.id == *id)
+                    .and_then(|m| m.summary.clone())
+            }))
+            .filter(|t| seen.insert(dedup_key(t)))
+            .collect()
+    }
+
+    /// Fold `id` came back: the narrative completes and the windows it
+    /// covers are dropped (the narrative keeps their ids and range).
+    pub fn fold_completed(&mut self, id: u64, summary: String) {
+        let Some(n) = self.narratives.iter_mut().find(|n| n.id == id) else {
+            return;
+        };
+        n.status = MemoryStatus::Completed;
+        n.summary = Some(summary);
+        let end = n.end_seq;
+        self.memories
+            .retain(|m| m.end_seq > end || m.status == MemoryStatus::Processing);
+        // Older narratives are superseded by this one.
+        self.narratives
+            .retain(|n| n.id == id || n.status == MemoryStatus::Processing || n.end_seq > end);
+    }
+
+    /// Fold `id` failed: the windows stay, and a later window tries again.
+    pub fn fold_failed(&mut self, id: u64) {
+        if let Some(n) = self.narratives.iter_mut().find(|n| n.id == id) {
+            n.status = MemoryStatus::Failed;
+        }
+        self.narratives.retain(|n| n.status != MemoryStatus::Failed);
     }
 
     /// The window ending at `end_seq`: `max(0, end − window + 1)`, moved to
@@ -298,5 +543,141 @@ mod tests {
         );
         m.completed(second.id, "s".into());
         assert_eq!(m.read().gap_start, 6);
+    }
+
+    /// Runs `rounds` rounds, completing every window at once and, with
+    /// `fold`, every fold at once.
+    fn run(m: &mut RollingMemory, rounds: u64, fold: bool) {
+        for _ in 0..rounds {
+            if let Some(job) = m.round_ended() {
+                m.completed(
+                    job.id,
+                    format!(
+                        "window {} covers {}..={}",
+                        job.id, job.start_seq, job.end_seq
+                    ),
+                );
+                if fold {
+                    if let Some(f) = m.maybe_fold() {
+                        let text = m.fold_sources(&f).join(" / ");
+                        m.fold_completed(f.id, text);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The layers shown leave no message out: the narrative from 0, then
+    /// windows each starting at or before the message after the previous
+    /// (overlapping by less than a window), then the gap.
+    fn assert_covers(m: &RollingMemory) {
+        let read = m.layered();
+        let mut next = read.long.map(|l| l.end_seq + 1).unwrap_or(0);
+        for w in &read.windows {
+            assert!(
+                w.start_seq <= next && w.end_seq >= next,
+                "no hole: {read:?}"
+            );
+            assert!(next - w.start_seq < m.window, "little overlap: {read:?}");
+            next = w.end_seq + 1;
+        }
+        assert_eq!(read.gap_start, next);
+        assert!(read.gap_start <= m.next_seq());
+    }
+
+    #[test]
+    fn older_windows_fold_into_a_long_narrative_and_the_layers_cover_the_call() {
+        let mut m = RollingMemory::new(3, 4).with_fold(FoldPolicy {
+            windows: 3,
+            chars: 100_000,
+        });
+        run(&mut m, 40, true);
+        let read = m.layered();
+        let long = read.long.expect("a narrative");
+        assert_eq!(long.start_seq, 0);
+        assert!(long.end_seq > 40, "{long:?}");
+        assert!(!long.source_ids.is_empty());
+        assert!(
+            long.summary.as_deref().unwrap().contains("window"),
+            "folded from the windows and the previous narrative"
+        );
+        assert!(read.windows.len() <= 3, "{read:?}");
+        assert_covers(&m);
+        // folded windows are dropped: memory stays small in a long call
+        assert!(m.memories().len() <= 8, "{}", m.memories().len());
+        assert!(m.narratives().len() <= 2);
+        // each narrative extends the previous one
+        assert!(long.base_id.is_some());
+    }
+
+    #[test]
+    fn without_folds_the_chain_still_covers_the_call() {
+        let mut m = RollingMemory::new(5, 14);
+        run(&mut m, 30, false);
+        assert!(m.layered().long.is_none());
+        assert_covers(&m);
+        assert!(m.layered().windows.len() >= 4);
+    }
+
+    #[test]
+    fn a_fold_in_flight_or_failed_keeps_showing_the_windows() {
+        let mut m = RollingMemory::new(3, 4).with_fold(FoldPolicy {
+            windows: 2,
+            chars: 100_000,
+        });
+        run(&mut m, 8, false);
+        let shown = m.layered().windows.len();
+        let f = m.maybe_fold().expect("two older windows");
+        assert_eq!(f.windows.len(), shown - 1, "all but the latest");
+        assert!(m.maybe_fold().is_none(), "one fold at a time");
+        assert_eq!(
+            m.layered().windows.len(),
+            shown,
+            "still shown while folding"
+        );
+        assert!(m.layered().long.is_none());
+        m.fold_failed(f.id);
+        assert_eq!(m.layered().windows.len(), shown);
+        assert_covers(&m);
+        let again = m.maybe_fold().expect("tries again");
+        m.fold_completed(again.id, "the story so far".into());
+        let read = m.layered();
+        assert_eq!(read.long.unwrap().end_seq, again.end_seq);
+        assert_eq!(read.windows.len(), 1, "only the latest window is left");
+        assert_covers(&m);
+    }
+
+    #[test]
+    fn a_fold_triggers_on_size_too() {
+        let mut m = RollingMemory::new(3, 4).with_fold(FoldPolicy {
+            windows: 100,
+            chars: 50,
+        });
+        for _ in 0..6 {
+            if let Some(job) = m.round_ended() {
+                m.completed(job.id, "x".repeat(30) + &job.id.to_string());
+            }
+        }
+        assert!(
+            m.maybe_fold().is_some(),
+            "two older windows of 30+ characters"
+        );
+    }
+
+    #[test]
+    fn summaries_with_the_same_first_120_characters_are_shown_once() {
+        assert_eq!(dedup_key("  Same START "), dedup_key("same start"));
+        let long = "a".repeat(120);
+        assert_eq!(dedup_key(&(long.clone() + "x")), dedup_key(&(long + "y")));
+        assert_ne!(dedup_key("one"), dedup_key("two"));
+        let mut m = RollingMemory::new(3, 4);
+        for _ in 0..8 {
+            if let Some(job) = m.round_ended() {
+                m.completed(job.id, "The user keeps asking about the weather.".into());
+            }
+        }
+        let read = m.layered();
+        assert_eq!(read.windows.len(), 1, "{read:?}");
+        assert_eq!(read.gap_start, m.next_seq(), "the latest is the one kept");
     }
 }

@@ -17,8 +17,8 @@ use std::sync::{Arc, RwLock};
 use chrono::{DateTime, Duration, Utc};
 use ractor::call_t;
 use recall_actors::context::{
-    prepare_blocks, prepare_summary, prepare_turns, select, AssembledContext, CharEstimate,
-    ContextItem, PreparedFacts, Selection, Source, TokenCounter,
+    distinct_summaries, live_summary_item, prepare_blocks, prepare_summary, prepare_turns, select,
+    AssembledContext, CharEstimate, ContextItem, PreparedFacts, Selection, Source, TokenCounter,
 };
 use recall_actors::model::{
     BlockLabel, ConversationSummary, ConversationTurn, MemoryBlock, SummaryType,
@@ -274,8 +274,8 @@ impl Runtime {
             valid_until,
             blocks: prepare_blocks(&blocks, counter),
             facts: PreparedFacts::new(&facts, user_id, counter),
-            summaries: summaries
-                .iter()
+            summaries: distinct_summaries(&summaries)
+                .into_iter()
                 .map(|s| prepare_summary(s, counter))
                 .collect(),
             ended,
@@ -307,8 +307,9 @@ impl Runtime {
         let counter: &dyn TokenCounter = &CharEstimate;
         let now = self.inner.clock.now();
         let src = self.context_sources(agent_id, user_id, now, cached).await?;
-        // The live call: its rolling memory (the latest completed window
-        // summary, never waited for) and the raw turns after it.
+        // The live call: its rolling memory (the latest completed long
+        // narrative and window summaries, never waited for) and the raw
+        // turns after them.
         let mut live_summaries: Vec<ContextItem> = Vec::new();
         let mut gap: Vec<ConversationTurn> = Vec::new();
         let mut live_started: Option<DateTime<Utc>> = None;
@@ -319,25 +320,22 @@ impl Runtime {
                 continue;
             };
             live_started = Some(live_started.map_or(view.started_at, |s| s.min(view.started_at)));
-            if let Some(memory) = &view.memory {
-                if let Some(text) = &memory.summary {
-                    live_summaries.push(prepare_summary(
-                        &ConversationSummary {
-                            summary_id: view.session_id,
-                            summary_type: SummaryType::Session,
-                            agent_id: agent_id.to_string(),
-                            user_id: user_id.to_string(),
-                            period_start: view.started_at,
-                            period_end: now,
-                            summary_text: format!("(this call so far) {text}"),
-                            topics: Vec::new(),
-                            key_entities: Vec::new(),
-                            emotional_tone: None,
-                            source_summary_ids: Vec::new(),
-                            turn_count: (memory.end_seq / 2 + 1) as u32,
-                            created_at: now,
-                            fallback: false,
-                        },
+            // The long narrative, then the windows after it, oldest first.
+            let long = view
+                .long
+                .iter()
+                .map(|l| (l.start_seq, l.end_seq, &l.summary));
+            let windows = view
+                .windows
+                .iter()
+                .map(|w| (w.start_seq, w.end_seq, &w.summary));
+            for (start, end, text) in long.chain(windows) {
+                if let Some(text) = text {
+                    live_summaries.push(live_summary_item(
+                        view.session_id,
+                        start,
+                        end,
+                        text,
                         counter,
                     ));
                 }

@@ -23,7 +23,13 @@ impl Reflect for ExtractiveReflect {
         // CPU work over the whole conversation: off the async workers, so
         // that a burst of sessions ending does not stall live connections.
         Box::pin(async move {
-            let job = move || summarize(&request.session.user_id, &request.turns);
+            let job = move || {
+                if request.sources.is_empty() {
+                    summarize(&request.session.user_id, &request.turns)
+                } else {
+                    combine(&request.sources)
+                }
+            };
             match tokio::task::spawn_blocking(job).await {
                 Ok(text) => Ok(text),
                 Err(e) => Err(ReflectError::Config(format!("the summarizer failed: {e}"))),
@@ -115,6 +121,33 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
         "entities": entities,
         "emotional_tone": text::emotional_tone(&user_text),
         "facts": text::facts(&user_text),
+    })
+    .to_string()
+}
+
+/// The reflection JSON combining summaries (oldest first): their most
+/// informative sentences in order, and topics and entities over all.
+pub fn combine(sources: &[String]) -> String {
+    let all = sources.join("\n");
+    let tf = text::term_frequencies(&all);
+    let sentences: Vec<String> = sources.iter().flat_map(|s| text::sentences(s)).collect();
+    let mut seen = std::collections::HashSet::new();
+    let unique: Vec<String> = sentences
+        .into_iter()
+        .filter(|s| seen.insert(s.to_lowercase()))
+        .collect();
+    let picked = best_sentences(&unique, &tf, 4);
+    let summary = if picked.is_empty() {
+        sources.last().cloned().unwrap_or_default()
+    } else {
+        picked.join(" ")
+    };
+    json!({
+        "summary": summary,
+        "topics": text::keyword_topics(&all, MAX_TOPICS),
+        "entities": text::entities(&all, MAX_ENTITIES),
+        "emotional_tone": text::emotional_tone(&all),
+        "facts": [],
     })
     .to_string()
 }

@@ -22,6 +22,9 @@ pub struct ReflectRequest {
     pub prompt: String,
     pub session: SessionRecord,
     pub turns: Vec<ConversationTurn>,
+    /// Summaries to combine (a fold of a call's windows, a rollup), oldest
+    /// first; empty when the turns are what is summarized.
+    pub sources: Vec<String>,
 }
 
 /// A summarizer. Implementations return the raw reflection text; the

@@ -415,6 +415,18 @@ fn main() {
             end_to_end.as_secs_f64() * 1e3,
             TIMED_CALLS as f64 / end_to_end.as_secs_f64()
         );
+        let s = rt
+            .block_on(async {
+                runtime.wait_idle().await?;
+                runtime.stats().await
+            })
+            .expect("stats")
+            .supervisor;
+        println!(
+            "in-session summaries made in the background meanwhile: {} windows started, \
+             {} completed, {} folds into long narratives",
+            s.windows_started, s.windows_completed, s.folds_completed
+        );
         let (rec_mean, raw_mean) = (rec_mean.wall_ns, raw_mean.wall_ns);
         let ratio = rec_mean / raw_mean;
         println!(

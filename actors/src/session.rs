@@ -105,6 +105,20 @@ pub struct WindowDeps {
     /// Folds older windows into the long narrative.
     pub long_prompt: String,
     pub fold: FoldPolicy,
+    pub counters: WindowCounters,
+}
+
+/// In-session summaries made so far, across sessions.
+#[derive(Debug, Default)]
+pub struct WindowCounters {
+    pub windows_started: std::sync::atomic::AtomicU64,
+    pub windows_completed: std::sync::atomic::AtomicU64,
+    pub windows_failed: std::sync::atomic::AtomicU64,
+    pub folds_completed: std::sync::atomic::AtomicU64,
+}
+
+fn bump(c: &std::sync::atomic::AtomicU64) {
+    c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
 pub struct SessionArgs {
@@ -191,6 +205,7 @@ impl SessionState {
     /// Summarizes a window in the background; the result comes back as
     /// `WindowDone`. Nothing waits on it.
     fn start_window(&self, myself: &ActorRef<SessionMsg>, job: WindowJob) {
+        bump(&self.window.counters.windows_started);
         let first = (job.start_seq / 2) as usize;
         let last = ((job.end_seq / 2) as usize).min(self.turns.len().saturating_sub(1));
         let turns: Vec<ConversationTurn> = self.turns[first..=last].to_vec();
@@ -421,15 +436,22 @@ impl Actor for SessionActor {
             }
             SessionMsg::WindowDone { id, result } => match result {
                 Ok(summary) => {
+                    bump(&state.window.counters.windows_completed);
                     state.rolling.completed(id, summary);
                     if let Some(job) = state.rolling.maybe_fold() {
                         state.start_fold(&myself, job);
                     }
                 }
-                Err(_) => state.rolling.failed(id),
+                Err(_) => {
+                    bump(&state.window.counters.windows_failed);
+                    state.rolling.failed(id)
+                }
             },
             SessionMsg::FoldDone { id, result } => match result {
-                Ok(summary) => state.rolling.fold_completed(id, summary),
+                Ok(summary) => {
+                    bump(&state.window.counters.folds_completed);
+                    state.rolling.fold_completed(id, summary)
+                }
                 Err(_) => state.rolling.fold_failed(id),
             },
             SessionMsg::Sync(reply) => {

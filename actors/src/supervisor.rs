@@ -77,6 +77,12 @@ pub struct SupervisorStats {
     pub summaries_stored: u64,
     pub duplicates: u64,
     pub dead_lettered: u64,
+    /// In-session window summaries started, completed and failed, and
+    /// folds into long narratives completed.
+    pub windows_started: u64,
+    pub windows_completed: u64,
+    pub windows_failed: u64,
+    pub folds_completed: u64,
 }
 
 impl SupervisorStats {
@@ -161,6 +167,12 @@ impl SupervisorState {
         self.stats.reflections_queued = self.waiting.len();
         self.stats.opening = self.registry.opening_connections().len();
         self.stats.ending_sessions = self.registry.ending();
+        let c = &self.window.counters;
+        let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        self.stats.windows_started = get(&c.windows_started);
+        self.stats.windows_completed = get(&c.windows_completed);
+        self.stats.windows_failed = get(&c.windows_failed);
+        self.stats.folds_completed = get(&c.folds_completed);
         let stats = self.stats;
         // Notify only on change: waiters re-check on every notification.
         self.stats_tx.send_if_modified(|old| {
@@ -273,6 +285,7 @@ impl Actor for SessionSupervisor {
                 windows: args.settings.session.long_fold_windows,
                 chars: args.settings.session.long_fold_chars,
             },
+            counters: Default::default(),
         });
         Ok(SupervisorState {
             window,

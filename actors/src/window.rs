@@ -92,10 +92,10 @@ pub struct FoldJob {
 /// first 120 characters, case and surrounding space ignored.
 pub fn dedup_key(text: &str) -> u64 {
     use std::hash::{Hash, Hasher};
+    let mut prefix = String::with_capacity(128);
+    prefix.extend(text.trim().chars().take(120).flat_map(char::to_lowercase));
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    for c in text.trim().chars().take(120).flat_map(char::to_lowercase) {
-        c.hash(&mut h);
-    }
+    prefix.hash(&mut h);
     h.finish()
 }
 

@@ -741,9 +741,6 @@ impl Runtime {
         current_message: &str,
         budget_tokens: usize,
     ) -> Result<AssembledContext, RecallError> {
-        recall_actors::model::validate_id("agent_id", agent_id)?;
-        recall_actors::model::validate_id("user_id", user_id)?;
-        self.check_message("message", current_message)?;
         self.assemble_context(agent_id, user_id, current_message, budget_tokens, true)
             .await
     }
@@ -758,9 +755,6 @@ impl Runtime {
         current_message: &str,
         budget_tokens: usize,
     ) -> Result<AssembledContext, RecallError> {
-        recall_actors::model::validate_id("agent_id", agent_id)?;
-        recall_actors::model::validate_id("user_id", user_id)?;
-        self.check_message("message", current_message)?;
         self.assemble_context(agent_id, user_id, current_message, budget_tokens, false)
             .await
     }

@@ -230,21 +230,40 @@ impl SessionState {
             turns,
             sources: Vec::new(),
         };
+        self.summarize_in_background(myself, request, conversation, move |result| {
+            SessionMsg::WindowDone { id: job.id, result }
+        });
+    }
+
+    /// Runs an in-session summary (a window or a fold) within the attempt
+    /// timeout and sends its outcome back to this actor as `done(result)`.
+    /// The session may have ended meanwhile: then nothing is updated.
+    fn summarize_in_background(
+        &self,
+        myself: &ActorRef<SessionMsg>,
+        request: ReflectRequest,
+        fallback_text: String,
+        done: impl FnOnce(Result<String, String>) -> SessionMsg + Send + 'static,
+    ) {
         let deps = self.window.clone();
         let me = myself.clone();
         let session_id = self.record.session_id;
+        let what = if request.sources.is_empty() {
+            "window summary"
+        } else {
+            "long narrative fold"
+        };
         tokio::spawn(async move {
             let result =
                 match tokio::time::timeout(deps.timeout, deps.reflect.reflect(request)).await {
-                    Ok(Ok(raw)) => Ok(parse_reflection(&raw, &conversation).summary),
+                    Ok(Ok(raw)) => Ok(parse_reflection(&raw, &fallback_text).summary),
                     Ok(Err(e)) => Err(e.chain()),
                     Err(_) => Err(format!("no answer within {:?}", deps.timeout)),
                 };
             if let Err(e) = &result {
-                warn!(%session_id, window = job.id, error = %e, "window summary failed");
+                warn!(%session_id, error = %e, "{what} failed");
             }
-            // The session may have ended meanwhile: nothing to update.
-            let _ = me.cast(SessionMsg::WindowDone { id: job.id, result });
+            let _ = me.cast(done(result));
         });
     }
 
@@ -277,20 +296,8 @@ impl SessionState {
             turns: Vec::new(),
             sources,
         };
-        let deps = self.window.clone();
-        let me = myself.clone();
-        let session_id = self.record.session_id;
-        tokio::spawn(async move {
-            let result =
-                match tokio::time::timeout(deps.timeout, deps.reflect.reflect(request)).await {
-                    Ok(Ok(raw)) => Ok(parse_reflection(&raw, "").summary),
-                    Ok(Err(e)) => Err(e.chain()),
-                    Err(_) => Err(format!("no answer within {:?}", deps.timeout)),
-                };
-            if let Err(e) = &result {
-                warn!(%session_id, fold = job.id, error = %e, "long narrative fold failed");
-            }
-            let _ = me.cast(SessionMsg::FoldDone { id: job.id, result });
+        self.summarize_in_background(myself, request, listed, move |result| {
+            SessionMsg::FoldDone { id: job.id, result }
         });
     }
 

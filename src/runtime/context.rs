@@ -304,6 +304,9 @@ impl Runtime {
         budget_tokens: usize,
         cached: bool,
     ) -> Result<AssembledContext, RecallError> {
+        recall_actors::model::validate_id("agent_id", agent_id)?;
+        recall_actors::model::validate_id("user_id", user_id)?;
+        self.check_message("message", current_message)?;
         let counter: &dyn TokenCounter = &CharEstimate;
         let now = self.inner.clock.now();
         let src = self.context_sources(agent_id, user_id, now, cached).await?;

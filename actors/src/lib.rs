@@ -6,6 +6,7 @@
 //! - [`clock`]: the runtime clock that follows tokio's (virtual) time.
 //! - [`context`]: assembling the next LLM call's context under a token
 //!   budget.
+//! - [`embed`]: the `Embed` port and the offline hashing embedder.
 //! - [`settings`]: the settings tree, defaults and validation.
 //! - [`keys`]: every sled key the Store writes.
 //! - [`store`]: `StoreActor`, the only writer to sled, and its trees.
@@ -22,6 +23,7 @@
 
 pub mod clock;
 pub mod context;
+pub mod embed;
 pub mod keys;
 pub mod model;
 pub mod prompt;

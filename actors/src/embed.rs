@@ -1,0 +1,189 @@
+//! The `Embed` port: text to vectors, for topics and archival search.
+//!
+//! The embedded default, [`HashingEmbed`], needs no model and no network: a
+//! signed feature-hashing embedding of a text's content words (weighted
+//! `1 + ln tf`) and of their character 4-grams (at a lower weight, so
+//! "interview" and "interviews" land close), L2-normalized. It captures
+//! shared vocabulary, not meaning — "job" and "career" are unrelated to it —
+//! which is what keeps it offline, deterministic and fast. The hash is
+//! FNV-1a, fixed here, so vectors stay the same across builds and can be
+//! stored.
+
+use std::collections::BTreeMap;
+
+use crate::reflect::BoxFuture;
+use crate::text;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// The embedding service could not be reached or answered badly.
+    #[error("embedding failed: {0}")]
+    Failed(String),
+    /// It answered with vectors of another size than configured.
+    #[error("expected {expected} dimensions, got {got}")]
+    Dimensions { expected: usize, got: usize },
+}
+
+/// Turns texts into vectors of `dimensions()` numbers, one per text, in
+/// order. Vectors are compared by [`cosine`].
+pub trait Embed: Send + Sync + 'static {
+    /// A short name for logs (`hashing`, `openai`).
+    fn name(&self) -> &'static str;
+    fn dimensions(&self) -> usize;
+    fn embed(&self, texts: Vec<String>) -> BoxFuture<'static, Result<Vec<Vec<f32>>, EmbedError>>;
+}
+
+/// The offline embedder.
+#[derive(Debug, Clone, Copy)]
+pub struct HashingEmbed {
+    dimensions: usize,
+}
+
+/// Weight of a word's character 4-grams, relative to the word.
+const GRAM_WEIGHT: f32 = 0.35;
+
+impl HashingEmbed {
+    /// At least 16 dimensions.
+    pub fn new(dimensions: usize) -> Self {
+        HashingEmbed {
+            dimensions: dimensions.max(16),
+        }
+    }
+
+    /// The vector of one text (all zeros when it has no content words).
+    pub fn vector(&self, text: &str) -> Vec<f32> {
+        let mut v = vec![0f32; self.dimensions];
+        let tf: BTreeMap<String, usize> = text::term_frequencies(text);
+        for (word, n) in &tf {
+            let w = 1.0 + (*n as f32).ln();
+            self.add(&mut v, word.as_bytes(), w);
+            let padded: Vec<char> = format!("<{word}>").chars().collect();
+            if padded.len() > 4 {
+                for gram in padded.windows(4) {
+                    let g: String = gram.iter().collect();
+                    self.add(&mut v, g.as_bytes(), w * GRAM_WEIGHT);
+                }
+            }
+        }
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        if norm > 0.0 {
+            v.iter_mut().for_each(|x| *x /= norm);
+        }
+        v
+    }
+
+    fn add(&self, v: &mut [f32], feature: &[u8], weight: f32) {
+        let h = fnv1a(feature);
+        let i = (h % self.dimensions as u64) as usize;
+        let sign = if (h >> 63) == 0 { 1.0 } else { -1.0 };
+        v[i] += sign * weight;
+    }
+}
+
+impl Default for HashingEmbed {
+    fn default() -> Self {
+        HashingEmbed::new(256)
+    }
+}
+
+impl Embed for HashingEmbed {
+    fn name(&self) -> &'static str {
+        "hashing"
+    }
+
+    fn dimensions(&self) -> usize {
+        self.dimensions
+    }
+
+    fn embed(&self, texts: Vec<String>) -> BoxFuture<'static, Result<Vec<Vec<f32>>, EmbedError>> {
+        let me = *self;
+        Box::pin(async move { Ok(texts.iter().map(|t| me.vector(t)).collect()) })
+    }
+}
+
+/// 64-bit FNV-1a.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// Cosine similarity; 0 when either vector is all zeros or their sizes
+/// differ.
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() {
+        return 0.0;
+    }
+    let (mut dot, mut na, mut nb) = (0f32, 0f32, 0f32);
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        dot / (na.sqrt() * nb.sqrt())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_vocabulary_is_closer_than_none() {
+        let e = HashingEmbed::default();
+        let a = e.vector("Mark prepared for the Globex interview and the salary talk.");
+        let b = e.vector("Interviews at Globex: Mark asked about salary negotiation.");
+        let c = e.vector("Ada planned a sailing weekend in Porto with her sister.");
+        assert!(cosine(&a, &b) > 0.3, "{}", cosine(&a, &b));
+        assert!(cosine(&a, &b) > cosine(&a, &c) + 0.2);
+        // plural and singular share their 4-grams
+        let s = e.vector("interview");
+        let p = e.vector("interviews");
+        assert!(cosine(&s, &p) > 0.35, "{}", cosine(&s, &p));
+        // unrelated words meet only by hash collisions: small on average
+        let others = [
+            "sailing", "pottery", "weather", "lisbon", "dentist", "guitar", "recipe", "football",
+            "holiday", "garden",
+        ];
+        let mean = others
+            .iter()
+            .map(|w| cosine(&s, &e.vector(w)).abs())
+            .sum::<f32>()
+            / others.len() as f32;
+        assert!(mean < 0.1, "{mean}");
+    }
+
+    #[test]
+    fn vectors_are_unit_length_deterministic_and_zero_for_no_content() {
+        let e = HashingEmbed::new(64);
+        let v = e.vector("Salary negotiation for the Globex offer");
+        assert_eq!(v.len(), 64);
+        let norm: f32 = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-5);
+        assert_eq!(v, e.vector("Salary negotiation for the Globex offer"));
+        let empty = e.vector("a an the ...");
+        assert!(empty.iter().all(|x| *x == 0.0));
+        assert_eq!(cosine(&empty, &v), 0.0);
+        assert_eq!(cosine(&v, &v[..10]), 0.0, "sizes differ");
+        // FNV-1a's published test vector: the hash is fixed, vectors can be stored
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[tokio::test]
+    async fn the_port_embeds_each_text_in_order() {
+        let e = HashingEmbed::default();
+        let out = e
+            .embed(vec!["job search".into(), "sailing trip".into()])
+            .await
+            .unwrap();
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0], e.vector("job search"));
+        assert_eq!(out[1].len(), e.dimensions());
+    }
+}

@@ -412,7 +412,7 @@ async fn client_command(command: Command) -> anyhow::Result<()> {
                 if remote.json {
                     return print_json(&json!({"live": v, "assembled": assembled}));
                 }
-                let sessions = v["sessions"].as_array().cloned().unwrap_or_default();
+                let sessions = items(&v["sessions"]);
                 if sessions.is_empty() {
                     println!("no live session for agent {agent} with user {user}");
                 } else {
@@ -447,7 +447,7 @@ async fn client_command(command: Command) -> anyhow::Result<()> {
                     text(&assembled["total_tokens"]),
                     text(&assembled["budget_tokens"])
                 );
-                let tiers = assembled["tiers"].as_array().cloned().unwrap_or_default();
+                let tiers = items(&assembled["tiers"]);
                 let rows = tiers
                     .iter()
                     .map(|t| {
@@ -463,11 +463,7 @@ async fn client_command(command: Command) -> anyhow::Result<()> {
                 if trimmed > 0 {
                     println!("{trimmed} item(s) trimmed to fit the budget");
                 }
-                for m in assembled["messages"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default()
-                {
+                for m in items(&assembled["messages"]) {
                     println!();
                     println!("--- {} ---", text(&m["role"]));
                     println!("{}", text(&m["content"]));
@@ -517,10 +513,7 @@ async fn client_command(command: Command) -> anyhow::Result<()> {
             if remote.json {
                 return print_json(&v);
             }
-            let rows = v["sessions"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
+            let rows = items(&v["sessions"])
                 .iter()
                 .map(|s| {
                     vec![
@@ -582,10 +575,7 @@ async fn client_command(command: Command) -> anyhow::Result<()> {
             if remote.json {
                 return print_json(&v);
             }
-            let rows = v["summaries"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
+            let rows = items(&v["summaries"])
                 .iter()
                 .map(|s| {
                     vec![
@@ -692,10 +682,7 @@ async fn client_command(command: Command) -> anyhow::Result<()> {
                 if remote.json {
                     return print_json(&v);
                 }
-                let rows = v["dead_letters"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default()
+                let rows = items(&v["dead_letters"])
                     .iter()
                     .map(|d| {
                         vec![
@@ -744,10 +731,7 @@ async fn client_command(command: Command) -> anyhow::Result<()> {
                 if remote.json {
                     return print_json(&v);
                 }
-                let rows = v["facts"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default()
+                let rows = items(&v["facts"])
                     .iter()
                     .map(|f| {
                         vec![
@@ -832,6 +816,11 @@ fn print_json(v: &Value) -> anyhow::Result<()> {
 }
 
 /// A JSON value as a table cell.
+/// The elements of a JSON array (none if it is not one).
+fn items(v: &Value) -> &[Value] {
+    v.as_array().map(Vec::as_slice).unwrap_or(&[])
+}
+
 fn text(v: &Value) -> String {
     match v {
         Value::Null => "-".into(),

@@ -864,19 +864,9 @@ impl Runtime {
         };
         let mut out = Vec::new();
         for kind in kinds {
-            let found = call_t!(
-                self.inner.store,
-                |reply| StoreMsg::ListSummaries {
-                    agent_id: agent_id.to_string(),
-                    kind,
-                    // The store's key is the period start; filter below on
-                    // the period instead.
-                    since: None,
-                    reply
-                },
-                CALL_TIMEOUT_MS
-            )
-            .map_err(unavailable("store"))??;
+            // The store's key is the period start; filter below on the
+            // period instead.
+            let found = self.summaries(agent_id, kind).await?;
             out.extend(found.into_iter().filter(|s| {
                 query.user_id.as_deref().is_none_or(|u| s.user_id == u)
                     && query.since.is_none_or(|t| s.period_end >= t)

@@ -780,12 +780,6 @@ pub enum StoreMsg {
         user_id: String,
         reply: RpcReplyPort<Result<ContextSources, StoreError>>,
     },
-    /// The blocks drawn from one user's conversations.
-    GetUserBlocks {
-        agent_id: String,
-        user_id: String,
-        reply: RpcReplyPort<Result<Vec<MemoryBlock>, StoreError>>,
-    },
     /// Change a fact's visibility, as `user_id` (its owner).
     SetFactVisibility {
         fact_id: Uuid,
@@ -1122,13 +1116,6 @@ impl Actor for StoreActor {
                 reply,
             } => {
                 let _ = reply.send(t.context_sources(&agent_id, &user_id));
-            }
-            StoreMsg::GetUserBlocks {
-                agent_id,
-                user_id,
-                reply,
-            } => {
-                let _ = reply.send(t.user_blocks(&agent_id, &user_id));
             }
             StoreMsg::SetFactVisibility {
                 fact_id,

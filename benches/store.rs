@@ -87,6 +87,7 @@ fn store_actor_run(rt: &tokio::runtime::Runtime, msgs: Vec<StoreMsg>) -> Duratio
             trees,
             settings,
             generations: Default::default(),
+            search: Default::default(),
         };
         let (store, handle) = Actor::spawn(None, StoreActor, args)
             .await

@@ -14,6 +14,7 @@
 //! - [`settings`]: loading settings from `config/default.toml`, a file and
 //!   `RECALL_*` environment variables.
 //! - [`client`]: a client for the server API, used by the CLI.
+//! - [`embeddings`]: the OpenAI-compatible `/embeddings` `Embed` adapter.
 //! - [`llm`]: the OpenAI-compatible chat-completions `Reflect` adapter.
 //! - [`server`]: `recall serve`, the HTTP + WebSocket API (axum).
 //! - [`metrics`]: Prometheus metrics for `/metrics`.
@@ -22,6 +23,7 @@
 //! - [`engine`]: the engine crate (`recall-actors`), re-exported.
 
 pub mod client;
+pub mod embeddings;
 pub mod llm;
 pub mod metrics;
 pub mod runtime;

@@ -34,10 +34,18 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 use uuid::Uuid;
 
+use crate::embeddings::OpenAiEmbed;
 use crate::llm::OpenAiReflect;
+use recall_actors::embed::{Embed, EmbedError, HashingEmbed};
+use recall_actors::prompt::RollupPrompts;
+use recall_actors::rollup::{RollupActor, RollupArgs, RollupError, RollupMsg, RollupStats};
+use recall_actors::search::SearchIndex;
+use recall_actors::settings::EmbedKind;
 
 mod context;
+mod hierarchy;
 pub use context::ContextCacheStats;
+pub use hierarchy::TopicView;
 
 /// Timeout of calls into the actors, in ms.
 const CALL_TIMEOUT_MS: u64 = 30_000;
@@ -60,6 +68,8 @@ pub enum StartupError {
     },
     #[error("cannot set up the reflector")]
     Reflector(#[source] ReflectError),
+    #[error("cannot set up the embedder")]
+    Embedder(#[source] EmbedError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("cannot spawn the {0} actor")]
@@ -96,6 +106,12 @@ pub enum RecallError {
     Context(#[from] ContextError),
     #[error("connection {0:?} belongs to another agent or user now")]
     NotOwner(String),
+    #[error(transparent)]
+    Rollup(#[from] RollupError),
+    #[error("rollups are off (rollup.enabled = false)")]
+    RollupsOff,
+    #[error("cannot embed the query")]
+    Embed(#[from] EmbedError),
 }
 
 fn unavailable<E: std::fmt::Display>(actor: &'static str) -> impl FnOnce(E) -> RecallError {
@@ -139,6 +155,7 @@ pub struct RuntimeBuilder {
     data_dir: PathBuf,
     settings: Settings,
     reflect: Option<Arc<dyn Reflect>>,
+    embed: Option<Arc<dyn Embed>>,
     clock: Option<Clock>,
     api_key: Option<String>,
 }
@@ -151,9 +168,16 @@ impl RuntimeBuilder {
             data_dir: data_dir.as_ref().to_path_buf(),
             settings: Settings::default(),
             reflect: None,
+            embed: None,
             clock: None,
             api_key: None,
         }
+    }
+
+    /// Use this `Embed` implementation instead of the one the settings name.
+    pub fn embed(mut self, embed: Arc<dyn Embed>) -> Self {
+        self.embed = Some(embed);
+        self
     }
 
     pub fn settings(mut self, settings: Settings) -> Self {
@@ -216,6 +240,29 @@ impl RuntimeBuilder {
                 )
             }
         };
+        let embed: Arc<dyn Embed> = match (&self.embed, self.settings.embed.kind) {
+            (Some(e), _) => e.clone(),
+            (None, EmbedKind::Hashing) => {
+                Arc::new(HashingEmbed::new(self.settings.embed.dimensions))
+            }
+            (None, EmbedKind::Openai) => {
+                let key = self
+                    .api_key
+                    .clone()
+                    .or_else(|| std::env::var(&self.settings.embed.openai.api_key_env).ok());
+                Arc::new(
+                    OpenAiEmbed::new(&self.settings.embed.openai, key)
+                        .map_err(StartupError::Embedder)?,
+                )
+            }
+        };
+        let rollup_prompts =
+            Arc::new(
+                RollupPrompts::builtin().map_err(|source| StartupError::Prompt {
+                    path: PathBuf::from("config/prompts"),
+                    source,
+                })?,
+            );
         let clock = self.clock.unwrap_or_else(Clock::system);
         let settings = self.settings;
         let dir = self.data_dir.clone();
@@ -225,6 +272,7 @@ impl RuntimeBuilder {
             .map_err(|e| StartupError::Recovery(format!("opening the store panicked: {e}")))??;
 
         let generations = Arc::new(Generations::default());
+        let search = Arc::new(SearchIndex::default());
         let (store, _) = Actor::spawn(
             None,
             StoreActor,
@@ -232,10 +280,31 @@ impl RuntimeBuilder {
                 trees,
                 settings: settings.store.clone(),
                 generations: generations.clone(),
+                search: search.clone(),
             },
         )
         .await
         .map_err(|e| StartupError::Spawn("store", e))?;
+        let rollup = if settings.rollup.enabled {
+            let (rollup, _) = Actor::spawn(
+                None,
+                RollupActor,
+                RollupArgs {
+                    store: store.clone(),
+                    reflect: reflect.clone(),
+                    embed: embed.clone(),
+                    prompts: rollup_prompts,
+                    settings: settings.rollup.clone(),
+                    attempt_timeout: Duration::from_secs(settings.reflector.attempt_timeout_secs),
+                    clock,
+                },
+            )
+            .await
+            .map_err(|e| StartupError::Spawn("rollup", e))?;
+            Some(rollup)
+        } else {
+            None
+        };
         let registry = Registry::new();
         let (stats_tx, stats_rx) = watch::channel(SupervisorStats::default());
         let (supervisor, _) = Actor::spawn(
@@ -249,6 +318,7 @@ impl RuntimeBuilder {
                 prompts,
                 clock,
                 stats: stats_tx,
+                rollup: rollup.clone(),
             },
         )
         .await
@@ -276,6 +346,9 @@ impl RuntimeBuilder {
                 store,
                 supervisor,
                 watchdog,
+                rollup,
+                search,
+                embed,
                 stats: stats_rx,
             }),
             recovered: Vec::new(),
@@ -293,6 +366,10 @@ struct Inner {
     store: ActorRef<StoreMsg>,
     supervisor: ActorRef<SupervisorMsg>,
     watchdog: ActorRef<WatchdogMsg>,
+    /// `None` with `rollup.enabled = false`.
+    rollup: Option<ActorRef<RollupMsg>>,
+    search: Arc<SearchIndex>,
+    embed: Arc<dyn Embed>,
     stats: watch::Receiver<SupervisorStats>,
 }
 
@@ -309,6 +386,8 @@ pub struct RuntimeStats {
     pub supervisor: SupervisorStats,
     pub store: StoreStats,
     pub watchdog: WatchdogStats,
+    /// Zero with rollups off.
+    pub rollup: RollupStats,
 }
 
 /// What a graceful shutdown did.
@@ -1116,10 +1195,17 @@ impl Runtime {
             .map_err(unavailable("store"))?;
         let watchdog = call_t!(self.inner.watchdog, WatchdogMsg::Stats, CALL_TIMEOUT_MS)
             .map_err(unavailable("watchdog"))?;
+        let rollup = match &self.inner.rollup {
+            Some(r) => {
+                call_t!(r, RollupMsg::Stats, CALL_TIMEOUT_MS).map_err(unavailable("rollup"))?
+            }
+            None => RollupStats::default(),
+        };
         Ok(RuntimeStats {
             supervisor: *self.inner.stats.borrow(),
             store,
             watchdog,
+            rollup,
         })
     }
 
@@ -1128,8 +1214,9 @@ impl Runtime {
         self.inner.stats.clone()
     }
 
-    /// Waits until no session is ending or reopening and no reflection runs
-    /// or waits. Live sessions may remain.
+    /// Waits until no session is ending or reopening, no reflection runs
+    /// or waits, and the summaries stored are taken into topics and search.
+    /// Live sessions may remain.
     pub async fn wait_idle(&self) -> Result<(), RecallError> {
         let mut rx = self.inner.stats.clone();
         loop {
@@ -1138,6 +1225,12 @@ impl Runtime {
             let s = call_t!(self.inner.supervisor, SupervisorMsg::Stats, CALL_TIMEOUT_MS)
                 .map_err(unavailable("supervisor"))?;
             if s.idle() {
+                // New summaries are taken in (topics, vectors, late
+                // rollups) before the runtime counts as idle.
+                if let Some(r) = &self.inner.rollup {
+                    call_t!(r, RollupMsg::DrainInbox, CALL_TIMEOUT_MS)
+                        .map_err(unavailable("rollup"))??;
+                }
                 return Ok(());
             }
             rx.changed().await.map_err(unavailable("supervisor"))?;
@@ -1188,6 +1281,9 @@ impl Runtime {
             .watchdog
             .stop_and_wait(None, Some(Duration::from_secs(5)))
             .await;
+        if let Some(r) = &inner.rollup {
+            let _ = r.stop_and_wait(None, Some(Duration::from_secs(5))).await;
+        }
         let _ = inner
             .supervisor
             .stop_and_wait(None, Some(Duration::from_secs(5)))
@@ -1212,6 +1308,9 @@ impl Runtime {
             .watchdog
             .kill_and_wait(Some(Duration::from_secs(5)))
             .await;
+        if let Some(r) = &inner.rollup {
+            let _ = r.kill_and_wait(Some(Duration::from_secs(5))).await;
+        }
         let _ = inner
             .supervisor
             .kill_and_wait(Some(Duration::from_secs(5)))

@@ -49,6 +49,9 @@ pub fn settings_env(vars: impl IntoIterator<Item = (String, String)>) -> HashMap
         .collect()
 }
 
+/// Settings that are maps from ids to values.
+const MAP_KEYS: &[&str] = &["rollup.agent_time_zones"];
+
 fn leaf_keys(prefix: &str, v: &Value, out: &mut Vec<String>) {
     match &v.kind {
         // An empty table is a key of its own, so that an unknown empty
@@ -114,8 +117,11 @@ pub fn load_from(file: Option<&Path>, env: HashMap<String, String>) -> Result<Se
         let mut keys = Vec::new();
         leaf_keys("", &user.cache, &mut keys);
         // A known key, or a known section left empty.
+        // Under a map setting (per-agent time zones), any key is an entry.
         let is_known = |k: &String| {
-            known.contains(k) || known.iter().any(|kk| kk.starts_with(&format!("{k}.")))
+            known.contains(k)
+                || known.iter().any(|kk| kk.starts_with(&format!("{k}.")))
+                || MAP_KEYS.iter().any(|m| k.starts_with(&format!("{m}.")))
         };
         if let Some(k) = keys.into_iter().find(|k| !is_known(k)) {
             return Err(LoadError::UnknownKey {
@@ -127,7 +133,7 @@ pub fn load_from(file: Option<&Path>, env: HashMap<String, String>) -> Result<Se
     }
     for var in env.keys() {
         let key = var["RECALL_".len()..].to_lowercase().replace("__", ".");
-        if !known.contains(&key) {
+        if !known.contains(&key) && !MAP_KEYS.iter().any(|m| key.starts_with(&format!("{m}."))) {
             return Err(LoadError::UnknownKey {
                 key,
                 origin: format!("environment variable {var}"),

@@ -48,12 +48,17 @@ pub enum Step {
     Hang,
 }
 
-/// A `Reflect` that plays its steps in order, one per call, then answers
-/// like the offline extractive summarizer. Clones share the script.
+/// A `Reflect` that plays its steps in order, one per call on turns
+/// (session reflections, window summaries), then answers like the offline
+/// extractive summarizer. Calls that combine summaries (folds, rollups,
+/// topic summaries) are answered by the extractive summarizer, outside the
+/// script, and counted apart ([`combined_calls`](Self::combined_calls)).
+/// Clones share the script.
 #[derive(Clone, Default)]
 pub struct ScriptedReflect {
     steps: Arc<Mutex<VecDeque<Step>>>,
     calls: Arc<AtomicUsize>,
+    combined: Arc<AtomicUsize>,
     requests: Arc<Mutex<Vec<ReflectRequest>>>,
 }
 
@@ -73,9 +78,14 @@ impl ScriptedReflect {
             .extend(steps);
     }
 
-    /// Calls so far.
+    /// Calls on turns so far.
     pub fn calls(&self) -> usize {
         self.calls.load(Ordering::SeqCst)
+    }
+
+    /// Calls combining summaries so far.
+    pub fn combined_calls(&self) -> usize {
+        self.combined.load(Ordering::SeqCst)
     }
 
     /// The requests received so far.
@@ -93,6 +103,10 @@ impl Reflect for ScriptedReflect {
     }
 
     fn reflect(&self, request: ReflectRequest) -> BoxFuture<'static, Result<String, ReflectError>> {
+        if !request.sources.is_empty() {
+            self.combined.fetch_add(1, Ordering::SeqCst);
+            return ExtractiveReflect.reflect(request);
+        }
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.requests
             .lock()

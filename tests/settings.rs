@@ -95,7 +95,8 @@ mod key_paths {
     pub fn from_settings(s: &recall::Settings) -> Paths {
         fn walk(prefix: &str, v: &serde_json::Value, out: &mut Paths) {
             match v {
-                serde_json::Value::Object(m) => {
+                // A map setting (e.g. per-agent time zones) is one key.
+                serde_json::Value::Object(m) if !m.is_empty() || prefix.is_empty() => {
                     for (k, v) in m {
                         let key = if prefix.is_empty() {
                             k.clone()
@@ -118,6 +119,27 @@ mod key_paths {
         );
         out
     }
+}
+
+#[test]
+fn per_agent_time_zones_load_from_a_file_and_bad_ones_are_named() {
+    let (_dir, path) = settings_file(
+        r#"
+[rollup]
+time_zone = "Europe/Berlin"
+agent_time_zones = { kairix = "America/New_York" }
+weekly_weekday = "sunday"
+"#,
+    );
+    let s = load_from(Some(&path), no_env()).expect("loads");
+    assert_eq!(s.rollup.time_zone_of("kairix").name(), "America/New_York");
+    assert_eq!(s.rollup.time_zone_of("other").name(), "Europe/Berlin");
+    expect_file_key_error(
+        "[rollup]\ntime_zone = \"Nowhere/City\"\n",
+        "rollup.time_zone",
+    );
+    expect_file_key_error("[embed]\nkind = \"magic\"\n", "embed.kind");
+    expect_file_key_error("[search]\nkeyword_weight = 1.5\n", "search.keyword_weight");
 }
 
 #[test]

@@ -303,14 +303,25 @@ impl PreparedFacts {
     }
 }
 
-/// The summaries worth showing, in their order: of those whose first 120
-/// characters match (seed `001`'s duplicate check, [`dedup_key`]), only the
-/// newest — the last — is kept.
+/// The summaries worth showing, in their order. Layers: a summary a daily
+/// or weekly rollup was made from is left to the rollup (older days read
+/// as days, older weeks as weeks, today as its sessions); a topic with one
+/// member would only repeat it and waits for a second. Of those whose
+/// first 120 characters match (seed `001`'s duplicate check,
+/// [`dedup_key`]), only the newest — the last — is kept.
 pub fn distinct_summaries(oldest_first: &[ConversationSummary]) -> Vec<&ConversationSummary> {
+    let covered: std::collections::HashSet<Uuid> = oldest_first
+        .iter()
+        .filter(|s| matches!(s.summary_type, SummaryType::Daily | SummaryType::Weekly))
+        .filter(|s| s.is_current())
+        .flat_map(|s| s.source_summary_ids.iter().copied())
+        .collect();
     let mut seen = std::collections::HashSet::new();
     let mut out: Vec<&ConversationSummary> = oldest_first
         .iter()
         .rev()
+        .filter(|s| s.is_current() && !covered.contains(&s.summary_id))
+        .filter(|s| s.summary_type != SummaryType::Topic || s.source_summary_ids.len() > 1)
         .filter(|s| seen.insert(dedup_key(&s.summary_text)))
         .collect();
     out.reverse();
@@ -706,6 +717,8 @@ mod tests {
             turn_count: 1,
             created_at: t0() + Duration::days(day),
             fallback: false,
+            supersedes: None,
+            superseded_by: None,
         }
     }
 

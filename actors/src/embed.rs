@@ -130,6 +130,55 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     }
 }
 
+/// A vector as the Store keeps it, with the embedder that made it: vectors
+/// of different embedders are never compared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredVector {
+    pub embedder: String,
+    pub values: Vec<f32>,
+}
+
+impl StoredVector {
+    /// One byte of name length, the name, then little-endian `f32`s.
+    pub fn encode(&self) -> Vec<u8> {
+        let name = &self.embedder.as_bytes()[..self.embedder.len().min(255)];
+        let mut out = Vec::with_capacity(1 + name.len() + 4 * self.values.len());
+        out.push(name.len() as u8);
+        out.extend_from_slice(name);
+        for v in &self.values {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out
+    }
+
+    /// `None` for bytes that are not an encoded vector.
+    pub fn decode(bytes: &[u8]) -> Option<StoredVector> {
+        let n = *bytes.first()? as usize;
+        let name = std::str::from_utf8(bytes.get(1..1 + n)?).ok()?;
+        let rest = bytes.get(1 + n..)?;
+        if rest.len() % 4 != 0 {
+            return None;
+        }
+        Some(StoredVector {
+            embedder: name.to_string(),
+            values: rest
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        })
+    }
+}
+
+/// The text a summary is embedded from: its text, topics and entities.
+pub fn summary_text(s: &crate::model::ConversationSummary) -> String {
+    format!(
+        "{}\n{}\n{}",
+        s.summary_text,
+        s.topics.join(", "),
+        s.key_entities.join(", ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,6 +222,17 @@ mod tests {
         assert_eq!(cosine(&v, &v[..10]), 0.0, "sizes differ");
         // FNV-1a's published test vector: the hash is fixed, vectors can be stored
         assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn stored_vectors_round_trip() {
+        let v = StoredVector {
+            embedder: "hashing".into(),
+            values: vec![0.5, -1.25, 3.0],
+        };
+        assert_eq!(StoredVector::decode(&v.encode()), Some(v.clone()));
+        assert_eq!(StoredVector::decode(&v.encode()[..5]), None);
+        assert_eq!(StoredVector::decode(&[]), None);
     }
 
     #[tokio::test]

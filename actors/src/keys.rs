@@ -23,6 +23,10 @@ pub const TREE_DEAD: &str = "dead_letters";
 pub const TREE_AGENTS: &str = "agents";
 pub const TREE_FACTS: &str = "facts";
 pub const TREE_FACT_INDEX: &str = "fact_index";
+pub const TREE_ROLLUP_CURSORS: &str = "rollup_cursors";
+pub const TREE_ROLLUP_INBOX: &str = "rollup_inbox";
+pub const TREE_TOPICS: &str = "topics";
+pub const TREE_EMBEDDINGS: &str = "embeddings";
 
 /// `sessions`, `open_sessions`, `reflection_queue`, `dead_letters`: the
 /// session id.
@@ -133,6 +137,50 @@ pub fn facts_prefix(agent_id: &str, user_id: &str) -> Vec<u8> {
 
 pub fn agent_facts_prefix(agent_id: &str) -> Vec<u8> {
     agent_prefix(agent_id)
+}
+
+/// `rollup_cursors`: agent, then the level (0 daily, 1 weekly).
+pub fn rollup_cursor(agent_id: &str, level: crate::period::Level) -> Vec<u8> {
+    let mut k = agent_prefix(agent_id);
+    k.push(level as u8);
+    k
+}
+
+/// What a `rollup_inbox` entry points at.
+pub const INBOX_SUMMARY: u8 = 0;
+pub const INBOX_FACT: u8 = 1;
+
+/// `rollup_inbox`: the time of the item (a session's start, a fact's
+/// extraction), its kind and id, so the Rollup actor takes them in the
+/// order they happened whenever they arrived.
+pub fn inbox(at: DateTime<Utc>, kind: u8, id: Uuid) -> [u8; 25] {
+    let mut k = [0u8; 25];
+    k[..8].copy_from_slice(&time_key(at));
+    k[8] = kind;
+    k[9..].copy_from_slice(id.as_bytes());
+    k
+}
+
+/// The kind and id of a `rollup_inbox` key.
+pub fn inbox_item(key: &[u8]) -> Option<(u8, Uuid)> {
+    (key.len() == 25).then(|| (key[8], Uuid::from_slice(&key[9..]).unwrap_or_default()))
+}
+
+/// `topics`: agent, user, topic id.
+pub fn topic(agent_id: &str, user_id: &str, topic_id: Uuid) -> Vec<u8> {
+    let mut k = facts_prefix(agent_id, user_id);
+    k.extend_from_slice(topic_id.as_bytes());
+    k
+}
+
+/// `topics` of one user of an agent.
+pub fn topics_prefix(agent_id: &str, user_id: &str) -> Vec<u8> {
+    facts_prefix(agent_id, user_id)
+}
+
+/// `embeddings`: the id of the summary or fact the vector is of.
+pub fn embedding(id: Uuid) -> [u8; 16] {
+    *id.as_bytes()
 }
 
 #[cfg(test)]

@@ -8,6 +8,11 @@
 //!   budget.
 //! - [`embed`]: the `Embed` port and the offline hashing embedder.
 //! - [`settings`]: the settings tree, defaults and validation.
+//! - [`period`]: local days and weeks in an agent's time zone.
+//! - [`topics`]: incremental topic clustering.
+//! - [`search`]: the archival search index (BM25 and embeddings).
+//! - [`rollup`]: `RollupActor`, daily and weekly rollups and topics on
+//!   timers.
 //! - [`keys`]: every sled key the Store writes.
 //! - [`store`]: `StoreActor`, the only writer to sled, and its trees.
 //! - [`registry`]: the connection table the hot path reads.
@@ -26,14 +31,18 @@ pub mod context;
 pub mod embed;
 pub mod keys;
 pub mod model;
+pub mod period;
 pub mod prompt;
 pub mod reflect;
 pub mod reflector;
 pub mod registry;
+pub mod rollup;
+pub mod search;
 pub mod session;
 pub mod settings;
 pub mod store;
 pub mod supervisor;
 pub mod text;
+pub mod topics;
 pub mod watchdog;
 pub mod window;

@@ -171,6 +171,21 @@ pub struct ConversationSummary {
     /// raw output with heuristic topics and entities.
     #[serde(default)]
     pub fallback: bool,
+    /// The earlier version of this rollup it replaces (a session summary
+    /// arrived after its period was rolled up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<Uuid>,
+    /// Set on a rollup a newer version replaced; it is kept for audit but
+    /// no longer read into contexts, blocks or search.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<Uuid>,
+}
+
+impl ConversationSummary {
+    /// Whether this is the version in force (not replaced by a newer one).
+    pub fn is_current(&self) -> bool {
+        self.superseded_by.is_none()
+    }
 }
 
 /// Messages `start_seq..=end_seq` of a session (turn `i` is messages `2i`
@@ -218,6 +233,30 @@ impl ConversationSummary {
             self.summary_text,
         )
     }
+}
+
+/// A cluster of one user's session summaries about the same thing. Its
+/// topic summary is a [`ConversationSummary`] of type `topic` with the
+/// same id, whose `source_summary_ids` are the members.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Topic {
+    pub topic_id: Uuid,
+    pub agent_id: String,
+    pub user_id: String,
+    /// The members' most frequent topic keywords.
+    pub label: String,
+    /// Keyword counts over the members, most frequent first.
+    pub keywords: Vec<(String, u32)>,
+    /// The sum of the members' vectors (compared by cosine, so unscaled).
+    pub centroid: Vec<f32>,
+    /// The embedder the centroid was made with.
+    pub embedder: String,
+    /// Member session summaries, in the order they joined.
+    pub member_ids: Vec<Uuid>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// When its latest member's conversation ended.
+    pub last_active: DateTime<Utc>,
 }
 
 /// What the watchdog renders into the `background_context` block.
@@ -421,6 +460,8 @@ mod tests {
             turn_count: 3,
             created_at: Utc.with_ymd_and_hms(2026, 1, 5, 9, 5, 0).unwrap(),
             fallback: false,
+            supersedes: None,
+            superseded_by: None,
         };
         assert_eq!(
             s.to_archival_text(),

@@ -9,6 +9,12 @@ pub const SESSION_REFLECTION: &str = include_str!("../../config/prompts/session_
 pub const WINDOW_SUMMARY: &str = include_str!("../../config/prompts/window_summary.txt");
 /// Folds a live call's older window summaries into its long narrative.
 pub const LONG_SUMMARY: &str = include_str!("../../config/prompts/long_summary.txt");
+/// Rolls a user's day of session summaries into one.
+pub const DAILY_ROLLUP: &str = include_str!("../../config/prompts/daily_rollup.txt");
+/// Rolls a user's week of daily summaries into one.
+pub const WEEKLY_ROLLUP: &str = include_str!("../../config/prompts/weekly_rollup.txt");
+/// Re-makes a topic summary when summaries join the topic.
+pub const TOPIC_SUMMARY: &str = include_str!("../../config/prompts/topic_summary.txt");
 pub const REFLECTOR_SYSTEM: &str = include_str!("../../config/prompts/reflector_system.txt");
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -41,6 +47,26 @@ pub const SESSION_VARS: &[&str] = &[
     "ended_at",
     "turn_count",
     "conversation",
+];
+
+/// The variables of the daily and weekly rollup prompts.
+pub const ROLLUP_VARS: &[&str] = &[
+    "agent_id",
+    "user_id",
+    "period",
+    "period_start",
+    "period_end",
+    "summary_count",
+    "summaries",
+];
+
+/// The variables of the topic summary prompt.
+pub const TOPIC_VARS: &[&str] = &[
+    "agent_id",
+    "user_id",
+    "label",
+    "previous_summary",
+    "summaries",
 ];
 
 impl PromptTemplate {
@@ -124,6 +150,27 @@ impl Prompts {
     }
 }
 
+/// The templates the Rollup actor uses.
+#[derive(Debug, Clone)]
+pub struct RollupPrompts {
+    pub system: String,
+    pub daily: PromptTemplate,
+    pub weekly: PromptTemplate,
+    pub topic: PromptTemplate,
+}
+
+impl RollupPrompts {
+    /// The built-in templates (checked by a unit test below).
+    pub fn builtin() -> Result<Self, PromptError> {
+        Ok(RollupPrompts {
+            system: REFLECTOR_SYSTEM.trim_end().to_string(),
+            daily: PromptTemplate::parse(DAILY_ROLLUP, ROLLUP_VARS)?,
+            weekly: PromptTemplate::parse(WEEKLY_ROLLUP, ROLLUP_VARS)?,
+            topic: PromptTemplate::parse(TOPIC_SUMMARY, TOPIC_VARS)?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,6 +190,20 @@ mod tests {
         assert!(out.contains("SESSION START: S"));
         assert!(out.contains("User: hi\nAgent: hello"));
         assert!(!out.contains("{conversation}"));
+    }
+
+    #[test]
+    fn rollup_templates_parse_and_render() {
+        let p = RollupPrompts::builtin().unwrap();
+        let out = p
+            .weekly
+            .render(&["kairix", "mark", "week of 2026-03-23", "S", "E", "3", "- a"]);
+        assert!(out.contains("this week with mark"));
+        assert!(out.contains("{\"summary\""));
+        let out = p
+            .topic
+            .render(&["kairix", "mark", "interview & globex", "", "- b"]);
+        assert!(out.contains("one topic: interview & globex"));
     }
 
     #[test]

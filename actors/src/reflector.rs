@@ -198,7 +198,7 @@ impl ReflectorState {
         let stored = call_t!(
             self.args.store,
             |reply| StoreMsg::CompleteReflection {
-                summary,
+                summary: Box::new(summary),
                 blocks,
                 facts,
                 reply
@@ -272,6 +272,8 @@ impl ReflectorState {
             turn_count: turns.len() as u32,
             created_at: now,
             fallback: r.fallback,
+            supersedes: None,
+            superseded_by: None,
         };
         (summary, blocks, facts)
     }

@@ -27,6 +27,236 @@ pub struct Settings {
     pub log: LogSettings,
     #[serde(default)]
     pub context: ContextSettings,
+    #[serde(default)]
+    pub rollup: RollupSettings,
+    #[serde(default)]
+    pub embed: EmbedSettings,
+    #[serde(default)]
+    pub search: SearchSettings,
+}
+
+/// Daily and weekly rollups, topics (the Rollup actor).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RollupSettings {
+    /// Off: no rollups and no topics (session summaries are still made).
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// IANA time zone agents' days are counted in, unless listed in
+    /// `agent_time_zones`.
+    #[serde(default = "default_time_zone")]
+    pub time_zone: String,
+    /// Per-agent time zones: agent id → IANA name.
+    #[serde(default)]
+    pub agent_time_zones: std::collections::BTreeMap<String, String>,
+    /// Local hour (0–23) at which the previous day is rolled up.
+    #[serde(default = "default_daily_hour")]
+    pub daily_hour: u32,
+    /// Weeks start on this day; the week before is rolled up on it, at
+    /// `daily_hour`, after that day's daily rollup.
+    #[serde(default = "default_weekly_weekday")]
+    pub weekly_weekday: String,
+    /// Agents' rollups start within this many seconds after the hour (each
+    /// at a fixed place set by its id), so many agents do not fire at once.
+    #[serde(default = "default_spread_secs")]
+    pub spread_secs: u64,
+    /// Seconds between looks at new agents and at summaries waiting for
+    /// topics (a finished reflection also wakes it).
+    #[serde(default = "default_check_interval_secs")]
+    pub check_interval_secs: u64,
+    /// Agents rolled up at once.
+    #[serde(default = "default_rollup_concurrency")]
+    pub max_concurrent: usize,
+    /// A summary joins the closest topic at or above this cosine
+    /// similarity, else it starts a new topic.
+    #[serde(default = "default_topic_threshold")]
+    pub topic_threshold: f32,
+    /// Member summaries a topic summary is re-made from when one joins
+    /// (the previous topic summary and the newest members).
+    #[serde(default = "default_topic_sources")]
+    pub topic_sources: usize,
+}
+
+impl Default for RollupSettings {
+    fn default() -> Self {
+        RollupSettings {
+            enabled: true,
+            time_zone: default_time_zone(),
+            agent_time_zones: Default::default(),
+            daily_hour: default_daily_hour(),
+            weekly_weekday: default_weekly_weekday(),
+            spread_secs: default_spread_secs(),
+            check_interval_secs: default_check_interval_secs(),
+            max_concurrent: default_rollup_concurrency(),
+            topic_threshold: default_topic_threshold(),
+            topic_sources: default_topic_sources(),
+        }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_time_zone() -> String {
+    "UTC".into()
+}
+fn default_daily_hour() -> u32 {
+    3
+}
+fn default_weekly_weekday() -> String {
+    "monday".into()
+}
+fn default_spread_secs() -> u64 {
+    900
+}
+fn default_check_interval_secs() -> u64 {
+    60
+}
+fn default_rollup_concurrency() -> usize {
+    4
+}
+fn default_topic_threshold() -> f32 {
+    0.3
+}
+fn default_topic_sources() -> usize {
+    6
+}
+
+impl RollupSettings {
+    /// The time zone of `agent_id`'s days.
+    pub fn time_zone_of(&self, agent_id: &str) -> chrono_tz::Tz {
+        let name = self
+            .agent_time_zones
+            .get(agent_id)
+            .unwrap_or(&self.time_zone);
+        // validate() checked every name; UTC if one slipped through.
+        name.parse().unwrap_or(chrono_tz::Tz::UTC)
+    }
+
+    /// The day weeks start on (and the weekly rollup runs).
+    pub fn week_start(&self) -> chrono::Weekday {
+        self.weekly_weekday.parse().unwrap_or(chrono::Weekday::Mon)
+    }
+}
+
+/// Which embedder turns text into vectors for topics and search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EmbedKind {
+    /// Offline feature hashing of words and character 4-grams.
+    Hashing,
+    /// An OpenAI-compatible `/v1/embeddings` endpoint.
+    Openai,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbedSettings {
+    #[serde(default = "default_embed_kind")]
+    pub kind: EmbedKind,
+    /// Dimensions of the hashing embedder.
+    #[serde(default = "default_embed_dimensions")]
+    pub dimensions: usize,
+    #[serde(default)]
+    pub openai: OpenAiEmbedSettings,
+}
+
+impl Default for EmbedSettings {
+    fn default() -> Self {
+        EmbedSettings {
+            kind: default_embed_kind(),
+            dimensions: default_embed_dimensions(),
+            openai: OpenAiEmbedSettings::default(),
+        }
+    }
+}
+
+fn default_embed_kind() -> EmbedKind {
+    EmbedKind::Hashing
+}
+fn default_embed_dimensions() -> usize {
+    256
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenAiEmbedSettings {
+    #[serde(default = "default_base_url")]
+    pub base_url: String,
+    #[serde(default = "default_embed_model")]
+    pub model: String,
+    #[serde(default = "default_api_key_env")]
+    pub api_key_env: String,
+    #[serde(default = "default_embed_timeout_secs")]
+    pub timeout_secs: u64,
+    /// Texts sent per request.
+    #[serde(default = "default_embed_batch")]
+    pub batch: usize,
+}
+
+impl Default for OpenAiEmbedSettings {
+    fn default() -> Self {
+        OpenAiEmbedSettings {
+            base_url: default_base_url(),
+            model: default_embed_model(),
+            api_key_env: default_api_key_env(),
+            timeout_secs: default_embed_timeout_secs(),
+            batch: default_embed_batch(),
+        }
+    }
+}
+
+fn default_embed_model() -> String {
+    "nomic-embed-text".into()
+}
+fn default_embed_timeout_secs() -> u64 {
+    30
+}
+fn default_embed_batch() -> usize {
+    64
+}
+
+/// Archival search over summaries and facts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchSettings {
+    /// Share of the score from keyword relevance (BM25, scaled to the best
+    /// hit); the rest is embedding similarity.
+    #[serde(default = "default_keyword_weight")]
+    pub keyword_weight: f32,
+    /// Keyword hits re-ranked by similarity per query.
+    #[serde(default = "default_candidates")]
+    pub candidates: usize,
+    /// Results when the query names no limit.
+    #[serde(default = "default_search_limit")]
+    pub default_limit: usize,
+    /// Largest limit a query may ask for.
+    #[serde(default = "default_search_max_limit")]
+    pub max_limit: usize,
+}
+
+impl Default for SearchSettings {
+    fn default() -> Self {
+        SearchSettings {
+            keyword_weight: default_keyword_weight(),
+            candidates: default_candidates(),
+            default_limit: default_search_limit(),
+            max_limit: default_search_max_limit(),
+        }
+    }
+}
+
+fn default_keyword_weight() -> f32 {
+    0.6
+}
+fn default_candidates() -> usize {
+    200
+}
+fn default_search_limit() -> usize {
+    10
+}
+fn default_search_max_limit() -> usize {
+    100
 }
 
 /// How the working context decays between calls (seed `002`).
@@ -607,10 +837,86 @@ impl Settings {
             }
         }
         positive("server.max_body_bytes", srv.max_body_bytes as u64)?;
+        self.validate_memory()?;
         if self.log.filter.trim().is_empty() {
             return Err(SettingsError {
                 key: "log.filter",
                 reason: "must not be empty".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn validate_memory(&self) -> Result<(), SettingsError> {
+        let r = &self.rollup;
+        let zone = |key: &'static str, name: &str| {
+            name.parse::<chrono_tz::Tz>()
+                .map(|_| ())
+                .map_err(|_| SettingsError {
+                    key,
+                    reason: format!("{name:?} is not an IANA time zone such as Europe/Berlin"),
+                })
+        };
+        zone("rollup.time_zone", &r.time_zone)?;
+        for name in r.agent_time_zones.values() {
+            zone("rollup.agent_time_zones", name)?;
+        }
+        if r.daily_hour > 23 {
+            return Err(SettingsError {
+                key: "rollup.daily_hour",
+                reason: "must be between 0 and 23".into(),
+            });
+        }
+        if r.weekly_weekday.parse::<chrono::Weekday>().is_err() {
+            return Err(SettingsError {
+                key: "rollup.weekly_weekday",
+                reason: format!("{:?} is not a weekday such as monday", r.weekly_weekday),
+            });
+        }
+        positive("rollup.check_interval_secs", r.check_interval_secs)?;
+        positive("rollup.max_concurrent", r.max_concurrent as u64)?;
+        positive("rollup.topic_sources", r.topic_sources as u64)?;
+        if !(r.topic_threshold > 0.0 && r.topic_threshold <= 1.0) {
+            return Err(SettingsError {
+                key: "rollup.topic_threshold",
+                reason: "must be in (0, 1]".into(),
+            });
+        }
+        let e = &self.embed;
+        if !(8..=8192).contains(&e.dimensions) {
+            return Err(SettingsError {
+                key: "embed.dimensions",
+                reason: "must be between 8 and 8192".into(),
+            });
+        }
+        positive("embed.openai.timeout_secs", e.openai.timeout_secs)?;
+        positive("embed.openai.batch", e.openai.batch as u64)?;
+        if !(e.openai.base_url.starts_with("http://") || e.openai.base_url.starts_with("https://"))
+        {
+            return Err(SettingsError {
+                key: "embed.openai.base_url",
+                reason: format!("{:?} is not an http(s) URL", e.openai.base_url),
+            });
+        }
+        if e.openai.model.trim().is_empty() {
+            return Err(SettingsError {
+                key: "embed.openai.model",
+                reason: "must not be empty".into(),
+            });
+        }
+        let s = &self.search;
+        if !(0.0..=1.0).contains(&s.keyword_weight) {
+            return Err(SettingsError {
+                key: "search.keyword_weight",
+                reason: "must be between 0 and 1".into(),
+            });
+        }
+        positive("search.candidates", s.candidates as u64)?;
+        positive("search.default_limit", s.default_limit as u64)?;
+        if s.max_limit < s.default_limit {
+            return Err(SettingsError {
+                key: "search.max_limit",
+                reason: "must be at least search.default_limit".into(),
             });
         }
         Ok(())
@@ -664,5 +970,31 @@ mod tests {
             s.validate().unwrap_err().key,
             "session.silence_timeout_secs"
         );
+    }
+
+    #[test]
+    fn time_zones_and_weekdays_are_checked() {
+        let mut s = Settings::default();
+        s.rollup
+            .agent_time_zones
+            .insert("kairix".into(), "Europe/Berlin".into());
+        s.rollup.weekly_weekday = "Sunday".into();
+        s.validate().unwrap();
+        assert_eq!(
+            s.rollup.time_zone_of("kairix"),
+            chrono_tz::Tz::Europe__Berlin
+        );
+        assert_eq!(s.rollup.time_zone_of("other"), chrono_tz::Tz::UTC);
+        assert_eq!(s.rollup.week_start(), chrono::Weekday::Sun);
+        s.rollup
+            .agent_time_zones
+            .insert("x".into(), "Mars/Olympus".into());
+        assert_eq!(s.validate().unwrap_err().key, "rollup.agent_time_zones");
+        let mut s = Settings::default();
+        s.rollup.weekly_weekday = "someday".into();
+        assert_eq!(s.validate().unwrap_err().key, "rollup.weekly_weekday");
+        let mut s = Settings::default();
+        s.rollup.daily_hour = 24;
+        assert_eq!(s.validate().unwrap_err().key, "rollup.daily_hour");
     }
 }

@@ -23,12 +23,19 @@ use sled::transaction::{ConflictableTransactionError, TransactionError, Transact
 use tracing::{debug, error, warn};
 use uuid::Uuid;
 
+use crate::embed::StoredVector;
 use crate::keys;
 use crate::model::{
     normalize_fact, AgentMeta, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter,
-    EndReason, Fact, MemoryBlock, ReflectionJob, SessionRecord, SummaryType, Visibility,
+    EndReason, Fact, MemoryBlock, ReflectionJob, SessionRecord, SummaryType, Topic, Visibility,
 };
+use crate::period::Level;
+use crate::search::SearchIndex;
 use crate::settings::{FlushPolicy, StoreSettings};
+use chrono::NaiveDate;
+
+mod hierarchy;
+pub use hierarchy::InboxEntry;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -142,6 +149,14 @@ pub struct Trees {
     pub facts: sled::Tree,
     /// fact id → its `facts` key.
     pub fact_index: sled::Tree,
+    /// (agent, level) → the last period rolled up.
+    pub rollup_cursors: sled::Tree,
+    /// Session summaries and facts the Rollup actor has not taken in yet
+    /// (topics, late rollups, vectors).
+    pub rollup_inbox: sled::Tree,
+    pub topics: sled::Tree,
+    /// Item id → its vector.
+    pub embeddings: sled::Tree,
 }
 
 impl Trees {
@@ -225,6 +240,10 @@ impl Trees {
             agents: tree(keys::TREE_AGENTS)?,
             facts: tree(keys::TREE_FACTS)?,
             fact_index: tree(keys::TREE_FACT_INDEX)?,
+            rollup_cursors: tree(keys::TREE_ROLLUP_CURSORS)?,
+            rollup_inbox: tree(keys::TREE_ROLLUP_INBOX)?,
+            topics: tree(keys::TREE_TOPICS)?,
+            embeddings: tree(keys::TREE_EMBEDDINGS)?,
             db,
         };
         match trees.meta.get(keys::SCHEMA_KEY)? {
@@ -590,6 +609,15 @@ impl Trees {
                 ))
             })
             .collect::<Result<_, StoreError>>()?;
+        // The Rollup actor takes new session summaries and facts in from
+        // its inbox (topics, late rollups, vectors for search).
+        let agent_key = summary.agent_id.as_bytes();
+        let mut inbox_rows = vec![keys::inbox(summary.period_start, keys::INBOX_SUMMARY, id)];
+        inbox_rows.extend(
+            facts
+                .iter()
+                .map(|f| keys::inbox(f.extracted_at, keys::INBOX_FACT, f.fact_id)),
+        );
         let stored = (
             &self.summaries,
             &self.summary_index,
@@ -599,9 +627,20 @@ impl Trees {
             &self.blocks,
             &self.facts,
             &self.fact_index,
+            &self.rollup_inbox,
         )
             .transaction(
-                |(summaries, index, queue, dead, agents, blocks_tree, facts_tree, fact_index)| {
+                |(
+                    summaries,
+                    index,
+                    queue,
+                    dead,
+                    agents,
+                    blocks_tree,
+                    facts_tree,
+                    fact_index,
+                    inbox,
+                )| {
                     let key = keys::session(id);
                     queue.remove(&key)?;
                     dead.remove(&key)?;
@@ -625,6 +664,9 @@ impl Trees {
                     for (key, value, id) in &fact_rows {
                         facts_tree.insert(key.as_slice(), value.as_slice())?;
                         fact_index.insert(id.as_bytes(), key.as_slice())?;
+                    }
+                    for key in &inbox_rows {
+                        inbox.insert(key.as_slice(), agent_key)?;
                     }
                     Ok(true)
                 },
@@ -695,7 +737,7 @@ impl Trees {
             summaries.extend(
                 self.summaries(agent_id, kind, None)?
                     .into_iter()
-                    .filter(|s| s.user_id == user_id),
+                    .filter(|s| s.user_id == user_id && s.is_current()),
             );
         }
         summaries.sort_by(|a, b| {
@@ -762,7 +804,7 @@ pub enum StoreMsg {
     /// Store a session summary (idempotently), its block updates and the
     /// facts it found (de-duplicated, conflicts flagged).
     CompleteReflection {
-        summary: ConversationSummary,
+        summary: Box<ConversationSummary>,
         blocks: Vec<MemoryBlock>,
         facts: Vec<Fact>,
         reply: RpcReplyPort<Result<bool, StoreError>>,
@@ -848,6 +890,60 @@ pub enum StoreMsg {
     ListAgents(RpcReplyPort<Result<Vec<(String, AgentMeta)>, StoreError>>),
     ListQueue(RpcReplyPort<Result<Vec<ReflectionJob>, StoreError>>),
     ListDeadLetters(RpcReplyPort<Result<Vec<DeadLetter>, StoreError>>),
+    /// Store a daily or weekly rollup (once per id), marking the version
+    /// it supersedes. Replies whether it was new.
+    PutRollup {
+        summary: Box<ConversationSummary>,
+        supersedes: Option<Uuid>,
+        vector: Option<StoredVector>,
+        reply: RpcReplyPort<Result<bool, StoreError>>,
+    },
+    RollupCursor {
+        agent_id: String,
+        level: Level,
+        reply: RpcReplyPort<Result<Option<NaiveDate>, StoreError>>,
+    },
+    /// Record that the agent's periods of `level` up to the one starting
+    /// on `period` are rolled up.
+    SetRollupCursor {
+        agent_id: String,
+        level: Level,
+        period: NaiveDate,
+        reply: RpcReplyPort<Result<(), StoreError>>,
+    },
+    /// The oldest `limit` items waiting for the Rollup actor.
+    Inbox {
+        limit: usize,
+        reply: RpcReplyPort<Result<Vec<InboxEntry>, StoreError>>,
+    },
+    /// Items the Rollup actor has taken in.
+    InboxDone {
+        keys: Vec<Vec<u8>>,
+        reply: RpcReplyPort<Result<(), StoreError>>,
+    },
+    Topics {
+        agent_id: String,
+        user_id: Option<String>,
+        reply: RpcReplyPort<Result<Vec<Topic>, StoreError>>,
+    },
+    /// Write a topic and its topic summary.
+    PutTopic {
+        topic: Box<Topic>,
+        summary: Box<ConversationSummary>,
+        vector: Option<StoredVector>,
+        reply: RpcReplyPort<Result<(), StoreError>>,
+    },
+    /// Store the vectors of an agent's summaries or facts.
+    PutVectors {
+        agent_id: String,
+        items: Vec<(Uuid, StoredVector)>,
+        reply: RpcReplyPort<Result<(), StoreError>>,
+    },
+    /// Build the agent's search index from the trees unless it is built.
+    BuildSearchIndex {
+        agent_id: String,
+        reply: RpcReplyPort<Result<(), StoreError>>,
+    },
     /// Flush everything written so far to disk, then reply.
     Flush(RpcReplyPort<Result<(), StoreError>>),
     Stats(RpcReplyPort<StoreStats>),
@@ -904,12 +1000,15 @@ pub struct StoreArgs {
     pub settings: StoreSettings,
     /// Bumped per agent on every context-relevant write.
     pub generations: std::sync::Arc<Generations>,
+    /// Kept current after every write for agents whose index is built.
+    pub search: std::sync::Arc<SearchIndex>,
 }
 
 pub struct StoreState {
     trees: Trees,
     settings: StoreSettings,
     generations: std::sync::Arc<Generations>,
+    search: std::sync::Arc<SearchIndex>,
     dirty: bool,
     /// Writes since the last flush began: the group-commit batch.
     batch: u64,
@@ -973,6 +1072,7 @@ impl Actor for StoreActor {
             trees: args.trees,
             settings: args.settings,
             generations: args.generations,
+            search: args.search,
             dirty: false,
             batch: 0,
             failed_since_flush: 0,
@@ -1095,6 +1195,17 @@ impl Actor for StoreActor {
             } => {
                 let res = t.complete_reflection(&summary, &blocks, &facts);
                 state.generations.bump(&summary.agent_id);
+                if let Ok(true) = res {
+                    state.search.update(&summary.agent_id, |ix| {
+                        ix.put_summary(&summary, None);
+                        // Only the facts that survived de-duplication.
+                        for f in &facts {
+                            if let Ok(Some(stored)) = t.fact(f.fact_id) {
+                                ix.put_fact(&stored, None);
+                            }
+                        }
+                    });
+                }
                 if res.is_ok() {
                     state.wrote(&myself);
                 }
@@ -1126,6 +1237,8 @@ impl Actor for StoreActor {
                 let res = t.set_fact_visibility(fact_id, &user_id, visibility);
                 if let Ok(f) = &res {
                     state.generations.bump(&f.agent_id);
+                    let v = t.vector(f.fact_id).ok().flatten();
+                    state.search.update(&f.agent_id, |ix| ix.put_fact(f, v));
                 }
                 if res.is_ok() {
                     state.wrote(&myself);
@@ -1140,6 +1253,10 @@ impl Actor for StoreActor {
                 let res = t.delete_fact(fact_id, &user_id);
                 if let Ok(f) = &res {
                     state.generations.bump(&f.agent_id);
+                    state.search.update(&f.agent_id, |ix| ix.remove(f.fact_id));
+                    if let Err(e) = t.embeddings.remove(keys::embedding(f.fact_id)) {
+                        state.failed("delete_fact_vector", &e.into());
+                    }
                 }
                 if res.is_ok() {
                     state.wrote(&myself);
@@ -1251,6 +1368,102 @@ impl Actor for StoreActor {
             StoreMsg::ListDeadLetters(reply) => {
                 let _ = reply.send(t.dead_letters());
             }
+            StoreMsg::PutRollup {
+                summary,
+                supersedes,
+                vector,
+                reply,
+            } => {
+                let res = t.put_rollup(&summary, supersedes, vector.as_ref());
+                if let Ok(true) = res {
+                    state.generations.bump(&summary.agent_id);
+                    state.search.update(&summary.agent_id, |ix| {
+                        if let Some(old) = supersedes {
+                            ix.remove(old);
+                        }
+                        ix.put_summary(&summary, vector);
+                    });
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::RollupCursor {
+                agent_id,
+                level,
+                reply,
+            } => {
+                let _ = reply.send(t.rollup_cursor(&agent_id, level));
+            }
+            StoreMsg::SetRollupCursor {
+                agent_id,
+                level,
+                period,
+                reply,
+            } => {
+                let res = t.set_rollup_cursor(&agent_id, level, period);
+                if res.is_ok() {
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::Inbox { limit, reply } => {
+                let _ = reply.send(t.inbox(limit));
+            }
+            StoreMsg::InboxDone { keys, reply } => {
+                let res = t.inbox_done(&keys);
+                if res.is_ok() {
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::Topics {
+                agent_id,
+                user_id,
+                reply,
+            } => {
+                let _ = reply.send(t.topics(&agent_id, user_id.as_deref()));
+            }
+            StoreMsg::PutTopic {
+                topic,
+                summary,
+                vector,
+                reply,
+            } => {
+                let res = t.put_topic(&topic, &summary, vector.as_ref());
+                if res.is_ok() {
+                    state.generations.bump(&summary.agent_id);
+                    state
+                        .search
+                        .update(&summary.agent_id, |ix| ix.put_summary(&summary, vector));
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::PutVectors {
+                agent_id,
+                items,
+                reply,
+            } => {
+                let res = t.put_vectors(&items);
+                if res.is_ok() {
+                    state.search.update(&agent_id, |ix| {
+                        for (id, v) in items {
+                            ix.set_vector(id, v);
+                        }
+                    });
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::BuildSearchIndex { agent_id, reply } => {
+                let res = if state.search.agent(&agent_id).is_some() {
+                    Ok(())
+                } else {
+                    t.build_search_index(&agent_id)
+                        .map(|ix| state.search.insert(&agent_id, ix))
+                };
+                let _ = reply.send(res);
+            }
             StoreMsg::Flush(reply) => {
                 let db = t.db.clone();
                 metrics::histogram!("recall_store_batch_writes").record(state.batch as f64);
@@ -1333,6 +1546,8 @@ mod tests {
             turn_count: 1,
             created_at: t,
             fallback: false,
+            supersedes: None,
+            superseded_by: None,
         }
     }
 

@@ -27,6 +27,7 @@ use crate::prompt::Prompts;
 use crate::reflect::Reflect;
 use crate::reflector::{ReflectorActor, ReflectorArgs};
 use crate::registry::{Busy, Owner, Registry};
+use crate::rollup::RollupMsg;
 use crate::session::{SessionActor, SessionArgs, SessionMsg, WindowDeps};
 use crate::settings::Settings;
 use crate::store::StoreMsg;
@@ -135,6 +136,9 @@ pub struct SupervisorArgs {
     pub prompts: Arc<Prompts>,
     pub clock: Clock,
     pub stats: watch::Sender<SupervisorStats>,
+    /// Told when a reflection stored a summary (it takes in new summaries
+    /// from the Store's inbox).
+    pub rollup: Option<ActorRef<RollupMsg>>,
 }
 
 pub struct SupervisorState {
@@ -148,6 +152,7 @@ pub struct SupervisorState {
     clock: Clock,
     stats_tx: watch::Sender<SupervisorStats>,
     stats: SupervisorStats,
+    rollup: Option<ActorRef<RollupMsg>>,
     /// Live session actors: actor id → (session id, connection id).
     sessions: HashMap<ActorId, (Uuid, String)>,
     /// Running reflectors and their jobs.
@@ -296,6 +301,7 @@ impl Actor for SessionSupervisor {
             prompts: args.prompts,
             clock: args.clock,
             stats_tx: args.stats,
+            rollup: args.rollup,
             stats: SupervisorStats::default(),
             sessions: HashMap::new(),
             reflectors: HashMap::new(),
@@ -403,7 +409,12 @@ impl Actor for SessionSupervisor {
                 outcome,
             } => {
                 match outcome {
-                    ReflectionOutcome::Stored => state.stats.summaries_stored += 1,
+                    ReflectionOutcome::Stored => {
+                        state.stats.summaries_stored += 1;
+                        if let Some(r) = &state.rollup {
+                            let _ = r.cast(RollupMsg::Poke);
+                        }
+                    }
                     ReflectionOutcome::Duplicate => state.stats.duplicates += 1,
                     ReflectionOutcome::DeadLettered => state.stats.dead_lettered += 1,
                     ReflectionOutcome::Missing => {}

@@ -415,7 +415,7 @@ const NEGATIVE: &[&str] = &[
     "laid",
 ];
 
-fn is_stopword(w: &str) -> bool {
+pub fn is_stopword(w: &str) -> bool {
     STOPWORDS.contains(&w)
 }
 

@@ -264,6 +264,8 @@ mod tests {
             turn_count: 1,
             created_at: now,
             fallback: false,
+            supersedes: None,
+            superseded_by: None,
         }
     }
 

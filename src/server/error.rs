@@ -140,7 +140,14 @@ impl From<RecallError> for ApiError {
             RecallError::Unavailable(..) => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
             }
-            RecallError::Start(_) | RecallError::Store(_) | RecallError::Watchdog(_) => {
+            RecallError::RollupsOff => ApiError::new(StatusCode::CONFLICT, "rollups_off", message),
+            RecallError::Embed(_) => {
+                ApiError::new(StatusCode::BAD_GATEWAY, "embedding_failed", message)
+            }
+            RecallError::Start(_)
+            | RecallError::Store(_)
+            | RecallError::Watchdog(_)
+            | RecallError::Rollup(_) => {
                 tracing::error!(error = %message, "request failed");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
             }

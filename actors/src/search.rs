@@ -1,0 +1,683 @@
+//! Archival search over an agent's summaries and facts: BM25 over their
+//! words, re-ranked by embedding similarity.
+//!
+//! The index is derived state: one in-memory index per agent, built from
+//! the Store's trees on the agent's first search and kept current by the
+//! Store actor after each write it makes (summaries, rollups, topics, fact
+//! changes, vectors), so it can never disagree with sled for longer than a
+//! message. Nothing of it is written to disk; a lost or never-built index
+//! is rebuilt from the store.
+//!
+//! Why not tantivy: the store is the only durable state and sled its only
+//! writer; a second on-disk index would need its own commit protocol kept
+//! in step with sled transactions across crashes, and the hybrid ranking
+//! needs every document's vector in memory anyway. The in-memory BM25 over
+//! one agent's documents is small (see the README's figures) and a query
+//! touches only the postings of its words.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::embed::{cosine, StoredVector};
+use crate::model::{isoformat, ConversationSummary, Fact, SummaryType, Visibility};
+use crate::text;
+
+/// BM25 parameters (the usual ones).
+const K1: f32 = 1.2;
+const B: f32 = 0.75;
+
+/// What a search may return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DocKind {
+    Session,
+    Daily,
+    Weekly,
+    Topic,
+    Fact,
+}
+
+impl DocKind {
+    pub fn of(t: SummaryType) -> DocKind {
+        match t {
+            SummaryType::Session => DocKind::Session,
+            SummaryType::Daily => DocKind::Daily,
+            SummaryType::Weekly => DocKind::Weekly,
+            SummaryType::Topic => DocKind::Topic,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DocKind::Session => "session",
+            DocKind::Daily => "daily",
+            DocKind::Weekly => "weekly",
+            DocKind::Topic => "topic",
+            DocKind::Fact => "fact",
+        }
+    }
+}
+
+impl std::str::FromStr for DocKind {
+    type Err = crate::model::InputError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "session" => DocKind::Session,
+            "daily" => DocKind::Daily,
+            "weekly" => DocKind::Weekly,
+            "topic" => DocKind::Topic,
+            "fact" => DocKind::Fact,
+            other => {
+                return Err(crate::model::InputError::Invalid {
+                    field: "type",
+                    reason: format!(
+                        "unknown type {other:?}; one of session, daily, weekly, topic, fact"
+                    ),
+                })
+            }
+        })
+    }
+}
+
+/// A search: the words, the filters, how many results.
+#[derive(Debug, Clone, Default)]
+pub struct SearchQuery {
+    pub text: String,
+    /// Only these kinds (all when empty).
+    pub kinds: Vec<DocKind>,
+    /// Only what this user may see: their own items and facts other users
+    /// shared. `None` searches every user of the agent (an operator's view).
+    pub user_id: Option<String>,
+    /// Items whose time reaches this instant or later.
+    pub since: Option<DateTime<Utc>>,
+    /// Items whose time starts at this instant or earlier.
+    pub until: Option<DateTime<Utc>>,
+    pub limit: usize,
+}
+
+/// One result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchHit {
+    pub id: Uuid,
+    #[serde(rename = "type")]
+    pub kind: DocKind,
+    pub user_id: String,
+    pub period_start: DateTime<Utc>,
+    pub period_end: DateTime<Utc>,
+    /// The blended score, 0 to 1.
+    pub score: f32,
+    /// BM25, unscaled.
+    pub keyword_score: f32,
+    /// Cosine similarity of the query's and the item's vectors.
+    pub similarity: f32,
+    /// The seed's archival text of a summary; a fact's as `[FACT:category]`.
+    pub text: String,
+}
+
+/// How results are ranked.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ranking {
+    /// Share of the keyword score (scaled to the best candidate's).
+    pub keyword_weight: f32,
+    /// Keyword hits re-ranked by similarity.
+    pub candidates: usize,
+}
+
+#[derive(Debug, Clone)]
+struct Doc {
+    id: Uuid,
+    kind: DocKind,
+    user_id: Arc<str>,
+    shared: bool,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    len: u32,
+    text: Arc<str>,
+    vector: Option<StoredVector>,
+}
+
+/// One agent's documents and postings. Removed documents leave a hole
+/// (their postings are skipped) until holes outnumber a quarter of the
+/// documents and the postings are rebuilt.
+#[derive(Debug, Default)]
+pub struct AgentIndex {
+    docs: Vec<Option<Doc>>,
+    by_id: HashMap<Uuid, u32>,
+    postings: HashMap<Box<str>, Vec<(u32, u16)>>,
+    live: usize,
+    total_len: u64,
+}
+
+/// The tokens an item is indexed under and a query is split into: content
+/// words, lowercased, with a plural `s` dropped.
+pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
+    text::words(text).filter_map(|w| {
+        if w.chars().count() < 2 || text::is_stopword(&w) {
+            return None;
+        }
+        let n = w.chars().count();
+        Some(if n > 3 && w.ends_with('s') && !w.ends_with("ss") {
+            w[..w.len() - 1].to_string()
+        } else {
+            w
+        })
+    })
+}
+
+/// A fact's archival text.
+pub fn fact_text(f: &Fact) -> String {
+    format!(
+        "[FACT:{}]\nExtracted: {}\n\n{}\n[/FACT]",
+        f.category.as_str(),
+        isoformat(&f.extracted_at),
+        f.content
+    )
+}
+
+impl AgentIndex {
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// Adds or replaces a summary. A superseded one is removed instead.
+    pub fn put_summary(&mut self, s: &ConversationSummary, vector: Option<StoredVector>) {
+        if !s.is_current() {
+            self.remove(s.summary_id);
+            return;
+        }
+        let body = format!(
+            "{}\n{}\n{}",
+            s.summary_text,
+            s.topics.join(" "),
+            s.key_entities.join(" ")
+        );
+        self.put(
+            Doc {
+                id: s.summary_id,
+                kind: DocKind::of(s.summary_type),
+                user_id: s.user_id.as_str().into(),
+                shared: false,
+                start: s.period_start,
+                end: s.period_end,
+                len: 0,
+                text: s.to_archival_text().into(),
+                vector,
+            },
+            &body,
+        );
+    }
+
+    pub fn put_fact(&mut self, f: &Fact, vector: Option<StoredVector>) {
+        self.put(
+            Doc {
+                id: f.fact_id,
+                kind: DocKind::Fact,
+                user_id: f.user_id.as_str().into(),
+                shared: f.visibility == Visibility::Shared,
+                start: f.extracted_at,
+                end: f.extracted_at,
+                len: 0,
+                text: fact_text(f).into(),
+                vector,
+            },
+            &f.content,
+        );
+    }
+
+    /// Attaches a vector to an indexed item (no-op for unknown ids).
+    pub fn set_vector(&mut self, id: Uuid, vector: StoredVector) {
+        if let Some(&slot) = self.by_id.get(&id) {
+            if let Some(Some(d)) = self.docs.get_mut(slot as usize) {
+                d.vector = Some(vector);
+            }
+        }
+    }
+
+    fn put(&mut self, mut doc: Doc, body: &str) {
+        self.remove(doc.id);
+        let mut tf: HashMap<String, u16> = HashMap::new();
+        let mut len = 0u32;
+        for t in tokens(body) {
+            len += 1;
+            let n = tf.entry(t).or_insert(0);
+            *n = n.saturating_add(1);
+        }
+        doc.len = len;
+        let slot = self.docs.len() as u32;
+        for (t, n) in tf {
+            self.postings
+                .entry(t.into_boxed_str())
+                .or_default()
+                .push((slot, n));
+        }
+        self.by_id.insert(doc.id, slot);
+        self.docs.push(Some(doc));
+        self.live += 1;
+        self.total_len += len as u64;
+    }
+
+    pub fn remove(&mut self, id: Uuid) {
+        let Some(slot) = self.by_id.remove(&id) else {
+            return;
+        };
+        if let Some(doc) = self.docs.get_mut(slot as usize).and_then(Option::take) {
+            self.live -= 1;
+            self.total_len -= doc.len as u64;
+        }
+        if self.docs.len() - self.live > self.live.max(64) / 4 {
+            self.compact();
+        }
+    }
+
+    /// Drops the holes: renumbers documents and rebuilds the postings.
+    fn compact(&mut self) {
+        let mut remap = vec![u32::MAX; self.docs.len()];
+        let mut docs = Vec::with_capacity(self.live);
+        for (old, d) in std::mem::take(&mut self.docs).into_iter().enumerate() {
+            if let Some(d) = d {
+                remap[old] = docs.len() as u32;
+                docs.push(Some(d));
+            }
+        }
+        self.docs = docs;
+        for list in self.postings.values_mut() {
+            list.retain_mut(|(slot, _)| {
+                let new = remap[*slot as usize];
+                *slot = new;
+                new != u32::MAX
+            });
+        }
+        self.postings.retain(|_, l| !l.is_empty());
+        for slot in self.by_id.values_mut() {
+            *slot = remap[*slot as usize];
+        }
+    }
+
+    fn admits(d: &Doc, q: &SearchQuery) -> bool {
+        if !q.kinds.is_empty() && !q.kinds.contains(&d.kind) {
+            return false;
+        }
+        if let Some(user) = &q.user_id {
+            if &*d.user_id != user.as_str() && !(d.kind == DocKind::Fact && d.shared) {
+                return false;
+            }
+        }
+        if q.since.is_some_and(|t| d.end < t) || q.until.is_some_and(|t| d.start > t) {
+            return false;
+        }
+        true
+    }
+
+    /// The `q.limit` best items for the query, best first. `vector` is the
+    /// query's (by the same embedder as the items', else similarity is 0).
+    pub fn search(
+        &self,
+        q: &SearchQuery,
+        vector: Option<&StoredVector>,
+        ranking: Ranking,
+    ) -> Vec<SearchHit> {
+        if q.limit == 0 || self.live == 0 {
+            return Vec::new();
+        }
+        let n = self.live as f32;
+        let avg = (self.total_len as f32 / n).max(1.0);
+        let mut terms: Vec<String> = tokens(&q.text).collect();
+        terms.sort();
+        terms.dedup();
+        let mut scores: HashMap<u32, f32> = HashMap::new();
+        for t in &terms {
+            let Some(list) = self.postings.get(t.as_str()) else {
+                continue;
+            };
+            let df = list.len() as f32;
+            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            for &(slot, tf) in list {
+                let Some(Some(d)) = self.docs.get(slot as usize) else {
+                    continue;
+                };
+                if !Self::admits(d, q) {
+                    continue;
+                }
+                let tf = tf as f32;
+                let norm = K1 * (1.0 - B + B * d.len as f32 / avg);
+                *scores.entry(slot).or_insert(0.0) += idf * tf * (K1 + 1.0) / (tf + norm);
+            }
+        }
+        let similarity = |d: &Doc| match (vector, &d.vector) {
+            (Some(qv), Some(dv)) if qv.embedder == dv.embedder => cosine(&qv.values, &dv.values),
+            _ => 0.0,
+        };
+        let w = ranking.keyword_weight;
+        let mut ranked: Vec<(f32, f32, f32, u32)> = if scores.is_empty() {
+            // No word of the query is indexed: similarity alone, over every
+            // admitted item.
+            let Some(qv) = vector else {
+                return Vec::new();
+            };
+            if qv.values.iter().all(|x| *x == 0.0) {
+                return Vec::new();
+            }
+            self.docs
+                .iter()
+                .enumerate()
+                .filter_map(|(slot, d)| {
+                    let d = d.as_ref()?;
+                    if !Self::admits(d, q) {
+                        return None;
+                    }
+                    let sim = similarity(d);
+                    (sim > 0.0).then_some((sim, 0.0, sim, slot as u32))
+                })
+                .collect()
+        } else {
+            let mut cands: Vec<(f32, u32)> = scores.into_iter().map(|(s, v)| (v, s)).collect();
+            let keep = ranking.candidates.max(q.limit);
+            if cands.len() > keep {
+                cands.select_nth_unstable_by(keep - 1, |a, b| {
+                    b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
+                });
+                cands.truncate(keep);
+            }
+            let best = cands
+                .iter()
+                .map(|c| c.0)
+                .fold(0.0f32, f32::max)
+                .max(f32::MIN_POSITIVE);
+            cands
+                .into_iter()
+                .filter_map(|(bm25, slot)| {
+                    let d = self.docs.get(slot as usize)?.as_ref()?;
+                    let sim = similarity(d);
+                    Some((w * bm25 / best + (1.0 - w) * sim.max(0.0), bm25, sim, slot))
+                })
+                .collect()
+        };
+        // Ties by time, newest first, then id: the order is total.
+        ranked.sort_by(|a, b| {
+            b.0.total_cmp(&a.0).then_with(|| {
+                let (da, db) = (self.doc(a.3), self.doc(b.3));
+                db.map(|d| (d.end, d.id)).cmp(&da.map(|d| (d.end, d.id)))
+            })
+        });
+        ranked
+            .into_iter()
+            .take(q.limit)
+            .filter_map(|(score, bm25, sim, slot)| {
+                let d = self.doc(slot)?;
+                Some(SearchHit {
+                    id: d.id,
+                    kind: d.kind,
+                    user_id: d.user_id.to_string(),
+                    period_start: d.start,
+                    period_end: d.end,
+                    score,
+                    keyword_score: bm25,
+                    similarity: sim,
+                    text: d.text.to_string(),
+                })
+            })
+            .collect()
+    }
+
+    fn doc(&self, slot: u32) -> Option<&Doc> {
+        self.docs.get(slot as usize)?.as_ref()
+    }
+}
+
+/// The indexes of the agents searched so far. Shared between the Store
+/// actor (the only one that changes them) and searching callers.
+#[derive(Debug, Default)]
+pub struct SearchIndex {
+    agents: RwLock<HashMap<String, Arc<RwLock<AgentIndex>>>>,
+}
+
+impl SearchIndex {
+    /// The agent's index, if it was built.
+    pub fn agent(&self, agent_id: &str) -> Option<Arc<RwLock<AgentIndex>>> {
+        self.agents
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(agent_id)
+            .cloned()
+    }
+
+    /// Installs a freshly built index.
+    pub fn insert(&self, agent_id: &str, index: AgentIndex) {
+        self.agents
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(agent_id.to_string(), Arc::new(RwLock::new(index)));
+    }
+
+    /// Applies `f` to the agent's index if it was built (an agent never
+    /// searched is built from the store when it is).
+    pub fn update(&self, agent_id: &str, f: impl FnOnce(&mut AgentIndex)) {
+        if let Some(ix) = self.agent(agent_id) {
+            f(&mut ix.write().unwrap_or_else(|p| p.into_inner()));
+        }
+    }
+
+    /// Forgets every built index (they are rebuilt on the next search).
+    pub fn clear(&self) {
+        self.agents
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
+    /// Agents with a built index.
+    pub fn built(&self) -> usize {
+        self.agents.read().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::HashingEmbed;
+    use crate::model::FactCategory;
+
+    fn summary(user: &str, text: &str, topics: &[&str], day: i64) -> ConversationSummary {
+        let t = DateTime::<Utc>::from_timestamp(1_790_000_000 + day * 86_400, 0).unwrap();
+        ConversationSummary {
+            summary_id: Uuid::new_v4(),
+            summary_type: SummaryType::Session,
+            agent_id: "kairix".into(),
+            user_id: user.into(),
+            period_start: t,
+            period_end: t + chrono::Duration::minutes(5),
+            summary_text: text.into(),
+            topics: topics.iter().map(|s| s.to_string()).collect(),
+            key_entities: vec![],
+            emotional_tone: None,
+            source_summary_ids: vec![],
+            source_range: None,
+            turn_count: 2,
+            created_at: t,
+            fallback: false,
+            supersedes: None,
+            superseded_by: None,
+        }
+    }
+
+    fn vector(text: &str) -> Option<StoredVector> {
+        Some(StoredVector {
+            embedder: "hashing".into(),
+            values: HashingEmbed::default().vector(text),
+        })
+    }
+
+    fn query(text: &str, user: Option<&str>) -> SearchQuery {
+        SearchQuery {
+            text: text.into(),
+            user_id: user.map(str::to_string),
+            limit: 10,
+            ..Default::default()
+        }
+    }
+
+    const RANK: Ranking = Ranking {
+        keyword_weight: 0.6,
+        candidates: 200,
+    };
+
+    fn fact(user: &str, content: &str, shared: bool) -> Fact {
+        Fact {
+            fact_id: Uuid::new_v4(),
+            agent_id: "kairix".into(),
+            user_id: user.into(),
+            category: FactCategory::Occupation,
+            content: content.into(),
+            subject: None,
+            visibility: if shared {
+                Visibility::Shared
+            } else {
+                Visibility::Private
+            },
+            source_session_id: None,
+            extracted_at: DateTime::<Utc>::from_timestamp(1_790_000_000, 0).unwrap(),
+            conflicts_with: None,
+        }
+    }
+
+    #[test]
+    fn keyword_hits_rank_first_and_filters_hold() {
+        let mut ix = AgentIndex::default();
+        let a = summary(
+            "mark",
+            "Mark talked about his Google interview.",
+            &["interview", "google"],
+            0,
+        );
+        let b = summary("mark", "Mark planned a sailing trip.", &["sailing"], 1);
+        let c = summary(
+            "ada",
+            "Ada mentioned Google Maps for her trip.",
+            &["google", "maps"],
+            2,
+        );
+        for s in [&a, &b, &c] {
+            ix.put_summary(s, vector(&s.summary_text));
+        }
+        let hits = ix.search(
+            &query("you mentioned Google", Some("mark")),
+            vector("you mentioned Google").as_ref(),
+            RANK,
+        );
+        assert_eq!(hits.len(), 1, "{hits:?}");
+        assert_eq!(hits[0].id, a.summary_id);
+        assert!(hits[0].text.starts_with("[SUMMARY:SESSION]"));
+        // every user: both Google items, and never the sailing one first
+        let hits = ix.search(&query("google", None), None, RANK);
+        assert_eq!(hits.len(), 2);
+        // a time filter
+        let mut q = query("google", None);
+        q.since = Some(c.period_start);
+        let hits = ix.search(&q, None, RANK);
+        assert_eq!(
+            hits.iter().map(|h| h.id).collect::<Vec<_>>(),
+            [c.summary_id]
+        );
+        q.since = None;
+        q.until = Some(a.period_end);
+        assert_eq!(ix.search(&q, None, RANK)[0].id, a.summary_id);
+        // a kind filter
+        q.until = None;
+        q.kinds = vec![DocKind::Daily];
+        assert!(ix.search(&q, None, RANK).is_empty());
+        // plural and singular meet
+        assert_eq!(
+            ix.search(&query("interviews", Some("mark")), None, RANK)
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn private_facts_stay_with_their_owner_shared_ones_do_not() {
+        let mut ix = AgentIndex::default();
+        let private = fact("ada", "Works at Google as a nurse", false);
+        let mut shared = fact("ada", "Works at Google on weekends", true);
+        ix.put_fact(&private, None);
+        ix.put_fact(&shared, None);
+        let ids = |hits: Vec<SearchHit>| hits.into_iter().map(|h| h.id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(ix.search(&query("google", Some("mark")), None, RANK)),
+            [shared.fact_id]
+        );
+        assert_eq!(
+            ix.search(&query("google", Some("ada")), None, RANK).len(),
+            2
+        );
+        // unshared: gone for mark at once
+        shared.visibility = Visibility::Private;
+        ix.put_fact(&shared, None);
+        assert!(ix
+            .search(&query("google", Some("mark")), None, RANK)
+            .is_empty());
+        ix.remove(private.fact_id);
+        assert_eq!(
+            ids(ix.search(&query("google", Some("ada")), None, RANK)),
+            [shared.fact_id]
+        );
+        assert!(ix.search(&query("nurse", None), None, RANK).is_empty());
+    }
+
+    #[test]
+    fn superseded_summaries_leave_and_holes_compact() {
+        let mut ix = AgentIndex::default();
+        let mut all = Vec::new();
+        for i in 0..200 {
+            let s = summary(
+                "mark",
+                &format!("Session {i} about gardening and tomatoes"),
+                &["gardening"],
+                i,
+            );
+            ix.put_summary(&s, None);
+            all.push(s);
+        }
+        for s in all.iter_mut().take(150) {
+            s.superseded_by = Some(Uuid::new_v4());
+            ix.put_summary(s, None);
+        }
+        assert_eq!(ix.len(), 50);
+        assert!(ix.docs.len() < 200, "compacted: {}", ix.docs.len());
+        let mut q = query("tomatoes", None);
+        q.limit = 100;
+        let hits = ix.search(&q, None, RANK);
+        assert_eq!(hits.len(), 50);
+        let kept: std::collections::HashSet<Uuid> =
+            all[150..].iter().map(|s| s.summary_id).collect();
+        assert!(hits.iter().all(|h| kept.contains(&h.id)));
+    }
+
+    #[test]
+    fn no_keyword_match_falls_back_to_similarity() {
+        let mut ix = AgentIndex::default();
+        let a = summary(
+            "mark",
+            "Interviewing at Globex next week",
+            &["interviewing"],
+            0,
+        );
+        ix.put_summary(&a, vector(&a.summary_text));
+        // "interviewer" shares 4-grams with "interviewing", not a token
+        let hits = ix.search(
+            &query("interviewer", None),
+            vector("interviewer").as_ref(),
+            RANK,
+        );
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].keyword_score, 0.0);
+        assert!(hits[0].similarity > 0.0);
+    }
+}

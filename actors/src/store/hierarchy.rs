@@ -1,0 +1,240 @@
+//! The summary hierarchy's records: rollups (with superseded versions),
+//! rollup cursors, the Rollup actor's inbox, topics, vectors, and the
+//! search index built from them.
+
+use chrono::NaiveDate;
+use sled::transaction::{ConflictableTransactionError, Transactional};
+use uuid::Uuid;
+
+use super::{decode, encode, tx_encode, StoreError, Trees};
+use crate::embed::StoredVector;
+use crate::keys;
+use crate::model::{ConversationSummary, Fact, SummaryType, Topic};
+use crate::period::Level;
+use crate::search::AgentIndex;
+
+/// An item waiting in the Rollup actor's inbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboxEntry {
+    pub key: Vec<u8>,
+    pub agent_id: String,
+    pub kind: u8,
+    pub id: Uuid,
+}
+
+impl Trees {
+    /// Stores a rollup unless one with its id exists (a rollup's id is a
+    /// hash of its period and sources, so the same rollup made twice is
+    /// stored once). With `supersedes`, the older version is marked
+    /// replaced in the same transaction. Returns whether it was new.
+    pub fn put_rollup(
+        &self,
+        summary: &ConversationSummary,
+        supersedes: Option<Uuid>,
+        vector: Option<&StoredVector>,
+    ) -> Result<bool, StoreError> {
+        let id = summary.summary_id;
+        if self.summary_index.get(id.as_bytes())?.is_some() {
+            return Ok(false);
+        }
+        let old = match supersedes {
+            Some(old_id) => self.summary(old_id)?.map(|mut old| {
+                old.superseded_by = Some(id);
+                old
+            }),
+            None => None,
+        };
+        let old_row = old
+            .as_ref()
+            .map(|o| {
+                Ok::<_, StoreError>((
+                    keys::summary(&o.agent_id, o.summary_type, o.period_end, o.summary_id),
+                    encode(o)?,
+                ))
+            })
+            .transpose()?;
+        let key = keys::summary(
+            &summary.agent_id,
+            summary.summary_type,
+            summary.period_end,
+            id,
+        );
+        let mut meta = self.agent(&summary.agent_id)?;
+        meta.summary_version += 1;
+        let vector = vector.map(StoredVector::encode);
+        (
+            &self.summaries,
+            &self.summary_index,
+            &self.agents,
+            &self.embeddings,
+        )
+            .transaction(|(summaries, index, agents, embeddings)| {
+                summaries.insert(key.as_slice(), tx_encode(summary)?)?;
+                index.insert(id.as_bytes(), key.as_slice())?;
+                if let Some((k, v)) = &old_row {
+                    summaries.insert(k.as_slice(), v.as_slice())?;
+                }
+                if let Some(v) = &vector {
+                    embeddings.insert(&keys::embedding(id), v.as_slice())?;
+                }
+                agents.insert(keys::agent(&summary.agent_id), tx_encode(&meta)?)?;
+                Ok::<_, ConflictableTransactionError<StoreError>>(())
+            })?;
+        Ok(true)
+    }
+
+    /// The last period of `level` rolled up for the agent (its first day).
+    pub fn rollup_cursor(
+        &self,
+        agent_id: &str,
+        level: Level,
+    ) -> Result<Option<NaiveDate>, StoreError> {
+        let key = keys::rollup_cursor(agent_id, level);
+        Ok(self
+            .rollup_cursors
+            .get(&key)?
+            .and_then(|v| decode(keys::TREE_ROLLUP_CURSORS, &key, &v)))
+    }
+
+    pub fn set_rollup_cursor(
+        &self,
+        agent_id: &str,
+        level: Level,
+        period: NaiveDate,
+    ) -> Result<(), StoreError> {
+        self.rollup_cursors
+            .insert(keys::rollup_cursor(agent_id, level), encode(&period)?)?;
+        Ok(())
+    }
+
+    /// Up to `limit` inbox entries, oldest item first.
+    pub fn inbox(&self, limit: usize) -> Result<Vec<InboxEntry>, StoreError> {
+        let mut out = Vec::new();
+        for item in self.rollup_inbox.iter().take(limit) {
+            let (k, v) = item?;
+            let Some((kind, id)) = keys::inbox_item(&k) else {
+                tracing::warn!(key = ?k, "skipping malformed rollup inbox key");
+                continue;
+            };
+            out.push(InboxEntry {
+                key: k.to_vec(),
+                agent_id: String::from_utf8_lossy(&v).into_owned(),
+                kind,
+                id,
+            });
+        }
+        Ok(out)
+    }
+
+    pub fn inbox_done(&self, keys: &[Vec<u8>]) -> Result<(), StoreError> {
+        let mut batch = sled::Batch::default();
+        for k in keys {
+            batch.remove(k.as_slice());
+        }
+        self.rollup_inbox.apply_batch(batch)?;
+        Ok(())
+    }
+
+    /// An agent's topics (one user's, or all), oldest first.
+    pub fn topics(&self, agent_id: &str, user_id: Option<&str>) -> Result<Vec<Topic>, StoreError> {
+        let prefix = match user_id {
+            Some(u) => keys::topics_prefix(agent_id, u),
+            None => keys::agent_facts_prefix(agent_id),
+        };
+        let mut out: Vec<Topic> = Self::scan(
+            &self.topics,
+            keys::TREE_TOPICS,
+            self.topics.scan_prefix(prefix),
+        )?;
+        out.sort_by_key(|t| (t.created_at, t.topic_id));
+        Ok(out)
+    }
+
+    /// Writes a topic and its topic summary (replacing the previous
+    /// summary, whose key moves with its period end).
+    pub fn put_topic(
+        &self,
+        topic: &Topic,
+        summary: &ConversationSummary,
+        vector: Option<&StoredVector>,
+    ) -> Result<(), StoreError> {
+        let id = summary.summary_id;
+        let old_key = self.summary_index.get(id.as_bytes())?;
+        let key = keys::summary(
+            &summary.agent_id,
+            SummaryType::Topic,
+            summary.period_end,
+            id,
+        );
+        let mut meta = self.agent(&summary.agent_id)?;
+        meta.summary_version += 1;
+        let topic_key = keys::topic(&topic.agent_id, &topic.user_id, topic.topic_id);
+        let topic_value = encode(topic)?;
+        let vector = vector.map(StoredVector::encode);
+        (
+            &self.summaries,
+            &self.summary_index,
+            &self.agents,
+            &self.topics,
+            &self.embeddings,
+        )
+            .transaction(|(summaries, index, agents, topics, embeddings)| {
+                if let Some(old) = &old_key {
+                    summaries.remove(old.as_ref())?;
+                }
+                summaries.insert(key.as_slice(), tx_encode(summary)?)?;
+                index.insert(id.as_bytes(), key.as_slice())?;
+                topics.insert(topic_key.as_slice(), topic_value.as_slice())?;
+                if let Some(v) = &vector {
+                    embeddings.insert(&keys::embedding(id), v.as_slice())?;
+                }
+                agents.insert(keys::agent(&summary.agent_id), tx_encode(&meta)?)?;
+                Ok::<_, ConflictableTransactionError<StoreError>>(())
+            })?;
+        Ok(())
+    }
+
+    pub fn put_vectors(&self, items: &[(Uuid, StoredVector)]) -> Result<(), StoreError> {
+        let mut batch = sled::Batch::default();
+        for (id, v) in items {
+            batch.insert(&keys::embedding(*id), v.encode());
+        }
+        self.embeddings.apply_batch(batch)?;
+        Ok(())
+    }
+
+    pub fn vector(&self, id: Uuid) -> Result<Option<StoredVector>, StoreError> {
+        Ok(self
+            .embeddings
+            .get(keys::embedding(id))?
+            .and_then(|v| StoredVector::decode(&v)))
+    }
+
+    /// Every fact stored for an agent, every user.
+    pub fn agent_facts(&self, agent_id: &str) -> Result<Vec<Fact>, StoreError> {
+        Self::scan(
+            &self.facts,
+            keys::TREE_FACTS,
+            self.facts.scan_prefix(keys::agent_facts_prefix(agent_id)),
+        )
+    }
+
+    /// Builds an agent's search index from its current summaries of every
+    /// type and its facts, with their stored vectors.
+    pub fn build_search_index(&self, agent_id: &str) -> Result<AgentIndex, StoreError> {
+        let mut ix = AgentIndex::default();
+        for kind in SummaryType::ALL {
+            for s in self.summaries(agent_id, kind, None)? {
+                if s.is_current() {
+                    let v = self.vector(s.summary_id)?;
+                    ix.put_summary(&s, v);
+                }
+            }
+        }
+        for f in self.agent_facts(agent_id)? {
+            let v = self.vector(f.fact_id)?;
+            ix.put_fact(&f, v);
+        }
+        Ok(ix)
+    }
+}

@@ -1,0 +1,191 @@
+//! The summary hierarchy through the runtime: running rollups, topics and
+//! archival search.
+
+use chrono::{DateTime, Utc};
+use ractor::call_t;
+use recall_actors::embed::StoredVector;
+use recall_actors::model::{validate_id, InputError, Topic};
+use recall_actors::rollup::{RollupMsg, RollupReport};
+use recall_actors::search::{Ranking, SearchHit, SearchQuery};
+use recall_actors::store::StoreMsg;
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::{unavailable, RecallError, Runtime, CALL_TIMEOUT_MS};
+
+/// Rollups of many agents take longer than a plain call.
+const ROLLUP_TIMEOUT_MS: u64 = 30 * 60 * 1000;
+
+/// A topic as shown to callers: its label, members and topic summary.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TopicView {
+    pub topic_id: Uuid,
+    pub agent_id: String,
+    pub user_id: String,
+    pub label: String,
+    pub keywords: Vec<String>,
+    pub member_count: usize,
+    /// The member session summaries (the topic summary's
+    /// `source_summary_ids`).
+    pub source_summary_ids: Vec<Uuid>,
+    /// The topic summary ("All job search conversations"), if made yet.
+    pub summary: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub last_active: DateTime<Utc>,
+}
+
+impl Runtime {
+    fn rollup_actor(&self) -> Result<&ractor::ActorRef<RollupMsg>, RecallError> {
+        self.inner.rollup.as_ref().ok_or(RecallError::RollupsOff)
+    }
+
+    /// Rolls every agent up to its last complete day and week now (whatever
+    /// the configured hour) and takes in new summaries (topics, vectors,
+    /// late rollups). What the timers do, at once.
+    pub async fn run_rollups(&self) -> Result<RollupReport, RecallError> {
+        let r = self.rollup_actor()?;
+        Ok(call_t!(r, RollupMsg::RunNow, ROLLUP_TIMEOUT_MS).map_err(unavailable("rollup"))??)
+    }
+
+    /// Takes in the summaries and facts stored since the last time (topics,
+    /// vectors, late rollups) and returns when done.
+    pub async fn process_new_summaries(&self) -> Result<RollupReport, RecallError> {
+        let r = self.rollup_actor()?;
+        Ok(call_t!(r, RollupMsg::DrainInbox, ROLLUP_TIMEOUT_MS)
+            .map_err(unavailable("rollup"))??)
+    }
+
+    /// An agent's topics, one user's or all, most recently active first.
+    pub async fn topics(
+        &self,
+        agent_id: &str,
+        user_id: Option<&str>,
+    ) -> Result<Vec<TopicView>, RecallError> {
+        validate_id("agent_id", agent_id)?;
+        if let Some(u) = user_id {
+            validate_id("user_id", u)?;
+        }
+        let topics: Vec<Topic> = call_t!(
+            self.inner.store,
+            |reply| StoreMsg::Topics {
+                agent_id: agent_id.to_string(),
+                user_id: user_id.map(str::to_string),
+                reply
+            },
+            CALL_TIMEOUT_MS
+        )
+        .map_err(unavailable("store"))??;
+        let mut out = Vec::with_capacity(topics.len());
+        for t in topics {
+            let summary = self.summary(t.topic_id).await?.map(|s| s.summary_text);
+            out.push(TopicView {
+                topic_id: t.topic_id,
+                agent_id: t.agent_id,
+                user_id: t.user_id,
+                label: t.label,
+                keywords: t.keywords.into_iter().map(|(w, _)| w).collect(),
+                member_count: t.member_ids.len(),
+                source_summary_ids: t.member_ids,
+                summary,
+                created_at: t.created_at,
+                updated_at: t.updated_at,
+                last_active: t.last_active,
+            });
+        }
+        out.sort_by_key(|t| std::cmp::Reverse((t.last_active, t.topic_id)));
+        Ok(out)
+    }
+
+    /// Searches an agent's summaries (every type, current versions) and
+    /// facts: BM25 over their words blended with embedding similarity.
+    /// With `user_id`, only what that user may see. The first search of an
+    /// agent builds its index from the store.
+    pub async fn search(
+        &self,
+        agent_id: &str,
+        mut query: SearchQuery,
+    ) -> Result<Vec<SearchHit>, RecallError> {
+        validate_id("agent_id", agent_id)?;
+        if let Some(u) = &query.user_id {
+            validate_id("user_id", u)?;
+        }
+        let settings = &self.inner.settings.search;
+        if query.text.trim().is_empty() {
+            return Err(InputError::Empty { field: "q" }.into());
+        }
+        if query.text.len() > 4096 {
+            return Err(InputError::TooLong {
+                field: "q",
+                len: query.text.len(),
+                max: 4096,
+            }
+            .into());
+        }
+        if query.limit == 0 {
+            query.limit = settings.default_limit;
+        }
+        if query.limit > settings.max_limit {
+            return Err(InputError::Invalid {
+                field: "limit",
+                reason: format!("at most {}", settings.max_limit),
+            }
+            .into());
+        }
+        if let (Some(s), Some(u)) = (query.since, query.until) {
+            if s > u {
+                return Err(InputError::Invalid {
+                    field: "since",
+                    reason: "is after until".into(),
+                }
+                .into());
+            }
+        }
+        let index = match self.inner.search.agent(agent_id) {
+            Some(ix) => ix,
+            None => {
+                call_t!(
+                    self.inner.store,
+                    |reply| StoreMsg::BuildSearchIndex {
+                        agent_id: agent_id.to_string(),
+                        reply
+                    },
+                    CALL_TIMEOUT_MS
+                )
+                .map_err(unavailable("store"))??;
+                match self.inner.search.agent(agent_id) {
+                    Some(ix) => ix,
+                    None => return Ok(Vec::new()),
+                }
+            }
+        };
+        let embed = &self.inner.embed;
+        let vector = embed
+            .embed(vec![query.text.clone()])
+            .await?
+            .pop()
+            .map(|values| StoredVector {
+                embedder: embed.name().to_string(),
+                values,
+            });
+        let ranking = Ranking {
+            keyword_weight: settings.keyword_weight,
+            candidates: settings.candidates,
+        };
+        let ix = index.read().unwrap_or_else(|p| p.into_inner());
+        let hits = ix.search(&query, vector.as_ref(), ranking);
+        metrics::counter!("recall_searches_total").increment(1);
+        Ok(hits)
+    }
+
+    /// Forgets every built search index; the next search of each agent
+    /// rebuilds its index from the store.
+    pub fn drop_search_indexes(&self) {
+        self.inner.search.clear();
+    }
+
+    /// Agents whose search index is built.
+    pub fn search_indexes_built(&self) -> usize {
+        self.inner.search.built()
+    }
+}

@@ -171,10 +171,19 @@ impl TestRuntime {
         settings: Settings,
         reflect: Arc<dyn Reflect>,
     ) -> Result<Self, StartupError> {
+        Self::start_at(settings, reflect, test_epoch()).await
+    }
+
+    /// A runtime whose clock starts at `epoch`.
+    pub async fn start_at(
+        settings: Settings,
+        reflect: Arc<dyn Reflect>,
+        epoch: DateTime<Utc>,
+    ) -> Result<Self, StartupError> {
         let dir = tempfile::tempdir().map_err(|e| {
             StartupError::Recovery(format!("cannot create a temporary folder: {e}"))
         })?;
-        let clock = Clock::starting_at(test_epoch());
+        let clock = Clock::starting_at(epoch);
         let runtime = RuntimeBuilder::new(dir.path())
             .settings(settings.clone())
             .reflect(reflect.clone())
@@ -201,7 +210,18 @@ impl TestRuntime {
     /// Kills every actor without ending sessions or draining (a crash), then
     /// starts a new runtime on the same folder, which recovers.
     pub async fn crash_and_restart(self) -> Result<Self, StartupError> {
+        self.crash_and_restart_with(|_| Ok(())).await
+    }
+
+    /// Like [`crash_and_restart`](Self::crash_and_restart), running
+    /// `between` on the data folder while no runtime has it open (to leave
+    /// it as a crash at a chosen moment would).
+    pub async fn crash_and_restart_with(
+        self,
+        between: impl FnOnce(&std::path::Path) -> Result<(), StartupError>,
+    ) -> Result<Self, StartupError> {
         self.runtime.clone().abort().await;
+        between(self.dir.path())?;
         let runtime = RuntimeBuilder::new(self.dir.path())
             .settings(self.settings.clone())
             .reflect(self.reflect.clone())

@@ -136,18 +136,25 @@ struct Doc {
     start: DateTime<Utc>,
     end: DateTime<Utc>,
     len: u32,
+    /// Its distinct terms, so removing it keeps document frequencies exact.
+    terms: Box<[u32]>,
     text: Arc<str>,
     vector: Option<StoredVector>,
 }
 
 /// One agent's documents and postings. Removed documents leave a hole
-/// (their postings are skipped) until holes outnumber a quarter of the
-/// documents and the postings are rebuilt.
+/// (their postings are skipped, their terms' document frequencies drop at
+/// once, so scores equal a fresh build's) until holes outnumber a quarter
+/// of the documents and the postings are rebuilt.
 #[derive(Debug, Default)]
 pub struct AgentIndex {
     docs: Vec<Option<Doc>>,
     by_id: HashMap<Uuid, u32>,
-    postings: HashMap<Box<str>, Vec<(u32, u16)>>,
+    term_ids: HashMap<Box<str>, u32>,
+    /// Per term: (document slot, term frequency).
+    postings: Vec<Vec<(u32, u16)>>,
+    /// Per term: live documents holding it.
+    df: Vec<u32>,
     live: usize,
     total_len: u64,
 }
@@ -208,6 +215,7 @@ impl AgentIndex {
                 start: s.period_start,
                 end: s.period_end,
                 len: 0,
+                terms: Box::default(),
                 text: s.to_archival_text().into(),
                 vector,
             },
@@ -225,6 +233,7 @@ impl AgentIndex {
                 start: f.extracted_at,
                 end: f.extracted_at,
                 len: 0,
+                terms: Box::default(),
                 text: fact_text(f).into(),
                 vector,
             },
@@ -252,12 +261,19 @@ impl AgentIndex {
         }
         doc.len = len;
         let slot = self.docs.len() as u32;
+        let mut terms = Vec::with_capacity(tf.len());
         for (t, n) in tf {
-            self.postings
-                .entry(t.into_boxed_str())
-                .or_default()
-                .push((slot, n));
+            let next = self.postings.len() as u32;
+            let id = *self.term_ids.entry(t.into_boxed_str()).or_insert(next);
+            if id == next {
+                self.postings.push(Vec::new());
+                self.df.push(0);
+            }
+            self.postings[id as usize].push((slot, n));
+            self.df[id as usize] += 1;
+            terms.push(id);
         }
+        doc.terms = terms.into_boxed_slice();
         self.by_id.insert(doc.id, slot);
         self.docs.push(Some(doc));
         self.live += 1;
@@ -271,6 +287,11 @@ impl AgentIndex {
         if let Some(doc) = self.docs.get_mut(slot as usize).and_then(Option::take) {
             self.live -= 1;
             self.total_len -= doc.len as u64;
+            for t in doc.terms.iter() {
+                if let Some(n) = self.df.get_mut(*t as usize) {
+                    *n = n.saturating_sub(1);
+                }
+            }
         }
         if self.docs.len() - self.live > self.live.max(64) / 4 {
             self.compact();
@@ -288,14 +309,13 @@ impl AgentIndex {
             }
         }
         self.docs = docs;
-        for list in self.postings.values_mut() {
+        for list in self.postings.iter_mut() {
             list.retain_mut(|(slot, _)| {
                 let new = remap[*slot as usize];
                 *slot = new;
                 new != u32::MAX
             });
         }
-        self.postings.retain(|_, l| !l.is_empty());
         for slot in self.by_id.values_mut() {
             *slot = remap[*slot as usize];
         }
@@ -334,10 +354,11 @@ impl AgentIndex {
         terms.dedup();
         let mut scores: HashMap<u32, f32> = HashMap::new();
         for t in &terms {
-            let Some(list) = self.postings.get(t.as_str()) else {
+            let Some(&id) = self.term_ids.get(t.as_str()) else {
                 continue;
             };
-            let df = list.len() as f32;
+            let list = &self.postings[id as usize];
+            let df = self.df[id as usize] as f32;
             let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
             for &(slot, tf) in list {
                 let Some(Some(d)) = self.docs.get(slot as usize) else {
@@ -658,6 +679,57 @@ mod tests {
         let kept: std::collections::HashSet<Uuid> =
             all[150..].iter().map(|s| s.summary_id).collect();
         assert!(hits.iter().all(|h| kept.contains(&h.id)));
+    }
+
+    #[test]
+    fn scores_after_removals_equal_a_fresh_builds() {
+        let items: Vec<ConversationSummary> = (0..40)
+            .map(|i| {
+                summary(
+                    "mark",
+                    &format!(
+                        "Talk {i} about google and {}",
+                        ["maps", "jobs", "mail"][i % 3]
+                    ),
+                    &["google"],
+                    i as i64,
+                )
+            })
+            .collect();
+        let mut grown = AgentIndex::default();
+        for s in &items {
+            grown.put_summary(s, None);
+        }
+        // rewrite some, remove others
+        for s in items.iter().step_by(4) {
+            grown.put_summary(s, None);
+        }
+        for s in items.iter().skip(1).step_by(5) {
+            grown.remove(s.summary_id);
+        }
+        let mut fresh = AgentIndex::default();
+        let removed: std::collections::HashSet<Uuid> = items
+            .iter()
+            .skip(1)
+            .step_by(5)
+            .map(|s| s.summary_id)
+            .collect();
+        for s in items.iter().filter(|s| !removed.contains(&s.summary_id)) {
+            fresh.put_summary(s, None);
+        }
+        let mut q = query("google maps", None);
+        q.limit = 100;
+        let a: Vec<(Uuid, f32)> = grown
+            .search(&q, None, RANK)
+            .iter()
+            .map(|h| (h.id, h.keyword_score))
+            .collect();
+        let b: Vec<(Uuid, f32)> = fresh
+            .search(&q, None, RANK)
+            .iter()
+            .map(|h| (h.id, h.keyword_score))
+            .collect();
+        assert_eq!(a, b);
     }
 
     #[test]

@@ -1,0 +1,499 @@
+//! Rollups, topics and archival search through the runtime, in paused
+//! tokio time: the rollup timers fire at local hours across daylight-saving
+//! changes, restarts repeat nothing, late summaries supersede, topics are
+//! stable, search never leaks and rebuilds from the store.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use recall::engine::reflect::extractive::ExtractiveReflect;
+use recall::engine::search::{DocKind, SearchQuery};
+use recall::testkit::{ScriptedReflect, Step, TestRuntime};
+use recall::{ConversationSummary, RecallError, Settings, SummaryType};
+
+type Res = anyhow::Result<()>;
+
+fn utc(s: &str) -> DateTime<Utc> {
+    s.parse().expect("a UTC time")
+}
+
+fn settings(zone: &str) -> Settings {
+    let mut s = Settings::for_test();
+    s.rollup
+        .agent_time_zones
+        .insert("kairix".into(), zone.into());
+    s.rollup.daily_hour = 3;
+    s.rollup.spread_secs = 0;
+    s
+}
+
+/// Lets tokio's paused clock run (firing every timer in order) until `t`.
+async fn run_until(rt: &TestRuntime, t: DateTime<Utc>) {
+    let d = (t - rt.clock().now()).to_std().unwrap_or(Duration::ZERO);
+    tokio::time::sleep(d).await;
+}
+
+async fn settle(rt: &TestRuntime) {
+    for _ in 0..5 {
+        tokio::task::yield_now().await;
+    }
+    rt.wait_idle().await.expect("runtime idle");
+}
+
+async fn call(rt: &TestRuntime, user: &str, conn: &str, turns: &[(&str, &str)]) -> Res {
+    rt.start_session("kairix", user, conn).await?;
+    for (u, a) in turns {
+        rt.record_turn(conn, *u, *a)?;
+    }
+    rt.end_session(conn)?;
+    settle(rt).await;
+    Ok(())
+}
+
+async fn of_type(rt: &TestRuntime, t: SummaryType) -> anyhow::Result<Vec<ConversationSummary>> {
+    Ok(rt.summaries("kairix", t).await?)
+}
+
+fn near(a: DateTime<Utc>, b: DateTime<Utc>) -> bool {
+    (a - b).num_milliseconds().abs() < 1_000
+}
+
+#[tokio::test(start_paused = true)]
+async fn rollups_fire_at_local_hours_across_the_spring_change() -> Res {
+    // Berlin moves from CET to CEST on Sunday 29 March 2026 at 02:00.
+    let rt = TestRuntime::start_at(
+        settings("Europe/Berlin"),
+        Arc::new(ExtractiveReflect),
+        utc("2026-03-26T10:00:00Z"),
+    )
+    .await?;
+    for (i, day) in ["26", "27", "28", "29", "30"].iter().enumerate() {
+        run_until(&rt, utc(&format!("2026-03-{day}T11:00:00Z"))).await;
+        call(
+            &rt,
+            "mark",
+            &format!("c{i}"),
+            &[
+                ("I practiced interview answers for Globex", "Good progress"),
+                ("The salary question still worries me", "We can rehearse it"),
+            ],
+        )
+        .await?;
+    }
+    run_until(&rt, utc("2026-03-31T11:00:00Z")).await;
+    settle(&rt).await;
+
+    let daily = of_type(&rt, SummaryType::Daily).await?;
+    let days: Vec<(DateTime<Utc>, DateTime<Utc>)> = daily
+        .iter()
+        .map(|d| (d.period_start, d.period_end))
+        .collect();
+    assert_eq!(
+        days,
+        [
+            (utc("2026-03-25T23:00:00Z"), utc("2026-03-26T23:00:00Z")),
+            (utc("2026-03-26T23:00:00Z"), utc("2026-03-27T23:00:00Z")),
+            (utc("2026-03-27T23:00:00Z"), utc("2026-03-28T23:00:00Z")),
+            // the 23-hour day
+            (utc("2026-03-28T23:00:00Z"), utc("2026-03-29T22:00:00Z")),
+            (utc("2026-03-29T22:00:00Z"), utc("2026-03-30T22:00:00Z")),
+        ]
+    );
+    // made at 03:00 local the next morning: 02:00 UTC in winter, 01:00 in summer
+    let made: Vec<DateTime<Utc>> = daily.iter().map(|d| d.created_at).collect();
+    for (got, want) in made.iter().zip([
+        "2026-03-27T02:00:00Z",
+        "2026-03-28T02:00:00Z",
+        "2026-03-29T01:00:00Z",
+        "2026-03-30T01:00:00Z",
+        "2026-03-31T01:00:00Z",
+    ]) {
+        assert!(near(*got, utc(want)), "made at {got}, expected {want}");
+    }
+    let sessions = of_type(&rt, SummaryType::Session).await?;
+    for (d, s) in daily.iter().zip(&sessions) {
+        assert_eq!(d.source_summary_ids, [s.summary_id]);
+        assert_eq!(d.turn_count, 2);
+        assert!(!d.summary_text.is_empty());
+        assert_eq!(d.user_id, "mark");
+    }
+    // the week Monday 23 – Sunday 29 March, rolled up on Monday at 03:00
+    let weekly = of_type(&rt, SummaryType::Weekly).await?;
+    assert_eq!(weekly.len(), 1);
+    let w = &weekly[0];
+    assert_eq!(w.period_start, utc("2026-03-22T23:00:00Z"));
+    assert_eq!(w.period_end, utc("2026-03-29T22:00:00Z"));
+    assert!(near(w.created_at, utc("2026-03-30T01:00:00Z")));
+    assert!(made[3] <= w.created_at, "the day's rollup comes first");
+    let first_four: Vec<_> = daily[..4].iter().map(|d| d.summary_id).collect();
+    assert_eq!(w.source_summary_ids, first_four);
+    assert_eq!(w.turn_count, 8);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn rollups_fire_at_local_hours_across_the_fall_change() -> Res {
+    // New York moves from EDT to EST on Sunday 1 November 2026 at 02:00.
+    let mut s = settings("America/New_York");
+    s.rollup.weekly_weekday = "sunday".into();
+    let rt =
+        TestRuntime::start_at(s, Arc::new(ExtractiveReflect), utc("2026-10-30T15:00:00Z")).await?;
+    for (i, day) in ["10-30", "10-31", "11-01", "11-02"].iter().enumerate() {
+        run_until(&rt, utc(&format!("2026-{day}T18:00:00Z"))).await;
+        call(
+            &rt,
+            "mark",
+            &format!("c{i}"),
+            &[("Sailing plans for Porto", "Sounds fun")],
+        )
+        .await?;
+    }
+    run_until(&rt, utc("2026-11-03T12:00:00Z")).await;
+    settle(&rt).await;
+    let daily = of_type(&rt, SummaryType::Daily).await?;
+    let nov1 = daily
+        .iter()
+        .find(|d| d.period_start == utc("2026-11-01T04:00:00Z"))
+        .expect("the rollup of 1 November");
+    assert_eq!(
+        nov1.period_end,
+        utc("2026-11-02T05:00:00Z"),
+        "a 25-hour day"
+    );
+    // 03:00 local: 07:00 UTC before the change, 08:00 after
+    let made: Vec<DateTime<Utc>> = daily.iter().map(|d| d.created_at).collect();
+    for (got, want) in made.iter().zip([
+        "2026-10-31T07:00:00Z",
+        "2026-11-01T08:00:00Z",
+        "2026-11-02T08:00:00Z",
+        "2026-11-03T08:00:00Z",
+    ]) {
+        assert!(near(*got, utc(want)), "made at {got}, expected {want}");
+    }
+    // weeks start on Sunday: 25–31 October, rolled up on Sunday 1 November
+    let weekly = of_type(&rt, SummaryType::Weekly).await?;
+    assert_eq!(weekly.len(), 1);
+    assert_eq!(weekly[0].period_start, utc("2026-10-25T04:00:00Z"));
+    assert_eq!(weekly[0].period_end, utc("2026-11-01T04:00:00Z"));
+    assert!(near(weekly[0].created_at, utc("2026-11-01T08:00:00Z")));
+    assert_eq!(weekly[0].source_summary_ids.len(), 2);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crash_between_rollup_and_cursor_repeats_nothing() -> Res {
+    let rt = TestRuntime::start_at(
+        settings("UTC"),
+        Arc::new(ExtractiveReflect),
+        utc("2026-03-02T10:00:00Z"),
+    )
+    .await?;
+    call(&rt, "mark", "c1", &[("Globex interview prep", "ok")]).await?;
+    call(&rt, "ada", "a1", &[("Porto trip planning", "ok")]).await?;
+    run_until(&rt, utc("2026-03-03T10:00:00Z")).await;
+    settle(&rt).await;
+    let before = of_type(&rt, SummaryType::Daily).await?;
+    assert_eq!(before.len(), 2, "one per user");
+    // The process dies after the rollups were stored but before the cursor
+    // was: the folder holds the rollups without the cursor.
+    let rt = rt
+        .crash_and_restart_with(|dir| {
+            let trees = recall::engine::store::Trees::open(dir, &Default::default())
+                .map_err(recall::StartupError::Store)?;
+            trees
+                .rollup_cursors
+                .clear()
+                .map_err(|e| recall::StartupError::Store(e.into()))?;
+            trees
+                .db
+                .flush()
+                .map_err(|e| recall::StartupError::Store(e.into()))?;
+            Ok(())
+        })
+        .await?;
+    let report = rt.run_rollups().await?;
+    assert_eq!((report.daily, report.weekly), (0, 0), "{report:?}");
+    let after = of_type(&rt, SummaryType::Daily).await?;
+    assert_eq!(
+        after.iter().map(|s| s.summary_id).collect::<Vec<_>>(),
+        before.iter().map(|s| s.summary_id).collect::<Vec<_>>()
+    );
+    // and running the same period yet again changes nothing either
+    assert_eq!(rt.run_rollups().await?.daily, 0);
+    // an ordinary restart keeps the cursor: nothing skipped, nothing repeated
+    let rt = rt.crash_and_restart().await?;
+    call(&rt, "mark", "c2", &[("Second Globex round", "ok")]).await?;
+    run_until(&rt, utc("2026-03-04T10:00:00Z")).await;
+    settle(&rt).await;
+    assert_eq!(of_type(&rt, SummaryType::Daily).await?.len(), 3);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_late_session_summary_supersedes_its_days_rollup() -> Res {
+    // The first session's reflection is rejected (dead letter) and retried
+    // only after its day was rolled up.
+    let reflect = ScriptedReflect::new([Step::Rejected(400)]);
+    let rt = TestRuntime::start_at(
+        settings("UTC"),
+        Arc::new(reflect),
+        utc("2026-03-02T09:00:00Z"),
+    )
+    .await?;
+    call(
+        &rt,
+        "mark",
+        "late",
+        &[("Lisbon flat viewing went well", "Great")],
+    )
+    .await?;
+    call(
+        &rt,
+        "mark",
+        "c2",
+        &[("Globex interview on Friday", "Let's prepare")],
+    )
+    .await?;
+    assert_eq!(rt.dead_letters().await?.len(), 1);
+    run_until(&rt, utc("2026-03-03T10:00:00Z")).await;
+    settle(&rt).await;
+    let first = of_type(&rt, SummaryType::Daily).await?;
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].source_summary_ids.len(), 1);
+
+    let late = rt.dead_letters().await?[0].session_id;
+    rt.retry_dead_letter(late).await?;
+    settle(&rt).await;
+    let all = of_type(&rt, SummaryType::Daily).await?;
+    assert_eq!(all.len(), 2, "the old version is kept");
+    let old = all
+        .iter()
+        .find(|s| s.summary_id == first[0].summary_id)
+        .expect("old");
+    let new = all
+        .iter()
+        .find(|s| s.summary_id != first[0].summary_id)
+        .expect("new");
+    assert_eq!(old.superseded_by, Some(new.summary_id));
+    assert_eq!(new.supersedes, Some(old.summary_id));
+    assert!(new.source_summary_ids.contains(&late));
+    assert_eq!(new.source_summary_ids.len(), 2);
+    assert_eq!(
+        (new.period_start, new.period_end),
+        (old.period_start, old.period_end)
+    );
+    // reads see the current version only
+    let hits = rt
+        .search(
+            "kairix",
+            SearchQuery {
+                text: "Lisbon".into(),
+                kinds: vec![DocKind::Daily],
+                ..Default::default()
+            },
+        )
+        .await?;
+    assert_eq!(
+        hits.iter().map(|h| h.id).collect::<Vec<_>>(),
+        [new.summary_id]
+    );
+    // a second take-in of the same summary changes nothing
+    assert_eq!(rt.run_rollups().await?.revised, 0);
+    Ok(())
+}
+
+async fn topic_run() -> anyhow::Result<Vec<(String, usize)>> {
+    let rt = TestRuntime::start().await?;
+    let calls: [(&str, &str); 5] = [
+        (
+            "I have a Globex interview and the salary talk",
+            "Let's prepare",
+        ),
+        ("We are planning a sailing weekend in Porto", "Nice"),
+        (
+            "The second Globex interview asked about salary again",
+            "Good sign",
+        ),
+        ("I booked the boat for the Porto sailing trip", "Great"),
+        (
+            "Globex made an offer, the salary is fine",
+            "Congratulations",
+        ),
+    ];
+    for (i, (u, a)) in calls.iter().enumerate() {
+        call(&rt, "mark", &format!("c{i}"), &[(u, a)]).await?;
+    }
+    let topics = rt.topics("kairix", Some("mark")).await?;
+    for t in &topics {
+        assert_eq!(t.member_count, t.source_summary_ids.len());
+        let summary = rt.summary(t.topic_id).await?.expect("topic summary");
+        assert_eq!(summary.summary_type, SummaryType::Topic);
+        assert_eq!(summary.source_summary_ids, t.source_summary_ids);
+        assert!(t.summary.as_deref().is_some_and(|s| !s.is_empty()));
+    }
+    let mut out: Vec<(String, usize)> = topics
+        .into_iter()
+        .map(|t| (t.label, t.member_count))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+#[tokio::test(start_paused = true)]
+async fn topics_gather_alike_summaries_and_are_stable() -> Res {
+    let a = topic_run().await?;
+    assert_eq!(a.len(), 2, "{a:?}");
+    assert_eq!(a.iter().map(|t| t.1).sum::<usize>(), 5);
+    assert!(
+        a.iter()
+            .any(|(l, n)| l.contains("globex") || l.contains("salary") && *n == 3),
+        "{a:?}"
+    );
+    assert!(
+        a.iter()
+            .any(|(l, n)| (l.contains("sailing") || l.contains("porto")) && *n == 2),
+        "{a:?}"
+    );
+    assert_eq!(
+        a,
+        topic_run().await?,
+        "the same input gives the same topics"
+    );
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn search_never_leaks_a_private_item_and_rebuilds_from_the_store() -> Res {
+    let reply = |summary: &str, fact: &str| {
+        Step::Reply(
+            serde_json::json!({
+                "summary": summary,
+                "topics": ["google"],
+                "facts": [{"category": "occupation", "content": fact}],
+            })
+            .to_string(),
+        )
+    };
+    let reflect = ScriptedReflect::new([
+        reply(
+            "Mark talked about his Google interview",
+            "Mark interviews at Google",
+        ),
+        reply(
+            "Ada mentioned Google Maps for Porto",
+            "Ada works at Google Maps",
+        ),
+    ]);
+    let rt = TestRuntime::start_with(reflect).await?;
+    call(
+        &rt,
+        "mark",
+        "m1",
+        &[("Google interview tomorrow", "Good luck")],
+    )
+    .await?;
+    call(&rt, "ada", "a1", &[("Google Maps in Porto", "Handy")]).await?;
+    let q = |user: Option<&str>| SearchQuery {
+        text: "you mentioned Google last week".into(),
+        user_id: user.map(str::to_string),
+        limit: 50,
+        ..Default::default()
+    };
+    let users = |hits: &[recall::engine::search::SearchHit]| {
+        hits.iter()
+            .map(|h| h.user_id.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    let mark = rt.search("kairix", q(Some("mark"))).await?;
+    assert!(!mark.is_empty());
+    assert_eq!(users(&mark), ["mark".to_string()].into());
+    assert!(mark[0].text.starts_with("[SUMMARY:") || mark[0].text.starts_with("[FACT:"));
+    // ada shares her fact: mark sees it, never her summary
+    let ada_fact = rt.facts("kairix", "ada").await?[0].clone();
+    rt.set_fact_visibility(
+        ada_fact.fact_id,
+        "ada",
+        recall::engine::model::Visibility::Shared,
+    )
+    .await?;
+    let mark = rt.search("kairix", q(Some("mark"))).await?;
+    let from_ada: Vec<_> = mark.iter().filter(|h| h.user_id == "ada").collect();
+    assert_eq!(from_ada.len(), 1);
+    assert_eq!(from_ada[0].kind, DocKind::Fact);
+    // unshared again: gone at once
+    rt.set_fact_visibility(
+        ada_fact.fact_id,
+        "ada",
+        recall::engine::model::Visibility::Private,
+    )
+    .await?;
+    assert_eq!(
+        users(&rt.search("kairix", q(Some("mark"))).await?),
+        ["mark".to_string()].into()
+    );
+    // every user (an operator's view), with filters
+    let all = rt.search("kairix", q(None)).await?;
+    assert_eq!(users(&all).len(), 2);
+    let mut facts_only = q(None);
+    facts_only.kinds = vec![DocKind::Fact];
+    assert!(rt
+        .search("kairix", facts_only)
+        .await?
+        .iter()
+        .all(|h| h.kind == DocKind::Fact));
+    let mut future = q(None);
+    future.since = Some(rt.clock().now() + chrono::Duration::days(1));
+    assert!(rt.search("kairix", future).await?.is_empty());
+
+    // lost index: rebuilt from the store, same answers
+    rt.drop_search_indexes();
+    assert_eq!(rt.search_indexes_built(), 0);
+    let again = rt.search("kairix", q(None)).await?;
+    assert_eq!(
+        again.iter().map(|h| (h.id, h.kind)).collect::<Vec<_>>(),
+        all.iter().map(|h| (h.id, h.kind)).collect::<Vec<_>>()
+    );
+    let rt = rt.crash_and_restart().await?;
+    let after_restart = rt.search("kairix", q(None)).await?;
+    assert_eq!(after_restart.len(), all.len());
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn bad_searches_are_refused_with_the_field_named() -> Res {
+    let rt = TestRuntime::start().await?;
+    let err = |q: SearchQuery| {
+        let rt = &rt;
+        async move {
+            rt.search("kairix", q)
+                .await
+                .expect_err("refused")
+                .to_string()
+        }
+    };
+    assert!(err(SearchQuery::default())
+        .await
+        .contains("q must not be empty"));
+    let big = SearchQuery {
+        text: "x".into(),
+        limit: 1_000,
+        ..Default::default()
+    };
+    assert!(err(big).await.contains("limit"));
+    let backwards = SearchQuery {
+        text: "x".into(),
+        since: Some(utc("2026-02-01T00:00:00Z")),
+        until: Some(utc("2026-01-01T00:00:00Z")),
+        ..Default::default()
+    };
+    assert!(err(backwards).await.contains("since"));
+    let mut off = Settings::for_test();
+    off.rollup.enabled = false;
+    let rt = TestRuntime::start_full(off, Arc::new(ExtractiveReflect)).await?;
+    assert!(matches!(
+        rt.run_rollups().await,
+        Err(RecallError::RollupsOff)
+    ));
+    Ok(())
+}

@@ -107,6 +107,40 @@ enum Command {
         #[command(subcommand)]
         action: FactsCmd,
     },
+    /// An agent's topics: clusters of a user's conversations, each with a
+    /// label and a topic summary.
+    Topics {
+        #[arg(long)]
+        agent: String,
+        /// One user's topics (all users' without it).
+        #[arg(long)]
+        user: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Search an agent's summaries and facts (keywords and meaning).
+    Search {
+        /// What to look for, e.g. "Google interview".
+        query: String,
+        #[arg(long)]
+        agent: String,
+        /// Only what this user may see: their items and facts others shared.
+        #[arg(long)]
+        user: Option<String>,
+        /// session, daily, weekly, topic or fact (comma-separated for several).
+        #[arg(long = "type")]
+        kind: Option<String>,
+        /// RFC 3339 time: items reaching it or later.
+        #[arg(long)]
+        since: Option<String>,
+        /// RFC 3339 time: items starting at or before it.
+        #[arg(long)]
+        until: Option<String>,
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        #[command(flatten)]
+        remote: Remote,
+    },
 }
 
 #[derive(Subcommand)]
@@ -715,6 +749,101 @@ async fn client_command(command: Command) -> anyhow::Result<()> {
                 Ok(())
             }
         },
+        Command::Topics {
+            agent,
+            user,
+            remote,
+        } => {
+            let mut path = format!("/v1/agents/{}/topics", encode(&agent));
+            if let Some(u) = &user {
+                path.push_str(&format!("?user_id={}", encode(u)));
+            }
+            let v = client(&remote).get(&path).await?;
+            if remote.json {
+                return print_json(&v);
+            }
+            let rows = items(&v["topics"])
+                .iter()
+                .map(|t| {
+                    vec![
+                        text(&t["topic_id"]),
+                        text(&t["user_id"]),
+                        text(&t["label"]),
+                        text(&t["member_count"]),
+                        text(&t["last_active"]),
+                        shorten(&text(&t["summary"]), 60),
+                    ]
+                })
+                .collect();
+            table(
+                &[
+                    "TOPIC",
+                    "USER",
+                    "LABEL",
+                    "MEMBERS",
+                    "LAST ACTIVE",
+                    "SUMMARY",
+                ],
+                rows,
+            );
+            Ok(())
+        }
+        Command::Search {
+            query,
+            agent,
+            user,
+            kind,
+            since,
+            until,
+            limit,
+            remote,
+        } => {
+            let mut q = vec![format!("q={}", encode(&query)), format!("limit={limit}")];
+            for (k, v) in [
+                ("type", kind),
+                ("user_id", user),
+                ("since", since),
+                ("until", until),
+            ] {
+                if let Some(v) = v {
+                    q.push(format!("{k}={}", encode(&v)));
+                }
+            }
+            let v = client(&remote)
+                .get(&format!(
+                    "/v1/agents/{}/search?{}",
+                    encode(&agent),
+                    q.join("&")
+                ))
+                .await?;
+            if remote.json {
+                return print_json(&v);
+            }
+            let rows = items(&v["results"])
+                .iter()
+                .map(|r| {
+                    let body = text(&r["text"]);
+                    // The archival text's last line before the closing tag
+                    // is the summary or fact itself.
+                    let gist = body
+                        .lines()
+                        .rev()
+                        .nth(1)
+                        .unwrap_or(body.as_str())
+                        .to_string();
+                    vec![
+                        format!("{:.2}", r["score"].as_f64().unwrap_or(0.0)),
+                        text(&r["type"]),
+                        text(&r["user_id"]),
+                        text(&r["period_end"]),
+                        text(&r["id"]),
+                        shorten(&gist, 60),
+                    ]
+                })
+                .collect();
+            table(&["SCORE", "TYPE", "USER", "WHEN", "ID", "TEXT"], rows);
+            Ok(())
+        }
         Command::Facts { action } => match action {
             FactsCmd::List {
                 agent,

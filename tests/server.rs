@@ -345,6 +345,8 @@ async fn every_endpoint_works() -> Res {
         "/v1/agents/{agent_id}/users/{user_id}/context",
         "/v1/agents/{agent_id}/facts",
         "/v1/facts/{fact_id}",
+        "/v1/agents/{agent_id}/topics",
+        "/v1/agents/{agent_id}/search",
         "/healthz",
         "/readyz",
         "/metrics",
@@ -1359,5 +1361,105 @@ async fn the_assembled_context_keeps_users_apart_and_fits_its_budget() -> Res {
         (StatusCode::UNPROCESSABLE_ENTITY, "message_over_budget")
     );
     srv.stop().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topics_and_search_over_http_and_the_cli() -> Res {
+    let srv = start().await?;
+    for (user, conn, said) in [
+        (
+            "mark",
+            "m1",
+            "I have a Google interview on Friday and the salary worries me",
+        ),
+        (
+            "mark",
+            "m2",
+            "The second Google interview went well, salary talk next",
+        ),
+        ("ada", "a1", "Google Maps helped me find a flat in Porto"),
+    ] {
+        srv.start_session("kairix", user, conn).await?;
+        srv.turn(conn, said, "Tell me more").await?;
+        srv.post(&format!("/v1/connections/{conn}/end"), json!({}))
+            .await?;
+    }
+    srv.runtime.wait_idle().await?;
+
+    let (s, v) = srv.get("/v1/agents/kairix/topics?user_id=mark").await?;
+    assert_eq!(s, StatusCode::OK);
+    let topics = v["topics"].as_array().expect("topics");
+    assert_eq!(topics.len(), 1, "{v}");
+    assert_eq!(topics[0]["member_count"], 2);
+    assert_eq!(topics[0]["user_id"], "mark");
+    assert!(topics[0]["summary"].is_string());
+    let (_, all) = srv.get("/v1/agents/kairix/topics").await?;
+    assert_eq!(all["topics"].as_array().map(Vec::len), Some(2));
+
+    let (s, v) = srv
+        .get("/v1/agents/kairix/search?q=google%20interview&user_id=mark&limit=5")
+        .await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let results = v["results"].as_array().expect("results");
+    assert!(!results.is_empty());
+    assert!(results.iter().all(|r| r["user_id"] == "mark"), "{v}");
+    assert!(results[0]["text"]
+        .as_str()
+        .is_some_and(|t| t.starts_with("[SUMMARY:")));
+    let (_, v) = srv
+        .get("/v1/agents/kairix/search?q=google&type=session&since=2000-01-01T00:00:00Z")
+        .await?;
+    let users: std::collections::BTreeSet<&str> = v["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| {
+            assert_eq!(r["type"], "session");
+            r["user_id"].as_str().unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(users, ["ada", "mark"].into());
+    // typed errors, nothing searched
+    for (path, code) in [
+        ("/v1/agents/kairix/search?q=", "empty_field"),
+        ("/v1/agents/kairix/search", "invalid_query"),
+        ("/v1/agents/kairix/search?q=x&type=memo", "invalid"),
+        ("/v1/agents/kairix/search?q=x&limit=0", "invalid"),
+        ("/v1/agents/kairix/search?q=x&limit=5000", "invalid"),
+    ] {
+        let (s, v) = srv.get(path).await?;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{path}: {v}");
+        assert_eq!(v["error"]["code"], code, "{path}: {v}");
+    }
+
+    let (ok, out, err) = cli(&srv, &["topics", "--agent", "kairix", "--user", "mark"]).await?;
+    assert!(ok, "{err}");
+    assert!(out.contains("LABEL") && out.contains("mark"), "{out}");
+    let (ok, out, err) = cli(
+        &srv,
+        &[
+            "search",
+            "Google interview",
+            "--agent",
+            "kairix",
+            "--user",
+            "mark",
+        ],
+    )
+    .await?;
+    assert!(ok, "{err}");
+    assert!(out.contains("SCORE") && out.contains("session"), "{out}");
+    assert!(!out.contains("ada"), "{out}");
+    let (ok, out, _) = cli(
+        &srv,
+        &[
+            "search", "Porto", "--agent", "kairix", "--type", "session", "--json",
+        ],
+    )
+    .await?;
+    assert!(ok);
+    let v: Value = serde_json::from_str(&out)?;
+    assert_eq!(v["results"][0]["user_id"], "ada");
     Ok(())
 }

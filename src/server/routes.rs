@@ -14,6 +14,7 @@ use super::auth::Access;
 use super::error::{ApiBytes, ApiError, ApiJson, ApiPath, ApiQuery};
 use super::AppState;
 use crate::runtime::{SessionStatus, SummaryQuery};
+use recall_actors::search::{DocKind, SearchQuery};
 
 type ApiResult = Result<Response, ApiError>;
 
@@ -427,6 +428,76 @@ pub async fn list_facts(
     access.allow(&agent_id)?;
     let facts = app.runtime.facts(&agent_id, &q.user_id).await?;
     Ok(Json(json!({ "agent_id": agent_id, "user_id": q.user_id, "facts": facts })).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopicsQuery {
+    user_id: Option<String>,
+}
+
+pub async fn list_topics(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    ApiPath(agent_id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<TopicsQuery>,
+) -> ApiResult {
+    access.allow(&agent_id)?;
+    let topics = app.runtime.topics(&agent_id, q.user_id.as_deref()).await?;
+    Ok(Json(json!({ "agent_id": agent_id, "topics": topics })).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchParams {
+    q: String,
+    /// A summary type or `fact`; several separated by commas.
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    user_id: Option<String>,
+    since: Option<DateTime<Utc>>,
+    until: Option<DateTime<Utc>>,
+    limit: Option<usize>,
+}
+
+pub async fn search(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    ApiPath(agent_id): ApiPath<String>,
+    ApiQuery(p): ApiQuery<SearchParams>,
+) -> ApiResult {
+    access.allow(&agent_id)?;
+    let kinds = match &p.kind {
+        Some(k) => k
+            .split(',')
+            .map(|k| k.trim().parse::<DocKind>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(ApiError::from)?,
+        None => Vec::new(),
+    };
+    if p.limit == Some(0) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid",
+            "invalid limit: must be at least 1",
+        ));
+    }
+    let query = SearchQuery {
+        text: p.q.clone(),
+        kinds,
+        user_id: p.user_id.clone(),
+        since: p.since,
+        until: p.until,
+        limit: p.limit.unwrap_or(0),
+    };
+    let results = app.runtime.search(&agent_id, query).await?;
+    Ok(Json(json!({
+        "agent_id": agent_id,
+        "query": p.q,
+        "user_id": p.user_id,
+        "results": results,
+    }))
+    .into_response())
 }
 
 /// The fact, once the token is known to cover its agent.

@@ -27,7 +27,8 @@ use recall_actors::settings::Settings;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::runtime::{RecallError, RuntimeBuilder, StartupError};
+use crate::runtime::{RecallError, RuntimeBuilder, StartupError, TopicView};
+use recall_actors::search::{SearchHit, SearchQuery};
 
 /// A script line that cannot be applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -61,6 +62,13 @@ pub enum Action {
         user_id: String,
         message: String,
         budget_tokens: usize,
+    },
+    /// Record what an archival search finds now.
+    Search {
+        agent_id: String,
+        user_id: Option<String>,
+        query: String,
+        limit: usize,
     },
 }
 
@@ -105,6 +113,20 @@ struct ContextLine {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct SearchLine {
+    agent_id: String,
+    #[serde(default)]
+    user_id: Option<String>,
+    query: String,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// Results a `search` event records when it names no limit.
+const SEARCH_LIMIT: usize = 5;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct EndLine {
     connection_id: String,
     #[serde(default)]
@@ -126,7 +148,7 @@ fn parse_line(line: usize, text: &str) -> Result<Event, ScriptError> {
         Some(Value::String(s)) => s,
         _ => {
             return Err(err(
-                "missing `type` (start, turn, touch, end or context)".into()
+                "missing `type` (start, turn, touch, end, context or search)".into(),
             ))
         }
     };
@@ -199,9 +221,29 @@ fn parse_line(line: usize, text: &str) -> Result<Event, ScriptError> {
                 budget_tokens: l.budget_tokens,
             }
         }
+        "search" => {
+            let l: SearchLine = serde_json::from_value(rest).map_err(fields)?;
+            validate_id("agent_id", &l.agent_id).map_err(|e| err(e.to_string()))?;
+            if let Some(u) = &l.user_id {
+                validate_id("user_id", u).map_err(|e| err(e.to_string()))?;
+            }
+            if l.query.trim().is_empty() {
+                return Err(err("a search needs a non-empty query".into()));
+            }
+            let limit = l.limit.unwrap_or(SEARCH_LIMIT);
+            if limit == 0 || limit > 100 {
+                return Err(err(format!("limit must be between 1 and 100; got {limit}")));
+            }
+            Action::Search {
+                agent_id: l.agent_id,
+                user_id: l.user_id,
+                query: l.query,
+                limit,
+            }
+        }
         other => {
             return Err(err(format!(
-                "unknown event type {other:?} (start, turn, touch, end or context)"
+                "unknown event type {other:?} (start, turn, touch, end, context or search)"
             )))
         }
     };
@@ -245,7 +287,7 @@ pub fn parse_script(text: &str) -> Result<Vec<Event>, ScriptError> {
                     });
                 }
             }
-            Action::Context { .. } => {}
+            Action::Context { .. } | Action::Search { .. } => {}
         }
         events.push(ev);
     }
@@ -269,6 +311,20 @@ pub struct Report {
     pub facts: Vec<Fact>,
     /// The contexts assembled at the script's `context` events.
     pub contexts: Vec<ContextSnapshot>,
+    /// Every agent's topics, with their summaries.
+    pub topics: Vec<TopicView>,
+    /// What the script's `search` events found.
+    pub searches: Vec<SearchRecord>,
+}
+
+/// One `search` event and its results, best first.
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchRecord {
+    pub at: DateTime<Utc>,
+    pub agent_id: String,
+    pub user_id: Option<String>,
+    pub query: String,
+    pub results: Vec<SearchHit>,
 }
 
 /// The context assembled at one `context` event.
@@ -366,6 +422,43 @@ impl Report {
             );
         }
         let _ = writeln!(out);
+        let _ = writeln!(out, "== topics ({}) ==", self.topics.len());
+        for t in &self.topics {
+            let _ = writeln!(
+                out,
+                "{}/{} \"{}\": {} conversation(s), last {}\n{}\n",
+                t.agent_id,
+                t.user_id,
+                t.label,
+                t.member_count,
+                t.last_active.format("%Y-%m-%d"),
+                t.summary.as_deref().unwrap_or("-")
+            );
+        }
+        let _ = writeln!(out, "== searches ({}) ==", self.searches.len());
+        for q in &self.searches {
+            let _ = writeln!(
+                out,
+                "{} {}/{} {:?}: {} result(s)",
+                q.at.format("%Y-%m-%d %H:%M:%S"),
+                q.agent_id,
+                q.user_id.as_deref().unwrap_or("*"),
+                q.query,
+                q.results.len()
+            );
+            for h in &q.results {
+                let gist = h.text.lines().rev().nth(1).unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "  {:.2} {} {} {}",
+                    h.score,
+                    h.kind.as_str(),
+                    h.period_end.format("%Y-%m-%d"),
+                    recall_actors::model::truncate_chars(gist, 100)
+                );
+            }
+        }
+        let _ = writeln!(out);
         let _ = writeln!(out, "== dead letters ({}) ==", self.dead_letters.len());
         for d in &self.dead_letters {
             let _ = writeln!(
@@ -461,6 +554,8 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
     };
     let clock = Clock::starting_at(first.at);
     let watchdog_interval = Duration::from_secs(opts.settings.watchdog.interval_secs);
+    let rollups = opts.settings.rollup.enabled;
+    let rollup_settle = Duration::from_secs(24 * 3600 + opts.settings.rollup.spread_secs + 60);
     let mut builder = RuntimeBuilder::new(&dir)
         .settings(opts.settings)
         .clock(clock);
@@ -469,6 +564,7 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
     }
     let rt = builder.start().await?;
     let mut contexts = Vec::new();
+    let mut searches = Vec::new();
     for ev in events {
         tokio::time::sleep_until(clock.instant_at(ev.at)).await;
         let res = match &ev.action {
@@ -518,6 +614,40 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
                         })
                     })
             }
+            Action::Search {
+                agent_id,
+                user_id,
+                query,
+                limit,
+            } => {
+                // What the agent would find now, once the summaries stored
+                // by this instant are taken in.
+                for _ in 0..10 {
+                    tokio::task::yield_now().await;
+                }
+                if rollups {
+                    rt.process_new_summaries().await.map(|_| ())?;
+                }
+                rt.search(
+                    agent_id,
+                    SearchQuery {
+                        text: query.clone(),
+                        user_id: user_id.clone(),
+                        limit: *limit,
+                        ..Default::default()
+                    },
+                )
+                .await
+                .map(|results| {
+                    searches.push(SearchRecord {
+                        at: ev.at,
+                        agent_id: agent_id.clone(),
+                        user_id: user_id.clone(),
+                        query: query.clone(),
+                        results,
+                    })
+                })
+            }
         };
         res.map_err(|source| SimError::Apply {
             line: ev.line,
@@ -536,6 +666,11 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
         // Paused time runs on to the next silence timer meanwhile.
         let _ = rx.changed().await;
     }
+    // Then through the next rollup hour, so the last day is rolled up too.
+    if rollups {
+        tokio::time::sleep(rollup_settle).await;
+        rt.wait_idle().await?;
+    }
     // Then until a watchdog tick has run after the last reflection.
     let ticks = rt.stats().await?.watchdog.ticks;
     tokio::time::sleep(watchdog_interval).await;
@@ -547,9 +682,15 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
     let agents: BTreeSet<String> = sessions.iter().map(|s| s.agent_id.clone()).collect();
     let mut summaries = Vec::new();
     let mut blocks = Vec::new();
+    let mut topics = Vec::new();
     for agent in &agents {
-        summaries.extend(rt.summaries(agent, SummaryType::Session).await?);
+        for kind in SummaryType::ALL {
+            summaries.extend(rt.summaries(agent, kind).await?);
+        }
         blocks.extend(rt.blocks(agent).await?);
+        if rollups {
+            topics.extend(rt.topics(agent, None).await?);
+        }
     }
     let dead_letters = rt.dead_letters().await?;
     let owners: BTreeSet<(String, String)> = sessions
@@ -573,6 +714,8 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
         dead_letters,
         facts,
         contexts,
+        topics,
+        searches,
     })
 }
 
@@ -621,6 +764,18 @@ mod tests {
             (
                 r#"{"at":"2026-01-05T09:01:00Z","type":"end","connection_id":"c1","reason":"silence_timeout"}"#,
                 "can only disconnect",
+            ),
+            (
+                r#"{"at":"2026-01-05T09:01:00Z","type":"search","agent_id":"a","query":" "}"#,
+                "non-empty query",
+            ),
+            (
+                r#"{"at":"2026-01-05T09:01:00Z","type":"search","agent_id":"a","query":"x","limit":0}"#,
+                "limit must be between",
+            ),
+            (
+                r#"{"at":"2026-01-05T09:01:00Z","type":"search","agent_id":"a"}"#,
+                "missing field",
             ),
         ];
         for (bad, want) in cases {

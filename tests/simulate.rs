@@ -3,7 +3,7 @@
 use std::process::Command;
 
 use recall::simulate::{self, Action, SimOptions};
-use recall::{EndReason, Settings};
+use recall::{EndReason, Settings, SummaryType};
 
 const KAIRIX: &str = include_str!("../examples/kairix.jsonl");
 
@@ -46,11 +46,51 @@ async fn the_kairix_story_replays_in_virtual_time() -> anyhow::Result<()> {
             .count(),
         2
     );
-    assert_eq!(report.summaries.len(), 10);
+    let of = |t: SummaryType| {
+        report
+            .summaries
+            .iter()
+            .filter(|s| s.summary_type == t)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(of(SummaryType::Session).len(), 10);
     assert!(report
         .summaries
         .iter()
         .all(|s| s.user_id == "mark" && !s.fallback));
+    // rollups ran on their timers across the script's nine weeks: a day
+    // for each day with a call (the last one rolled up after the script),
+    // a week for each week with one, a topic per cluster
+    let days: std::collections::BTreeSet<_> = of(SummaryType::Session)
+        .iter()
+        .map(|s| s.period_start.date_naive())
+        .collect();
+    assert_eq!(of(SummaryType::Daily).len(), days.len());
+    assert!(of(SummaryType::Daily)
+        .iter()
+        .all(|d| !d.source_summary_ids.is_empty() && d.is_current()));
+    let weeks = of(SummaryType::Weekly);
+    assert!(weeks.len() >= 5, "{}", weeks.len());
+    let daily_ids: Vec<_> = of(SummaryType::Daily)
+        .iter()
+        .map(|d| d.summary_id)
+        .collect();
+    assert!(weeks
+        .iter()
+        .all(|w| w.source_summary_ids.iter().all(|id| daily_ids.contains(id))));
+    assert_eq!(of(SummaryType::Topic).len(), report.topics.len());
+    assert_eq!(
+        report.topics.iter().map(|t| t.member_count).sum::<usize>(),
+        10,
+        "every session summary is in one topic"
+    );
+    // the script's searches, with their results
+    assert_eq!(report.searches.len(), 2);
+    let globex = &report.searches[0];
+    assert_eq!(globex.query, "Globex interview");
+    assert!(!globex.results.is_empty() && globex.results.len() <= 5);
+    assert!(globex.results[0].text.contains("Globex"));
+    assert!(report.searches[1].results.len() <= 3);
     assert!(report
         .summaries
         .iter()
@@ -95,9 +135,23 @@ fn the_binary_prints_json_and_rejects_a_malformed_script() -> anyhow::Result<()>
         "dead_letters",
         "facts",
         "contexts",
+        "topics",
+        "searches",
     ] {
         assert!(v[key].is_array(), "{key} missing");
     }
+    let kinds: std::collections::BTreeSet<&str> = v["summaries"]
+        .as_array()
+        .expect("summaries")
+        .iter()
+        .filter_map(|s| s["summary_type"].as_str())
+        .collect();
+    assert_eq!(kinds, ["daily", "session", "topic", "weekly"].into());
+    let search = &v["searches"][0];
+    assert_eq!(search["query"], "Globex interview");
+    assert!(search["results"][0]["text"]
+        .as_str()
+        .is_some_and(|t| t.starts_with("[SUMMARY:")));
     let s = &v["sessions"][0];
     for key in [
         "session_id",

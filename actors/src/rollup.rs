@@ -27,7 +27,7 @@
 //! nothing is missed across restarts. A failing step is logged and tried
 //! again on the next wake; ticks never fail the actor.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -691,7 +691,11 @@ impl Ctx {
     /// Takes in the inbox: vectors, topics and late rollups for each new
     /// session summary, vectors for each new fact. An item leaves the
     /// inbox only once all of that is done.
-    async fn drain_inbox(&self, now: DateTime<Utc>) -> Result<RollupReport, RollupError> {
+    async fn drain_inbox(
+        &self,
+        now: DateTime<Utc>,
+        agents: &mut BTreeSet<String>,
+    ) -> Result<RollupReport, RollupError> {
         let mut report = RollupReport::default();
         loop {
             let entries: Vec<InboxEntry> = store_call!(self.store, |reply| StoreMsg::Inbox {
@@ -704,6 +708,7 @@ impl Ctx {
             // Load the items; what is gone (deleted) just leaves the inbox.
             let mut items: Vec<(InboxEntry, Option<Item>)> = Vec::new();
             for e in entries {
+                agents.insert(e.agent_id.clone());
                 let item = match e.kind {
                     keys::INBOX_SUMMARY => {
                         store_call!(self.store, |reply| StoreMsg::GetSummary(e.id, reply))?
@@ -823,6 +828,16 @@ impl Item {
 }
 
 impl RollupState {
+    async fn drain_and_schedule(
+        &mut self,
+        now: DateTime<Utc>,
+    ) -> Result<RollupReport, RollupError> {
+        let mut agents = BTreeSet::new();
+        let res = self.ctx.drain_inbox(now, &mut agents).await;
+        self.schedule_new(agents);
+        res
+    }
+
     fn next_due(&self, agent_id: &str, after: DateTime<Utc>) -> DateTime<Utc> {
         let s = &self.ctx.settings;
         period::next_due(
@@ -865,8 +880,20 @@ impl RollupState {
         total
     }
 
+    /// Schedules agents first seen in the inbox (a new agent's first
+    /// summary), without listing every agent.
+    fn schedule_new(&mut self, agents: BTreeSet<String>) {
+        for a in agents {
+            if !self.due.contains_key(&a) {
+                let due = self.next_due(&a, self.clock.now());
+                self.due.insert(a, due);
+            }
+        }
+        self.stats.agents_scheduled = self.due.len();
+    }
+
     async fn drain(&mut self, now: DateTime<Utc>) -> RollupReport {
-        match self.ctx.drain_inbox(now).await {
+        match self.drain_and_schedule(now).await {
             Ok(r) => r,
             Err(err) => {
                 warn!(error = %err, source = ?std::error::Error::source(&err), "rollup inbox not taken in; tried again at the next wake");
@@ -997,7 +1024,7 @@ impl Actor for RollupActor {
             }
             RollupMsg::DrainInbox(reply) => {
                 let now = state.clock.now();
-                let res = state.ctx.drain_inbox(now).await;
+                let res = state.drain_and_schedule(now).await;
                 if let Ok(r) = &res {
                     state.count(*r);
                 }
@@ -1007,7 +1034,7 @@ impl Actor for RollupActor {
                 let now = state.clock.now();
                 let res = async {
                     state.discover(now).await?;
-                    let mut report = state.ctx.drain_inbox(now).await?;
+                    let mut report = state.drain_and_schedule(now).await?;
                     let agents: Vec<String> = state.due.keys().cloned().collect();
                     report.add(state.roll(agents, now).await);
                     Ok(report)

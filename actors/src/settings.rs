@@ -60,8 +60,8 @@ pub struct RollupSettings {
     /// at a fixed place set by its id), so many agents do not fire at once.
     #[serde(default = "default_spread_secs")]
     pub spread_secs: u64,
-    /// Seconds between looks at new agents and at summaries waiting for
-    /// topics (a finished reflection also wakes it).
+    /// Seconds between looks at agents and summaries not seen yet: a
+    /// safety net, since a finished reflection wakes the actor at once.
     #[serde(default = "default_check_interval_secs")]
     pub check_interval_secs: u64,
     /// Agents rolled up at once.
@@ -110,7 +110,7 @@ fn default_spread_secs() -> u64 {
     900
 }
 fn default_check_interval_secs() -> u64 {
-    60
+    600
 }
 fn default_rollup_concurrency() -> usize {
     4

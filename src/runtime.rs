@@ -28,7 +28,7 @@ use recall_actors::supervisor::{
     SessionSupervisor, StartError, SupervisorArgs, SupervisorMsg, SupervisorStats,
 };
 use recall_actors::watchdog::{
-    WatchdogActor, WatchdogArgs, WatchdogError, WatchdogMsg, WatchdogStats,
+    LiveTopics, WatchdogActor, WatchdogArgs, WatchdogError, WatchdogMsg, WatchdogStats,
 };
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -305,6 +305,22 @@ impl RuntimeBuilder {
         } else {
             None
         };
+        let live_topics = Arc::new(LiveTopics::default());
+        let (watchdog, _) = Actor::spawn(
+            None,
+            WatchdogActor,
+            WatchdogArgs {
+                store: store.clone(),
+                settings: settings.watchdog.clone(),
+                block_limit: settings.blocks.background_context_limit,
+                clock,
+                embed: embed.clone(),
+                topic_threshold: settings.rollup.topic_threshold,
+                live_topics: live_topics.clone(),
+            },
+        )
+        .await
+        .map_err(|e| StartupError::Spawn("watchdog", e))?;
         let registry = Registry::new();
         let (stats_tx, stats_rx) = watch::channel(SupervisorStats::default());
         let (supervisor, _) = Actor::spawn(
@@ -319,22 +335,11 @@ impl RuntimeBuilder {
                 clock,
                 stats: stats_tx,
                 rollup: rollup.clone(),
+                watchdog: Some(watchdog.clone()),
             },
         )
         .await
         .map_err(|e| StartupError::Spawn("supervisor", e))?;
-        let (watchdog, _) = Actor::spawn(
-            None,
-            WatchdogActor,
-            WatchdogArgs {
-                store: store.clone(),
-                settings: settings.watchdog.clone(),
-                block_limit: settings.blocks.background_context_limit,
-                clock,
-            },
-        )
-        .await
-        .map_err(|e| StartupError::Spawn("watchdog", e))?;
 
         let runtime = Runtime {
             inner: Arc::new(Inner {
@@ -349,6 +354,7 @@ impl RuntimeBuilder {
                 rollup,
                 search,
                 embed,
+                live_topics,
                 stats: stats_rx,
             }),
             recovered: Vec::new(),
@@ -370,6 +376,7 @@ struct Inner {
     rollup: Option<ActorRef<RollupMsg>>,
     search: Arc<SearchIndex>,
     embed: Arc<dyn Embed>,
+    live_topics: Arc<LiveTopics>,
     stats: watch::Receiver<SupervisorStats>,
 }
 

@@ -497,3 +497,102 @@ async fn bad_searches_are_refused_with_the_field_named() -> Res {
     ));
     Ok(())
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_topic_shift_in_a_live_call_refreshes_the_block_early() -> Res {
+    let mut s = Settings::for_test();
+    // no timed rebuild within the test: only the shift rebuilds
+    s.watchdog.interval_secs = 86_400;
+    let rt = TestRuntime::start_full(s, Arc::new(ExtractiveReflect)).await?;
+    // ten minutes apart, so the topics' last activity orders them
+    for (i, said) in [
+        "We are planning a sailing weekend in Porto",
+        "I booked the boat for the Porto sailing trip",
+        "I have a Globex interview about the salary",
+        "The Globex interview salary talk went well",
+    ]
+    .iter()
+    .enumerate()
+    {
+        call(&rt, "mark", &format!("c{i}"), &[(said, "I see")]).await?;
+        tokio::time::sleep(Duration::from_secs(600)).await;
+    }
+    let labels: Vec<String> = rt
+        .topics("kairix", Some("mark"))
+        .await?
+        .into_iter()
+        .map(|t| t.label)
+        .collect();
+    assert_eq!(labels.len(), 2, "{labels:?}");
+    let first_topic = |v: &str| {
+        v.lines()
+            .find_map(|l| l.strip_prefix("Active topics: "))
+            .and_then(|t| t.split(", ").next())
+            .map(str::to_string)
+            .unwrap_or_default()
+    };
+    rt.refresh_background_context().await?;
+    let block = |rt: &TestRuntime| {
+        let rt = rt.runtime().clone();
+        async move {
+            rt.block("kairix", recall::BlockLabel::BackgroundContext)
+                .await
+                .expect("read")
+                .expect("block")
+                .value
+        }
+    };
+    // most recently active first: the Globex topic leads
+    assert!(
+        first_topic(&block(&rt).await).contains("globex"),
+        "{}",
+        block(&rt).await
+    );
+    assert_eq!(rt.stats().await?.watchdog.topic_shifts, 0);
+
+    // a live call drifts to sailing: after three turns the block leads with it
+    rt.start_session("kairix", "mark", "live").await?;
+    rt.record_turn("live", "Back to the sailing trip", "Sure")?;
+    rt.record_turn("live", "Which boat did I book in Porto?", "The small one")?;
+    settle(&rt).await;
+    assert_eq!(
+        rt.stats().await?.watchdog.topic_shifts,
+        0,
+        "not before the third turn"
+    );
+    rt.record_turn("live", "Porto sailing weather looks good", "Great")?;
+    settle(&rt).await;
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+    let _ = rt.stats().await?; // the watchdog handled what came before
+    assert_eq!(rt.stats().await?.watchdog.topic_shifts, 1);
+    let v = block(&rt).await;
+    assert!(
+        first_topic(&v).contains("sailing") || first_topic(&v).contains("porto"),
+        "{v}"
+    );
+    // the user's own context renders the same order
+    let c = rt.context("kairix", "mark", "hi", 4000).await?;
+    let bg = c.tiers[0]
+        .items
+        .iter()
+        .find(|i| i.source.to_string() == "background_context")
+        .expect("background")
+        .text
+        .to_string();
+    assert!(
+        first_topic(&bg).contains("sailing") || first_topic(&bg).contains("porto"),
+        "{bg}"
+    );
+    // staying on it changes nothing more
+    rt.record_turn("live", "Sailing again", "ok")?;
+    rt.record_turn("live", "More Porto sailing", "ok")?;
+    rt.record_turn("live", "The boat in Porto", "ok")?;
+    settle(&rt).await;
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(rt.stats().await?.watchdog.topic_shifts, 1);
+    Ok(())
+}

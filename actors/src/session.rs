@@ -29,6 +29,7 @@ use crate::reflector::conversation_text;
 use crate::registry::Registry;
 use crate::store::{StoreError, StoreMsg};
 use crate::supervisor::SupervisorMsg;
+use crate::watchdog::WatchdogMsg;
 use crate::window::{FoldJob, FoldPolicy, LongMemory, RollingMemory, WindowJob, WindowMemory};
 
 pub enum SessionMsg {
@@ -106,6 +107,10 @@ pub struct WindowDeps {
     pub long_prompt: String,
     pub fold: FoldPolicy,
     pub counters: WindowCounters,
+    /// Told a live call's latest user messages every `topic_turns` turns
+    /// (topic shifts); `None` turns that off.
+    pub watchdog: Option<ActorRef<WatchdogMsg>>,
+    pub topic_turns: usize,
 }
 
 /// In-session summaries made so far, across sessions.
@@ -200,6 +205,30 @@ impl SessionState {
         if let Some(job) = job {
             self.start_window(myself, job);
         }
+        self.report_topic();
+    }
+
+    /// Every few turns, the latest user messages go to the watchdog, which
+    /// refreshes the agent's block early if the call moved to another of
+    /// the user's topics.
+    fn report_topic(&self) {
+        let every = self.window.topic_turns;
+        let Some(watchdog) = &self.window.watchdog else {
+            return;
+        };
+        if every == 0 || self.turns.len() % every != 0 {
+            return;
+        }
+        let text = self.turns[self.turns.len() - every..]
+            .iter()
+            .map(|t| t.user_message.as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let _ = watchdog.cast(WatchdogMsg::LiveTurns {
+            agent_id: self.record.agent_id.clone(),
+            user_id: self.record.user_id.clone(),
+            text,
+        });
     }
 
     /// Summarizes a window in the background; the result comes back as

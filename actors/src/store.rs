@@ -724,6 +724,8 @@ pub struct ContextSources {
     pub persistent_context: Vec<String>,
     /// The user's ended sessions with the agent, by end time.
     pub ended: Vec<SessionRecord>,
+    /// The user's topics.
+    pub topics: Vec<Topic>,
 }
 
 impl Trees {
@@ -760,6 +762,7 @@ impl Trees {
             summaries,
             persistent_context: self.agent(agent_id)?.persistent_context,
             ended,
+            topics: self.topics(agent_id, Some(user_id))?,
         })
     }
 }
@@ -888,6 +891,13 @@ pub enum StoreMsg {
     },
     GetBlocks(String, RpcReplyPort<Result<Vec<MemoryBlock>, StoreError>>),
     ListAgents(RpcReplyPort<Result<Vec<(String, AgentMeta)>, StoreError>>),
+    GetAgent(String, RpcReplyPort<Result<AgentMeta, StoreError>>),
+    /// An agent's newest current summary of a type.
+    LatestSummary {
+        agent_id: String,
+        kind: SummaryType,
+        reply: RpcReplyPort<Result<Option<ConversationSummary>, StoreError>>,
+    },
     ListQueue(RpcReplyPort<Result<Vec<ReflectionJob>, StoreError>>),
     ListDeadLetters(RpcReplyPort<Result<Vec<DeadLetter>, StoreError>>),
     /// Store a daily or weekly rollup (once per id), marking the version
@@ -1361,6 +1371,16 @@ impl Actor for StoreActor {
             }
             StoreMsg::ListAgents(reply) => {
                 let _ = reply.send(t.agents());
+            }
+            StoreMsg::GetAgent(agent_id, reply) => {
+                let _ = reply.send(t.agent(&agent_id));
+            }
+            StoreMsg::LatestSummary {
+                agent_id,
+                kind,
+                reply,
+            } => {
+                let _ = reply.send(t.latest_summary(&agent_id, kind));
             }
             StoreMsg::ListQueue(reply) => {
                 let _ = reply.send(t.queued());

@@ -31,6 +31,7 @@ use crate::rollup::RollupMsg;
 use crate::session::{SessionActor, SessionArgs, SessionMsg, WindowDeps};
 use crate::settings::Settings;
 use crate::store::StoreMsg;
+use crate::watchdog::WatchdogMsg;
 
 /// How long the supervisor waits on the Store when a session crashed.
 const STORE_TIMEOUT_MS: u64 = 10_000;
@@ -139,7 +140,12 @@ pub struct SupervisorArgs {
     /// Told when a reflection stored a summary (it takes in new summaries
     /// from the Store's inbox).
     pub rollup: Option<ActorRef<RollupMsg>>,
+    /// Told live calls' latest words (topic shifts).
+    pub watchdog: Option<ActorRef<WatchdogMsg>>,
 }
+
+/// Turns between a live call's reports of its latest words to the watchdog.
+const TOPIC_TURNS: usize = 3;
 
 pub struct SupervisorState {
     /// What sessions need for their window summaries.
@@ -291,6 +297,8 @@ impl Actor for SessionSupervisor {
                 chars: args.settings.session.long_fold_chars,
             },
             counters: Default::default(),
+            watchdog: args.watchdog.clone(),
+            topic_turns: TOPIC_TURNS,
         });
         Ok(SupervisorState {
             window,

@@ -25,7 +25,7 @@ use recall_actors::model::{
 };
 use recall_actors::session::SessionMsg;
 use recall_actors::store::{ContextSources, StoreMsg};
-use recall_actors::watchdog::render_context;
+use recall_actors::watchdog::{render_context, topic_order, Hierarchy};
 use uuid::Uuid;
 
 use super::{unavailable, RecallError, Runtime, CALL_TIMEOUT_MS};
@@ -216,6 +216,7 @@ impl Runtime {
             summaries,
             persistent_context,
             ended,
+            topics,
         } = stored;
         // The agent's own blocks, and those drawn from this user's
         // conversations; never another user's.
@@ -227,9 +228,12 @@ impl Runtime {
             .collect();
         blocks.extend(user_blocks);
         // The stored `background_context` block covers every user of the
-        // agent; this user's is rendered from their own recent summaries
-        // (newest first) and the agent's persistent context. It holds until
-        // the oldest of those summaries leaves the look-back.
+        // agent; this user's is rendered from their own summary hierarchy
+        // (recent sessions newest first, latest day and week, topics with
+        // the live call's first) and the agent's persistent context. It
+        // holds until the oldest recent summary leaves the look-back (a
+        // topic shift rewrites the agent's block, which moves the
+        // generation).
         let settings = &self.inner.settings;
         let lookback = Duration::hours(settings.watchdog.lookback_hours as i64);
         let recent: Vec<ConversationSummary> = summaries
@@ -238,19 +242,32 @@ impl Runtime {
             .filter(|s| s.summary_type == SummaryType::Session && s.period_end >= now - lookback)
             .cloned()
             .collect();
+        let latest = |kind: SummaryType| {
+            summaries
+                .iter()
+                .rev()
+                .find(|s| s.summary_type == kind && s.is_current())
+        };
+        let live = self.inner.live_topics.get(agent_id, user_id, now, lookback);
+        let labels = topic_order(&topics, live);
         let valid_until = recent.iter().map(|s| s.period_end + lookback).min();
-        if !recent.is_empty() || !persistent_context.is_empty() {
+        let hierarchy = Hierarchy {
+            recent: &recent,
+            daily: latest(SummaryType::Daily),
+            weekly: latest(SummaryType::Weekly),
+            topics: &labels,
+            persistent: &persistent_context,
+        };
+        if !recent.is_empty()
+            || !persistent_context.is_empty()
+            || hierarchy.daily.is_some()
+            || !labels.is_empty()
+        {
             let limit = settings.blocks.background_context_limit;
             blocks.push(MemoryBlock {
                 agent_id: agent_id.to_string(),
                 label: BlockLabel::BackgroundContext,
-                value: render_context(
-                    now,
-                    &recent,
-                    &persistent_context,
-                    settings.watchdog.max_topics,
-                    limit,
-                ),
+                value: render_context(now, &hierarchy, settings.watchdog.max_topics, limit),
                 limit,
                 updated_at: now,
                 source_user_id: Some(user_id.to_string()),

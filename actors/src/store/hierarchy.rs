@@ -83,6 +83,27 @@ impl Trees {
         Ok(true)
     }
 
+    /// An agent's newest current summary of `kind` (by period end).
+    pub fn latest_summary(
+        &self,
+        agent_id: &str,
+        kind: SummaryType,
+    ) -> Result<Option<ConversationSummary>, StoreError> {
+        for item in self
+            .summaries
+            .scan_prefix(keys::summaries_prefix(agent_id, kind))
+            .rev()
+        {
+            let (k, v) = item?;
+            if let Some(s) = decode::<ConversationSummary>(keys::TREE_SUMMARIES, &k, &v) {
+                if s.is_current() {
+                    return Ok(Some(s));
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// The last period of `level` rolled up for the agent (its first day).
     pub fn rollup_cursor(
         &self,

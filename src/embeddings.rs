@@ -108,28 +108,29 @@ impl OpenAiEmbed {
             let slot = slots
                 .get_mut(i)
                 .ok_or_else(|| EmbedError::Failed(format!("vector index {i} out of range")))?;
-            let expected = match self.dimensions.compare_exchange(
-                0,
-                d.embedding.len(),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => d.embedding.len(),
-                Err(known) => known,
-            };
-            if d.embedding.len() != expected || expected == 0 {
-                return Err(EmbedError::Dimensions {
-                    expected,
-                    got: d.embedding.len(),
-                });
-            }
             *slot = Some(d.embedding);
         }
-        slots
+        let vectors: Vec<Vec<f32>> = slots
             .into_iter()
             .enumerate()
             .map(|(i, v)| v.ok_or_else(|| EmbedError::Failed(format!("no vector for input {i}"))))
-            .collect()
+            .collect::<Result<_, _>>()?;
+        // Every vector the size of the first one the server ever sent (or,
+        // before any, of this answer's first).
+        let known = self.dimensions.load(Ordering::Relaxed);
+        let expected = if known > 0 {
+            known
+        } else {
+            vectors.first().map_or(0, Vec::len)
+        };
+        if let Some(bad) = vectors.iter().find(|v| v.len() != expected || v.is_empty()) {
+            return Err(EmbedError::Dimensions {
+                expected,
+                got: bad.len(),
+            });
+        }
+        self.dimensions.store(expected, Ordering::Relaxed);
+        Ok(vectors)
     }
 }
 

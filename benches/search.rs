@@ -1,0 +1,315 @@
+//! Archival search over 100,000 summaries of one agent: `Runtime::search`
+//! (BM25 candidates re-ranked by the offline embedder's similarity, a
+//! user filter on half the queries) against a brute-force scan of the same
+//! summaries in memory (every summary's term overlap and cosine similarity
+//! computed, then sorted), in the same run.
+//!
+//! The summaries (50 users, 40-odd words each over a 3,000-word vocabulary
+//! with a Zipf-like skew) and their vectors are written straight into a
+//! store folder before the runtime starts on it; the first search builds
+//! the agent's index from the store, which is timed on its own. Prints
+//! mean, p50 and p99 of each and the p99 ratio, then runs the criterion
+//! group. Run with `cargo bench --bench search`.
+
+use std::collections::HashSet;
+use std::hint::black_box;
+use std::time::Instant;
+
+use chrono::{Duration, TimeZone, Utc};
+use criterion::Criterion;
+use recall::engine::embed::{cosine, HashingEmbed, StoredVector};
+use recall::engine::keys;
+use recall::engine::model::{ConversationSummary, SummaryType};
+use recall::engine::search::{tokens, SearchQuery};
+use recall::engine::store::Trees;
+use recall::{RuntimeBuilder, Settings};
+use uuid::Uuid;
+
+const AGENT: &str = "kairix";
+const SUMMARIES: usize = 100_000;
+const USERS: usize = 50;
+const VOCAB: usize = 3_000;
+const QUERIES: usize = 2_000;
+const LIMIT: usize = 10;
+
+/// xorshift64*: a fixed, fast sequence.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Skewed towards low indices, like word frequencies.
+    fn word(&mut self, vocab: &[String]) -> String {
+        let a = (self.next() % vocab.len() as u64) as usize;
+        let b = (self.next() % vocab.len() as u64) as usize;
+        vocab[a.min(b)].clone()
+    }
+}
+
+fn vocabulary() -> Vec<String> {
+    let syllables = [
+        "ka", "ri", "mo", "te", "lu", "sa", "ven", "dor", "pil", "gra", "nos", "ber", "tik", "fal",
+        "un", "zer",
+    ];
+    let mut out = Vec::with_capacity(VOCAB);
+    let mut i = 0usize;
+    while out.len() < VOCAB {
+        let w = format!(
+            "{}{}{}",
+            syllables[i % 16],
+            syllables[(i / 16) % 16],
+            syllables[(i / 256) % 16]
+        );
+        out.push(w);
+        i += 1;
+    }
+    // a few real words among them
+    for (slot, w) in [
+        "interview",
+        "globex",
+        "salary",
+        "sailing",
+        "porto",
+        "offer",
+        "kubernetes",
+        "recruiter",
+    ]
+    .iter()
+    .enumerate()
+    {
+        out[slot * 7] = w.to_string();
+    }
+    out
+}
+
+fn summaries(vocab: &[String]) -> Vec<ConversationSummary> {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let t0 = Utc
+        .with_ymd_and_hms(2024, 1, 1, 9, 0, 0)
+        .single()
+        .expect("time");
+    (0..SUMMARIES)
+        .map(|i| {
+            let words: Vec<String> = (0..40).map(|_| rng.word(vocab)).collect();
+            let start = t0 + Duration::minutes(10 * i as i64);
+            ConversationSummary {
+                summary_id: Uuid::from_u128(i as u128 + 1),
+                summary_type: SummaryType::Session,
+                agent_id: AGENT.into(),
+                user_id: format!("user-{}", i % USERS),
+                period_start: start,
+                period_end: start + Duration::minutes(5),
+                summary_text: format!("{}.", words.join(" ")),
+                topics: words[..3].to_vec(),
+                key_entities: vec![],
+                emotional_tone: None,
+                source_summary_ids: vec![],
+                source_range: None,
+                turn_count: 4,
+                created_at: start,
+                fallback: false,
+                supersedes: None,
+                superseded_by: None,
+            }
+        })
+        .collect()
+}
+
+fn rss_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn percentiles(mut ns: Vec<u64>) -> (f64, u64, u64) {
+    ns.sort_unstable();
+    let mean = ns.iter().sum::<u64>() as f64 / ns.len() as f64;
+    let at = |q: f64| ns[((ns.len() as f64 * q) as usize).min(ns.len() - 1)];
+    (mean, at(0.5), at(0.99))
+}
+
+/// The brute-force scan: every summary's share of the query's terms and
+/// its cosine similarity, blended like the index's ranking, then sorted.
+struct Scan {
+    docs: Vec<(String, HashSet<String>, Vec<f32>)>,
+}
+
+impl Scan {
+    fn search(&self, q: &str, user: Option<&str>, qv: &[f32]) -> Vec<usize> {
+        let terms: Vec<String> = tokens(q).collect();
+        let mut scored: Vec<(f32, usize)> = self
+            .docs
+            .iter()
+            .enumerate()
+            .filter(|(_, (u, _, _))| user.is_none_or(|x| x == u))
+            .map(|(i, (_, set, v))| {
+                let hit = terms.iter().filter(|t| set.contains(*t)).count() as f32
+                    / terms.len().max(1) as f32;
+                (0.6 * hit + 0.4 * cosine(qv, v).max(0.0), i)
+            })
+            .filter(|(s, _)| *s > 0.0)
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        scored.truncate(LIMIT);
+        scored.into_iter().map(|(_, i)| i).collect()
+    }
+}
+
+fn main() {
+    let vocab = vocabulary();
+    let all = summaries(&vocab);
+    let embed = HashingEmbed::default();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let started = Instant::now();
+    let vectors: Vec<Vec<f32>> = all
+        .iter()
+        .map(|s| embed.vector(&recall::engine::embed::summary_text(s)))
+        .collect();
+    {
+        let trees = Trees::open(dir.path(), &Default::default()).expect("open store");
+        for (s, v) in all.iter().zip(&vectors) {
+            let key = keys::summary(AGENT, s.summary_type, s.period_end, s.summary_id);
+            trees
+                .summaries
+                .insert(key.as_slice(), serde_json::to_vec(s).expect("encode"))
+                .expect("insert");
+            trees
+                .summary_index
+                .insert(s.summary_id.as_bytes(), key.as_slice())
+                .expect("index");
+            let sv = StoredVector {
+                embedder: "hashing".into(),
+                values: v.clone(),
+            };
+            trees
+                .embeddings
+                .insert(keys::embedding(s.summary_id), sv.encode())
+                .expect("vector");
+        }
+        trees.db.flush().expect("flush");
+    }
+    println!(
+        "wrote {SUMMARIES} summaries and vectors in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio");
+    let mut settings = Settings::default();
+    settings.rollup.enabled = false;
+    let rt = tokio
+        .block_on(RuntimeBuilder::new(dir.path()).settings(settings).start())
+        .expect("runtime");
+    let mut rng = Rng(42);
+    let queries: Vec<(String, Option<String>)> = (0..QUERIES)
+        .map(|i| {
+            let n = 2 + (rng.next() % 2) as usize;
+            let q: Vec<String> = (0..n).map(|_| rng.word(&vocab)).collect();
+            let user = (i % 2 == 0).then(|| format!("user-{}", rng.next() % USERS as u64));
+            (q.join(" "), user)
+        })
+        .collect();
+    let query = |(q, user): &(String, Option<String>)| SearchQuery {
+        text: q.clone(),
+        user_id: user.clone(),
+        limit: LIMIT,
+        ..Default::default()
+    };
+    let rss_before = rss_kib("VmRSS:");
+    let t = Instant::now();
+    let first = tokio
+        .block_on(rt.search(AGENT, query(&queries[0])))
+        .expect("search");
+    let build = t.elapsed();
+    let rss_after = rss_kib("VmRSS:");
+    println!(
+        "first search (builds the index from the store): {:.2} s, resident memory +{} MiB, {} results",
+        build.as_secs_f64(),
+        rss_after.saturating_sub(rss_before) / 1024,
+        first.len()
+    );
+
+    let timed: Vec<u64> = tokio.block_on(async {
+        let mut out = Vec::with_capacity(QUERIES);
+        for q in &queries {
+            let t = Instant::now();
+            let hits = rt.search(AGENT, query(q)).await.expect("search");
+            out.push(t.elapsed().as_nanos() as u64);
+            black_box(hits);
+        }
+        out
+    });
+    let (sm, s50, s99) = percentiles(timed);
+
+    let scan = Scan {
+        docs: all
+            .iter()
+            .zip(vectors)
+            .map(|(s, v)| {
+                let body = format!("{} {}", s.summary_text, s.topics.join(" "));
+                (s.user_id.clone(), tokens(&body).collect(), v)
+            })
+            .collect(),
+    };
+    let baseline: Vec<u64> = queries
+        .iter()
+        .take(200)
+        .map(|(q, user)| {
+            let t = Instant::now();
+            let qv = embed.vector(q);
+            black_box(scan.search(q, user.as_deref(), &qv));
+            t.elapsed().as_nanos() as u64
+        })
+        .collect();
+    let (bm, b50, b99) = percentiles(baseline);
+    println!(
+        "Runtime::search over {SUMMARIES} summaries ({QUERIES} queries, half filtered by user): \
+         mean {:.0} µs, p50 {:.0} µs, p99 {:.0} µs",
+        sm / 1e3,
+        s50 as f64 / 1e3,
+        s99 as f64 / 1e3
+    );
+    println!(
+        "brute-force scan of the same summaries: mean {:.1} ms, p50 {:.1} ms, p99 {:.1} ms",
+        bm / 1e6,
+        b50 as f64 / 1e6,
+        b99 as f64 / 1e6
+    );
+    println!(
+        "ratio scan/search: p99 {:.0}x, p50 {:.0}x; target p99 < 2 ms: {}",
+        b99 as f64 / s99.max(1) as f64,
+        b50 as f64 / s50.max(1) as f64,
+        if s99 < 2_000_000 { "met" } else { "MISSED" }
+    );
+
+    let mut c = Criterion::default().configure_from_args();
+    let mut g = c.benchmark_group("search");
+    g.sample_size(20);
+    let mut i = 0;
+    g.bench_function("runtime_search_100k", |b| {
+        b.iter(|| {
+            i = (i + 1) % queries.len();
+            black_box(
+                tokio
+                    .block_on(rt.search(AGENT, query(&queries[i])))
+                    .expect("search"),
+            )
+        })
+    });
+    g.finish();
+    c.final_summary();
+    let _ = tokio.block_on(rt.shutdown());
+}

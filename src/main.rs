@@ -588,23 +588,17 @@ async fn client_command(command: Command) -> anyhow::Result<()> {
             limit,
             remote,
         } => {
-            let mut q = vec![format!("limit={limit}")];
-            for (k, v) in [
-                ("type", kind),
-                ("user_id", user),
-                ("since", since),
-                ("until", until),
-            ] {
-                if let Some(v) = v {
-                    q.push(format!("{k}={}", encode(&v)));
-                }
-            }
+            let q = query_string(
+                vec![format!("limit={limit}")],
+                [
+                    ("type", kind),
+                    ("user_id", user),
+                    ("since", since),
+                    ("until", until),
+                ],
+            );
             let v = client(&remote)
-                .get(&format!(
-                    "/v1/agents/{}/summaries?{}",
-                    encode(&agent),
-                    q.join("&")
-                ))
+                .get(&format!("/v1/agents/{}/summaries?{q}", encode(&agent)))
                 .await?;
             if remote.json {
                 return print_json(&v);
@@ -798,23 +792,17 @@ async fn client_command(command: Command) -> anyhow::Result<()> {
             limit,
             remote,
         } => {
-            let mut q = vec![format!("q={}", encode(&query)), format!("limit={limit}")];
-            for (k, v) in [
-                ("type", kind),
-                ("user_id", user),
-                ("since", since),
-                ("until", until),
-            ] {
-                if let Some(v) = v {
-                    q.push(format!("{k}={}", encode(&v)));
-                }
-            }
+            let q = query_string(
+                vec![format!("q={}", encode(&query)), format!("limit={limit}")],
+                [
+                    ("type", kind),
+                    ("user_id", user),
+                    ("since", since),
+                    ("until", until),
+                ],
+            );
             let v = client(&remote)
-                .get(&format!(
-                    "/v1/agents/{}/search?{}",
-                    encode(&agent),
-                    q.join("&")
-                ))
+                .get(&format!("/v1/agents/{}/search?{q}", encode(&agent)))
                 .await?;
             if remote.json {
                 return print_json(&v);
@@ -946,6 +934,19 @@ fn print_json(v: &Value) -> anyhow::Result<()> {
 
 /// A JSON value as a table cell.
 /// The elements of a JSON array (none if it is not one).
+/// `fixed` then the optional parameters that are set, URL-encoded.
+fn query_string<const N: usize>(
+    mut fixed: Vec<String>,
+    optional: [(&str, Option<String>); N],
+) -> String {
+    for (k, v) in optional {
+        if let Some(v) = v {
+            fixed.push(format!("{k}={}", encode(&v)));
+        }
+    }
+    fixed.join("&")
+}
+
 fn items(v: &Value) -> &[Value] {
     v.as_array().map(Vec::as_slice).unwrap_or(&[])
 }

@@ -189,6 +189,27 @@ pub fn rollup_id(
     Uuid::new_v5(&ROLLUP_NAMESPACE, name.as_bytes())
 }
 
+/// The record a `Reflect` request carries for a summary of summaries:
+/// the period it covers, as if it were one long session.
+fn period_record(
+    id: Uuid,
+    agent_id: &str,
+    user_id: &str,
+    (start, end): (DateTime<Utc>, DateTime<Utc>),
+    turn_count: u32,
+) -> SessionRecord {
+    SessionRecord {
+        session_id: id,
+        agent_id: agent_id.to_string(),
+        user_id: user_id.to_string(),
+        connection_id: String::new(),
+        started_at: start,
+        ended_at: Some(end),
+        end_reason: None,
+        turn_count,
+    }
+}
+
 fn summary_type(level: Level) -> SummaryType {
     match level {
         Level::Daily => SummaryType::Daily,
@@ -313,16 +334,7 @@ impl Ctx {
         let request = ReflectRequest {
             system: self.prompts.system.clone(),
             prompt: template.render(&values),
-            session: SessionRecord {
-                session_id: id,
-                agent_id: agent_id.to_string(),
-                user_id: user_id.to_string(),
-                connection_id: String::new(),
-                started_at: start,
-                ended_at: Some(end),
-                end_reason: None,
-                turn_count,
-            },
+            session: period_record(id, agent_id, user_id, (start, end), turn_count),
             turns: Vec::new(),
             sources: members.iter().map(|m| m.summary_text.clone()).collect(),
         };
@@ -629,16 +641,13 @@ impl Ctx {
         let request = ReflectRequest {
             system: self.prompts.system.clone(),
             prompt: self.prompts.topic.render(&values),
-            session: SessionRecord {
-                session_id: topic.topic_id,
-                agent_id: topic.agent_id.clone(),
-                user_id: topic.user_id.clone(),
-                connection_id: String::new(),
-                started_at: start,
-                ended_at: Some(end),
-                end_reason: None,
+            session: period_record(
+                topic.topic_id,
+                &topic.agent_id,
+                &topic.user_id,
+                (start, end),
                 turn_count,
-            },
+            ),
             turns: Vec::new(),
             sources,
         };

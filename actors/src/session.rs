@@ -94,6 +94,9 @@ pub struct WorkingView {
 }
 
 /// What window summaries need, shared by every session.
+/// Least time between two reports of a live call's words to the watchdog.
+const TOPIC_REPORT_INTERVAL: Duration = Duration::from_secs(30);
+
 pub struct WindowDeps {
     pub reflect: Arc<dyn Reflect>,
     pub system: String,
@@ -147,6 +150,8 @@ pub struct SessionState {
     silence: Duration,
     clock: Clock,
     last_activity: Instant,
+    /// When the latest user messages last went to the watchdog.
+    topic_reported: Option<Instant>,
     generation: u64,
     timer: Option<JoinHandle<Result<(), ractor::MessagingErr<SessionMsg>>>>,
     ending: Option<EndReason>,
@@ -211,7 +216,7 @@ impl SessionState {
     /// Every few turns, the latest user messages go to the watchdog, which
     /// refreshes the agent's block early if the call moved to another of
     /// the user's topics.
-    fn report_topic(&self) {
+    fn report_topic(&mut self) {
         let every = self.window.topic_turns;
         let Some(watchdog) = &self.window.watchdog else {
             return;
@@ -219,6 +224,16 @@ impl SessionState {
         if every == 0 || self.turns.len() % every != 0 {
             return;
         }
+        // At most one report per interval: a shift needs no faster answer,
+        // and busy calls should not keep the watchdog and the Store busy.
+        let now = Instant::now();
+        if self
+            .topic_reported
+            .is_some_and(|t| now.duration_since(t) < TOPIC_REPORT_INTERVAL)
+        {
+            return;
+        }
+        self.topic_reported = Some(now);
         let text = self.turns[self.turns.len() - every..]
             .iter()
             .map(|t| t.user_message.as_str())
@@ -380,6 +395,7 @@ impl Actor for SessionActor {
             )
             .with_fold(args.window.fold),
             window: args.window,
+            topic_reported: None,
         };
         for t in args.pending {
             state.record_turn(&myself, t);

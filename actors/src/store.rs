@@ -272,6 +272,16 @@ impl Trees {
         Ok(trees)
     }
 
+    /// The record under `key`, decoded (a record that does not decode is
+    /// skipped with a warning, like a missing one).
+    fn get<T: DeserializeOwned>(
+        tree: &sled::Tree,
+        name: &str,
+        key: &[u8],
+    ) -> Result<Option<T>, StoreError> {
+        Ok(tree.get(key)?.and_then(|v| decode(name, key, &v)))
+    }
+
     fn scan<T: DeserializeOwned>(
         tree: &sled::Tree,
         name: &str,
@@ -289,10 +299,7 @@ impl Trees {
     }
 
     pub fn session(&self, id: Uuid) -> Result<Option<SessionRecord>, StoreError> {
-        Ok(self
-            .sessions
-            .get(keys::session(id))?
-            .and_then(|v| decode(keys::TREE_SESSIONS, id.as_bytes(), &v)))
+        Self::get(&self.sessions, keys::TREE_SESSIONS, &keys::session(id))
     }
 
     pub fn turns(&self, id: Uuid) -> Result<Vec<ConversationTurn>, StoreError> {
@@ -346,10 +353,7 @@ impl Trees {
         let Some(key) = self.summary_index.get(id.as_bytes())? else {
             return Ok(None);
         };
-        Ok(self
-            .summaries
-            .get(&key)?
-            .and_then(|v| decode(keys::TREE_SUMMARIES, &key, &v)))
+        Self::get(&self.summaries, keys::TREE_SUMMARIES, &key)
     }
 
     /// An agent's summaries of one type, oldest first, ending at or after
@@ -421,19 +425,15 @@ impl Trees {
         agent_id: &str,
         label: BlockLabel,
     ) -> Result<Option<MemoryBlock>, StoreError> {
-        let key = keys::block(agent_id, label);
-        Ok(self
-            .blocks
-            .get(&key)?
-            .and_then(|v| decode(keys::TREE_BLOCKS, &key, &v)))
+        Self::get(
+            &self.blocks,
+            keys::TREE_BLOCKS,
+            &keys::block(agent_id, label),
+        )
     }
 
     pub fn agent(&self, agent_id: &str) -> Result<AgentMeta, StoreError> {
-        Ok(self
-            .agents
-            .get(keys::agent(agent_id))?
-            .and_then(|v| decode(keys::TREE_AGENTS, agent_id.as_bytes(), &v))
-            .unwrap_or_default())
+        Ok(Self::get(&self.agents, keys::TREE_AGENTS, keys::agent(agent_id))?.unwrap_or_default())
     }
 
     pub fn agents(&self) -> Result<Vec<(String, AgentMeta)>, StoreError> {
@@ -506,10 +506,7 @@ impl Trees {
         let Some(key) = self.fact_index.get(fact_id.as_bytes())? else {
             return Ok(None);
         };
-        Ok(self
-            .facts
-            .get(&key)?
-            .and_then(|v| decode(keys::TREE_FACTS, &key, &v)))
+        Self::get(&self.facts, keys::TREE_FACTS, &key)
     }
 
     /// The facts of `candidates` worth storing against `existing`: a fact

@@ -110,11 +110,11 @@ impl Trees {
         agent_id: &str,
         level: Level,
     ) -> Result<Option<NaiveDate>, StoreError> {
-        let key = keys::rollup_cursor(agent_id, level);
-        Ok(self
-            .rollup_cursors
-            .get(&key)?
-            .and_then(|v| decode(keys::TREE_ROLLUP_CURSORS, &key, &v)))
+        Self::get(
+            &self.rollup_cursors,
+            keys::TREE_ROLLUP_CURSORS,
+            &keys::rollup_cursor(agent_id, level),
+        )
     }
 
     pub fn set_rollup_cursor(

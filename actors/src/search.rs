@@ -22,9 +22,14 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::embed::{cosine, StoredVector};
+use crate::embed::StoredVector;
 use crate::model::{isoformat, ConversationSummary, Fact, SummaryType, Visibility};
 use crate::text;
+
+thread_local! {
+    /// Per-thread score accumulator of [`AgentIndex::search`].
+    static SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// BM25 parameters (the usual ones).
 const K1: f32 = 1.2;
@@ -139,7 +144,50 @@ struct Doc {
     /// Its distinct terms, so removing it keeps document frequencies exact.
     terms: Box<[u32]>,
     text: Arc<str>,
-    vector: Option<StoredVector>,
+    vector: Option<Quantized>,
+}
+
+/// A vector kept in a quarter of the memory: one signed byte per number
+/// and a scale, with the embedder's index in the agent's list (the cosine
+/// it gives differs from the full vector's by well under 0.01).
+#[derive(Debug, Clone)]
+struct Quantized {
+    embedder: u8,
+    scale: f32,
+    norm: f32,
+    values: Box<[i8]>,
+}
+
+impl Quantized {
+    fn new(embedder: u8, v: &[f32]) -> Quantized {
+        let max = v.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
+        let values: Box<[i8]> = v.iter().map(|x| (x / scale).round() as i8).collect();
+        let norm = values
+            .iter()
+            .map(|x| (*x as f32 * scale).powi(2))
+            .sum::<f32>()
+            .sqrt();
+        Quantized {
+            embedder,
+            scale,
+            norm,
+            values,
+        }
+    }
+
+    /// Cosine similarity with a full vector of norm `q_norm`.
+    fn cosine(&self, q: &[f32], q_norm: f32) -> f32 {
+        if q.len() != self.values.len() || self.norm == 0.0 || q_norm == 0.0 {
+            return 0.0;
+        }
+        let dot: f32 = q
+            .iter()
+            .zip(self.values.iter())
+            .map(|(a, b)| a * *b as f32)
+            .sum();
+        dot * self.scale / (self.norm * q_norm)
+    }
 }
 
 /// One agent's documents and postings. Removed documents leave a hole
@@ -157,6 +205,8 @@ pub struct AgentIndex {
     df: Vec<u32>,
     live: usize,
     total_len: u64,
+    /// Names of the embedders of the vectors held (rarely more than one).
+    embedders: Vec<String>,
 }
 
 /// The tokens an item is indexed under and a query is split into: content
@@ -200,6 +250,7 @@ impl AgentIndex {
             self.remove(s.summary_id);
             return;
         }
+        let quantized = self.quantize(vector);
         let body = format!(
             "{}\n{}\n{}",
             s.summary_text,
@@ -217,13 +268,14 @@ impl AgentIndex {
                 len: 0,
                 terms: Box::default(),
                 text: s.to_archival_text().into(),
-                vector,
+                vector: quantized,
             },
             &body,
         );
     }
 
     pub fn put_fact(&mut self, f: &Fact, vector: Option<StoredVector>) {
+        let quantized = self.quantize(vector);
         self.put(
             Doc {
                 id: f.fact_id,
@@ -235,7 +287,7 @@ impl AgentIndex {
                 len: 0,
                 terms: Box::default(),
                 text: fact_text(f).into(),
-                vector,
+                vector: quantized,
             },
             &f.content,
         );
@@ -243,11 +295,25 @@ impl AgentIndex {
 
     /// Attaches a vector to an indexed item (no-op for unknown ids).
     pub fn set_vector(&mut self, id: Uuid, vector: StoredVector) {
-        if let Some(&slot) = self.by_id.get(&id) {
-            if let Some(Some(d)) = self.docs.get_mut(slot as usize) {
-                d.vector = Some(vector);
-            }
+        let Some(&slot) = self.by_id.get(&id) else {
+            return;
+        };
+        let q = self.quantize(Some(vector));
+        if let Some(Some(d)) = self.docs.get_mut(slot as usize) {
+            d.vector = q;
         }
+    }
+
+    fn quantize(&mut self, v: Option<StoredVector>) -> Option<Quantized> {
+        let v = v?;
+        let idx = match self.embedders.iter().position(|e| *e == v.embedder) {
+            Some(i) => i,
+            None => {
+                self.embedders.push(v.embedder);
+                self.embedders.len() - 1
+            }
+        };
+        Some(Quantized::new(u8::try_from(idx).ok()?, &v.values))
     }
 
     fn put(&mut self, mut doc: Doc, body: &str) {
@@ -352,28 +418,52 @@ impl AgentIndex {
         let mut terms: Vec<String> = tokens(&q.text).collect();
         terms.sort();
         terms.dedup();
-        let mut scores: HashMap<u32, f32> = HashMap::new();
-        for t in &terms {
-            let Some(&id) = self.term_ids.get(t.as_str()) else {
-                continue;
-            };
-            let list = &self.postings[id as usize];
-            let df = self.df[id as usize] as f32;
-            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-            for &(slot, tf) in list {
-                let Some(Some(d)) = self.docs.get(slot as usize) else {
+        // Scores accumulate in a per-thread buffer indexed by slot (every
+        // term adds a positive amount, so zero means untouched), cleared
+        // again before it is handed back.
+        let mut scores: Vec<(f32, u32)> = Vec::new();
+        SCRATCH.with(|cell| {
+            let mut acc = cell.borrow_mut();
+            if acc.len() < self.docs.len() {
+                acc.resize(self.docs.len(), 0.0);
+            }
+            let mut touched: Vec<u32> = Vec::new();
+            for t in &terms {
+                let Some(&id) = self.term_ids.get(t.as_str()) else {
                     continue;
                 };
-                if !Self::admits(d, q) {
-                    continue;
+                let df = self.df[id as usize] as f32;
+                let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                for &(slot, tf) in &self.postings[id as usize] {
+                    let Some(Some(d)) = self.docs.get(slot as usize) else {
+                        continue;
+                    };
+                    if !Self::admits(d, q) {
+                        continue;
+                    }
+                    let tf = tf as f32;
+                    let norm = K1 * (1.0 - B + B * d.len as f32 / avg);
+                    let a = &mut acc[slot as usize];
+                    if *a == 0.0 {
+                        touched.push(slot);
+                    }
+                    *a += idf * tf * (K1 + 1.0) / (tf + norm);
                 }
-                let tf = tf as f32;
-                let norm = K1 * (1.0 - B + B * d.len as f32 / avg);
-                *scores.entry(slot).or_insert(0.0) += idf * tf * (K1 + 1.0) / (tf + norm);
             }
-        }
-        let similarity = |d: &Doc| match (vector, &d.vector) {
-            (Some(qv), Some(dv)) if qv.embedder == dv.embedder => cosine(&qv.values, &dv.values),
+            scores = touched
+                .into_iter()
+                .map(|slot| (std::mem::take(&mut acc[slot as usize]), slot))
+                .collect();
+        });
+        let query_embedder =
+            vector.and_then(|qv| self.embedders.iter().position(|e| *e == qv.embedder));
+        let q_norm = vector.map_or(0.0, |qv| {
+            qv.values.iter().map(|x| x * x).sum::<f32>().sqrt()
+        });
+        let similarity = |d: &Doc| match (vector, &d.vector, query_embedder) {
+            (Some(qv), Some(dv), Some(e)) if dv.embedder as usize == e => {
+                dv.cosine(&qv.values, q_norm)
+            }
             _ => 0.0,
         };
         let w = ranking.keyword_weight;
@@ -399,7 +489,7 @@ impl AgentIndex {
                 })
                 .collect()
         } else {
-            let mut cands: Vec<(f32, u32)> = scores.into_iter().map(|(s, v)| (v, s)).collect();
+            let mut cands = scores;
             let keep = ranking.candidates.max(q.limit);
             if cands.len() > keep {
                 cands.select_nth_unstable_by(keep - 1, |a, b| {
@@ -730,6 +820,27 @@ mod tests {
             .map(|h| (h.id, h.keyword_score))
             .collect();
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn quantized_similarity_stays_close_to_the_full_one() {
+        let e = HashingEmbed::default();
+        let texts = [
+            "Mark prepared for the Globex interview and the salary talk",
+            "Globex interview, second round, salary negotiation",
+            "Sailing weekend in Porto with his sister",
+            "interview",
+        ];
+        for a in &texts {
+            for b in &texts {
+                let (va, vb) = (e.vector(a), e.vector(b));
+                let full = crate::embed::cosine(&va, &vb);
+                let q = Quantized::new(0, &vb);
+                let norm = va.iter().map(|x| x * x).sum::<f32>().sqrt();
+                assert!((q.cosine(&va, norm) - full).abs() < 0.01, "{a} / {b}");
+            }
+        }
+        assert_eq!(Quantized::new(0, &[0.0; 8]).cosine(&[1.0; 8], 1.0), 0.0);
     }
 
     #[test]

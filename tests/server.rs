@@ -1387,6 +1387,28 @@ async fn topics_and_search_over_http_and_the_cli() -> Res {
     }
     srv.runtime.wait_idle().await?;
 
+    // each user's working context shows their own background context;
+    // the agent-wide block mixes both
+    srv.runtime.refresh_background_context().await?;
+    let agent_block = srv
+        .runtime
+        .block("kairix", recall::BlockLabel::BackgroundContext)
+        .await?
+        .expect("agent block")
+        .value;
+    assert!(
+        agent_block.contains("porto") || agent_block.contains("Porto"),
+        "{agent_block}"
+    );
+    let (_, mark) = srv.get("/v1/agents/kairix/users/mark/context").await?;
+    let mark_bg = mark["background_context"].as_str().expect("text");
+    assert!(mark_bg.contains("Google"), "{mark_bg}");
+    assert!(!mark_bg.to_lowercase().contains("porto"), "{mark_bg}");
+    let (_, ada) = srv.get("/v1/agents/kairix/users/ada/context").await?;
+    let ada_bg = ada["background_context"].as_str().expect("text");
+    assert!(ada_bg.contains("Porto"), "{ada_bg}");
+    assert!(!ada_bg.contains("interview"), "{ada_bg}");
+
     let (s, v) = srv.get("/v1/agents/kairix/topics?user_id=mark").await?;
     assert_eq!(s, StatusCode::OK);
     let topics = v["topics"].as_array().expect("topics");

@@ -311,6 +311,27 @@ impl Runtime {
         })
     }
 
+    /// The `background_context` block as this user's context shows it:
+    /// rendered from their own summaries, rollups and topics (the agent's
+    /// stored block mixes every user's). Empty when there is nothing yet.
+    pub async fn user_background_context(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+    ) -> Result<String, RecallError> {
+        recall_actors::model::validate_id("agent_id", agent_id)?;
+        recall_actors::model::validate_id("user_id", user_id)?;
+        let now = self.inner.clock.now();
+        let src = self.context_sources(agent_id, user_id, now, true).await?;
+        let header = format!("[{}]\n", BlockLabel::BackgroundContext);
+        Ok(src
+            .blocks
+            .iter()
+            .find(|i| i.source == Source::Block(BlockLabel::BackgroundContext))
+            .map(|i| i.text.strip_prefix(&header).unwrap_or(&i.text).to_string())
+            .unwrap_or_default())
+    }
+
     /// Assembles a context; `cached: false` reads everything from the store
     /// (what the cache must always agree with).
     pub(super) async fn assemble_context(

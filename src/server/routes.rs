@@ -386,12 +386,11 @@ pub async fn get_context(
 ) -> ApiResult {
     access.allow(&agent_id)?;
     let sessions = app.runtime.live_contexts(&agent_id, &user_id).await?;
+    // This user's, never the agent-wide block (which mixes every user's).
     let background = app
         .runtime
-        .block(&agent_id, BlockLabel::BackgroundContext)
-        .await?
-        .map(|b| b.value)
-        .unwrap_or_default();
+        .user_background_context(&agent_id, &user_id)
+        .await?;
     Ok(Json(json!({
         "agent_id": agent_id,
         "user_id": user_id,

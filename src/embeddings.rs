@@ -18,6 +18,8 @@ pub struct OpenAiEmbed {
     client: reqwest::Client,
     url: String,
     model: String,
+    /// `openai:` and the model: vectors of another model never meet these.
+    name: String,
     api_key: Option<String>,
     batch: usize,
     /// Learned from the first answer (0 until then).
@@ -55,6 +57,7 @@ impl OpenAiEmbed {
             client,
             url: format!("{}/embeddings", settings.base_url.trim_end_matches('/')),
             model: settings.model.clone(),
+            name: format!("openai:{}", settings.model),
             api_key: api_key.filter(|k| !k.is_empty()),
             batch: settings.batch.max(1),
             dimensions: Arc::new(AtomicUsize::new(0)),
@@ -135,8 +138,8 @@ impl OpenAiEmbed {
 }
 
 impl Embed for OpenAiEmbed {
-    fn name(&self) -> &'static str {
-        "openai"
+    fn name(&self) -> &str {
+        &self.name
     }
 
     fn dimensions(&self) -> usize {

@@ -267,9 +267,10 @@ impl RuntimeBuilder {
         let settings = self.settings;
         let dir = self.data_dir.clone();
         let store_settings = settings.store.clone();
-        let trees = tokio::task::spawn_blocking(move || Trees::open(&dir, &store_settings))
+        let mut trees = tokio::task::spawn_blocking(move || Trees::open(&dir, &store_settings))
             .await
             .map_err(|e| StartupError::Recovery(format!("opening the store panicked: {e}")))??;
+        trees.fill_inbox = settings.rollup.enabled;
 
         let generations = Arc::new(Generations::default());
         let search = Arc::new(SearchIndex::default());
@@ -285,6 +286,7 @@ impl RuntimeBuilder {
         )
         .await
         .map_err(|e| StartupError::Spawn("store", e))?;
+        let (rollup_stats_tx, rollup_stats) = watch::channel(RollupStats::default());
         let rollup = if settings.rollup.enabled {
             let (rollup, _) = Actor::spawn(
                 None,
@@ -297,6 +299,7 @@ impl RuntimeBuilder {
                     settings: settings.rollup.clone(),
                     attempt_timeout: Duration::from_secs(settings.reflector.attempt_timeout_secs),
                     clock,
+                    stats: rollup_stats_tx,
                 },
             )
             .await
@@ -355,6 +358,7 @@ impl RuntimeBuilder {
                 search,
                 embed,
                 live_topics,
+                rollup_stats,
                 stats: stats_rx,
             }),
             recovered: Vec::new(),
@@ -377,6 +381,7 @@ struct Inner {
     search: Arc<SearchIndex>,
     embed: Arc<dyn Embed>,
     live_topics: Arc<LiveTopics>,
+    rollup_stats: watch::Receiver<RollupStats>,
     stats: watch::Receiver<SupervisorStats>,
 }
 
@@ -1202,12 +1207,7 @@ impl Runtime {
             .map_err(unavailable("store"))?;
         let watchdog = call_t!(self.inner.watchdog, WatchdogMsg::Stats, CALL_TIMEOUT_MS)
             .map_err(unavailable("watchdog"))?;
-        let rollup = match &self.inner.rollup {
-            Some(r) => {
-                call_t!(r, RollupMsg::Stats, CALL_TIMEOUT_MS).map_err(unavailable("rollup"))?
-            }
-            None => RollupStats::default(),
-        };
+        let rollup = *self.inner.rollup_stats.borrow();
         Ok(RuntimeStats {
             supervisor: *self.inner.stats.borrow(),
             store,
@@ -1235,8 +1235,14 @@ impl Runtime {
                 // New summaries are taken in (topics, vectors, late
                 // rollups) before the runtime counts as idle.
                 if let Some(r) = &self.inner.rollup {
-                    call_t!(r, RollupMsg::DrainInbox, CALL_TIMEOUT_MS)
-                        .map_err(unavailable("rollup"))??;
+                    // It may be in the middle of a rollup run: wait long.
+                    // What it could not take in (the embedder is down)
+                    // stays in the inbox for later; that is not busy.
+                    let res = call_t!(r, RollupMsg::DrainInbox, hierarchy::ROLLUP_TIMEOUT_MS)
+                        .map_err(unavailable("rollup"))?;
+                    if let Err(err) = res {
+                        warn!(error = %err, "new summaries not taken in yet");
+                    }
                 }
                 return Ok(());
             }

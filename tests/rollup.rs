@@ -262,6 +262,27 @@ async fn a_late_session_summary_supersedes_its_days_rollup() -> Res {
     assert_eq!(first.len(), 1);
     assert_eq!(first[0].source_summary_ids.len(), 1);
 
+    // the index is live before the late summary arrives: the revision
+    // must reach it, not only a fresh build
+    let daily_hits = |rt: &TestRuntime| {
+        let rt = rt.runtime().clone();
+        async move {
+            rt.search(
+                "kairix",
+                SearchQuery {
+                    text: "Globex Lisbon".into(),
+                    kinds: vec![DocKind::Daily],
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("search")
+            .into_iter()
+            .map(|h| h.id)
+            .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(daily_hits(&rt).await, [first[0].summary_id]);
     let late = rt.dead_letters().await?[0].session_id;
     rt.retry_dead_letter(late).await?;
     settle(&rt).await;
@@ -283,23 +304,33 @@ async fn a_late_session_summary_supersedes_its_days_rollup() -> Res {
         (new.period_start, new.period_end),
         (old.period_start, old.period_end)
     );
-    // reads see the current version only
-    let hits = rt
-        .search(
-            "kairix",
-            SearchQuery {
-                text: "Lisbon".into(),
-                kinds: vec![DocKind::Daily],
-                ..Default::default()
-            },
-        )
-        .await?;
-    assert_eq!(
-        hits.iter().map(|h| h.id).collect::<Vec<_>>(),
-        [new.summary_id]
+    // reads see the current version only, in the live index and a rebuilt one
+    assert_eq!(daily_hits(&rt).await, [new.summary_id]);
+    rt.drop_search_indexes();
+    assert_eq!(daily_hits(&rt).await, [new.summary_id]);
+    // a context shows the new day, not the old
+    let c = rt.context("kairix", "mark", "hi", 8000).await?;
+    let shown: Vec<String> = c.tiers[2]
+        .items
+        .iter()
+        .map(|i| i.source.to_string())
+        .collect();
+    assert!(
+        shown
+            .iter()
+            .any(|s| s.contains(&new.summary_id.to_string())),
+        "{shown:?}"
     );
-    // a second take-in of the same summary changes nothing
-    assert_eq!(rt.run_rollups().await?.revised, 0);
+    assert!(
+        !shown
+            .iter()
+            .any(|s| s.contains(&old.summary_id.to_string())),
+        "{shown:?}"
+    );
+    // running the rollups again changes nothing
+    let again = rt.run_rollups().await?;
+    assert_eq!((again.daily, again.revised), (0, 0));
+    assert_eq!(of_type(&rt, SummaryType::Daily).await?.len(), 2);
     Ok(())
 }
 
@@ -347,7 +378,7 @@ async fn topics_gather_alike_summaries_and_are_stable() -> Res {
     assert_eq!(a.iter().map(|t| t.1).sum::<usize>(), 5);
     assert!(
         a.iter()
-            .any(|(l, n)| l.contains("globex") || l.contains("salary") && *n == 3),
+            .any(|(l, n)| (l.contains("globex") || l.contains("salary")) && *n == 3),
         "{a:?}"
     );
     assert!(
@@ -386,6 +417,19 @@ async fn search_never_leaks_a_private_item_and_rebuilds_from_the_store() -> Res 
         ),
     ]);
     let rt = TestRuntime::start_with(reflect).await?;
+    // build the (empty) index first, so every write below goes through its
+    // live updates
+    assert!(rt
+        .search(
+            "kairix",
+            SearchQuery {
+                text: "google".into(),
+                ..Default::default()
+            }
+        )
+        .await?
+        .is_empty());
+    assert_eq!(rt.search_indexes_built(), 1);
     call(
         &rt,
         "mark",
@@ -596,5 +640,69 @@ async fn a_topic_shift_in_a_live_call_refreshes_the_block_early() -> Res {
         tokio::task::yield_now().await;
     }
     assert_eq!(rt.stats().await?.watchdog.topic_shifts, 1);
+    Ok(())
+}
+
+/// The offline summarizer, except that summaries of summaries (rollups,
+/// topic summaries) fail with a 503 while `down` is set.
+#[derive(Clone, Default)]
+struct RollupsDown {
+    down: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl recall::Reflect for RollupsDown {
+    fn name(&self) -> &'static str {
+        "rollups-down"
+    }
+
+    fn reflect(
+        &self,
+        request: recall::ReflectRequest,
+    ) -> recall::engine::reflect::BoxFuture<'static, Result<String, recall::ReflectError>> {
+        if !request.sources.is_empty() && self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Box::pin(async {
+                Err(recall::ReflectError::Server {
+                    status: 503,
+                    body: "overloaded".into(),
+                })
+            });
+        }
+        ExtractiveReflect.reflect(request)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_rollup_is_tried_again_at_the_next_check_not_the_next_day() -> Res {
+    let reflect = RollupsDown::default();
+    let rt = TestRuntime::start_at(
+        settings("UTC"),
+        Arc::new(reflect.clone()),
+        utc("2026-03-02T10:00:00Z"),
+    )
+    .await?;
+    reflect
+        .down
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    call(&rt, "mark", "c1", &[("Globex interview prep", "ok")]).await?;
+    // due at 03:00: the summarizer is down, nothing is rolled up
+    run_until(&rt, utc("2026-03-03T03:01:00Z")).await;
+    settle(&rt).await;
+    assert!(of_type(&rt, SummaryType::Daily).await?.is_empty());
+    assert!(rt.stats().await?.rollup.totals.failures >= 1);
+    reflect
+        .down
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    // the check interval (10 minutes) later, it is
+    run_until(&rt, utc("2026-03-03T03:11:00Z")).await;
+    settle(&rt).await;
+    let daily = of_type(&rt, SummaryType::Daily).await?;
+    assert_eq!(daily.len(), 1);
+    assert!(
+        near(daily[0].created_at, utc("2026-03-03T03:10:00Z")),
+        "{}",
+        daily[0].created_at
+    );
+    // the topic the failed take-in left in the inbox is made too
+    assert_eq!(rt.topics("kairix", Some("mark")).await?.len(), 1);
     Ok(())
 }

@@ -27,8 +27,10 @@ pub enum EmbedError {
 /// Turns texts into vectors of `dimensions()` numbers, one per text, in
 /// order. Vectors are compared by [`cosine`].
 pub trait Embed: Send + Sync + 'static {
-    /// A short name for logs (`hashing`, `openai`).
-    fn name(&self) -> &'static str;
+    /// Names the embedder and its model (`hashing-256`,
+    /// `openai:nomic-embed-text`): vectors are only compared with vectors
+    /// of the same name.
+    fn name(&self) -> &str;
     fn dimensions(&self) -> usize;
     fn embed(&self, texts: Vec<String>) -> BoxFuture<'static, Result<Vec<Vec<f32>>, EmbedError>>;
 }
@@ -87,7 +89,7 @@ impl Default for HashingEmbed {
 }
 
 impl Embed for HashingEmbed {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "hashing"
     }
 

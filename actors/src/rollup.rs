@@ -125,6 +125,9 @@ pub struct RollupArgs {
     /// How long one summarizing call may take.
     pub attempt_timeout: Duration,
     pub clock: Clock,
+    /// Where the counters are published (read without a call, so a long
+    /// rollup run never blocks a stats reader).
+    pub stats: tokio::sync::watch::Sender<RollupStats>,
 }
 
 /// What a rollup run needs, shared by agents rolled up at once.
@@ -146,6 +149,7 @@ pub struct RollupState {
     timer: Option<JoinHandle<Result<(), ractor::MessagingErr<RollupMsg>>>>,
     timer_gen: u64,
     stats: RollupStats,
+    stats_tx: tokio::sync::watch::Sender<RollupStats>,
 }
 
 pub struct RollupActor;
@@ -187,6 +191,36 @@ pub fn rollup_id(
         name.push_str(&id.to_string());
     }
     Uuid::new_v5(&ROLLUP_NAMESPACE, name.as_bytes())
+}
+
+/// Characters of source summaries one rollup prompt carries at most: a
+/// user with very many sessions in a day gets each shortened rather than a
+/// prompt no model accepts.
+const MAX_SOURCE_CHARS: usize = 24_000;
+
+/// A member's text within its share of [`MAX_SOURCE_CHARS`].
+fn capped(text: &str, members: usize) -> String {
+    let share = (MAX_SOURCE_CHARS / members.max(1)).max(160);
+    if text.chars().count() <= share {
+        text.to_string()
+    } else {
+        format!("{}…", crate::model::truncate_chars(text, share).trim_end())
+    }
+}
+
+/// Members as the prompt lists them, oldest first, each within its share.
+fn listing(members: &[&ConversationSummary]) -> String {
+    members
+        .iter()
+        .map(|m| {
+            format!(
+                "- [{}] {}",
+                isoformat(&m.period_start),
+                capped(&m.summary_text, members.len())
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The record a `Reflect` request carries for a summary of summaries:
@@ -311,11 +345,7 @@ impl Ctx {
             Level::Daily => period.format("%A %Y-%m-%d").to_string(),
             Level::Weekly => format!("the week of {period}"),
         };
-        let listed = members
-            .iter()
-            .map(|m| format!("- [{}] {}", isoformat(&m.period_start), m.summary_text))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let listed = listing(members);
         let vars = [
             agent_id.to_string(),
             user_id.to_string(),
@@ -336,7 +366,10 @@ impl Ctx {
             prompt: template.render(&values),
             session: period_record(id, agent_id, user_id, (start, end), turn_count),
             turns: Vec::new(),
-            sources: members.iter().map(|m| m.summary_text.clone()).collect(),
+            sources: members
+                .iter()
+                .map(|m| capped(&m.summary_text, members.len()))
+                .collect(),
         };
         let raw = self.summarize(request).await?;
         let r = parse_reflection(&raw, &listed);
@@ -613,11 +646,8 @@ impl Ctx {
             .as_ref()
             .map(|p| p.summary_text.clone())
             .unwrap_or_default();
-        let listed = members
-            .iter()
-            .map(|m| format!("- [{}] {}", isoformat(&m.period_start), m.summary_text))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let refs: Vec<&ConversationSummary> = members.iter().collect();
+        let listed = listing(&refs);
         let vars = [
             topic.agent_id.clone(),
             topic.user_id.clone(),
@@ -706,14 +736,19 @@ impl Ctx {
         agents: &mut BTreeSet<String>,
     ) -> Result<RollupReport, RollupError> {
         let mut report = RollupReport::default();
+        // Past what was read, so an item that keeps failing stays for the
+        // next drain without holding up the ones after it.
+        let mut after: Option<Vec<u8>> = None;
         loop {
             let entries: Vec<InboxEntry> = store_call!(self.store, |reply| StoreMsg::Inbox {
+                after: after.clone(),
                 limit: INBOX_BATCH,
                 reply
             })?;
-            if entries.is_empty() {
+            let Some(last) = entries.last() else {
                 return Ok(report);
-            }
+            };
+            after = Some(last.key.clone());
             // Load the items; what is gone (deleted) just leaves the inbox.
             let mut items: Vec<(InboxEntry, Option<Item>)> = Vec::new();
             for e in entries {
@@ -793,14 +828,10 @@ impl Ctx {
                     reply
                 })?;
             }
-            let progressed = !done.is_empty();
             store_call!(self.store, |reply| StoreMsg::InboxDone {
                 keys: done,
                 reply
             })?;
-            if !progressed || report.failures > 0 {
-                return Ok(report);
-            }
         }
     }
 }
@@ -869,20 +900,32 @@ impl RollupState {
         Ok(())
     }
 
-    /// Rolls up `agents` as of `now`, `max_concurrent` at a time.
+    /// Rolls up `agents` as of `now`, `max_concurrent` at a time. An agent
+    /// that failed is due again after the check interval (its cursor stayed
+    /// on the last period done), the others at their next local hour.
     async fn roll(&mut self, agents: Vec<String>, now: DateTime<Utc>) -> RollupReport {
         let ctx = self.ctx.clone();
         let n = agents.len() as u64;
-        let reports: Vec<RollupReport> = futures::stream::iter(agents)
+        let reports: Vec<(String, RollupReport)> = futures::stream::iter(agents)
             .map(|a| {
                 let ctx = ctx.clone();
-                async move { ctx.roll_agent(&a, now).await }
+                async move {
+                    let r = ctx.roll_agent(&a, now).await;
+                    (a, r)
+                }
             })
             .buffer_unordered(ctx.settings.max_concurrent.max(1))
             .collect()
             .await;
+        let retry = now + ChronoDuration::seconds(ctx.settings.check_interval_secs as i64);
         let mut total = RollupReport::default();
-        for r in reports {
+        for (agent, r) in reports {
+            let next = if r.failures > 0 {
+                retry
+            } else {
+                self.next_due(&agent, now)
+            };
+            self.due.insert(agent, next);
             total.add(r);
         }
         self.stats.agent_runs += n;
@@ -928,11 +971,7 @@ impl RollupState {
             .collect();
         if !due.is_empty() {
             debug!(agents = due.len(), "rollups due");
-            report.add(self.roll(due.clone(), now).await);
-            for a in due {
-                let next = self.next_due(&a, now);
-                self.due.insert(a, next);
-            }
+            report.add(self.roll(due, now).await);
         }
         report
     }
@@ -957,6 +996,7 @@ impl RollupState {
 
     fn count(&mut self, r: RollupReport) {
         self.stats.totals.add(r);
+        self.stats_tx.send_replace(self.stats);
         metrics::counter!("recall_rollups_total", "level" => "daily").increment(r.daily);
         metrics::counter!("recall_rollups_total", "level" => "weekly").increment(r.weekly);
         metrics::counter!("recall_rollups_revised_total").increment(r.revised);
@@ -988,6 +1028,7 @@ impl Actor for RollupActor {
             timer: None,
             timer_gen: 0,
             stats: RollupStats::default(),
+            stats_tx: args.stats,
         };
         let now = state.clock.now();
         if let Err(err) = state.discover(now).await {
@@ -1022,6 +1063,7 @@ impl Actor for RollupActor {
                     return Ok(());
                 }
                 state.stats.wakes += 1;
+                state.stats_tx.send_replace(state.stats);
                 let r = state.wake().await;
                 state.count(r);
                 state.arm(&myself);
@@ -1043,7 +1085,9 @@ impl Actor for RollupActor {
                 let now = state.clock.now();
                 let res = async {
                     state.discover(now).await?;
-                    let mut report = state.drain_and_schedule(now).await?;
+                    // Rollups need no vectors: an embedding outage is
+                    // counted, not fatal.
+                    let mut report = state.drain(now).await;
                     let agents: Vec<String> = state.due.keys().cloned().collect();
                     report.add(state.roll(agents, now).await);
                     Ok(report)

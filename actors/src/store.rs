@@ -157,6 +157,9 @@ pub struct Trees {
     pub topics: sled::Tree,
     /// Item id → its vector.
     pub embeddings: sled::Tree,
+    /// Whether reflections queue their summary and facts for the Rollup
+    /// actor (off when rollups are: nothing would take them out).
+    pub fill_inbox: bool,
 }
 
 impl Trees {
@@ -244,6 +247,7 @@ impl Trees {
             rollup_inbox: tree(keys::TREE_ROLLUP_INBOX)?,
             topics: tree(keys::TREE_TOPICS)?,
             embeddings: tree(keys::TREE_EMBEDDINGS)?,
+            fill_inbox: true,
             db,
         };
         match trees.meta.get(keys::SCHEMA_KEY)? {
@@ -609,12 +613,15 @@ impl Trees {
         // The Rollup actor takes new session summaries and facts in from
         // its inbox (topics, late rollups, vectors for search).
         let agent_key = summary.agent_id.as_bytes();
-        let mut inbox_rows = vec![keys::inbox(summary.period_start, keys::INBOX_SUMMARY, id)];
-        inbox_rows.extend(
-            facts
-                .iter()
-                .map(|f| keys::inbox(f.extracted_at, keys::INBOX_FACT, f.fact_id)),
-        );
+        let mut inbox_rows = Vec::new();
+        if self.fill_inbox {
+            inbox_rows.push(keys::inbox(summary.period_start, keys::INBOX_SUMMARY, id));
+            inbox_rows.extend(
+                facts
+                    .iter()
+                    .map(|f| keys::inbox(f.extracted_at, keys::INBOX_FACT, f.fact_id)),
+            );
+        }
         let stored = (
             &self.summaries,
             &self.summary_index,
@@ -918,8 +925,10 @@ pub enum StoreMsg {
         period: NaiveDate,
         reply: RpcReplyPort<Result<(), StoreError>>,
     },
-    /// The oldest `limit` items waiting for the Rollup actor.
+    /// The oldest `limit` items waiting for the Rollup actor, after the
+    /// key `after` if given.
     Inbox {
+        after: Option<Vec<u8>>,
         limit: usize,
         reply: RpcReplyPort<Result<Vec<InboxEntry>, StoreError>>,
     },
@@ -1423,8 +1432,12 @@ impl Actor for StoreActor {
                 }
                 let _ = reply.send(res);
             }
-            StoreMsg::Inbox { limit, reply } => {
-                let _ = reply.send(t.inbox(limit));
+            StoreMsg::Inbox {
+                after,
+                limit,
+                reply,
+            } => {
+                let _ = reply.send(t.inbox(after.as_deref(), limit));
             }
             StoreMsg::InboxDone { keys, reply } => {
                 let res = t.inbox_done(&keys);
@@ -1462,15 +1475,17 @@ impl Actor for StoreActor {
                 reply,
             } => {
                 let res = t.put_vectors(&items);
-                if res.is_ok() {
+                if let Ok(stored) = &res {
                     state.search.update(&agent_id, |ix| {
                         for (id, v) in items {
-                            ix.set_vector(id, v);
+                            if stored.contains(&id) {
+                                ix.set_vector(id, v);
+                            }
                         }
                     });
                     state.wrote(&myself);
                 }
-                let _ = reply.send(res);
+                let _ = reply.send(res.map(|_| ()));
             }
             StoreMsg::BuildSearchIndex { agent_id, reply } => {
                 let res = if state.search.agent(&agent_id).is_some() {

@@ -255,11 +255,10 @@ impl LiveTopics {
             .map(|(_, (id, _))| *id)
     }
 
-    /// Sets the live topic; returns whether it changed.
-    fn set(&self, agent_id: &str, user_id: &str, topic: Uuid, now: DateTime<Utc>) -> bool {
+    /// Sets (or refreshes) the live topic.
+    fn set(&self, agent_id: &str, user_id: &str, topic: Uuid, now: DateTime<Utc>) {
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let prev = map.insert((agent_id.to_string(), user_id.to_string()), (topic, now));
-        prev.map(|(id, _)| id) != Some(topic)
+        map.insert((agent_id.to_string(), user_id.to_string()), (topic, now));
     }
 }
 
@@ -426,10 +425,15 @@ impl WatchdogState {
             return Ok(false);
         };
         let now = self.args.clock.now();
-        if !self
-            .args
+        let lookback = chrono::Duration::hours(self.args.settings.lookback_hours as i64);
+        let before = self.args.live_topics.get(agent_id, user_id, now, lookback);
+        let leading = topic_order(&topics, before).into_iter().next();
+        self.args
             .live_topics
-            .set(agent_id, user_id, topics[i].topic_id, now)
+            .set(agent_id, user_id, topics[i].topic_id, now);
+        // The block already leads with it: nothing to refresh.
+        if before == Some(topics[i].topic_id)
+            || (before.is_none() && leading.as_deref() == Some(topics[i].label.as_str()))
         {
             return Ok(false);
         }

@@ -14,7 +14,7 @@ use uuid::Uuid;
 use super::{unavailable, RecallError, Runtime, CALL_TIMEOUT_MS};
 
 /// Rollups of many agents take longer than a plain call.
-const ROLLUP_TIMEOUT_MS: u64 = 30 * 60 * 1000;
+pub(super) const ROLLUP_TIMEOUT_MS: u64 = 30 * 60 * 1000;
 
 /// A topic as shown to callers: its label, members and topic summary.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -128,10 +128,17 @@ impl Trees {
         Ok(())
     }
 
-    /// Up to `limit` inbox entries, oldest item first.
-    pub fn inbox(&self, limit: usize) -> Result<Vec<InboxEntry>, StoreError> {
+    /// Up to `limit` inbox entries after the key `after` (from the start
+    /// without one), oldest item first.
+    pub fn inbox(&self, after: Option<&[u8]>, limit: usize) -> Result<Vec<InboxEntry>, StoreError> {
         let mut out = Vec::new();
-        for item in self.rollup_inbox.iter().take(limit) {
+        let iter = match after {
+            Some(k) => self
+                .rollup_inbox
+                .range::<&[u8], _>((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded)),
+            None => self.rollup_inbox.iter(),
+        };
+        for item in iter.take(limit) {
             let (k, v) = item?;
             let Some((kind, id)) = keys::inbox_item(&k) else {
                 tracing::warn!(key = ?k, "skipping malformed rollup inbox key");
@@ -206,22 +213,33 @@ impl Trees {
                 summaries.insert(key.as_slice(), tx_encode(summary)?)?;
                 index.insert(id.as_bytes(), key.as_slice())?;
                 topics.insert(topic_key.as_slice(), topic_value.as_slice())?;
-                if let Some(v) = &vector {
-                    embeddings.insert(&keys::embedding(id), v.as_slice())?;
-                }
+                // No vector (the embedder failed): none, rather than the
+                // previous summary's.
+                match &vector {
+                    Some(v) => embeddings.insert(&keys::embedding(id), v.as_slice())?,
+                    None => embeddings.remove(&keys::embedding(id))?,
+                };
                 agents.insert(keys::agent(&summary.agent_id), tx_encode(&meta)?)?;
                 Ok::<_, ConflictableTransactionError<StoreError>>(())
             })?;
         Ok(())
     }
 
-    pub fn put_vectors(&self, items: &[(Uuid, StoredVector)]) -> Result<(), StoreError> {
+    /// Stores vectors of summaries and facts that still exist (one deleted
+    /// while its vector was being made gets none). Returns the ids stored.
+    pub fn put_vectors(&self, items: &[(Uuid, StoredVector)]) -> Result<Vec<Uuid>, StoreError> {
         let mut batch = sled::Batch::default();
+        let mut stored = Vec::new();
         for (id, v) in items {
-            batch.insert(&keys::embedding(*id), v.encode());
+            if self.summary_index.contains_key(id.as_bytes())?
+                || self.fact_index.contains_key(id.as_bytes())?
+            {
+                batch.insert(&keys::embedding(*id), v.encode());
+                stored.push(*id);
+            }
         }
         self.embeddings.apply_batch(batch)?;
-        Ok(())
+        Ok(stored)
     }
 
     pub fn vector(&self, id: Uuid) -> Result<Option<StoredVector>, StoreError> {

@@ -51,24 +51,19 @@ fn fill(trees: &Trees) {
         let agent = format!("agent-{a:05}");
         for k in 0..2 {
             let start = day + Duration::hours(3 * k as i64) + Duration::seconds(a as i64 % 3600);
+            let id = Uuid::from_u128(((a as u128) << 8) | k as u128 | 1 << 100);
             let s = ConversationSummary {
-                summary_id: Uuid::from_u128(((a as u128) << 8) | k as u128 | 1 << 100),
-                summary_type: SummaryType::Session,
-                agent_id: agent.clone(),
-                user_id: "user".into(),
-                period_start: start,
                 period_end: start + Duration::minutes(5),
-                summary_text: TEXTS[(a + k) % TEXTS.len()].into(),
                 topics: vec!["globex".into(), "interview".into()],
                 key_entities: vec!["Globex".into()],
-                emotional_tone: None,
-                source_summary_ids: vec![],
-                source_range: None,
                 turn_count: 6,
-                created_at: start,
-                fallback: false,
-                supersedes: None,
-                superseded_by: None,
+                ..ConversationSummary::session(
+                    id,
+                    &agent,
+                    "user",
+                    start,
+                    TEXTS[(a + k) % TEXTS.len()],
+                )
             };
             let key = keys::summary(&agent, SummaryType::Session, s.period_end, s.summary_id);
             trees

@@ -19,7 +19,7 @@ use chrono::{Duration, TimeZone, Utc};
 use criterion::Criterion;
 use recall::engine::embed::{cosine, HashingEmbed, StoredVector};
 use recall::engine::keys;
-use recall::engine::model::{ConversationSummary, SummaryType};
+use recall::engine::model::ConversationSummary;
 use recall::engine::search::{tokens, SearchQuery};
 use recall::engine::store::Trees;
 use recall::{RuntimeBuilder, Settings};
@@ -97,24 +97,19 @@ fn summaries(vocab: &[String]) -> Vec<ConversationSummary> {
         .map(|i| {
             let words: Vec<String> = (0..40).map(|_| rng.word(vocab)).collect();
             let start = t0 + Duration::minutes(10 * i as i64);
+            let user = format!("user-{}", i % USERS);
+            let id = Uuid::from_u128(i as u128 + 1);
             ConversationSummary {
-                summary_id: Uuid::from_u128(i as u128 + 1),
-                summary_type: SummaryType::Session,
-                agent_id: AGENT.into(),
-                user_id: format!("user-{}", i % USERS),
-                period_start: start,
                 period_end: start + Duration::minutes(5),
-                summary_text: format!("{}.", words.join(" ")),
                 topics: words[..3].to_vec(),
-                key_entities: vec![],
-                emotional_tone: None,
-                source_summary_ids: vec![],
-                source_range: None,
                 turn_count: 4,
-                created_at: start,
-                fallback: false,
-                supersedes: None,
-                superseded_by: None,
+                ..ConversationSummary::session(
+                    id,
+                    AGENT,
+                    &user,
+                    start,
+                    &format!("{}.", words.join(" ")),
+                )
             }
         })
         .collect()

@@ -701,25 +701,8 @@ mod tests {
     }
 
     fn summary(n: u128, day: i64, text: &str) -> ConversationSummary {
-        ConversationSummary {
-            summary_id: Uuid::from_u128(n),
-            summary_type: SummaryType::Session,
-            agent_id: "kairix".into(),
-            user_id: "mark".into(),
-            period_start: t0() + Duration::days(day),
-            period_end: t0() + Duration::days(day),
-            summary_text: text.into(),
-            topics: vec![],
-            key_entities: vec![],
-            emotional_tone: None,
-            source_summary_ids: vec![],
-            source_range: None,
-            turn_count: 1,
-            created_at: t0() + Duration::days(day),
-            fallback: false,
-            supersedes: None,
-            superseded_by: None,
-        }
+        let at = t0() + Duration::days(day);
+        ConversationSummary::session(Uuid::from_u128(n), "kairix", "mark", at, text)
     }
 
     fn turn(u: &str, a: &str) -> ConversationTurn {

@@ -182,6 +182,36 @@ pub struct ConversationSummary {
 }
 
 impl ConversationSummary {
+    /// A session summary of `text` at `at` (start and end), with one turn
+    /// and nothing else set: a base for fixtures (`..ConversationSummary::session(…)`).
+    pub fn session(
+        summary_id: Uuid,
+        agent_id: &str,
+        user_id: &str,
+        at: DateTime<Utc>,
+        text: &str,
+    ) -> ConversationSummary {
+        ConversationSummary {
+            summary_id,
+            summary_type: SummaryType::Session,
+            agent_id: agent_id.to_string(),
+            user_id: user_id.to_string(),
+            period_start: at,
+            period_end: at,
+            summary_text: text.to_string(),
+            topics: Vec::new(),
+            key_entities: Vec::new(),
+            emotional_tone: None,
+            source_summary_ids: Vec::new(),
+            source_range: None,
+            turn_count: 1,
+            created_at: at,
+            fallback: false,
+            supersedes: None,
+            superseded_by: None,
+        }
+    }
+
     /// Whether this is the version in force (not replaced by a newer one).
     pub fn is_current(&self) -> bool {
         self.superseded_by.is_none()

@@ -599,23 +599,10 @@ mod tests {
     fn summary(user: &str, text: &str, topics: &[&str], day: i64) -> ConversationSummary {
         let t = DateTime::<Utc>::from_timestamp(1_790_000_000 + day * 86_400, 0).unwrap();
         ConversationSummary {
-            summary_id: Uuid::new_v4(),
-            summary_type: SummaryType::Session,
-            agent_id: "kairix".into(),
-            user_id: user.into(),
-            period_start: t,
             period_end: t + chrono::Duration::minutes(5),
-            summary_text: text.into(),
             topics: topics.iter().map(|s| s.to_string()).collect(),
-            key_entities: vec![],
-            emotional_tone: None,
-            source_summary_ids: vec![],
-            source_range: None,
             turn_count: 2,
-            created_at: t,
-            fallback: false,
-            supersedes: None,
-            superseded_by: None,
+            ..ConversationSummary::session(Uuid::new_v4(), "kairix", user, t, text)
         }
     }
 

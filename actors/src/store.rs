@@ -1562,25 +1562,7 @@ mod tests {
 
     fn summary(id: Uuid, text: &str) -> ConversationSummary {
         let t = Utc.with_ymd_and_hms(2026, 1, 5, 9, 0, 0).unwrap();
-        ConversationSummary {
-            summary_id: id,
-            summary_type: SummaryType::Session,
-            agent_id: "kairix".into(),
-            user_id: "mark".into(),
-            period_start: t,
-            period_end: t,
-            summary_text: text.into(),
-            topics: vec![],
-            key_entities: vec![],
-            emotional_tone: None,
-            source_summary_ids: vec![],
-            source_range: None,
-            turn_count: 1,
-            created_at: t,
-            fallback: false,
-            supersedes: None,
-            superseded_by: None,
-        }
+        ConversationSummary::session(id, "kairix", "mark", t, text)
     }
 
     #[test]

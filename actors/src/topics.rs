@@ -118,28 +118,14 @@ pub fn label(keywords: &[(String, u32)]) -> String {
 mod tests {
     use super::*;
     use crate::embed::HashingEmbed;
-    use crate::model::SummaryType;
 
     fn summary(text: &str, topics: &[&str], minute: i64) -> ConversationSummary {
         let t = DateTime::<Utc>::from_timestamp(1_790_000_000 + minute * 60, 0).unwrap();
+        let id = Uuid::new_v5(&Uuid::NAMESPACE_OID, text.as_bytes());
         ConversationSummary {
-            summary_id: Uuid::new_v5(&Uuid::NAMESPACE_OID, text.as_bytes()),
-            summary_type: SummaryType::Session,
-            agent_id: "kairix".into(),
-            user_id: "mark".into(),
-            period_start: t,
-            period_end: t,
-            summary_text: text.into(),
             topics: topics.iter().map(|s| s.to_string()).collect(),
-            key_entities: vec![],
-            emotional_tone: None,
-            source_summary_ids: vec![],
-            source_range: None,
             turn_count: 2,
-            created_at: t,
-            fallback: false,
-            supersedes: None,
-            superseded_by: None,
+            ..ConversationSummary::session(id, "kairix", "mark", t, text)
         }
     }
 

@@ -511,25 +511,9 @@ mod tests {
     use uuid::Uuid;
 
     fn summary(text: &str, topics: &[&str]) -> ConversationSummary {
-        let now = Utc::now();
         ConversationSummary {
-            summary_id: Uuid::new_v4(),
-            summary_type: SummaryType::Session,
-            agent_id: "a".into(),
-            user_id: "u".into(),
-            period_start: now,
-            period_end: now,
-            summary_text: text.into(),
             topics: topics.iter().map(|s| s.to_string()).collect(),
-            key_entities: vec![],
-            emotional_tone: None,
-            source_summary_ids: vec![],
-            source_range: None,
-            turn_count: 1,
-            created_at: now,
-            fallback: false,
-            supersedes: None,
-            superseded_by: None,
+            ..ConversationSummary::session(Uuid::new_v4(), "a", "u", Utc::now(), text)
         }
     }
 

@@ -271,6 +271,21 @@ impl RuntimeBuilder {
             .await
             .map_err(|e| StartupError::Recovery(format!("opening the store panicked: {e}")))??;
         trees.fill_inbox = settings.rollup.enabled;
+        if trees.fill_inbox {
+            // A folder from before rollups: its summaries join topics too.
+            let t = trees.clone();
+            let queued = tokio::task::spawn_blocking(move || t.backfill_inbox())
+                .await
+                .map_err(|e| {
+                    StartupError::Recovery(format!("queueing summaries panicked: {e}"))
+                })??;
+            if queued > 0 {
+                info!(
+                    queued,
+                    "queued stored summaries and facts for rollups and topics"
+                );
+            }
+        }
 
         let generations = Arc::new(Generations::default());
         let search = Arc::new(SearchIndex::default());

@@ -1689,6 +1689,27 @@ mod tests {
     }
 
     #[test]
+    fn summaries_from_before_the_inbox_are_queued_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut trees = Trees::open(dir.path(), &StoreSettings::default()).unwrap();
+        trees.fill_inbox = false;
+        let id = Uuid::new_v4();
+        trees
+            .complete_reflection(&summary(id, "An older summary"), &[], &[])
+            .unwrap();
+        assert!(trees.inbox(None, 10).unwrap().is_empty());
+        assert_eq!(trees.backfill_inbox().unwrap(), 1);
+        let queued = trees.inbox(None, 10).unwrap();
+        assert_eq!(queued.len(), 1);
+        assert_eq!((queued[0].id, queued[0].kind), (id, keys::INBOX_SUMMARY));
+        assert_eq!(queued[0].agent_id, "kairix");
+        // once per folder
+        trees.inbox_done(&[queued[0].key.clone()]).unwrap();
+        assert_eq!(trees.backfill_inbox().unwrap(), 0);
+        assert!(trees.inbox(None, 10).unwrap().is_empty());
+    }
+
+    #[test]
     fn storing_a_session_summary_twice_is_a_no_op() {
         let dir = tempfile::tempdir().unwrap();
         let trees = Trees::open(dir.path(), &StoreSettings::default()).unwrap();

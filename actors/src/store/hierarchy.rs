@@ -128,6 +128,45 @@ impl Trees {
         Ok(())
     }
 
+    /// Queues for the Rollup actor every session summary and fact stored
+    /// before there was an inbox (a data folder from an earlier version),
+    /// once per folder. Returns how many were queued.
+    pub fn backfill_inbox(&self) -> Result<usize, StoreError> {
+        const MARKER: &[u8] = b"inbox_backfilled";
+        if self.meta.contains_key(MARKER)? {
+            return Ok(0);
+        }
+        let mut batch = sled::Batch::default();
+        let mut n = 0;
+        for item in self.summaries.iter() {
+            let (k, v) = item?;
+            let Some(s) = decode::<ConversationSummary>(keys::TREE_SUMMARIES, &k, &v) else {
+                continue;
+            };
+            if s.summary_type == SummaryType::Session {
+                batch.insert(
+                    &keys::inbox(s.period_start, keys::INBOX_SUMMARY, s.summary_id)[..],
+                    s.agent_id.as_bytes(),
+                );
+                n += 1;
+            }
+        }
+        for item in self.facts.iter() {
+            let (k, v) = item?;
+            if let Some(f) = decode::<Fact>(keys::TREE_FACTS, &k, &v) {
+                batch.insert(
+                    &keys::inbox(f.extracted_at, keys::INBOX_FACT, f.fact_id)[..],
+                    f.agent_id.as_bytes(),
+                );
+                n += 1;
+            }
+        }
+        self.rollup_inbox.apply_batch(batch)?;
+        self.meta.insert(MARKER, &[1u8])?;
+        self.db.flush()?;
+        Ok(n)
+    }
+
     /// Up to `limit` inbox entries after the key `after` (from the start
     /// without one), oldest item first.
     pub fn inbox(&self, after: Option<&[u8]>, limit: usize) -> Result<Vec<InboxEntry>, StoreError> {

@@ -204,6 +204,11 @@ impl RuntimeBuilder {
         self
     }
 
+    /// The API key given to the builder, else the named variable's value.
+    fn key_from(&self, env: &str) -> Option<String> {
+        self.api_key.clone().or_else(|| std::env::var(env).ok())
+    }
+
     fn prompts(&self) -> Result<Prompts, StartupError> {
         let mut prompts = Prompts::builtin();
         let file = &self.settings.reflector.prompt_file;
@@ -230,10 +235,7 @@ impl RuntimeBuilder {
             (Some(r), _) => r.clone(),
             (None, ReflectorKind::Extractive) => Arc::new(ExtractiveReflect),
             (None, ReflectorKind::Openai) => {
-                let key = self
-                    .api_key
-                    .clone()
-                    .or_else(|| std::env::var(&self.settings.reflector.openai.api_key_env).ok());
+                let key = self.key_from(&self.settings.reflector.openai.api_key_env);
                 Arc::new(
                     OpenAiReflect::new(&self.settings.reflector.openai, key)
                         .map_err(StartupError::Reflector)?,
@@ -246,10 +248,7 @@ impl RuntimeBuilder {
                 Arc::new(HashingEmbed::new(self.settings.embed.dimensions))
             }
             (None, EmbedKind::Openai) => {
-                let key = self
-                    .api_key
-                    .clone()
-                    .or_else(|| std::env::var(&self.settings.embed.openai.api_key_env).ok());
+                let key = self.key_from(&self.settings.embed.openai.api_key_env);
                 Arc::new(
                     OpenAiEmbed::new(&self.settings.embed.openai, key)
                         .map_err(StartupError::Embedder)?,

@@ -77,6 +77,11 @@ pub fn summary(
     k
 }
 
+/// `summaries`: the key a stored summary lives under.
+pub fn summary_of(s: &crate::model::ConversationSummary) -> Vec<u8> {
+    summary(&s.agent_id, s.summary_type, s.period_end, s.summary_id)
+}
+
 pub fn summaries_prefix(agent_id: &str, kind: SummaryType) -> Vec<u8> {
     let mut k = agent_prefix(agent_id);
     k.push(kind.tag());

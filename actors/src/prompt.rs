@@ -49,6 +49,12 @@ pub const SESSION_VARS: &[&str] = &[
     "conversation",
 ];
 
+/// The variables of the in-session window summary prompt.
+pub const WINDOW_VARS: &[&str] = &["previous_summary", "conversation"];
+
+/// The variables of the long-narrative fold prompt.
+pub const LONG_VARS: &[&str] = &["previous_summary", "summaries"];
+
 /// The variables of the daily and weekly rollup prompts.
 pub const ROLLUP_VARS: &[&str] = &[
     "agent_id",
@@ -204,6 +210,15 @@ mod tests {
             .topic
             .render(&["kairix", "mark", "interview & globex", "", "- b"]);
         assert!(out.contains("one topic: interview & globex"));
+    }
+
+    #[test]
+    fn in_session_templates_parse() {
+        let w = PromptTemplate::parse(WINDOW_SUMMARY, WINDOW_VARS).unwrap();
+        let out = w.render(&["earlier", "User: {not a placeholder}"]);
+        assert!(out.contains("earlier") && out.contains("User: {not a placeholder}"));
+        assert!(!out.contains("{conversation}"));
+        PromptTemplate::parse(LONG_SUMMARY, LONG_VARS).unwrap();
     }
 
     #[test]

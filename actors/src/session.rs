@@ -23,6 +23,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::clock::Clock;
 use crate::model::{ConversationTurn, EndReason, SessionRecord};
+use crate::prompt::PromptTemplate;
 use crate::reflect::parse::parse_reflection;
 use crate::reflect::{Reflect, ReflectRequest};
 use crate::reflector::conversation_text;
@@ -100,14 +101,14 @@ const TOPIC_REPORT_INTERVAL: Duration = Duration::from_secs(30);
 pub struct WindowDeps {
     pub reflect: Arc<dyn Reflect>,
     pub system: String,
-    pub prompt: String,
+    pub prompt: PromptTemplate,
     pub timeout: Duration,
     pub start_messages: u64,
     pub window_messages: u64,
     /// Raw-turn tokens that trigger an early window summary.
     pub max_session_tokens: usize,
     /// Folds older windows into the long narrative.
-    pub long_prompt: String,
+    pub long_prompt: PromptTemplate,
     pub fold: FoldPolicy,
     pub counters: WindowCounters,
     /// Told a live call's latest user messages every `topic_turns` turns
@@ -261,15 +262,7 @@ impl SessionState {
         let conversation = conversation_text(&turns);
         let request = ReflectRequest {
             system: self.window.system.clone(),
-            // Unescape the template first, so that braces in what was said
-            // stay as they are.
-            prompt: self
-                .window
-                .prompt
-                .replace("{{", "{")
-                .replace("}}", "}")
-                .replace("{previous_summary}", &previous)
-                .replace("{conversation}", &conversation),
+            prompt: self.window.prompt.render(&[&previous, &conversation]),
             session: self.record.clone(),
             turns,
             sources: Vec::new(),
@@ -329,13 +322,7 @@ impl SessionState {
         }
         let request = ReflectRequest {
             system: self.window.system.clone(),
-            prompt: self
-                .window
-                .long_prompt
-                .replace("{{", "{")
-                .replace("}}", "}")
-                .replace("{previous_summary}", &previous)
-                .replace("{summaries}", &listed),
+            prompt: self.window.long_prompt.render(&[&previous, &listed]),
             session: self.record.clone(),
             turns: Vec::new(),
             sources,

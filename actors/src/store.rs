@@ -592,12 +592,7 @@ impl Trees {
             None => Vec::new(),
         };
         let id = summary.summary_id;
-        let skey = keys::summary(
-            &summary.agent_id,
-            summary.summary_type,
-            summary.period_end,
-            id,
-        );
+        let skey = keys::summary_of(summary);
         let mut meta = self.agent(&summary.agent_id)?;
         meta.summary_version += 1;
         let fact_rows: Vec<(Vec<u8>, Vec<u8>, Uuid)> = facts

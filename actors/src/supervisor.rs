@@ -23,7 +23,7 @@ use uuid::Uuid;
 
 use crate::clock::Clock;
 use crate::model::{validate_id, DeadLetter, EndReason, InputError, ReflectionJob, SessionRecord};
-use crate::prompt::Prompts;
+use crate::prompt::{PromptTemplate, Prompts};
 use crate::reflect::Reflect;
 use crate::reflector::{ReflectorActor, ReflectorArgs};
 use crate::registry::{Busy, Owner, Registry};
@@ -286,12 +286,18 @@ impl Actor for SessionSupervisor {
         let window = Arc::new(WindowDeps {
             reflect: args.reflect.clone(),
             system: args.prompts.system.clone(),
-            prompt: crate::prompt::WINDOW_SUMMARY.to_string(),
+            prompt: PromptTemplate::parse(
+                crate::prompt::WINDOW_SUMMARY,
+                crate::prompt::WINDOW_VARS,
+            )?,
             timeout: Duration::from_secs(args.settings.reflector.attempt_timeout_secs),
             start_messages: args.settings.session.window_start_messages,
             window_messages: args.settings.session.window_messages,
             max_session_tokens: args.settings.context.max_session_tokens,
-            long_prompt: crate::prompt::LONG_SUMMARY.to_string(),
+            long_prompt: PromptTemplate::parse(
+                crate::prompt::LONG_SUMMARY,
+                crate::prompt::LONG_VARS,
+            )?,
             fold: crate::window::FoldPolicy {
                 windows: args.settings.session.long_fold_windows,
                 chars: args.settings.session.long_fold_chars,

@@ -46,19 +46,9 @@ impl Trees {
         };
         let old_row = old
             .as_ref()
-            .map(|o| {
-                Ok::<_, StoreError>((
-                    keys::summary(&o.agent_id, o.summary_type, o.period_end, o.summary_id),
-                    encode(o)?,
-                ))
-            })
+            .map(|o| Ok::<_, StoreError>((keys::summary_of(o), encode(o)?)))
             .transpose()?;
-        let key = keys::summary(
-            &summary.agent_id,
-            summary.summary_type,
-            summary.period_end,
-            id,
-        );
+        let key = keys::summary_of(summary);
         let mut meta = self.agent(&summary.agent_id)?;
         meta.summary_version += 1;
         let vector = vector.map(StoredVector::encode);
@@ -227,12 +217,7 @@ impl Trees {
     ) -> Result<(), StoreError> {
         let id = summary.summary_id;
         let old_key = self.summary_index.get(id.as_bytes())?;
-        let key = keys::summary(
-            &summary.agent_id,
-            SummaryType::Topic,
-            summary.period_end,
-            id,
-        );
+        let key = keys::summary_of(summary);
         let mut meta = self.agent(&summary.agent_id)?;
         meta.summary_version += 1;
         let topic_key = keys::topic(&topic.agent_id, &topic.user_id, topic.topic_id);

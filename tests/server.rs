@@ -347,6 +347,7 @@ async fn every_endpoint_works() -> Res {
         "/v1/facts/{fact_id}",
         "/v1/agents/{agent_id}/topics",
         "/v1/agents/{agent_id}/search",
+        "/v1/rollups/run",
         "/healthz",
         "/readyz",
         "/metrics",
@@ -501,6 +502,14 @@ async fn tokens_guard_v1_and_scope_agents() -> Res {
         .filter_map(|s| s["agent_id"].as_str())
         .collect();
     assert_eq!(agents, vec!["kairix"]);
+    // running every agent's rollups needs a token for every agent
+    let (s, v) = srv.post("/v1/rollups/run", json!({})).await?;
+    assert_eq!((s, error_code(&v)), (StatusCode::FORBIDDEN, "forbidden"));
+    srv.token = Some("root-token".into());
+    let (s, v) = srv.post("/v1/rollups/run", json!({})).await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["failures"], 0);
+    srv.token = Some("kairix-token".into());
     // and the forbidden turn stored nothing
     srv.runtime.flush().await?;
     assert!(srv.runtime.turns(other.session_id).await?.is_empty());

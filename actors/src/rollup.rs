@@ -84,7 +84,7 @@ pub enum RollupError {
 }
 
 /// What one run did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RollupReport {
     pub daily: u64,
     pub weekly: u64,

@@ -33,6 +33,19 @@ impl Access {
         }
     }
 
+    /// `403` unless this access covers every agent (operations that span
+    /// agents, such as running rollups).
+    pub fn require_all(&self) -> Result<(), ApiError> {
+        match self {
+            Access::All => Ok(()),
+            Access::Agents(_) => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "this operation spans every agent; it needs a token for all of them",
+            )),
+        }
+    }
+
     pub fn covers(&self, agent_id: &str) -> bool {
         self.allow(agent_id).is_ok()
     }

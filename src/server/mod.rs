@@ -155,6 +155,7 @@ pub fn router(runtime: Runtime, config: &ServerConfig, shutdown: watch::Receiver
             post(routes::retry_dead_letter),
         )
         .route("/v1/agents/{agent_id}/facts", get(routes::list_facts))
+        .route("/v1/rollups/run", post(routes::run_rollups))
         .route("/v1/agents/{agent_id}/topics", get(routes::list_topics))
         .route("/v1/agents/{agent_id}/search", get(routes::search))
         .route(

@@ -435,6 +435,17 @@ pub struct TopicsQuery {
     user_id: Option<String>,
 }
 
+/// Runs every agent's due rollups now and takes in new summaries: what the
+/// timers do, at once (an operator's catch-up after an outage).
+pub async fn run_rollups(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+) -> ApiResult {
+    access.require_all()?;
+    let report = app.runtime.run_rollups().await?;
+    Ok(Json(report).into_response())
+}
+
 pub async fn list_topics(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,

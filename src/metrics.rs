@@ -56,6 +56,10 @@ pub fn prometheus() -> Option<PrometheusHandle> {
 fn describe() {
     describe_gauge!("recall_live_sessions", "Sessions live now");
     describe_counter!(
+        "recall_store_skipped_records_total",
+        "Stored records skipped because they did not decode, by tree"
+    );
+    describe_counter!(
         "recall_turns_recorded_total",
         "Turns recorded by session actors"
     );

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use uuid::Uuid;
 
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode, Uri};
@@ -38,6 +39,8 @@ enum Reply {
     RateLimited(Option<&'static str>),
     /// 200 with this body as it is.
     Body(&'static str),
+    /// Takes the request and never answers (a hung connection).
+    Hang,
 }
 
 /// A request the fake server received.
@@ -100,6 +103,11 @@ impl Fake {
     fn set_otherwise(&self, reply: Reply) {
         *self.otherwise.lock().unwrap() = reply;
     }
+
+    /// Replaces what is left of the script.
+    fn set_script(&self, script: impl IntoIterator<Item = Reply>) {
+        *self.script.lock().unwrap() = script.into_iter().collect();
+    }
 }
 
 fn completion(content: &str) -> Value {
@@ -152,6 +160,7 @@ async fn chat(State(fake): State<Fake>, uri: Uri, headers: HeaderMap, body: Stri
             body,
         )
             .into_response(),
+        Reply::Hang => std::future::pending().await,
     }
 }
 
@@ -626,5 +635,150 @@ async fn the_runtime_dead_letters_after_its_attempts_and_a_retry_succeeds() -> R
     assert!(rt.dead_letters().await?.is_empty());
 
     rt.shutdown().await?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// An outage of every kind
+// ---------------------------------------------------------------------------
+
+fn median(mut d: Vec<Duration>) -> Duration {
+    d.sort_unstable();
+    d[d.len() / 2]
+}
+
+/// Eight calls of three turns (one durable) over three users; the time of
+/// every `record_turn` and of the durable ones.
+async fn calls(
+    rt: &recall::Runtime,
+    phase: &str,
+) -> anyhow::Result<(Vec<Uuid>, Vec<Duration>, Vec<Duration>)> {
+    let (mut ids, mut plain, mut durable) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..8 {
+        let user = ["mark", "ada", "li"][i % 3];
+        let conn = format!("{phase}-{i}");
+        ids.push(rt.start_session("kairix", user, &conn).await?.session_id);
+        for t in 0..2 {
+            let t0 = Instant::now();
+            rt.record_turn(
+                &conn,
+                format!("{phase} call {i}: {user} asks about the Globex offer, part {t}"),
+                "Let's go through it.",
+            )?;
+            plain.push(t0.elapsed());
+        }
+        let t0 = Instant::now();
+        rt.record_turn_durable(
+            &conn,
+            format!("{phase} call {i}: {user} decides to negotiate the salary"),
+            "Good plan.",
+        )
+        .await?;
+        durable.push(t0.elapsed());
+        rt.end_session(&conn)?;
+    }
+    Ok((ids, plain, durable))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_llm_outage_of_every_kind_leaves_turns_and_contexts_alone_and_drains_once() -> Res {
+    let fake = Fake::answering(REFLECTION).await;
+    let dir = tempfile::tempdir()?;
+    let mut settings = runtime_settings(&fake);
+    settings.reflector.openai.timeout_secs = 1;
+    settings.reflector.attempt_timeout_secs = 2;
+    settings.reflector.max_attempts = 3;
+    let rt = start_runtime(&dir, settings.clone()).await?;
+
+    // Healthy first: the same calls, for the figures to compare with.
+    let (healthy_ids, healthy_plain, healthy_durable) = calls(&rt, "healthy").await?;
+    rt.wait_idle().await?;
+    assert_eq!(fake.requests(), healthy_ids.len());
+
+    // The outage: every request gets the next of these faults, round and
+    // round: a 500, a 429 with Retry-After, a hung connection, an answer
+    // after the client's timeout, a body that is not JSON, and a
+    // completion without content.
+    let faults = [
+        Reply::Status(500, "model crashed".to_string()),
+        Reply::RateLimited(Some("1")),
+        Reply::Hang,
+        Reply::Slow(Duration::from_secs(3), REFLECTION.to_string()),
+        Reply::Body("<html><body>Bad Gateway</body></html>"),
+        Reply::Body("{\"choices\": []}"),
+    ];
+    fake.set_script(faults.iter().cycle().take(600).cloned());
+    fake.set_otherwise(Reply::Status(503, "still down".to_string()));
+    let before = fake.requests();
+    let (ids, plain, durable) = calls(&rt, "outage").await?;
+
+    // While reflections fail and hang, contexts assemble from what is
+    // stored: the calls' raw turns stand in for their missing summaries.
+    let t0 = Instant::now();
+    let ctx = rt
+        .context("kairix", "mark", "What did we decide?", 4_000)
+        .await?;
+    let context_time = t0.elapsed();
+    let text = serde_json::to_string(&ctx)?;
+    assert!(
+        text.contains("outage call 6: mark decides to negotiate the salary"),
+        "{text}"
+    );
+    // Every durable turn was on disk long before any LLM timeout.
+    let slowest = durable.iter().max().copied().unwrap_or_default();
+    assert!(slowest < Duration::from_secs(1), "{slowest:?}");
+
+    // Wait until every kind of fault was served twice and a reflection ran
+    // out of attempts, then crash with the rest queued or in backoff.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while rt.dead_letters().await?.is_empty() || fake.requests() - before < 2 * faults.len() {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the outage did not play out in 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let outage_requests = fake.requests() - before;
+    let dead_at_crash = rt.dead_letters().await?.len();
+    rt.abort().await;
+
+    // The LLM is back; a restart resumes the queue, and the dead letters
+    // are retried.
+    fake.set_script([]);
+    fake.set_otherwise(Reply::Content(REFLECTION.to_string()));
+    let rt = start_runtime(&dir, settings).await?;
+    let queued_at_restart = rt.stats().await?.supervisor.reflections_queued
+        + rt.stats().await?.supervisor.reflections_running;
+    rt.wait_idle().await?;
+    let letters = rt.dead_letters().await?;
+    for l in &letters {
+        rt.retry_dead_letter(l.session_id).await?;
+    }
+    rt.wait_idle().await?;
+
+    // Exactly one summary per call, from the LLM, and nothing left over.
+    let summaries = rt.summaries("kairix", SummaryType::Session).await?;
+    let mut got: Vec<Uuid> = summaries.iter().map(|s| s.summary_id).collect();
+    got.sort();
+    let mut want: Vec<Uuid> = healthy_ids.iter().chain(&ids).copied().collect();
+    want.sort();
+    assert_eq!(got, want, "one summary per session, no duplicate");
+    assert!(summaries.iter().all(|s| !s.fallback), "{summaries:?}");
+    assert!(rt.dead_letters().await?.is_empty());
+    let stats = rt.stats().await?;
+    assert_eq!(stats.supervisor.duplicates, 0);
+    rt.shutdown().await?;
+
+    eprintln!(
+        "outage: {outage_requests} failed LLM requests; record_turn median {:?} healthy / \
+         {:?} during the outage; durable turn median {:?} / {:?} (slowest {slowest:?}); \
+         context assembled in {context_time:?}; {dead_at_crash} dead letters and \
+         {queued_at_restart} reflections resumed from the queue after the crash, {} retried",
+        median(healthy_plain),
+        median(plain),
+        median(healthy_durable),
+        median(durable.clone()),
+        letters.len(),
+    );
     Ok(())
 }

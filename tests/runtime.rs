@@ -1220,3 +1220,77 @@ async fn summaries_starting_alike_appear_once_in_the_context() -> Res {
     assert_eq!(shown, [stored[1].summary_id.to_string()], "the newer one");
     Ok(())
 }
+
+#[tokio::test(start_paused = true)]
+async fn damaged_records_are_skipped_counted_and_never_fatal() -> Res {
+    use recall::engine::keys;
+    let dir = tempfile::tempdir()?;
+    let rt = RuntimeBuilder::new(dir.path())
+        .settings(Settings::for_test())
+        .clock(recall::Clock::starting_at(test_epoch()))
+        .start()
+        .await?;
+    let done = rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn("c1", "I booked the flight to Lisbon", "Lovely, when?")?;
+    rt.end_session("c1")?;
+    rt.wait_idle().await?;
+    let open = rt.start_session("kairix", "mark", "c2").await?;
+    for t in 0..3 {
+        rt.record_turn("c2", format!("Packing list item {t}"), "Noted.")?;
+    }
+    rt.flush().await?;
+    // A crash leaves c2 open.
+    rt.abort().await;
+
+    // Damage: an undecodable record in several trees, a turn of the open
+    // session among them, and an open-session key that is no session id.
+    {
+        let trees = Trees::open(dir.path(), &Settings::default().store)?;
+        trees
+            .turns
+            .insert(keys::turn(open.session_id, 1), &b"{\"user_mes"[..])?;
+        trees.summaries.insert(
+            keys::summary(
+                "kairix",
+                SummaryType::Session,
+                test_epoch(),
+                uuid::Uuid::new_v4(),
+            ),
+            &b"not json"[..],
+        )?;
+        trees
+            .sessions
+            .insert(keys::session(uuid::Uuid::new_v4()), &b"\xff\xfe"[..])?;
+        trees.open.insert(&b"short"[..], &[])?;
+        trees
+            .queue
+            .insert(keys::session(uuid::Uuid::new_v4()), &b"[1,2"[..])?;
+        trees.db.flush()?;
+    }
+
+    let rt = RuntimeBuilder::new(dir.path())
+        .settings(Settings::for_test())
+        .clock(recall::Clock::starting_at(test_epoch() + chrono_secs(600)))
+        .start()
+        .await?;
+    // The open session was recovered and reflected with the turns left.
+    assert_eq!(rt.recovered().len(), 1);
+    rt.wait_idle().await?;
+    let turns = rt.turns(open.session_id).await?;
+    let texts: Vec<&str> = turns.iter().map(|t| t.user_message.as_str()).collect();
+    assert_eq!(texts, ["Packing list item 0", "Packing list item 2"]);
+    let summaries = rt.summaries("kairix", SummaryType::Session).await?;
+    let ids: Vec<_> = summaries.iter().map(|s| s.summary_id).collect();
+    assert_eq!(ids.len(), 2, "{summaries:?}");
+    assert!(ids.contains(&done.session_id) && ids.contains(&open.session_id));
+    assert_eq!(rt.sessions(None).await?.len(), 2);
+    let ctx = rt
+        .context("kairix", "mark", "Where am I flying?", 4_000)
+        .await?;
+    assert!(serde_json::to_string(&ctx)?.contains("Lisbon"));
+    // …and every skip is counted.
+    let skipped = rt.stats().await?.store.skipped_records;
+    assert!(skipped >= 5, "{skipped} skipped");
+    rt.shutdown().await?;
+    Ok(())
+}

@@ -169,6 +169,7 @@ async fn every_endpoint_works() -> Res {
     assert_eq!(srv.get("/healthz").await?.0, StatusCode::OK);
     let (s, v) = srv.get("/readyz").await?;
     assert_eq!((s, v["status"].as_str()), (StatusCode::OK, Some("ready")));
+    assert_eq!(v["skipped_records"], 0);
 
     // sessions: with a connection id, and one generated
     let started = srv.start_session("kairix", "mark", "c1").await?;

@@ -121,17 +121,6 @@ fn tx_encode<T: Serialize>(v: &T) -> TxResult<Vec<u8>> {
     serde_json::to_vec(v).map_err(|e| ConflictableTransactionError::Abort(StoreError::Codec(e)))
 }
 
-fn decode<T: DeserializeOwned>(tree: &str, key: &[u8], bytes: &[u8]) -> Option<T> {
-    match serde_json::from_slice(bytes) {
-        Ok(v) => Some(v),
-        Err(err) => {
-            // One damaged record must not hide the rest of the data folder.
-            warn!(tree, key = ?key, error = %err, "skipping undecodable record");
-            None
-        }
-    }
-}
-
 /// The open database and its trees.
 #[derive(Clone)]
 pub struct Trees {
@@ -160,6 +149,8 @@ pub struct Trees {
     /// Whether reflections queue their summary and facts for the Rollup
     /// actor (off when rollups are: nothing would take them out).
     pub fill_inbox: bool,
+    /// Records skipped because they did not decode.
+    skipped: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Trees {
@@ -248,6 +239,7 @@ impl Trees {
             topics: tree(keys::TREE_TOPICS)?,
             embeddings: tree(keys::TREE_EMBEDDINGS)?,
             fill_inbox: true,
+            skipped: Default::default(),
             db,
         };
         match trees.meta.get(keys::SCHEMA_KEY)? {
@@ -276,17 +268,43 @@ impl Trees {
         Ok(trees)
     }
 
+    /// A stored record, decoded. One that does not decode is skipped with a
+    /// warning and counted (`skipped_records`, in the stats, `/readyz` and
+    /// `/metrics`): one damaged record must not hide the rest of the data
+    /// folder.
+    fn decode<T: DeserializeOwned>(&self, tree: &str, key: &[u8], bytes: &[u8]) -> Option<T> {
+        match serde_json::from_slice(bytes) {
+            Ok(v) => Some(v),
+            Err(err) => {
+                self.skipped
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                metrics::counter!("recall_store_skipped_records_total", "tree" => tree.to_string())
+                    .increment(1);
+                warn!(tree, key = ?key, error = %err, "skipping undecodable record");
+                None
+            }
+        }
+    }
+
+    /// Records skipped because they did not decode, since this folder was
+    /// opened.
+    pub fn skipped_records(&self) -> u64 {
+        self.skipped.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The record under `key`, decoded (a record that does not decode is
-    /// skipped with a warning, like a missing one).
+    /// skipped, like a missing one).
     fn get<T: DeserializeOwned>(
+        &self,
         tree: &sled::Tree,
         name: &str,
         key: &[u8],
     ) -> Result<Option<T>, StoreError> {
-        Ok(tree.get(key)?.and_then(|v| decode(name, key, &v)))
+        Ok(tree.get(key)?.and_then(|v| self.decode(name, key, &v)))
     }
 
     fn scan<T: DeserializeOwned>(
+        &self,
         tree: &sled::Tree,
         name: &str,
         iter: impl Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>,
@@ -295,7 +313,7 @@ impl Trees {
         let mut out = Vec::new();
         for item in iter {
             let (k, v) = item?;
-            if let Some(rec) = decode(name, &k, &v) {
+            if let Some(rec) = self.decode(name, &k, &v) {
                 out.push(rec);
             }
         }
@@ -303,11 +321,11 @@ impl Trees {
     }
 
     pub fn session(&self, id: Uuid) -> Result<Option<SessionRecord>, StoreError> {
-        Self::get(&self.sessions, keys::TREE_SESSIONS, &keys::session(id))
+        self.get(&self.sessions, keys::TREE_SESSIONS, &keys::session(id))
     }
 
     pub fn turns(&self, id: Uuid) -> Result<Vec<ConversationTurn>, StoreError> {
-        Self::scan(
+        self.scan(
             &self.turns,
             keys::TREE_TURNS,
             self.turns.scan_prefix(keys::turns_prefix(id)),
@@ -316,7 +334,7 @@ impl Trees {
 
     pub fn sessions(&self, agent_id: Option<&str>) -> Result<Vec<SessionRecord>, StoreError> {
         let mut all: Vec<SessionRecord> =
-            Self::scan(&self.sessions, keys::TREE_SESSIONS, self.sessions.iter())?;
+            self.scan(&self.sessions, keys::TREE_SESSIONS, self.sessions.iter())?;
         if let Some(agent) = agent_id {
             all.retain(|s| s.agent_id == agent);
         }
@@ -328,10 +346,12 @@ impl Trees {
         let mut out = Vec::new();
         for item in self.open.iter() {
             let (k, _) = item?;
-            let id = Uuid::from_slice(&k).map_err(|_| StoreError::Corrupt {
-                path: PathBuf::new(),
-                message: "an open-session key is not a session id".into(),
-            })?;
+            let Ok(id) = Uuid::from_slice(&k) else {
+                self.skipped
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                warn!(tree = keys::TREE_OPEN, key = ?k, "skipping an open-session key that is not a session id");
+                continue;
+            };
             if let Some(rec) = self.session(id)? {
                 out.push(rec);
             }
@@ -342,13 +362,13 @@ impl Trees {
 
     pub fn queued(&self) -> Result<Vec<ReflectionJob>, StoreError> {
         let mut jobs: Vec<ReflectionJob> =
-            Self::scan(&self.queue, keys::TREE_QUEUE, self.queue.iter())?;
+            self.scan(&self.queue, keys::TREE_QUEUE, self.queue.iter())?;
         jobs.sort_by_key(|j| (j.enqueued_at, j.session_id));
         Ok(jobs)
     }
 
     pub fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
-        let mut out: Vec<DeadLetter> = Self::scan(&self.dead, keys::TREE_DEAD, self.dead.iter())?;
+        let mut out: Vec<DeadLetter> = self.scan(&self.dead, keys::TREE_DEAD, self.dead.iter())?;
         out.sort_by_key(|d| (d.failed_at, d.session_id));
         Ok(out)
     }
@@ -357,7 +377,7 @@ impl Trees {
         let Some(key) = self.summary_index.get(id.as_bytes())? else {
             return Ok(None);
         };
-        Self::get(&self.summaries, keys::TREE_SUMMARIES, &key)
+        self.get(&self.summaries, keys::TREE_SUMMARIES, &key)
     }
 
     /// An agent's summaries of one type, oldest first, ending at or after
@@ -370,7 +390,7 @@ impl Trees {
     ) -> Result<Vec<ConversationSummary>, StoreError> {
         let prefix = keys::summaries_prefix(agent_id, kind);
         match since {
-            None => Self::scan(
+            None => self.scan(
                 &self.summaries,
                 keys::TREE_SUMMARIES,
                 self.summaries.scan_prefix(&prefix),
@@ -382,7 +402,7 @@ impl Trees {
                         .map(|(k, _)| k.starts_with(&prefix))
                         .unwrap_or(true)
                 });
-                Self::scan(&self.summaries, keys::TREE_SUMMARIES, iter)
+                self.scan(&self.summaries, keys::TREE_SUMMARIES, iter)
             }
         }
     }
@@ -398,7 +418,7 @@ impl Trees {
                     .map(|(k, _)| keys::is_agent_block(agent_id, k))
                     .unwrap_or(true)
             });
-        Self::scan(&self.blocks, keys::TREE_BLOCKS, iter)
+        self.scan(&self.blocks, keys::TREE_BLOCKS, iter)
     }
 
     /// The blocks reflections drew from one user's conversations.
@@ -407,7 +427,7 @@ impl Trees {
         agent_id: &str,
         user_id: &str,
     ) -> Result<Vec<MemoryBlock>, StoreError> {
-        let blocks: Vec<MemoryBlock> = Self::scan(
+        let blocks: Vec<MemoryBlock> = self.scan(
             &self.blocks,
             keys::TREE_BLOCKS,
             self.blocks
@@ -429,7 +449,7 @@ impl Trees {
         agent_id: &str,
         label: BlockLabel,
     ) -> Result<Option<MemoryBlock>, StoreError> {
-        Self::get(
+        self.get(
             &self.blocks,
             keys::TREE_BLOCKS,
             &keys::block(agent_id, label),
@@ -437,7 +457,9 @@ impl Trees {
     }
 
     pub fn agent(&self, agent_id: &str) -> Result<AgentMeta, StoreError> {
-        Ok(Self::get(&self.agents, keys::TREE_AGENTS, keys::agent(agent_id))?.unwrap_or_default())
+        Ok(self
+            .get(&self.agents, keys::TREE_AGENTS, keys::agent(agent_id))?
+            .unwrap_or_default())
     }
 
     pub fn agents(&self) -> Result<Vec<(String, AgentMeta)>, StoreError> {
@@ -448,7 +470,7 @@ impl Trees {
                 warn!(key = ?k, "skipping agent record with a non-utf8 id");
                 continue;
             };
-            if let Some(meta) = decode(keys::TREE_AGENTS, &k, &v) {
+            if let Some(meta) = self.decode(keys::TREE_AGENTS, &k, &v) {
                 out.push((id, meta));
             }
         }
@@ -480,7 +502,7 @@ impl Trees {
     /// changes nothing but the queue) when the summary already exists.
     /// One user's facts, oldest first.
     pub fn user_facts(&self, agent_id: &str, user_id: &str) -> Result<Vec<Fact>, StoreError> {
-        let mut facts: Vec<Fact> = Self::scan(
+        let mut facts: Vec<Fact> = self.scan(
             &self.facts,
             keys::TREE_FACTS,
             self.facts
@@ -493,7 +515,7 @@ impl Trees {
     /// What `user_id` may see of an agent's facts: their own and every
     /// user's shared ones, oldest first.
     pub fn visible_facts(&self, agent_id: &str, user_id: &str) -> Result<Vec<Fact>, StoreError> {
-        let all: Vec<Fact> = Self::scan(
+        let all: Vec<Fact> = self.scan(
             &self.facts,
             keys::TREE_FACTS,
             self.facts.scan_prefix(keys::agent_facts_prefix(agent_id)),
@@ -510,7 +532,7 @@ impl Trees {
         let Some(key) = self.fact_index.get(fact_id.as_bytes())? else {
             return Ok(None);
         };
-        Self::get(&self.facts, keys::TREE_FACTS, &key)
+        self.get(&self.facts, keys::TREE_FACTS, &key)
     }
 
     /// The facts of `candidates` worth storing against `existing`: a fact
@@ -692,7 +714,7 @@ impl Trees {
         let letter: DeadLetter = self
             .dead
             .get(key)?
-            .and_then(|v| decode(keys::TREE_DEAD, &key, &v))
+            .and_then(|v| self.decode(keys::TREE_DEAD, &key, &v))
             .ok_or(StoreError::DeadLetterNotFound(session_id))?;
         let job = ReflectionJob {
             session_id,
@@ -776,6 +798,8 @@ pub struct StoreStats {
     pub writes: u64,
     pub flushes: u64,
     pub write_errors: u64,
+    /// Stored records skipped (with a warning) because they did not decode.
+    pub skipped_records: u64,
 }
 
 pub enum StoreMsg {
@@ -1513,6 +1537,7 @@ impl Actor for StoreActor {
                 let _ = reply.send(res);
             }
             StoreMsg::Stats(reply) => {
+                state.stats.skipped_records = t.skipped_records();
                 let _ = reply.send(state.stats);
             }
             StoreMsg::FlushTick => {

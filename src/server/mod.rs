@@ -271,7 +271,12 @@ async fn readyz(State(app): State<AppState>) -> Response {
             .into_response();
     }
     match app.runtime.stats().await {
-        Ok(_) => Json(json!({"status": "ready"})).into_response(),
+        // Ready, and saying so, even with damaged records: they are skipped.
+        Ok(stats) => Json(json!({
+            "status": "ready",
+            "skipped_records": stats.store.skipped_records,
+        }))
+        .into_response(),
         Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,
             Json(json!({"status": "unavailable", "error": e.to_string()})),

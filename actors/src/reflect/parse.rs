@@ -114,7 +114,10 @@ fn list_of(v: Option<Value>, max: usize) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for s in items {
         let s = s.trim().to_string();
-        if !s.is_empty() && !out.iter().any(|o| o.eq_ignore_ascii_case(&s)) {
+        // Full Unicode case: topics are lowercased after this, and "Éa" and
+        // "éa" must not both survive as "éa".
+        let key = s.to_lowercase();
+        if !s.is_empty() && !out.iter().any(|o| o.to_lowercase() == key) {
             out.push(s);
         }
     }
@@ -184,8 +187,11 @@ pub fn parse_reflection(raw: &str, conversation: &str) -> Reflection {
         self_perception: None,
         relationship: None,
         // The user's own words, not the model's prose, are the source of
-        // facts here.
-        facts: text::facts(&user_lines(conversation)),
+        // facts here; capped like the facts a model lists.
+        facts: text::facts(&user_lines(conversation))
+            .into_iter()
+            .take(MAX_FACTS)
+            .collect(),
         fallback: true,
     }
 }
@@ -257,6 +263,28 @@ mod tests {
         assert!(r.fallback);
         let contents: Vec<&str> = r.facts.iter().map(|f| f.content.as_str()).collect();
         assert_eq!(contents, ["Works at Hooli"]);
+    }
+
+    #[test]
+    fn lists_drop_duplicates_that_differ_in_unicode_case() {
+        // Found by the reflect_parse fuzz target.
+        let raw = r#"{"summary": "Zoë applied in Köln.", "topics": ["Éa", "éa"], "entities": ["Müller", "MÜLLER"]}"#;
+        let r = parse_reflection(raw, "");
+        assert_eq!(r.topics, vec!["éa"]);
+        assert_eq!(r.entities, vec!["Müller"]);
+    }
+
+    #[test]
+    fn a_fallback_keeps_at_most_max_facts() {
+        // Found by the reflect_parse fuzz target: a prose answer to a long
+        // call listed every rule match.
+        let conversation: String = (0..MAX_FACTS + 8)
+            .map(|i| format!("User: I prefer option {i}\n"))
+            .collect();
+        let r = parse_reflection("not json", &conversation);
+        assert!(r.fallback);
+        assert_eq!(r.facts.len(), MAX_FACTS);
+        assert_eq!(r.facts[0].content, "Prefers option 0");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use chrono::NaiveDate;
 use sled::transaction::{ConflictableTransactionError, Transactional};
 use uuid::Uuid;
 
-use super::{decode, encode, tx_encode, StoreError, Trees};
+use super::{encode, tx_encode, StoreError, Trees};
 use crate::embed::StoredVector;
 use crate::keys;
 use crate::model::{ConversationSummary, Fact, SummaryType, Topic};
@@ -85,7 +85,7 @@ impl Trees {
             .rev()
         {
             let (k, v) = item?;
-            if let Some(s) = decode::<ConversationSummary>(keys::TREE_SUMMARIES, &k, &v) {
+            if let Some(s) = self.decode::<ConversationSummary>(keys::TREE_SUMMARIES, &k, &v) {
                 if s.is_current() {
                     return Ok(Some(s));
                 }
@@ -100,7 +100,7 @@ impl Trees {
         agent_id: &str,
         level: Level,
     ) -> Result<Option<NaiveDate>, StoreError> {
-        Self::get(
+        self.get(
             &self.rollup_cursors,
             keys::TREE_ROLLUP_CURSORS,
             &keys::rollup_cursor(agent_id, level),
@@ -130,7 +130,7 @@ impl Trees {
         let mut n = 0;
         for item in self.summaries.iter() {
             let (k, v) = item?;
-            let Some(s) = decode::<ConversationSummary>(keys::TREE_SUMMARIES, &k, &v) else {
+            let Some(s) = self.decode::<ConversationSummary>(keys::TREE_SUMMARIES, &k, &v) else {
                 continue;
             };
             if s.summary_type == SummaryType::Session {
@@ -143,7 +143,7 @@ impl Trees {
         }
         for item in self.facts.iter() {
             let (k, v) = item?;
-            if let Some(f) = decode::<Fact>(keys::TREE_FACTS, &k, &v) {
+            if let Some(f) = self.decode::<Fact>(keys::TREE_FACTS, &k, &v) {
                 batch.insert(
                     &keys::inbox(f.extracted_at, keys::INBOX_FACT, f.fact_id)[..],
                     f.agent_id.as_bytes(),
@@ -198,7 +198,7 @@ impl Trees {
             Some(u) => keys::topics_prefix(agent_id, u),
             None => keys::agent_facts_prefix(agent_id),
         };
-        let mut out: Vec<Topic> = Self::scan(
+        let mut out: Vec<Topic> = self.scan(
             &self.topics,
             keys::TREE_TOPICS,
             self.topics.scan_prefix(prefix),
@@ -275,7 +275,7 @@ impl Trees {
 
     /// Every fact stored for an agent, every user.
     pub fn agent_facts(&self, agent_id: &str) -> Result<Vec<Fact>, StoreError> {
-        Self::scan(
+        self.scan(
             &self.facts,
             keys::TREE_FACTS,
             self.facts.scan_prefix(keys::agent_facts_prefix(agent_id)),

@@ -118,6 +118,20 @@ enum Command {
         #[command(flatten)]
         remote: Remote,
     },
+    /// Forget a user: their turns, sessions, summaries of every layer,
+    /// facts, topics, blocks and search entries, with one agent or all.
+    Forget {
+        #[arg(long)]
+        user: String,
+        /// Only what the user shared with this agent (every agent without).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Confirms the deletion; it cannot be undone.
+        #[arg(long)]
+        yes: bool,
+        #[command(flatten)]
+        remote: Remote,
+    },
     /// Search an agent's summaries and facts (keywords and meaning).
     Search {
         /// What to look for, e.g. "Google interview".
@@ -743,6 +757,59 @@ async fn client_command(command: Command) -> anyhow::Result<()> {
                 Ok(())
             }
         },
+        Command::Forget {
+            user,
+            agent,
+            yes,
+            remote,
+        } => {
+            if !yes {
+                let scope = agent
+                    .as_deref()
+                    .map_or("every agent".to_string(), |a| format!("agent {a:?}"));
+                anyhow::bail!(
+                    "this deletes everything user {user:?} shared with {scope}, for good; add --yes to go ahead"
+                );
+            }
+            let query = query_string(Vec::new(), [("agent_id", agent)]);
+            let mut path = format!("/v1/users/{}", encode(&user));
+            if !query.is_empty() {
+                path = format!("{path}?{query}");
+            }
+            let v = client(&remote).delete(&path).await?;
+            if remote.json {
+                return print_json(&v);
+            }
+            let rows = [
+                "sessions",
+                "turns",
+                "session_summaries",
+                "daily_summaries",
+                "weekly_summaries",
+                "topic_summaries",
+                "facts",
+                "topics",
+                "blocks",
+                "reflection_jobs",
+                "dead_letters",
+                "vectors",
+                "inbox_rows",
+            ]
+            .iter()
+            .map(|k| vec![k.replace('_', " "), text(&v[*k])])
+            .collect();
+            table(&["REMOVED", "COUNT"], rows);
+            let agents: Vec<String> = items(&v["agents"]).iter().map(text).collect();
+            println!(
+                "background context rebuilt for: {}",
+                if agents.is_empty() {
+                    "-".to_string()
+                } else {
+                    agents.join(", ")
+                }
+            );
+            Ok(())
+        }
         Command::Topics {
             agent,
             user,

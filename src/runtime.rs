@@ -43,6 +43,7 @@ use recall_actors::search::SearchIndex;
 use recall_actors::settings::EmbedKind;
 
 mod context;
+mod forget;
 mod hierarchy;
 pub use context::ContextCacheStats;
 pub use hierarchy::TopicView;
@@ -432,6 +433,11 @@ impl Runtime {
     }
 
     async fn recover(mut self) -> Result<Self, StartupError> {
+        // A forget a crash cut short is finished before anything of that
+        // user is recovered or reflected on.
+        self.finish_pending_forgets()
+            .await
+            .map_err(|e| StartupError::Recovery(format!("finishing a forget: {e}")))?;
         let store = &self.inner.store;
         let open = call_t!(store, StoreMsg::ListOpenSessions, CALL_TIMEOUT_MS)
             .map_err(|e| StartupError::Recovery(e.to_string()))??;

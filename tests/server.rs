@@ -349,6 +349,7 @@ async fn every_endpoint_works() -> Res {
         "/v1/agents/{agent_id}/topics",
         "/v1/agents/{agent_id}/search",
         "/v1/rollups/run",
+        "/v1/users/{user_id}",
         "/healthz",
         "/readyz",
         "/metrics",
@@ -510,7 +511,36 @@ async fn tokens_guard_v1_and_scope_agents() -> Res {
     let (s, v) = srv.post("/v1/rollups/run", json!({})).await?;
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(v["failures"], 0);
+    // forgetting a user with every agent needs a token for every agent;
+    // with one agent, a token for that agent
     srv.token = Some("kairix-token".into());
+    let (s, v) = srv
+        .call(reqwest::Method::DELETE, "/v1/users/mark", None)
+        .await?;
+    assert_eq!((s, error_code(&v)), (StatusCode::FORBIDDEN, "forbidden"));
+    let (s, _) = srv
+        .call(
+            reqwest::Method::DELETE,
+            "/v1/users/mark?agent_id=other",
+            None,
+        )
+        .await?;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert_eq!(srv.runtime.sessions(Some("other")).await?.len(), 1);
+    let (s, v) = srv
+        .call(
+            reqwest::Method::DELETE,
+            "/v1/users/mark?agent_id=kairix",
+            None,
+        )
+        .await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(
+        (v["sessions"].as_u64(), v["agent_id"].as_str()),
+        (Some(1), Some("kairix"))
+    );
+    assert!(srv.runtime.sessions(Some("kairix")).await?.is_empty());
+    assert_eq!(srv.runtime.sessions(Some("other")).await?.len(), 1);
     // and the forbidden turn stored nothing
     srv.runtime.flush().await?;
     assert!(srv.runtime.turns(other.session_id).await?.is_empty());
@@ -991,6 +1021,23 @@ async fn the_cli_talks_to_the_server() -> Res {
     assert!(ok && out.contains("Works at Initech"), "{out}");
     let (ok, out, _) = cli(&srv, &["facts", "delete", &fact_id, "--user", "mark"]).await?;
     assert!(ok && out.contains("deleted"), "{out}");
+
+    // forget: refused without --yes (nothing removed), then done
+    let (ok, _, err) = cli(&srv, &["forget", "--user", "mark"]).await?;
+    assert!(!ok && err.contains("--yes"), "{err}");
+    assert!(!srv.runtime.sessions(None).await?.is_empty());
+    let (ok, out, _) = cli(
+        &srv,
+        &["forget", "--user", "mark", "--agent", "kairix", "--yes"],
+    )
+    .await?;
+    assert!(
+        ok && out.contains("sessions") && out.contains("kairix"),
+        "{out}"
+    );
+    assert!(srv.runtime.sessions(None).await?.is_empty());
+    let (ok, out, _) = cli(&srv, &["summaries", "--agent", "kairix"]).await?;
+    assert!(ok && !out.contains(&sid), "{out}");
 
     // server errors: one clear line, non-zero exit
     let missing = uuid::Uuid::new_v4().to_string();

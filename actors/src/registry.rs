@@ -426,6 +426,21 @@ impl Registry {
             .collect()
     }
 
+    /// The agents `user_id` has a live or opening connection with.
+    pub fn agents_of(&self, user_id: &str) -> std::collections::BTreeSet<String> {
+        self.read()
+            .values()
+            .filter_map(|conn| match conn {
+                Conn::Live { owner, .. } | Conn::Opening { owner, .. }
+                    if &*owner.user_id == user_id =>
+                {
+                    Some(owner.agent_id.to_string())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Live sessions of one agent with one user.
     pub fn live_of(
         &self,

@@ -34,7 +34,9 @@ use crate::search::SearchIndex;
 use crate::settings::{FlushPolicy, StoreSettings};
 use chrono::NaiveDate;
 
+mod forget;
 mod hierarchy;
+pub use forget::{ForgetReport, PendingForget};
 pub use hierarchy::InboxEntry;
 
 #[derive(Debug, thiserror::Error)]
@@ -861,6 +863,15 @@ pub enum StoreMsg {
         user_id: String,
         reply: RpcReplyPort<Result<Fact, StoreError>>,
     },
+    /// Remove every record of a user (with one agent, or all), and every
+    /// record built from theirs.
+    Forget {
+        user_id: String,
+        agent_id: Option<String>,
+        reply: RpcReplyPort<Result<ForgetReport, StoreError>>,
+    },
+    /// Forgets begun and not finished (a crash came in between).
+    PendingForgets(RpcReplyPort<Result<Vec<PendingForget>, StoreError>>),
     /// Move a job out of the queue into the dead-letter tree.
     DeadLetter {
         letter: DeadLetter,
@@ -1049,6 +1060,9 @@ pub struct StoreState {
     batch: u64,
     /// Writes that failed since the last explicit `Flush`.
     failed_since_flush: u64,
+    /// Ids forgotten since the start: a reflection, rollup or topic update
+    /// that read them before the forget must not write them back.
+    forgotten: std::collections::HashSet<Uuid>,
     flushing: bool,
     tick_armed: bool,
     stats: StoreStats,
@@ -1086,6 +1100,22 @@ impl StoreState {
         }
     }
 
+    fn forgot_session(&self, id: &[u8]) -> bool {
+        !self.forgotten.is_empty()
+            && Uuid::from_slice(id).is_ok_and(|id| self.forgotten.contains(&id))
+    }
+
+    /// Whether `summary` was made from a summary that has since been
+    /// forgotten (a rollup or topic update that was running meanwhile).
+    fn built_from_forgotten(&self, summary: &ConversationSummary) -> bool {
+        !self.forgotten.is_empty()
+            && (self.forgotten.contains(&summary.summary_id)
+                || summary
+                    .source_summary_ids
+                    .iter()
+                    .any(|id| self.forgotten.contains(id)))
+    }
+
     fn failed(&mut self, what: &'static str, err: &StoreError) {
         self.stats.write_errors += 1;
         self.failed_since_flush += 1;
@@ -1111,6 +1141,7 @@ impl Actor for StoreActor {
             dirty: false,
             batch: 0,
             failed_since_flush: 0,
+            forgotten: Default::default(),
             flushing: false,
             tick_armed: false,
             stats: StoreStats::default(),
@@ -1161,6 +1192,14 @@ impl Actor for StoreActor {
                     Ok(()) => state.wrote(&myself),
                     Err(e) => state.failed("open_session", &e),
                 }
+            }
+            // A forgotten call's last writes, sent before the forget and
+            // arriving after it.
+            StoreMsg::AppendTurn { key, .. } if state.forgot_session(&key[..16]) => {
+                debug!("turn of a forgotten session dropped");
+            }
+            StoreMsg::EndSession(rec) if state.forgotten.contains(&rec.session_id) => {
+                debug!(session_id = %rec.session_id, "end of a forgotten session dropped");
             }
             StoreMsg::AppendTurn { key, value } => match t.turns.insert(key, value) {
                 Ok(_) => {
@@ -1221,6 +1260,44 @@ impl Actor for StoreActor {
                     Ok(Some((rec, t.turns(session_id)?)))
                 })();
                 let _ = reply.send(res);
+            }
+            StoreMsg::Forget {
+                user_id,
+                agent_id,
+                reply,
+            } => {
+                let res = t.forget_user(&user_id, agent_id.as_deref());
+                if let Ok(r) = &res {
+                    for agent in &r.agents {
+                        state.generations.bump(agent);
+                        state.search.update(agent, |ix| {
+                            for id in &r.removed_ids {
+                                ix.remove(*id);
+                            }
+                        });
+                    }
+                    state.forgotten.extend(r.removed_ids.iter().copied());
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::PendingForgets(reply) => {
+                let _ = reply.send(t.pending_forgets());
+            }
+            StoreMsg::CompleteReflection { summary, reply, .. }
+                if state.forgotten.contains(&summary.summary_id) =>
+            {
+                // The session was forgotten while it was being reflected on.
+                debug!(session_id = %summary.summary_id, "reflection of a forgotten session dropped");
+                let _ = t.queue.remove(keys::session(summary.summary_id));
+                let _ = reply.send(Ok(false));
+            }
+            StoreMsg::PutRollup { summary, reply, .. } if state.built_from_forgotten(&summary) => {
+                debug!(summary_id = %summary.summary_id, "rollup of forgotten summaries dropped");
+                let _ = reply.send(Ok(false));
+            }
+            StoreMsg::PutTopic { summary, reply, .. } if state.built_from_forgotten(&summary) => {
+                debug!(summary_id = %summary.summary_id, "topic of forgotten summaries dropped");
+                let _ = reply.send(Ok(()));
             }
             StoreMsg::CompleteReflection {
                 summary,

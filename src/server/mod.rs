@@ -156,6 +156,10 @@ pub fn router(runtime: Runtime, config: &ServerConfig, shutdown: watch::Receiver
         )
         .route("/v1/agents/{agent_id}/facts", get(routes::list_facts))
         .route("/v1/rollups/run", post(routes::run_rollups))
+        .route(
+            "/v1/users/{user_id}",
+            axum::routing::delete(routes::forget_user),
+        )
         .route("/v1/agents/{agent_id}/topics", get(routes::list_topics))
         .route("/v1/agents/{agent_id}/search", get(routes::search))
         .route(

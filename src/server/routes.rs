@@ -414,6 +414,31 @@ pub async fn clear_context(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct ForgetQuery {
+    agent_id: Option<String>,
+}
+
+/// Forgets a user: with `agent_id`, what they shared with that agent (the
+/// token must cover it); without, with every agent (a token for all).
+pub async fn forget_user(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    ApiPath(user_id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<ForgetQuery>,
+) -> ApiResult {
+    match &q.agent_id {
+        Some(a) => access.allow(a)?,
+        None => access.require_all()?,
+    }
+    let report = app
+        .runtime
+        .forget_user(&user_id, q.agent_id.as_deref())
+        .await?;
+    Ok(Json(report).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FactsQuery {
     user_id: String,
 }

@@ -1,0 +1,83 @@
+//! Forgetting a user through the runtime: their live calls end first, then
+//! the Store removes every record of theirs and every record built from
+//! them, and the agents' `background_context` blocks are rebuilt.
+
+use ractor::call_t;
+use recall_actors::model::validate_id;
+use recall_actors::store::{ForgetReport, StoreMsg};
+use tracing::{info, warn};
+
+use super::{unavailable, RecallError, Runtime, CALL_TIMEOUT_MS};
+
+/// A forget scans every tree once: longer than a plain call.
+const FORGET_TIMEOUT_MS: u64 = 10 * 60 * 1000;
+
+impl Runtime {
+    /// Forgets `user_id`, with one agent or with every agent: ends their
+    /// live calls (reason `cleared`, without reflection), removes their
+    /// turns, sessions, summaries of every layer, facts, topics, the blocks
+    /// drawn from their conversations, reflection jobs, dead letters,
+    /// vectors and search entries, then rebuilds the agents'
+    /// `background_context`. Returns what was removed; forgetting a user
+    /// with nothing stored removes nothing.
+    pub async fn forget_user(
+        &self,
+        user_id: &str,
+        agent_id: Option<&str>,
+    ) -> Result<ForgetReport, RecallError> {
+        validate_id("user_id", user_id)?;
+        if let Some(a) = agent_id {
+            validate_id("agent_id", a)?;
+        }
+        let agents = match agent_id {
+            Some(a) => [a.to_string()].into(),
+            None => self.inner.registry.agents_of(user_id),
+        };
+        let mut ended = Vec::new();
+        for agent in &agents {
+            ended.extend(self.clear_context(agent, user_id)?);
+        }
+        // Their last writes reach the Store before the forget does; any
+        // that come later are dropped by the Store, which remembers what it
+        // forgot.
+        for id in ended {
+            if !self.wait_session_stopped(id).await {
+                warn!(session_id = %id, "a session being forgotten did not stop in time");
+            }
+        }
+        let report = call_t!(
+            self.inner.store,
+            |reply| StoreMsg::Forget {
+                user_id: user_id.to_string(),
+                agent_id: agent_id.map(str::to_string),
+                reply
+            },
+            FORGET_TIMEOUT_MS
+        )
+        .map_err(unavailable("store"))??;
+        self.refresh_background_context().await?;
+        info!(
+            user_id,
+            agent_id,
+            sessions = report.sessions,
+            summaries = report.session_summaries
+                + report.daily_summaries
+                + report.weekly_summaries
+                + report.topic_summaries,
+            facts = report.facts,
+            "forgot a user"
+        );
+        Ok(report)
+    }
+
+    /// Finishes forgets that a crash cut short (at start).
+    pub(super) async fn finish_pending_forgets(&self) -> Result<(), RecallError> {
+        let pending = call_t!(self.inner.store, StoreMsg::PendingForgets, CALL_TIMEOUT_MS)
+            .map_err(unavailable("store"))??;
+        for (user_id, agent_id) in pending {
+            info!(user_id, agent_id, "finishing a forget cut short");
+            self.forget_user(&user_id, agent_id.as_deref()).await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,332 @@
+//! Forgetting a user (seed `001`), in paused tokio time: with one agent,
+//! then with every agent, while one of their calls is live and after their
+//! days were rolled up and their summaries joined topics. Afterwards no
+//! search, listing, context or block shows anything of theirs, another
+//! user's memory is whole, and no sled tree holds a copy. A forget a crash
+//! cut short is finished at the next start.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use recall::engine::reflect::extractive::ExtractiveReflect;
+use recall::engine::search::SearchQuery;
+use recall::engine::store::Trees;
+use recall::testkit::TestRuntime;
+use recall::{BlockLabel, Settings, SummaryType};
+use uuid::Uuid;
+
+type Res = anyhow::Result<()>;
+
+const ZOE: &str = "zoe-q";
+/// Words only Zoe ever says.
+const HERS: [&str; 3] = ["Zanzibar", "Quokkatronics", "zoe-q"];
+
+fn utc(s: &str) -> DateTime<Utc> {
+    s.parse().expect("a UTC time")
+}
+
+async fn run_until(rt: &TestRuntime, t: DateTime<Utc>) {
+    let d = (t - rt.clock().now()).to_std().unwrap_or(Duration::ZERO);
+    tokio::time::sleep(d).await;
+}
+
+async fn settle(rt: &TestRuntime) {
+    for _ in 0..5 {
+        tokio::task::yield_now().await;
+    }
+    rt.wait_idle().await.expect("runtime idle");
+}
+
+async fn call(rt: &TestRuntime, agent: &str, user: &str, conn: &str, turns: &[&str]) -> Res {
+    rt.start_session(agent, user, conn).await?;
+    for t in turns {
+        rt.record_turn(conn, *t, "I'll remember that.")?;
+    }
+    rt.end_session(conn)?;
+    settle(rt).await;
+    Ok(())
+}
+
+fn query(text: &str) -> SearchQuery {
+    SearchQuery {
+        text: text.into(),
+        kinds: Vec::new(),
+        user_id: None,
+        since: None,
+        until: None,
+        limit: 50,
+    }
+}
+
+/// Everything an agent shows of `user`: search hits for Zoe's words,
+/// summaries of every layer, topics, facts.
+async fn shown(rt: &TestRuntime, agent: &str, user: &str) -> anyhow::Result<usize> {
+    let mut n = 0;
+    // (A word no item holds falls back to similarity: other users' items
+    // may come back, never one of hers or one quoting her.)
+    for word in HERS {
+        n += rt
+            .search(agent, query(word))
+            .await?
+            .iter()
+            .filter(|h| h.user_id == user || mentions_her(&h.text))
+            .count();
+    }
+    for kind in SummaryType::ALL {
+        n += rt
+            .summaries(agent, kind)
+            .await?
+            .iter()
+            .filter(|s| s.user_id == user)
+            .count();
+    }
+    n += rt.topics(agent, Some(user)).await?.len();
+    n += rt.facts(agent, user).await?.len();
+    Ok(n)
+}
+
+/// Her words in any case (topic labels and keywords are lowercased).
+fn mentions_her(text: &str) -> bool {
+    let text = text.to_lowercase();
+    HERS.iter().any(|w| text.contains(&w.to_lowercase()))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_forgotten_user_leaves_no_copy_and_the_others_keep_theirs() -> Res {
+    let mut settings = Settings::for_test();
+    settings.rollup.daily_hour = 3;
+    settings.rollup.spread_secs = 0;
+    // Monday 2 March 2026.
+    let rt = TestRuntime::start_at(
+        settings,
+        Arc::new(ExtractiveReflect),
+        utc("2026-03-02T10:00:00Z"),
+    )
+    .await?;
+    // The search index is built before the writes, so the forget has to
+    // change a live index.
+    rt.search("kairix", query("garden")).await?;
+    for day in 2..5 {
+        run_until(&rt, utc(&format!("2026-03-0{day}T11:00:00Z"))).await;
+        call(
+            &rt,
+            "kairix",
+            ZOE,
+            &format!("zk{day}"),
+            &[
+                "My name is Zoe and I work at Quokkatronics",
+                "We sail to Zanzibar in June on the Quokkatronics boat",
+            ],
+        )
+        .await?;
+        call(
+            &rt,
+            "kairix",
+            "ada",
+            &format!("ak{day}"),
+            &[
+                "I live in Lisbon and the garden needs compost",
+                "The tomatoes by the fence are doing well",
+            ],
+        )
+        .await?;
+        call(
+            &rt,
+            "nova",
+            ZOE,
+            &format!("zn{day}"),
+            &["The Zanzibar packing list again: sunscreen and charts"],
+        )
+        .await?;
+    }
+    // Past the next Monday's rollup hour: three dailies each and a weekly.
+    run_until(&rt, utc("2026-03-09T04:00:00Z")).await;
+    settle(&rt).await;
+    rt.process_new_summaries().await?;
+    rt.refresh_background_context().await?;
+    for kind in [SummaryType::Daily, SummaryType::Weekly, SummaryType::Topic] {
+        let of_zoe = rt
+            .summaries("kairix", kind)
+            .await?
+            .into_iter()
+            .filter(|s| s.user_id == ZOE)
+            .count();
+        assert!(of_zoe > 0, "Zoe has {kind:?} summaries before the forget");
+    }
+    let zoe_ids: HashSet<Uuid> = rt
+        .sessions(None)
+        .await?
+        .into_iter()
+        .filter(|s| s.user_id == ZOE)
+        .map(|s| s.session_id)
+        .collect();
+    assert_eq!(zoe_ids.len(), 6);
+    let ada_before: Vec<_> = {
+        let mut all = Vec::new();
+        for kind in SummaryType::ALL {
+            all.extend(
+                rt.summaries("kairix", kind)
+                    .await?
+                    .into_iter()
+                    .filter(|s| s.user_id == "ada"),
+            );
+        }
+        all
+    };
+    assert!(ada_before.len() >= 5, "{ada_before:?}");
+    let block = rt.block("kairix", BlockLabel::BackgroundContext).await?;
+    assert!(
+        block.is_some_and(|b| mentions_her(&b.value)),
+        "her topic is in the block"
+    );
+    // One of her calls is live when she asks to be forgotten.
+    rt.start_session("kairix", ZOE, "live").await?;
+    rt.record_turn("live", "Zanzibar visa questions", "Let's check.")?;
+
+    // With one agent first: Nova forgets her, Kairix still knows her.
+    let nova = rt.forget_user(ZOE, Some("nova")).await?;
+    assert_eq!(nova.sessions, 3);
+    assert_eq!(nova.agents, ["nova".to_string()].into());
+    assert_eq!(shown(&rt, "nova", ZOE).await?, 0);
+    assert!(shown(&rt, "kairix", ZOE).await? > 0);
+    assert!(
+        rt.live_session("live").await?.is_some(),
+        "her Kairix call goes on"
+    );
+
+    // Then with every agent.
+    let all = rt.forget_user(ZOE, None).await?;
+    settle(&rt).await;
+    assert_eq!(all.sessions, 4, "three ended calls and the live one");
+    // The live call may have been summarized before the forget reached
+    // the store; then its summary went too.
+    assert!((3..=4).contains(&all.session_summaries), "{all:?}");
+    assert!(
+        all.daily_summaries >= 3 && all.weekly_summaries >= 1,
+        "{all:?}"
+    );
+    assert!(
+        all.topic_summaries >= 1 && all.topics >= 1 && all.facts >= 1,
+        "{all:?}"
+    );
+    assert_eq!(all.agents, ["kairix".to_string()].into());
+    assert!(rt.live_session("live").await?.is_none());
+
+    // Nothing of hers through any door.
+    for agent in ["kairix", "nova"] {
+        assert_eq!(shown(&rt, agent, ZOE).await?, 0, "{agent} still shows her");
+        for s in rt.sessions(Some(agent)).await? {
+            assert_ne!(s.user_id, ZOE);
+        }
+        for b in rt.blocks(agent).await? {
+            assert!(!mentions_her(&b.value), "{b:?}");
+        }
+        let ctx = rt
+            .context(agent, ZOE, "Where are we sailing?", 8_000)
+            .await?;
+        assert!(!mentions_her(&serde_json::to_string(&ctx)?), "{ctx:?}");
+    }
+    assert!(rt.dead_letters().await?.is_empty());
+    // Ada's memory is whole, and still found.
+    let mut ada_after = Vec::new();
+    for kind in SummaryType::ALL {
+        ada_after.extend(
+            rt.summaries("kairix", kind)
+                .await?
+                .into_iter()
+                .filter(|s| s.user_id == "ada"),
+        );
+    }
+    assert_eq!(ada_after, ada_before);
+    assert!(!rt
+        .search("kairix", query("Lisbon compost"))
+        .await?
+        .is_empty());
+    // A second forget finds nothing more.
+    assert!(rt.forget_user(ZOE, None).await?.is_empty());
+    // The rollups and the watchdog run on without bringing her back.
+    run_until(&rt, utc("2026-03-10T04:00:00Z")).await;
+    settle(&rt).await;
+    assert_eq!(shown(&rt, "kairix", ZOE).await?, 0);
+
+    // No copy in any tree: no key or value holds her id, her words or one
+    // of her sessions' ids.
+    let dir = rt.data_dir().to_path_buf();
+    rt.runtime().clone().shutdown().await?;
+    let trees = Trees::open(&dir, &Settings::default().store)?;
+    let needles: Vec<Vec<u8>> = HERS
+        .iter()
+        .flat_map(|w| [w.as_bytes().to_vec(), w.to_lowercase().into_bytes()])
+        .chain(zoe_ids.iter().map(|id| id.as_bytes().to_vec()))
+        .chain(zoe_ids.iter().map(|id| id.to_string().into_bytes()))
+        .collect();
+    let mut scanned = 0;
+    for name in trees.db.tree_names() {
+        let tree = trees.db.open_tree(&name)?;
+        for item in tree.iter() {
+            let (k, v) = item?;
+            scanned += 1;
+            for n in &needles {
+                let hit = |hay: &[u8]| hay.windows(n.len()).any(|w| w == n.as_slice());
+                assert!(
+                    !hit(&k) && !hit(&v),
+                    "tree {:?} holds {:?} in {:?} => {:?}",
+                    String::from_utf8_lossy(&name),
+                    String::from_utf8_lossy(n),
+                    String::from_utf8_lossy(&k),
+                    String::from_utf8_lossy(&v)
+                );
+            }
+        }
+    }
+    assert!(scanned > 20, "{scanned} records scanned");
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_forget_cut_short_by_a_crash_is_finished_at_the_next_start() -> Res {
+    let rt = TestRuntime::start().await?;
+    call(&rt, "kairix", ZOE, "c1", &["We sail to Zanzibar in June"]).await?;
+    call(&rt, "kairix", "ada", "c2", &["The garden needs compost"]).await?;
+    // The crash comes right after the forget began.
+    let rt = rt
+        .crash_and_restart_with(|dir| {
+            let trees = Trees::open(dir, &Settings::default().store)
+                .map_err(|e| recall::StartupError::Recovery(e.to_string()))?;
+            trees
+                .begin_forget(ZOE, None)
+                .map_err(|e| recall::StartupError::Recovery(e.to_string()))?;
+            trees
+                .db
+                .flush()
+                .map_err(|e| recall::StartupError::Recovery(e.to_string()))?;
+            Ok(())
+        })
+        .await?;
+    settle(&rt).await;
+    assert_eq!(shown(&rt, "kairix", ZOE).await?, 0);
+    let users: Vec<String> = rt
+        .sessions(None)
+        .await?
+        .into_iter()
+        .map(|s| s.user_id)
+        .collect();
+    assert_eq!(users, ["ada"]);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn forgetting_checks_its_input_and_changes_nothing_on_bad_input() -> Res {
+    let rt = TestRuntime::start().await?;
+    call(&rt, "kairix", ZOE, "c1", &["We sail to Zanzibar in June"]).await?;
+    for (user, agent) in [("", None), ("bad\nid", None), (ZOE, Some(""))] {
+        let err = rt.forget_user(user, agent).await.expect_err("bad input");
+        assert!(matches!(err, recall::RecallError::Input(_)), "{err}");
+    }
+    assert_eq!(rt.sessions(None).await?.len(), 1);
+    // A user with nothing stored: nothing to remove, no error.
+    assert!(rt.forget_user("nobody", None).await?.is_empty());
+    Ok(())
+}

@@ -184,6 +184,10 @@ impl Reflect for OpenAiReflect {
         "openai"
     }
 
+    fn identity(&self) -> String {
+        format!("openai:{}", self.model)
+    }
+
     fn reflect(&self, request: ReflectRequest) -> BoxFuture<'static, Result<String, ReflectError>> {
         Box::pin(self.clone().call(request))
     }

@@ -45,8 +45,10 @@ use recall_actors::settings::EmbedKind;
 mod context;
 mod forget;
 mod hierarchy;
+mod replay;
 pub use context::ContextCacheStats;
 pub use hierarchy::TopicView;
+pub use replay::{ReplayChange, ReplayFailure, ReplayProgress, ReplayReport, ReplayRequest};
 
 /// Timeout of calls into the actors, in ms.
 const CALL_TIMEOUT_MS: u64 = 30_000;
@@ -348,8 +350,8 @@ impl RuntimeBuilder {
                 settings: settings.clone(),
                 registry: registry.clone(),
                 store: store.clone(),
-                reflect,
-                prompts,
+                reflect: reflect.clone(),
+                prompts: prompts.clone(),
                 clock,
                 stats: stats_tx,
                 rollup: rollup.clone(),
@@ -361,6 +363,8 @@ impl RuntimeBuilder {
 
         let runtime = Runtime {
             inner: Arc::new(Inner {
+                reflect,
+                prompts,
                 context_cache: context::ContextCache::new(settings.context.cache_entries),
                 settings,
                 generations,
@@ -384,6 +388,9 @@ impl RuntimeBuilder {
 
 struct Inner {
     settings: Settings,
+    /// What reflections run through, for replays.
+    reflect: Arc<dyn Reflect>,
+    prompts: Arc<Prompts>,
     generations: Arc<Generations>,
     context_cache: context::ContextCache,
     clock: Clock,

@@ -515,6 +515,10 @@ impl Reflect for RealTimeReflect {
         self.inner.name()
     }
 
+    fn identity(&self) -> String {
+        self.inner.identity()
+    }
+
     fn reflect(&self, request: ReflectRequest) -> BoxFuture<'static, Result<String, ReflectError>> {
         let inner = self.inner.clone();
         let rt = self.runtime.clone();

@@ -179,6 +179,11 @@ pub struct ConversationSummary {
     /// no longer read into contexts, blocks or search.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded_by: Option<Uuid>,
+    /// For a session summary: what it was derived from (the summarizer,
+    /// its prompts and the turns), as a fingerprint. A replay re-derives a
+    /// session only when this would change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derivation: Option<String>,
 }
 
 impl ConversationSummary {
@@ -209,6 +214,7 @@ impl ConversationSummary {
             fallback: false,
             supersedes: None,
             superseded_by: None,
+            derivation: None,
         }
     }
 
@@ -492,6 +498,7 @@ mod tests {
             fallback: false,
             supersedes: None,
             superseded_by: None,
+            derivation: None,
         };
         assert_eq!(
             s.to_archival_text(),

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use ractor::{call_t, Actor, ActorProcessingErr, ActorRef};
 use tracing::{info, warn};
+use uuid::Uuid;
 
 use crate::clock::Clock;
 use crate::model::{
@@ -158,25 +159,8 @@ impl ReflectorState {
         let Some((session, turns)) = self.load().await? else {
             return Ok(None);
         };
-        let conversation = conversation_text(&turns);
-        let ended_at = session.ended_at.unwrap_or(session.started_at);
-        let vars = [
-            session.agent_id.clone(),
-            session.user_id.clone(),
-            session.session_id.to_string(),
-            isoformat(&session.started_at),
-            isoformat(&ended_at),
-            turns.len().to_string(),
-            conversation.clone(),
-        ];
-        let values: Vec<&str> = vars.iter().map(String::as_str).collect();
-        let request = ReflectRequest {
-            system: self.args.prompts.system.clone(),
-            prompt: self.args.prompts.session.render(&values),
-            session: session.clone(),
-            turns: turns.clone(),
-            sources: Vec::new(),
-        };
+        let (request, conversation) = session_request(&session, &turns, &self.args.prompts);
+        let derivation = derivation(&self.args.reflect.identity(), &request);
         let limit = Duration::from_secs(self.args.settings.attempt_timeout_secs);
         let started = std::time::Instant::now();
         let raw = match tokio::time::timeout(limit, self.args.reflect.reflect(request)).await {
@@ -194,7 +178,9 @@ impl ReflectorState {
             .record(started.elapsed().as_secs_f64());
         let reflection = parse_reflection(&raw, &conversation);
         let now = self.args.clock.now();
-        let (summary, blocks, facts) = self.build(&session, &turns, reflection, now);
+        let (mut summary, blocks, facts) =
+            build_reflection(&session, &turns, reflection, now, &self.args.blocks);
+        summary.derivation = Some(derivation);
         let stored = call_t!(
             self.args.store,
             |reply| StoreMsg::CompleteReflection {
@@ -214,70 +200,6 @@ impl ReflectorState {
         }))
     }
 
-    fn build(
-        &self,
-        session: &SessionRecord,
-        turns: &[ConversationTurn],
-        r: Reflection,
-        now: chrono::DateTime<chrono::Utc>,
-    ) -> (ConversationSummary, Vec<MemoryBlock>, Vec<Fact>) {
-        let mut blocks = Vec::new();
-        for (label, value) in [
-            (BlockLabel::SelfPerception, &r.self_perception),
-            (BlockLabel::Relationship, &r.relationship),
-        ] {
-            if let Some(v) = value {
-                let limit = self.args.blocks.limit(label);
-                blocks.push(MemoryBlock {
-                    agent_id: session.agent_id.clone(),
-                    label,
-                    value: truncate_chars(v, limit).to_string(),
-                    limit,
-                    updated_at: now,
-                    // Drawn from this user's conversation: theirs only.
-                    source_user_id: Some(session.user_id.clone()),
-                });
-            }
-        }
-        // Scoped to this agent and user, private until the user shares them.
-        let facts = r
-            .facts
-            .into_iter()
-            .map(|f| Fact {
-                fact_id: uuid::Uuid::new_v4(),
-                agent_id: session.agent_id.clone(),
-                user_id: session.user_id.clone(),
-                category: f.category,
-                content: f.content,
-                subject: f.subject,
-                visibility: Visibility::Private,
-                source_session_id: Some(session.session_id),
-                extracted_at: now,
-                conflicts_with: None,
-            })
-            .collect();
-        let summary = ConversationSummary {
-            summary_id: session.session_id,
-            summary_type: SummaryType::Session,
-            agent_id: session.agent_id.clone(),
-            user_id: session.user_id.clone(),
-            period_start: session.started_at,
-            period_end: session.ended_at.unwrap_or(now),
-            summary_text: r.summary,
-            topics: r.topics,
-            key_entities: r.entities,
-            emotional_tone: r.emotional_tone,
-            source_summary_ids: Vec::new(),
-            source_range: SourceRange::session(session.session_id, turns.len() as u32),
-            turn_count: turns.len() as u32,
-            created_at: now,
-            fallback: r.fallback,
-            supersedes: None,
-            superseded_by: None,
-        };
-        (summary, blocks, facts)
-    }
-
     fn finish(&self, myself: &ActorRef<ReflectorMsg>, outcome: ReflectionOutcome) {
         let _ = self
             .args
@@ -288,6 +210,114 @@ impl ReflectorState {
             });
         myself.stop(None);
     }
+}
+
+/// The request reflecting on `session`, and the conversation text it holds
+/// (the parser's fallback).
+pub fn session_request(
+    session: &SessionRecord,
+    turns: &[ConversationTurn],
+    prompts: &Prompts,
+) -> (ReflectRequest, String) {
+    let conversation = conversation_text(turns);
+    let ended_at = session.ended_at.unwrap_or(session.started_at);
+    let vars = [
+        session.agent_id.clone(),
+        session.user_id.clone(),
+        session.session_id.to_string(),
+        isoformat(&session.started_at),
+        isoformat(&ended_at),
+        turns.len().to_string(),
+        conversation.clone(),
+    ];
+    let values: Vec<&str> = vars.iter().map(String::as_str).collect();
+    let request = ReflectRequest {
+        system: prompts.system.clone(),
+        prompt: prompts.session.render(&values),
+        session: session.clone(),
+        turns: turns.to_vec(),
+        sources: Vec::new(),
+    };
+    (request, conversation)
+}
+
+/// The fingerprint of what a reflection is derived from: the summarizer's
+/// identity and the full prompt (template, session and turns). The same
+/// inputs give the same fingerprint in every build.
+pub fn derivation(identity: &str, request: &ReflectRequest) -> String {
+    const NS: Uuid = Uuid::from_u128(0x7265_6361_6c6c_2d64_6572_6976_6174_696f);
+    let mut bytes = Vec::with_capacity(request.system.len() + request.prompt.len() + 64);
+    for part in [identity, &request.system, &request.prompt] {
+        bytes.extend_from_slice(part.as_bytes());
+        bytes.push(0);
+    }
+    Uuid::new_v5(&NS, &bytes).simple().to_string()
+}
+
+/// A reflection's summary, block updates and facts for `session`.
+pub fn build_reflection(
+    session: &SessionRecord,
+    turns: &[ConversationTurn],
+    r: Reflection,
+    now: chrono::DateTime<chrono::Utc>,
+    block_settings: &BlockSettings,
+) -> (ConversationSummary, Vec<MemoryBlock>, Vec<Fact>) {
+    let mut blocks = Vec::new();
+    for (label, value) in [
+        (BlockLabel::SelfPerception, &r.self_perception),
+        (BlockLabel::Relationship, &r.relationship),
+    ] {
+        if let Some(v) = value {
+            let limit = block_settings.limit(label);
+            blocks.push(MemoryBlock {
+                agent_id: session.agent_id.clone(),
+                label,
+                value: truncate_chars(v, limit).to_string(),
+                limit,
+                updated_at: now,
+                // Drawn from this user's conversation: theirs only.
+                source_user_id: Some(session.user_id.clone()),
+            });
+        }
+    }
+    // Scoped to this agent and user, private until the user shares them.
+    let facts = r
+        .facts
+        .into_iter()
+        .map(|f| Fact {
+            fact_id: Uuid::new_v4(),
+            agent_id: session.agent_id.clone(),
+            user_id: session.user_id.clone(),
+            category: f.category,
+            content: f.content,
+            subject: f.subject,
+            visibility: Visibility::Private,
+            source_session_id: Some(session.session_id),
+            extracted_at: now,
+            conflicts_with: None,
+        })
+        .collect();
+    let summary = ConversationSummary {
+        summary_id: session.session_id,
+        summary_type: SummaryType::Session,
+        agent_id: session.agent_id.clone(),
+        user_id: session.user_id.clone(),
+        period_start: session.started_at,
+        period_end: session.ended_at.unwrap_or(now),
+        summary_text: r.summary,
+        topics: r.topics,
+        key_entities: r.entities,
+        emotional_tone: r.emotional_tone,
+        source_summary_ids: Vec::new(),
+        source_range: SourceRange::session(session.session_id, turns.len() as u32),
+        turn_count: turns.len() as u32,
+        created_at: now,
+        fallback: r.fallback,
+        supersedes: None,
+        superseded_by: None,
+        derivation: None,
+    };
+    (summary, blocks, facts)
 }
 
 impl Actor for ReflectorActor {

@@ -391,6 +391,7 @@ impl Ctx {
             fallback: r.fallback,
             supersedes: existing.map(|e| e.summary_id),
             superseded_by: None,
+            derivation: None,
         };
         let vector = self.vector(embed::summary_text(&summary)).await;
         let supersedes = summary.supersedes;
@@ -615,20 +616,29 @@ impl Ctx {
             return Ok(false);
         }
         let threshold = self.settings.topic_threshold;
-        let (mut topic, previous) =
-            match topics::closest(topics, &vector.embedder, &vector.values, threshold) {
-                Some(i) => {
-                    let mut t = topics[i].clone();
-                    topics::join(&mut t, s, &vector.values, now);
-                    let prev =
-                        store_call!(self.store, |reply| StoreMsg::GetSummary(t.topic_id, reply))?;
-                    (t, prev)
-                }
-                None => (
-                    topics::start(s, &vector.embedder, &vector.values, now),
-                    None,
-                ),
-            };
+        // A replayed session's new version takes its old version's place in
+        // the old version's topic (whose centroid keeps the old vector: the
+        // two are close, and the sum is only compared by direction).
+        let replaced = s.supersedes.and_then(|old| {
+            let i = topics.iter().position(|t| t.member_ids.contains(&old))?;
+            topics[i].member_ids.retain(|m| *m != old);
+            Some(i)
+        });
+        let (mut topic, previous) = match replaced
+            .or_else(|| topics::closest(topics, &vector.embedder, &vector.values, threshold))
+        {
+            Some(i) => {
+                let mut t = topics[i].clone();
+                topics::join(&mut t, s, &vector.values, now);
+                let prev =
+                    store_call!(self.store, |reply| StoreMsg::GetSummary(t.topic_id, reply))?;
+                (t, prev)
+            }
+            None => (
+                topics::start(s, &vector.embedder, &vector.values, now),
+                None,
+            ),
+        };
         // The newest members (this one among them) re-make the summary.
         let keep = self.settings.topic_sources;
         let mut members: Vec<ConversationSummary> = Vec::new();
@@ -710,6 +720,7 @@ impl Ctx {
             fallback: r.fallback,
             supersedes: None,
             superseded_by: None,
+            derivation: None,
         };
         topic.updated_at = now;
         let vector = self.vector(embed::summary_text(&summary)).await;

@@ -36,8 +36,10 @@ use chrono::NaiveDate;
 
 mod forget;
 mod hierarchy;
+mod replay;
 pub use forget::{ForgetReport, PendingForget};
 pub use hierarchy::InboxEntry;
+pub use replay::Revision;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -68,6 +70,8 @@ pub enum StoreError {
     Codec(#[from] serde_json::Error),
     #[error("session {0} not found")]
     SessionNotFound(Uuid),
+    #[error("no summary {0}")]
+    SummaryNotFound(Uuid),
     #[error("no dead letter for session {0}")]
     DeadLetterNotFound(Uuid),
     #[error("the store is not running")]
@@ -870,6 +874,20 @@ pub enum StoreMsg {
         agent_id: Option<String>,
         reply: RpcReplyPort<Result<ForgetReport, StoreError>>,
     },
+    /// Store a replay's new version of a session summary (its `supersedes`
+    /// names the current one) and bring the session's facts in line.
+    ReviseSession {
+        summary: Box<ConversationSummary>,
+        facts: Vec<Fact>,
+        reply: RpcReplyPort<Result<Revision, StoreError>>,
+    },
+    /// Record a summary's derivation fingerprint (a replay found it
+    /// unchanged).
+    StampDerivation {
+        summary_id: Uuid,
+        derivation: String,
+        reply: RpcReplyPort<Result<(), StoreError>>,
+    },
     /// Forgets begun and not finished (a crash came in between).
     PendingForgets(RpcReplyPort<Result<Vec<PendingForget>, StoreError>>),
     /// Move a job out of the queue into the dead-letter tree.
@@ -1277,6 +1295,50 @@ impl Actor for StoreActor {
                         });
                     }
                     state.forgotten.extend(r.removed_ids.iter().copied());
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::ReviseSession { summary, reply, .. }
+                if summary
+                    .supersedes
+                    .is_some_and(|id| state.forgotten.contains(&id)) =>
+            {
+                let _ = reply.send(Ok(Revision::default()));
+            }
+            StoreMsg::ReviseSession {
+                summary,
+                facts,
+                reply,
+            } => {
+                let res = t.revise_session(&summary, &facts);
+                if let Ok(r) = &res {
+                    if r.stored {
+                        state.generations.bump(&summary.agent_id);
+                        state.search.update(&summary.agent_id, |ix| {
+                            if let Some(old) = &r.old {
+                                ix.remove(old.summary_id);
+                            }
+                            ix.put_summary(&summary, None);
+                            for f in &r.facts_removed {
+                                ix.remove(f.fact_id);
+                            }
+                            for f in &r.facts_added {
+                                ix.put_fact(f, None);
+                            }
+                        });
+                        state.wrote(&myself);
+                    }
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::StampDerivation {
+                summary_id,
+                derivation,
+                reply,
+            } => {
+                let res = t.stamp_derivation(summary_id, &derivation);
+                if res.is_ok() {
+                    state.wrote(&myself);
                 }
                 let _ = reply.send(res);
             }

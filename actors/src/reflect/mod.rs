@@ -32,6 +32,12 @@ pub struct ReflectRequest {
 pub trait Reflect: Send + Sync + 'static {
     /// A short name for logs (`extractive`, `openai`).
     fn name(&self) -> &'static str;
+    /// What a summary made through this summarizer depends on beyond the
+    /// prompt: the name, and the model where there is one
+    /// (`openai:gpt-4o-mini`). Part of a summary's derivation fingerprint.
+    fn identity(&self) -> String {
+        self.name().to_string()
+    }
     fn reflect(&self, request: ReflectRequest) -> BoxFuture<'static, Result<String, ReflectError>>;
 }
 

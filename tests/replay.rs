@@ -1,0 +1,312 @@
+//! Replay / re-derive, in paused tokio time: sessions summarized offline
+//! and rolled up are replayed through a new summarizer. Each changed
+//! session gets a new version linked to the old, its facts follow, its day
+//! and week are revised and its topic moves to the new version; a second
+//! run changes nothing and calls nothing; an interrupted run resumes.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::future::BoxFuture;
+use recall::engine::reflect::extractive::ExtractiveReflect;
+use recall::runtime::ReplayRequest;
+use recall::{
+    Clock, Reflect, ReflectError, ReflectRequest, Runtime, RuntimeBuilder, Settings, SummaryType,
+};
+use serde_json::json;
+
+type Res = anyhow::Result<()>;
+
+fn utc(s: &str) -> DateTime<Utc> {
+    s.parse().expect("a UTC time")
+}
+
+/// Today's better summarizer: a session summary naming the call's first
+/// words, and one fact; a rollup or topic summary joining its sources.
+/// Counts the session reflections it was asked for.
+#[derive(Clone, Default)]
+struct Revised(Arc<AtomicUsize>);
+
+impl Reflect for Revised {
+    fn name(&self) -> &'static str {
+        "revised"
+    }
+
+    fn reflect(&self, request: ReflectRequest) -> BoxFuture<'static, Result<String, ReflectError>> {
+        if request.turns.is_empty() {
+            let out = json!({"summary": format!("Combined: {}", request.sources.join(" | "))});
+            return Box::pin(async move { Ok(out.to_string()) });
+        }
+        self.0.fetch_add(1, Ordering::SeqCst);
+        let first = request
+            .turns
+            .first()
+            .map(|t| t.user_message.clone())
+            .unwrap_or_default();
+        let out = json!({
+            "summary": format!("Revised: {first}"),
+            "topics": ["travel"],
+            "entities": [],
+            "facts": [{"category": "preference", "content": "Prefers window seats"}],
+        });
+        Box::pin(async move { Ok(out.to_string()) })
+    }
+}
+
+fn settings() -> Settings {
+    let mut s = Settings::for_test();
+    s.rollup.daily_hour = 3;
+    s.rollup.spread_secs = 0;
+    s
+}
+
+async fn start(
+    dir: &std::path::Path,
+    reflect: Arc<dyn Reflect>,
+    at: &str,
+) -> anyhow::Result<Runtime> {
+    Ok(RuntimeBuilder::new(dir)
+        .settings(settings())
+        .reflect(reflect)
+        .clock(Clock::starting_at(utc(at)))
+        .start()
+        .await?)
+}
+
+async fn run_until(rt: &Runtime, t: DateTime<Utc>) {
+    let d = (t - rt.clock().now()).to_std().unwrap_or(Duration::ZERO);
+    tokio::time::sleep(d).await;
+}
+
+fn request(user: Option<&str>) -> ReplayRequest {
+    ReplayRequest {
+        agent_id: "kairix".into(),
+        user_id: user.map(str::to_string),
+        since: None,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replay_makes_linked_versions_revises_rollups_and_changes_nothing_twice() -> Res {
+    let dir = tempfile::tempdir()?;
+    // Monday 2 March 2026: three days of calls, summarized offline.
+    let rt = start(
+        dir.path(),
+        Arc::new(ExtractiveReflect),
+        "2026-03-02T10:00:00Z",
+    )
+    .await?;
+    for day in 2..5 {
+        run_until(&rt, utc(&format!("2026-03-0{day}T11:00:00Z"))).await;
+        for user in ["mark", "ada"] {
+            let conn = format!("{user}-{day}");
+            rt.start_session("kairix", user, &conn).await?;
+            rt.record_turn(
+                &conn,
+                format!("{user} plans the trip to Porto, day {day}"),
+                "Nice.",
+            )?;
+            rt.record_turn(&conn, "I prefer the morning train", "Noted.")?;
+            rt.end_session(&conn)?;
+            rt.wait_idle().await?;
+        }
+    }
+    run_until(&rt, utc("2026-03-09T04:00:00Z")).await;
+    rt.wait_idle().await?;
+    rt.process_new_summaries().await?;
+
+    // Replaying with the summarizer that made them changes nothing, and
+    // asks it nothing: every summary carries its derivation.
+    let same = rt.replay(&request(None), |_| true).await?;
+    assert_eq!((same.progress.total, same.progress.unchanged), (6, 6));
+    assert!(same.changed.is_empty() && same.rollups.is_none());
+    let dailies_before = rt.summaries("kairix", SummaryType::Daily).await?;
+    rt.shutdown().await?;
+
+    // Today's summarizer.
+    let revised = Revised::default();
+    let rt = start(
+        dir.path(),
+        Arc::new(revised.clone()),
+        "2026-03-09T05:00:00Z",
+    )
+    .await?;
+    let mut seen = Vec::new();
+    let report = rt
+        .replay(&request(Some("mark")), |p| {
+            seen.push(*p);
+            true
+        })
+        .await?;
+    assert_eq!(revised.0.load(Ordering::SeqCst), 3);
+    assert_eq!((report.progress.total, report.progress.changed), (3, 3));
+    assert!(!report.interrupted && report.failed.is_empty());
+    assert_eq!(seen.first().map(|p| p.done), Some(0));
+    assert_eq!(seen.last().map(|p| p.done), Some(3));
+    for c in &report.changed {
+        assert!(
+            c.new_text.starts_with("Revised: mark plans the trip"),
+            "{c:?}"
+        );
+        // The new version is linked to the old, which is kept.
+        let new = rt.summary(c.new_summary_id).await?.expect("new version");
+        let old_id = c.old_summary_id.expect("replaced a version");
+        assert_eq!((new.supersedes, new.superseded_by), (Some(old_id), None));
+        let old = rt.summary(old_id).await?.expect("old version kept");
+        assert_eq!(old.superseded_by, Some(c.new_summary_id));
+        assert_eq!(old.summary_id, c.session_id);
+    }
+    // The new fact is added once (the later sessions find it known).
+    let added: Vec<_> = report
+        .changed
+        .iter()
+        .flat_map(|c| c.facts_added.clone())
+        .collect();
+    assert_eq!(added, ["Prefers window seats"]);
+    // The old reflection's fact (held by the first session that found it)
+    // is gone with its version.
+    let removed: Vec<_> = report
+        .changed
+        .iter()
+        .flat_map(|c| c.facts_removed.clone())
+        .collect();
+    assert_eq!(removed.len(), 1, "{removed:?}");
+    assert!(removed[0].contains("morning train"), "{removed:?}");
+    // Mark's day and week rollups were revised from the new versions; Ada's
+    // are as they were.
+    let rollups = report.rollups.expect("rollups ran");
+    assert!(rollups.revised >= 4, "{rollups:?}");
+    let current: Vec<_> = rt
+        .summaries("kairix", SummaryType::Daily)
+        .await?
+        .into_iter()
+        .filter(|s| s.is_current())
+        .collect();
+    for d in current.iter().filter(|d| d.user_id == "mark") {
+        assert!(d.summary_text.contains("Revised:"), "{d:?}");
+    }
+    let ada_now: Vec<_> = current
+        .iter()
+        .filter(|d| d.user_id == "ada")
+        .cloned()
+        .collect();
+    let ada_then: Vec<_> = dailies_before
+        .into_iter()
+        .filter(|d| d.user_id == "ada")
+        .collect();
+    assert_eq!(ada_now, ada_then);
+    // Mark's topics hold the new versions, not the old.
+    let new_ids: Vec<_> = report.changed.iter().map(|c| c.new_summary_id).collect();
+    let old_ids: Vec<_> = report
+        .changed
+        .iter()
+        .filter_map(|c| c.old_summary_id)
+        .collect();
+    let members: Vec<_> = rt
+        .topics("kairix", Some("mark"))
+        .await?
+        .into_iter()
+        .flat_map(|t| t.source_summary_ids)
+        .collect();
+    assert!(new_ids.iter().all(|id| members.contains(id)), "{members:?}");
+    assert!(
+        old_ids.iter().all(|id| !members.contains(id)),
+        "{members:?}"
+    );
+    // Facts: the new one, once; the old session facts gone.
+    let facts = rt.facts("kairix", "mark").await?;
+    let contents: Vec<_> = facts.iter().map(|f| f.content.as_str()).collect();
+    assert_eq!(
+        contents
+            .iter()
+            .filter(|c| **c == "Prefers window seats")
+            .count(),
+        1,
+        "{contents:?}"
+    );
+    assert!(
+        !contents.iter().any(|c| c.contains("morning train")),
+        "{contents:?}"
+    );
+    // Search finds the new text, not the old.
+    let hits = rt
+        .search(
+            "kairix",
+            recall::engine::search::SearchQuery {
+                text: "Revised Porto".into(),
+                kinds: vec![recall::engine::search::DocKind::Session],
+                user_id: Some("mark".into()),
+                since: None,
+                until: None,
+                limit: 20,
+            },
+        )
+        .await?;
+    assert!(hits.iter().all(|h| !old_ids.contains(&h.id)), "{hits:?}");
+    assert!(hits.iter().any(|h| new_ids.contains(&h.id)), "{hits:?}");
+
+    // Twice: nothing changes and nothing is asked.
+    let again = rt.replay(&request(Some("mark")), |_| true).await?;
+    assert_eq!((again.progress.unchanged, again.changed.len()), (3, 0));
+    assert_eq!(revised.0.load(Ordering::SeqCst), 3);
+    rt.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_interrupted_replay_resumes_where_it_stopped() -> Res {
+    let dir = tempfile::tempdir()?;
+    let rt = start(
+        dir.path(),
+        Arc::new(ExtractiveReflect),
+        "2026-03-02T10:00:00Z",
+    )
+    .await?;
+    for i in 0..5 {
+        let conn = format!("c{i}");
+        rt.start_session("kairix", "mark", &conn).await?;
+        rt.record_turn(&conn, format!("Call {i} about the Porto trip"), "Nice.")?;
+        rt.end_session(&conn)?;
+        rt.wait_idle().await?;
+    }
+    rt.shutdown().await?;
+
+    let revised = Revised::default();
+    let rt = start(
+        dir.path(),
+        Arc::new(revised.clone()),
+        "2026-03-02T12:00:00Z",
+    )
+    .await?;
+    // Stopped after two sessions (a Ctrl-C, a dropped connection).
+    let first = rt.replay(&request(None), |p| p.done < 2).await?;
+    assert!(first.interrupted);
+    assert_eq!((first.progress.done, first.changed.len()), (2, 2));
+    let second = rt.replay(&request(None), |_| true).await?;
+    assert!(!second.interrupted);
+    assert_eq!((second.progress.unchanged, second.changed.len()), (2, 3));
+    assert_eq!(
+        revised.0.load(Ordering::SeqCst),
+        5,
+        "each session asked once"
+    );
+    let current = rt
+        .summaries("kairix", SummaryType::Session)
+        .await?
+        .into_iter()
+        .filter(|s| s.is_current())
+        .count();
+    assert_eq!(current, 5);
+
+    // Bad input is a typed error.
+    let bad = ReplayRequest {
+        agent_id: String::new(),
+        ..request(None)
+    };
+    let err = rt.replay(&bad, |_| true).await.expect_err("empty agent");
+    assert!(matches!(err, recall::RecallError::Input(_)), "{err}");
+    rt.shutdown().await?;
+    Ok(())
+}

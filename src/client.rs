@@ -44,12 +44,12 @@ impl Client {
         }
     }
 
-    pub async fn request(
+    async fn send(
         &self,
         method: Method,
         path: &str,
         body: Option<&Value>,
-    ) -> Result<Value, ClientError> {
+    ) -> Result<(String, reqwest::Response), ClientError> {
         let url = format!("{}{}", self.base, path);
         let mut req = self.http.request(method, &url);
         if let Some(t) = &self.token {
@@ -62,6 +62,63 @@ impl Client {
             url: url.clone(),
             source,
         })?;
+        Ok((url, resp))
+    }
+
+    /// POSTs `body` and hands each line of a streamed JSON-lines answer to
+    /// `on_line` as it arrives; an error answer is an error as usual.
+    pub async fn post_lines(
+        &self,
+        path: &str,
+        body: &Value,
+        mut on_line: impl FnMut(Value),
+    ) -> Result<(), ClientError> {
+        let (url, mut resp) = self.send(Method::POST, path, Some(body)).await?;
+        if !resp.status().is_success() {
+            return Self::answer(url, resp).await.map(|_| ());
+        }
+        let mut pending: Vec<u8> = Vec::new();
+        loop {
+            let chunk = resp
+                .chunk()
+                .await
+                .map_err(|source| ClientError::Transport {
+                    url: url.clone(),
+                    source,
+                })?;
+            let Some(chunk) = chunk else {
+                break;
+            };
+            pending.extend_from_slice(&chunk);
+            while let Some(i) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=i).collect();
+                match serde_json::from_slice::<Value>(&line) {
+                    Ok(v) => on_line(v),
+                    Err(_) if line.iter().all(u8::is_ascii_whitespace) => {}
+                    Err(_) => {
+                        return Err(ClientError::Unexpected {
+                            url,
+                            status: 200,
+                            body: String::from_utf8_lossy(&line).into_owned(),
+                        })
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, ClientError> {
+        let (url, resp) = self.send(method, path, body).await?;
+        Self::answer(url, resp).await
+    }
+
+    async fn answer(url: String, resp: reqwest::Response) -> Result<Value, ClientError> {
         let status = resp.status();
         let text = resp.text().await.map_err(|source| ClientError::Transport {
             url: url.clone(),

@@ -118,6 +118,22 @@ enum Command {
         #[command(flatten)]
         remote: Remote,
     },
+    /// Re-derive an agent's session summaries, facts, rollups and topics
+    /// from the stored turns with the current prompts and summarizer (new
+    /// versions linked to the old). Shows progress; Ctrl-C stops it after
+    /// the session in hand and running it again resumes.
+    Replay {
+        #[arg(long)]
+        agent: String,
+        /// Only this user's sessions.
+        #[arg(long)]
+        user: Option<String>,
+        /// RFC 3339 time: only sessions started at or after it.
+        #[arg(long)]
+        since: Option<String>,
+        #[command(flatten)]
+        remote: Remote,
+    },
     /// Forget a user: their turns, sessions, summaries of every layer,
     /// facts, topics, blocks and search entries, with one agent or all.
     Forget {
@@ -757,6 +773,12 @@ async fn client_command(command: Command) -> anyhow::Result<()> {
                 Ok(())
             }
         },
+        Command::Replay {
+            agent,
+            user,
+            since,
+            remote,
+        } => replay(&remote, &agent, user, since).await,
         Command::Forget {
             user,
             agent,
@@ -1002,6 +1024,107 @@ fn print_json(v: &Value) -> anyhow::Result<()> {
 /// A JSON value as a table cell.
 /// The elements of a JSON array (none if it is not one).
 /// `fixed` then the optional parameters that are set, URL-encoded.
+/// `recall replay`: streams the server's progress into a progress bar (on a
+/// terminal), then prints what changed.
+async fn replay(
+    remote: &Remote,
+    agent: &str,
+    user: Option<String>,
+    since: Option<String>,
+) -> anyhow::Result<()> {
+    let mut body = serde_json::json!({});
+    if let Some(u) = user {
+        body["user_id"] = Value::String(u);
+    }
+    if let Some(s) = since {
+        let t: chrono::DateTime<chrono::Utc> = s
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--since {s:?} is not an RFC 3339 time: {e}"))?;
+        body["since"] = serde_json::json!(t);
+    }
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} sessions  {msg}  [{elapsed_precise}, {eta} left]",
+        )
+        .expect("a valid template"),
+    );
+    let mut last = Value::Null;
+    client(remote)
+        .post_lines(
+            &format!("/v1/agents/{}/replay?stream=true", encode(agent)),
+            &body,
+            |line| match line["type"].as_str() {
+                Some("progress") => {
+                    bar.set_length(line["total"].as_u64().unwrap_or(0));
+                    bar.set_position(line["done"].as_u64().unwrap_or(0));
+                    bar.set_message(format!(
+                        "{} changed, {} unchanged, {} failed",
+                        line["changed"], line["unchanged"], line["failed"]
+                    ));
+                }
+                _ => last = line,
+            },
+        )
+        .await?;
+    bar.finish_and_clear();
+    match last["type"].as_str() {
+        Some("report") => {}
+        Some("error") => anyhow::bail!(
+            "{}: {}",
+            text(&last["error"]["code"]),
+            text(&last["error"]["message"])
+        ),
+        _ => anyhow::bail!("the server closed the replay without a report"),
+    }
+    let report = &last["report"];
+    if remote.json {
+        return print_json(report);
+    }
+    let p = &report["progress"];
+    println!(
+        "{} sessions: {} changed, {} unchanged, {} failed, {} without turns{}",
+        p["total"],
+        p["changed"],
+        p["unchanged"],
+        p["failed"],
+        report["without_turns"],
+        if report["interrupted"] == Value::Bool(true) {
+            " (interrupted: run it again to resume)"
+        } else {
+            ""
+        }
+    );
+    let rows = items(&report["changed"])
+        .iter()
+        .map(|c| {
+            vec![
+                text(&c["session_id"]),
+                text(&c["user_id"]),
+                shorten(&text(&c["old_text"]), 40),
+                shorten(&text(&c["new_text"]), 40),
+                format!(
+                    "+{} -{}",
+                    items(&c["facts_added"]).len(),
+                    items(&c["facts_removed"]).len()
+                ),
+            ]
+        })
+        .collect();
+    table(&["SESSION", "USER", "WAS", "NOW", "FACTS"], rows);
+    if let Some(r) = report["rollups"].as_object() {
+        println!(
+            "rollups revised: {}, topics updated: {}",
+            r.get("revised").unwrap_or(&Value::Null),
+            r.get("topics_updated").unwrap_or(&Value::Null)
+        );
+    }
+    for f in items(&report["failed"]) {
+        eprintln!("failed: {} {}", text(&f["session_id"]), text(&f["error"]));
+    }
+    Ok(())
+}
+
 fn query_string<const N: usize>(
     mut fixed: Vec<String>,
     optional: [(&str, Option<String>); N],

@@ -350,6 +350,7 @@ async fn every_endpoint_works() -> Res {
         "/v1/agents/{agent_id}/search",
         "/v1/rollups/run",
         "/v1/users/{user_id}",
+        "/v1/agents/{agent_id}/replay",
         "/healthz",
         "/readyz",
         "/metrics",
@@ -1540,5 +1541,107 @@ async fn topics_and_search_over_http_and_the_cli() -> Res {
     assert!(ok);
     let v: Value = serde_json::from_str(&out)?;
     assert_eq!(v["results"][0]["user_id"], "ada");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_over_http_streams_progress_and_the_cli_reports_the_changes() -> Res {
+    let reply = |text: &str| {
+        Step::Reply(
+            json!({"summary": text, "topics": ["porto"], "entities": ["Porto"]}).to_string(),
+        )
+    };
+    let first = ScriptedReflect::new((0..3).map(|i| reply(&format!("Old summary {i}."))));
+    let srv = start_with(Settings::for_test(), Some(first), None).await?;
+    for i in 0..3 {
+        let conn = format!("c{i}");
+        srv.start_session("kairix", if i < 2 { "mark" } else { "ada" }, &conn)
+            .await?;
+        srv.turn(&conn, &format!("Trip to Porto, part {i}"), "Nice")
+            .await?;
+        srv.post(&format!("/v1/connections/{conn}/end"), json!({}))
+            .await?;
+    }
+    srv.runtime.wait_idle().await?;
+    // Nothing to re-derive with the same prompts and summarizer.
+    let (s, v) = srv.post("/v1/agents/kairix/replay", json!({})).await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["progress"]["unchanged"], 3);
+    // Bad input: a typed 400, nothing streamed.
+    let (s, v) = srv
+        .post(
+            "/v1/agents/kairix/replay?stream=true",
+            json!({"since": "yesterday"}),
+        )
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::BAD_REQUEST, "invalid_json")
+    );
+    let (s, v) = srv
+        .post("/v1/agents/kairix/replay", json!({"user_id": "bad\nid"}))
+        .await?;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    let dir = srv.dir.clone();
+    srv.stop().await?;
+
+    // A better prompt and a summarizer that says more.
+    let prompt = dir.path().join("better_prompt.txt");
+    std::fs::write(
+        &prompt,
+        "Summarize this call for the long run.\n\n{conversation}\n",
+    )?;
+    let mut settings = Settings::for_test();
+    settings.reflector.prompt_file = prompt.display().to_string();
+    let second = ScriptedReflect::new((0..3).map(|i| reply(&format!("New summary {i}."))));
+    let mut srv = start_with(settings, Some(second.clone()), Some(dir)).await?;
+
+    // The stream: a progress line per session, then the report.
+    let resp = srv
+        .req(
+            reqwest::Method::POST,
+            "/v1/agents/kairix/replay?stream=true",
+        )
+        .json(&json!({"user_id": "mark"}))
+        .send()
+        .await?;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(
+        resp.headers()["content-type"].to_str()?,
+        "application/x-ndjson"
+    );
+    let lines: Vec<Value> = resp
+        .text()
+        .await?
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    let progress: Vec<u64> = lines
+        .iter()
+        .filter(|l| l["type"] == "progress")
+        .map(|l| l["done"].as_u64().unwrap_or(99))
+        .collect();
+    assert_eq!(progress, [0, 1, 2]);
+    let last = lines.last().expect("a report line");
+    assert_eq!(last["type"], "report", "{last}");
+    assert_eq!(last["report"]["progress"]["changed"], 2);
+    assert_eq!(second.calls(), 2);
+
+    // The CLI: Ada's session changes; Mark's are done already.
+    srv.token = None;
+    let (ok, out, err) = cli(&srv, &["replay", "--agent", "kairix"]).await?;
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("3 sessions: 1 changed, 2 unchanged") && out.contains("New summary"),
+        "{out}"
+    );
+    let (ok, out, _) = cli(&srv, &["replay", "--agent", "kairix", "--json"]).await?;
+    assert!(ok);
+    let v: Value = serde_json::from_str(&out)?;
+    assert_eq!(v["progress"]["unchanged"], 3);
+    let (ok, _, err) = cli(&srv, &["replay", "--agent", "kairix", "--since", "soon"]).await?;
+    assert!(!ok && err.contains("RFC 3339"), "{err}");
+    assert_eq!(second.calls(), 3);
+    srv.stop().await?;
     Ok(())
 }

@@ -156,6 +156,7 @@ pub fn router(runtime: Runtime, config: &ServerConfig, shutdown: watch::Receiver
         )
         .route("/v1/agents/{agent_id}/facts", get(routes::list_facts))
         .route("/v1/rollups/run", post(routes::run_rollups))
+        .route("/v1/agents/{agent_id}/replay", post(routes::replay))
         .route(
             "/v1/users/{user_id}",
             axum::routing::delete(routes::forget_user),

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use super::auth::Access;
 use super::error::{ApiBytes, ApiError, ApiJson, ApiPath, ApiQuery};
 use super::AppState;
-use crate::runtime::{SessionStatus, SummaryQuery};
+use crate::runtime::{RecallError, ReplayRequest, SessionStatus, SummaryQuery};
 use recall_actors::search::{DocKind, SearchQuery};
 
 type ApiResult = Result<Response, ApiError>;
@@ -458,6 +458,87 @@ pub async fn list_facts(
 #[serde(deny_unknown_fields)]
 pub struct TopicsQuery {
     user_id: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayBody {
+    user_id: Option<String>,
+    since: Option<DateTime<Utc>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayQuery {
+    #[serde(default)]
+    stream: bool,
+}
+
+/// Replays an agent's sessions (one user's, those since a time). Plain: the
+/// report when done. `?stream=true`: JSON lines as it goes, a `progress`
+/// line per session and a `report` (or `error`) line at the end; closing
+/// the connection stops the replay after the session in hand, and running
+/// it again resumes.
+pub async fn replay(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    ApiPath(agent_id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<ReplayQuery>,
+    ApiBytes(body): ApiBytes,
+) -> ApiResult {
+    access.allow(&agent_id)?;
+    let body: ReplayBody = if body.iter().all(u8::is_ascii_whitespace) {
+        ReplayBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()))?
+    };
+    // Bad ids are a 400 before anything streams.
+    recall_actors::model::validate_id("agent_id", &agent_id).map_err(RecallError::from)?;
+    if let Some(u) = &body.user_id {
+        recall_actors::model::validate_id("user_id", u).map_err(RecallError::from)?;
+    }
+    let req = ReplayRequest {
+        agent_id,
+        user_id: body.user_id,
+        since: body.since,
+    };
+    if !q.stream {
+        let report = app.runtime.replay(&req, |_| true).await?;
+        return Ok(Json(report).into_response());
+    }
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let runtime = app.runtime.clone();
+    tokio::spawn(async move {
+        let line = |v: serde_json::Value| format!("{v}\n");
+        let progress = tx.clone();
+        let res = runtime
+            .replay(&req, |p| {
+                let mut v = json!(p);
+                v["type"] = json!("progress");
+                // A closed connection stops the replay.
+                progress.send(line(v)).is_ok()
+            })
+            .await;
+        let last = match res {
+            Ok(report) => json!({"type": "report", "report": report}),
+            Err(e) => {
+                let e = ApiError::from(e);
+                json!({"type": "error", "error": {"code": e.code, "message": e.message}})
+            }
+        };
+        let _ = tx.send(line(last));
+    });
+    let lines = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|l| (Ok::<_, std::convert::Infallible>(l), rx))
+    });
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/x-ndjson")],
+        axum::body::Body::from_stream(lines),
+    )
+        .into_response())
 }
 
 /// Runs every agent's due rollups now and takes in new summaries: what the

@@ -31,7 +31,9 @@ type Res = anyhow::Result<()>;
 const AGENTS: [&str; 3] = ["kairix", "nova", "orin"];
 const USERS: [&str; 4] = ["mark", "ada", "li", "sam"];
 const WORKERS: usize = 6;
-/// A turn acknowledged without `durable=true` may be lost if the kill came
+/// The documented durability window, checked as the issue states it (a
+/// bound in time, not a speed target): a turn acknowledged without
+/// `durable=true` may be lost if the kill came
 /// within this long after its acknowledgement: the documented window (one
 /// group-commit interval, 5 ms, plus one flush) plus the time the write may
 /// still wait in the session actor's and the Store's mailboxes under this

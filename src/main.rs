@@ -1103,15 +1103,11 @@ async fn replay(
                 text(&c["user_id"]),
                 shorten(&text(&c["old_text"]), 40),
                 shorten(&text(&c["new_text"]), 40),
-                format!(
-                    "+{} -{}",
-                    items(&c["facts_added"]).len(),
-                    items(&c["facts_removed"]).len()
-                ),
+                format!("+{}", items(&c["facts_added"]).len()),
             ]
         })
         .collect();
-    table(&["SESSION", "USER", "WAS", "NOW", "FACTS"], rows);
+    table(&["SESSION", "USER", "WAS", "NOW", "NEW FACTS"], rows);
     if let Some(r) = report["rollups"].as_object() {
         println!(
             "rollups revised: {}, topics updated: {}",

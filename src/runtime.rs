@@ -115,6 +115,10 @@ pub enum RecallError {
     RollupsOff,
     #[error("cannot embed the query")]
     Embed(#[from] EmbedError),
+    #[error("the summarizer failed")]
+    Summarizer(#[source] ReflectError),
+    #[error("the summarizer's answer was not the JSON asked for; the current summary is kept")]
+    NotReflection,
 }
 
 fn unavailable<E: std::fmt::Display>(actor: &'static str) -> impl FnOnce(E) -> RecallError {
@@ -273,6 +277,24 @@ impl RuntimeBuilder {
             .await
             .map_err(|e| StartupError::Recovery(format!("opening the store panicked: {e}")))??;
         trees.fill_inbox = settings.rollup.enabled;
+        // A forget a crash cut short is finished before any actor starts,
+        // so none of them reads (or sends out) what was to be forgotten.
+        {
+            let t = trees.clone();
+            let finished = tokio::task::spawn_blocking(move || {
+                let mut n = 0;
+                for (user_id, agent_id) in t.pending_forgets()? {
+                    t.forget_user(&user_id, agent_id.as_deref())?;
+                    n += 1;
+                }
+                Ok::<_, StoreError>(n)
+            })
+            .await
+            .map_err(|e| StartupError::Recovery(format!("finishing a forget panicked: {e}")))??;
+            if finished > 0 {
+                info!(finished, "finished forgets a crash had cut short");
+            }
+        }
         if trees.fill_inbox {
             // A folder from before rollups: its summaries join topics too.
             let t = trees.clone();
@@ -440,11 +462,6 @@ impl Runtime {
     }
 
     async fn recover(mut self) -> Result<Self, StartupError> {
-        // A forget a crash cut short is finished before anything of that
-        // user is recovered or reflected on.
-        self.finish_pending_forgets()
-            .await
-            .map_err(|e| StartupError::Recovery(format!("finishing a forget: {e}")))?;
         let store = &self.inner.store;
         let open = call_t!(store, StoreMsg::ListOpenSessions, CALL_TIMEOUT_MS)
             .map_err(|e| StartupError::Recovery(e.to_string()))??;

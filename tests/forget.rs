@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use recall::engine::reflect::extractive::ExtractiveReflect;
 use recall::engine::search::SearchQuery;
 use recall::engine::store::Trees;
-use recall::testkit::TestRuntime;
+use recall::testkit::{ScriptedReflect, Step, TestRuntime};
 use recall::{BlockLabel, Settings, SummaryType};
 use uuid::Uuid;
 
@@ -328,5 +328,30 @@ async fn forgetting_checks_its_input_and_changes_nothing_on_bad_input() -> Res {
     assert_eq!(rt.sessions(None).await?.len(), 1);
     // A user with nothing stored: nothing to remove, no error.
     assert!(rt.forget_user("nobody", None).await?.is_empty());
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reflection_backing_off_when_its_user_is_forgotten_stops_and_leaves_nothing() -> Res {
+    let llm = ScriptedReflect::new([Step::ServerError(500), Step::ServerError(500)]);
+    let mut settings = Settings::for_test();
+    settings.reflector.max_attempts = 3;
+    let rt = TestRuntime::start_full(settings, Arc::new(llm.clone())).await?;
+    rt.start_session("kairix", ZOE, "c1").await?;
+    rt.record_turn("c1", "We sail to Zanzibar in June", "Lovely.")?;
+    rt.end_session("c1")?;
+    // The first attempt fails; the reflection waits to try again.
+    while llm.calls() == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let report = rt.forget_user(ZOE, None).await?;
+    assert_eq!(report.sessions, 1);
+    settle(&rt).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    settle(&rt).await;
+    assert_eq!(llm.calls(), 1, "her conversation was not sent again");
+    assert!(rt.dead_letters().await?.is_empty());
+    assert_eq!(shown(&rt, "kairix", ZOE).await?, 0);
+    assert!(rt.sessions(None).await?.is_empty());
     Ok(())
 }

@@ -766,6 +766,10 @@ async fn an_llm_outage_of_every_kind_leaves_turns_and_contexts_alone_and_drains_
     assert_eq!(got, want, "one summary per session, no duplicate");
     assert!(summaries.iter().all(|s| !s.fallback), "{summaries:?}");
     assert!(rt.dead_letters().await?.is_empty());
+    // …and every call kept its three turns through the outage and crash.
+    for id in &want {
+        assert_eq!(rt.turns(*id).await?.len(), 3, "session {id}");
+    }
     let stats = rt.stats().await?;
     assert_eq!(stats.supervisor.duplicates, 0);
     rt.shutdown().await?;

@@ -1288,9 +1288,12 @@ async fn damaged_records_are_skipped_counted_and_never_fatal() -> Res {
         .context("kairix", "mark", "Where am I flying?", 4_000)
         .await?;
     assert!(serde_json::to_string(&ctx)?.contains("Lisbon"));
-    // …and every skip is counted.
+    // …and every skip is counted, once however often it is read.
     let skipped = rt.stats().await?.store.skipped_records;
     assert!(skipped >= 5, "{skipped} skipped");
+    rt.summaries("kairix", SummaryType::Session).await?;
+    rt.turns(open.session_id).await?;
+    assert_eq!(rt.stats().await?.store.skipped_records, skipped);
     rt.shutdown().await?;
     Ok(())
 }

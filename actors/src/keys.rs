@@ -27,6 +27,7 @@ pub const TREE_ROLLUP_CURSORS: &str = "rollup_cursors";
 pub const TREE_ROLLUP_INBOX: &str = "rollup_inbox";
 pub const TREE_TOPICS: &str = "topics";
 pub const TREE_EMBEDDINGS: &str = "embeddings";
+pub const TREE_FACT_TOMBSTONES: &str = "fact_tombstones";
 
 /// `sessions`, `open_sessions`, `reflection_queue`, `dead_letters`: the
 /// session id.
@@ -131,6 +132,23 @@ pub fn fact(agent_id: &str, user_id: &str, fact_id: Uuid) -> Vec<u8> {
     let mut k = facts_prefix(agent_id, user_id);
     k.extend_from_slice(fact_id.as_bytes());
     k
+}
+
+/// `fact_tombstones`: agent, user, then a hash of a deleted fact's
+/// normalized content (never the content), so a replay does not bring it
+/// back.
+pub fn fact_tombstone(agent_id: &str, user_id: &str, normalized: &str) -> Vec<u8> {
+    const NS: Uuid = Uuid::from_u128(0x6661_6374_2d74_6f6d_6273_746f_6e65_0001);
+    fact(agent_id, user_id, Uuid::new_v5(&NS, normalized.as_bytes()))
+}
+
+/// The agent and user of a `facts` or `fact_tombstones` key.
+pub fn fact_owner(key: &[u8]) -> Option<(String, String)> {
+    let head = key.get(..key.len().checked_sub(16)?)?;
+    let mut parts = head.split(|b| *b == 0);
+    let agent = String::from_utf8(parts.next()?.to_vec()).ok()?;
+    let user = String::from_utf8(parts.next()?.to_vec()).ok()?;
+    Some((agent, user))
 }
 
 pub fn facts_prefix(agent_id: &str, user_id: &str) -> Vec<u8> {

@@ -180,7 +180,11 @@ impl ReflectorState {
         let now = self.args.clock.now();
         let (mut summary, blocks, facts) =
             build_reflection(&session, &turns, reflection, now, &self.args.blocks);
-        summary.derivation = Some(derivation);
+        // A fallback (the answer was not the JSON asked for) is not what the
+        // inputs should derive: a replay tries it again.
+        if !summary.fallback {
+            summary.derivation = Some(derivation);
+        }
         let stored = call_t!(
             self.args.store,
             |reply| StoreMsg::CompleteReflection {
@@ -247,12 +251,25 @@ pub fn session_request(
 pub fn derivation(identity: &str, request: &ReflectRequest) -> String {
     const NS: Uuid = Uuid::from_u128(0x7265_6361_6c6c_2d64_6572_6976_6174_696f);
     let mut bytes = Vec::with_capacity(request.system.len() + request.prompt.len() + 64);
-    for part in [identity, &request.system, &request.prompt] {
+    let version = DERIVATION_VERSION.to_string();
+    for part in [&version, identity, &request.system, &request.prompt] {
         bytes.extend_from_slice(part.as_bytes());
         bytes.push(0);
     }
+    // The turns themselves, for a template that leaves them out and a
+    // summarizer that reads them directly.
+    for t in &request.turns {
+        for part in [&t.user_message, &t.agent_response] {
+            bytes.extend_from_slice(part.as_bytes());
+            bytes.push(0);
+        }
+    }
     Uuid::new_v5(&NS, &bytes).simple().to_string()
 }
+
+/// Bumped when the parsing or building of a reflection changes what the
+/// same answer becomes, so that a replay re-derives every session.
+pub const DERIVATION_VERSION: u32 = 1;
 
 /// A reflection's summary, block updates and facts for `session`.
 pub fn build_reflection(
@@ -371,6 +388,9 @@ impl Actor for ReflectorActor {
                     _ => None,
                 };
                 let delay = backoff(&state.args.settings, session_id, n + 1, retry_after);
+                // Read the session again next time: it may have been
+                // forgotten meanwhile, and then it is not sent again.
+                state.loaded = None;
                 warn!(%session_id, attempt = n, error = %err.chain(), delay_ms = delay.as_millis() as u64, "reflection failed; retrying");
                 myself.send_after(delay, move || ReflectorMsg::Attempt(n + 1));
             }

@@ -426,6 +426,17 @@ impl Registry {
             .collect()
     }
 
+    /// Forgets the ended connections of a user (with one agent, or all):
+    /// a late turn on one then finds no session to reopen.
+    pub fn forget_ended(&self, user_id: &str, agent_id: Option<&str>) {
+        self.write().retain(|_, conn| match conn {
+            Conn::Ended { owner, .. } => {
+                !(&*owner.user_id == user_id && agent_id.is_none_or(|a| a == &*owner.agent_id))
+            }
+            _ => true,
+        });
+    }
+
     /// The agents `user_id` has a live or opening connection with.
     pub fn agents_of(&self, user_id: &str) -> std::collections::BTreeSet<String> {
         self.read()

@@ -617,18 +617,29 @@ impl Ctx {
         }
         let threshold = self.settings.topic_threshold;
         // A replayed session's new version takes its old version's place in
-        // the old version's topic (whose centroid keeps the old vector: the
-        // two are close, and the sum is only compared by direction).
-        let replaced = s.supersedes.and_then(|old| {
-            let i = topics.iter().position(|t| t.member_ids.contains(&old))?;
-            topics[i].member_ids.retain(|m| *m != old);
-            Some(i)
-        });
+        // the old version's topic: the old one's keywords and turns leave it
+        // (its centroid keeps the old vector: the two are close, and the sum
+        // is only compared by direction).
+        let mut replaced: Option<(usize, ConversationSummary)> = None;
+        if let Some(old_id) = s.supersedes {
+            if let Some(i) = topics.iter().position(|t| t.member_ids.contains(&old_id)) {
+                if let Some(old) =
+                    store_call!(self.store, |reply| StoreMsg::GetSummary(old_id, reply))?
+                {
+                    replaced = Some((i, old));
+                }
+            }
+        }
         let (mut topic, previous) = match replaced
+            .as_ref()
+            .map(|(i, _)| *i)
             .or_else(|| topics::closest(topics, &vector.embedder, &vector.values, threshold))
         {
             Some(i) => {
                 let mut t = topics[i].clone();
+                if let Some((_, old)) = &replaced {
+                    topics::leave(&mut t, old);
+                }
                 topics::join(&mut t, s, &vector.values, now);
                 let prev =
                     store_call!(self.store, |reply| StoreMsg::GetSummary(t.topic_id, reply))?;
@@ -652,10 +663,12 @@ impl Ctx {
             }
         }
         members.reverse();
-        let prev_text = previous
-            .as_ref()
-            .map(|p| p.summary_text.clone())
-            .unwrap_or_default();
+        // After a swap the old text speaks of the old version: the summary
+        // is re-made from the members alone.
+        let prev_text = match (&previous, &replaced) {
+            (Some(p), None) => p.summary_text.clone(),
+            _ => String::new(),
+        };
         let refs: Vec<&ConversationSummary> = members.iter().collect();
         let listed = listing(&refs);
         let vars = [
@@ -677,7 +690,8 @@ impl Ctx {
         let end = previous
             .as_ref()
             .map_or(s.period_end, |p| p.period_end.max(s.period_end));
-        let turn_count = previous.as_ref().map_or(0, |p| p.turn_count) + s.turn_count;
+        let turn_count = (previous.as_ref().map_or(0, |p| p.turn_count) + s.turn_count)
+            .saturating_sub(replaced.as_ref().map_or(0, |(_, old)| old.turn_count));
         let request = ReflectRequest {
             system: self.prompts.system.clone(),
             prompt: self.prompts.topic.render(&values),
@@ -766,7 +780,10 @@ impl Ctx {
                 agents.insert(e.agent_id.clone());
                 let item = match e.kind {
                     keys::INBOX_SUMMARY => {
+                        // A version replaced meanwhile (a replay) is not
+                        // taken in: its successor is.
                         store_call!(self.store, |reply| StoreMsg::GetSummary(e.id, reply))?
+                            .filter(ConversationSummary::is_current)
                             .map(|s| Item::Summary(Box::new(s)))
                     }
                     keys::INBOX_FACT => {

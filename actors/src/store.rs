@@ -72,6 +72,8 @@ pub enum StoreError {
     SessionNotFound(Uuid),
     #[error("no summary {0}")]
     SummaryNotFound(Uuid),
+    #[error("summary {0} cannot be revised: {1}")]
+    InvalidRevision(Uuid, &'static str),
     #[error("no dead letter for session {0}")]
     DeadLetterNotFound(Uuid),
     #[error("the store is not running")]
@@ -152,11 +154,13 @@ pub struct Trees {
     pub topics: sled::Tree,
     /// Item id → its vector.
     pub embeddings: sled::Tree,
+    /// Hashes of the facts a user deleted (see [`keys::fact_tombstone`]).
+    pub fact_tombstones: sled::Tree,
     /// Whether reflections queue their summary and facts for the Rollup
     /// actor (off when rollups are: nothing would take them out).
     pub fill_inbox: bool,
-    /// Records skipped because they did not decode.
-    skipped: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Tree and key of each record skipped because it did not decode.
+    skipped: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<Vec<u8>>>>,
 }
 
 impl Trees {
@@ -244,6 +248,7 @@ impl Trees {
             rollup_inbox: tree(keys::TREE_ROLLUP_INBOX)?,
             topics: tree(keys::TREE_TOPICS)?,
             embeddings: tree(keys::TREE_EMBEDDINGS)?,
+            fact_tombstones: tree(keys::TREE_FACT_TOMBSTONES)?,
             fill_inbox: true,
             skipped: Default::default(),
             db,
@@ -282,20 +287,33 @@ impl Trees {
         match serde_json::from_slice(bytes) {
             Ok(v) => Some(v),
             Err(err) => {
-                self.skipped
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                metrics::counter!("recall_store_skipped_records_total", "tree" => tree.to_string())
-                    .increment(1);
-                warn!(tree, key = ?key, error = %err, "skipping undecodable record");
+                self.skip(tree, key, &err.to_string());
                 None
             }
         }
     }
 
-    /// Records skipped because they did not decode, since this folder was
-    /// opened.
+    /// Counts and reports a damaged record once, however often it is read.
+    fn skip(&self, tree: &str, key: &[u8], error: &str) {
+        let mut id = tree.as_bytes().to_vec();
+        id.push(0);
+        id.extend_from_slice(key);
+        let first = self
+            .skipped
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id);
+        if first {
+            metrics::counter!("recall_store_skipped_records_total", "tree" => tree.to_string())
+                .increment(1);
+            warn!(tree, key = ?key, error, "skipping undecodable record");
+        }
+    }
+
+    /// Damaged records met (and skipped) since this folder was opened, each
+    /// counted once.
     pub fn skipped_records(&self) -> u64 {
-        self.skipped.load(std::sync::atomic::Ordering::Relaxed)
+        self.skipped.lock().unwrap_or_else(|p| p.into_inner()).len() as u64
     }
 
     /// The record under `key`, decoded (a record that does not decode is
@@ -353,9 +371,7 @@ impl Trees {
         for item in self.open.iter() {
             let (k, _) = item?;
             let Ok(id) = Uuid::from_slice(&k) else {
-                self.skipped
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                warn!(tree = keys::TREE_OPEN, key = ?k, "skipping an open-session key that is not a session id");
+                self.skip(keys::TREE_OPEN, &k, "the key is not a session id");
                 continue;
             };
             if let Some(rec) = self.session(id)? {
@@ -598,11 +614,19 @@ impl Trees {
             return Err(StoreError::NotFactOwner(fact_id));
         }
         let key = keys::fact(&fact.agent_id, &fact.user_id, fact_id);
-        (&self.facts, &self.fact_index).transaction(|(facts, index)| {
-            facts.remove(key.as_slice())?;
-            index.remove(fact_id.as_bytes())?;
-            Ok::<_, ConflictableTransactionError<StoreError>>(())
-        })?;
+        let tombstone = keys::fact_tombstone(
+            &fact.agent_id,
+            &fact.user_id,
+            &normalize_fact(&fact.content),
+        );
+        (&self.facts, &self.fact_index, &self.fact_tombstones).transaction(
+            |(facts, index, tombstones)| {
+                facts.remove(key.as_slice())?;
+                index.remove(fact_id.as_bytes())?;
+                tombstones.insert(tombstone.as_slice(), &[])?;
+                Ok::<_, ConflictableTransactionError<StoreError>>(())
+            },
+        )?;
         Ok(fact)
     }
 
@@ -701,11 +725,18 @@ impl Trees {
         Ok(stored)
     }
 
+    /// Moves a job to the dead letters, unless the session has its summary
+    /// by now (a replay made it while the reflection was backing off).
     pub fn dead_letter(&self, letter: &DeadLetter) -> Result<(), StoreError> {
+        let summarized = self
+            .summary_index
+            .contains_key(letter.session_id.as_bytes())?;
         (&self.queue, &self.dead).transaction(|(queue, dead)| {
             let key = keys::session(letter.session_id);
             queue.remove(&key)?;
-            dead.insert(&key, tx_encode(letter)?)?;
+            if !summarized {
+                dead.insert(&key, tx_encode(letter)?)?;
+            }
             Ok(())
         })?;
         Ok(())
@@ -888,8 +919,6 @@ pub enum StoreMsg {
         derivation: String,
         reply: RpcReplyPort<Result<(), StoreError>>,
     },
-    /// Forgets begun and not finished (a crash came in between).
-    PendingForgets(RpcReplyPort<Result<Vec<PendingForget>, StoreError>>),
     /// Move a job out of the queue into the dead-letter tree.
     DeadLetter {
         letter: DeadLetter,
@@ -1319,9 +1348,6 @@ impl Actor for StoreActor {
                                 ix.remove(old.summary_id);
                             }
                             ix.put_summary(&summary, None);
-                            for f in &r.facts_removed {
-                                ix.remove(f.fact_id);
-                            }
                             for f in &r.facts_added {
                                 ix.put_fact(f, None);
                             }
@@ -1341,9 +1367,6 @@ impl Actor for StoreActor {
                     state.wrote(&myself);
                 }
                 let _ = reply.send(res);
-            }
-            StoreMsg::PendingForgets(reply) => {
-                let _ = reply.send(t.pending_forgets());
             }
             StoreMsg::CompleteReflection { summary, reply, .. }
                 if state.forgotten.contains(&summary.summary_id) =>
@@ -1436,6 +1459,14 @@ impl Actor for StoreActor {
                     state.wrote(&myself);
                 }
                 let _ = reply.send(res);
+            }
+            StoreMsg::DeadLetter { letter, reply }
+                if state.forgotten.contains(&letter.session_id) =>
+            {
+                // A reflection of a forgotten session gave up (or found the
+                // session gone): nothing of it is kept.
+                let _ = t.queue.remove(keys::session(letter.session_id));
+                let _ = reply.send(Ok(()));
             }
             StoreMsg::DeadLetter { letter, reply } => {
                 let res = t.dead_letter(&letter);

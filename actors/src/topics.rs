@@ -66,6 +66,21 @@ pub fn start(
 
 /// Adds a member (once: a summary already in the topic changes nothing).
 /// Returns whether it joined.
+/// Takes `member` out of `topic`: its id, and its keywords from the counts
+/// (a replayed session's old version, before its new one joins).
+pub fn leave(topic: &mut Topic, member: &ConversationSummary) {
+    topic.member_ids.retain(|m| *m != member.summary_id);
+    for k in &member.topics {
+        let k = k.trim().to_lowercase();
+        if let Some((_, n)) = topic.keywords.iter_mut().find(|(w, _)| *w == k) {
+            *n = n.saturating_sub(1);
+        }
+    }
+    topic.keywords.retain(|(_, n)| *n > 0);
+    topic.keywords.sort_by_key(|k| std::cmp::Reverse(k.1));
+    topic.label = label(&topic.keywords);
+}
+
 pub fn join(
     topic: &mut Topic,
     member: &ConversationSummary,

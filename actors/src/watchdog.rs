@@ -255,6 +255,12 @@ impl LiveTopics {
             .map(|(_, (id, _))| *id)
     }
 
+    /// Forgets a user's live topic (with one agent, or with all).
+    pub fn remove_user(&self, user_id: &str, agent_id: Option<&str>) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.retain(|(a, u), _| !(u == user_id && agent_id.is_none_or(|x| x == a)));
+    }
+
     /// Sets (or refreshes) the live topic.
     fn set(&self, agent_id: &str, user_id: &str, topic: Uuid, now: DateTime<Utc>) {
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());

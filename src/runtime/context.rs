@@ -101,6 +101,17 @@ impl ContextCache {
         Some(found)
     }
 
+    /// Drops what is held for a user (with one agent, or with all).
+    pub(super) fn remove_user(&self, user_id: &str, agent_id: Option<&str>) {
+        let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
+        for (a, users) in entries.iter_mut() {
+            if agent_id.is_none_or(|x| x == a) {
+                users.remove(user_id);
+            }
+        }
+        entries.retain(|_, users| !users.is_empty());
+    }
+
     fn insert(&self, agent_id: &str, user_id: &str, sources: Arc<Sources>) {
         if self.capacity == 0 {
             return;

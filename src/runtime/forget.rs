@@ -7,7 +7,7 @@ use recall_actors::model::validate_id;
 use recall_actors::store::{ForgetReport, StoreMsg};
 use tracing::{info, warn};
 
-use super::{unavailable, RecallError, Runtime, CALL_TIMEOUT_MS};
+use super::{unavailable, RecallError, Runtime};
 
 /// A forget scans every tree once: longer than a plain call.
 const FORGET_TIMEOUT_MS: u64 = 10 * 60 * 1000;
@@ -55,7 +55,15 @@ impl Runtime {
             FORGET_TIMEOUT_MS
         )
         .map_err(unavailable("store"))??;
-        self.refresh_background_context().await?;
+        // Nothing of theirs stays in memory either.
+        self.inner.context_cache.remove_user(user_id, agent_id);
+        self.inner.live_topics.remove_user(user_id, agent_id);
+        self.inner.registry.forget_ended(user_id, agent_id);
+        // The forget itself is done; a block that could not be rebuilt now
+        // is rebuilt at the watchdog's next run (the old one is deleted).
+        if let Err(e) = self.refresh_background_context().await {
+            warn!(error = %e, "background context not rebuilt after a forget");
+        }
         info!(
             user_id,
             agent_id,
@@ -68,16 +76,5 @@ impl Runtime {
             "forgot a user"
         );
         Ok(report)
-    }
-
-    /// Finishes forgets that a crash cut short (at start).
-    pub(super) async fn finish_pending_forgets(&self) -> Result<(), RecallError> {
-        let pending = call_t!(self.inner.store, StoreMsg::PendingForgets, CALL_TIMEOUT_MS)
-            .map_err(unavailable("store"))??;
-        for (user_id, agent_id) in pending {
-            info!(user_id, agent_id, "finishing a forget cut short");
-            self.forget_user(&user_id, agent_id.as_deref()).await?;
-        }
-        Ok(())
     }
 }

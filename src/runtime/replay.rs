@@ -8,10 +8,12 @@
 //! interrupted run resume where it stopped. A session whose new reflection
 //! says the same is only stamped with the new fingerprint. Otherwise the new
 //! summary is stored as a new version (`supersedes` the old one, which gets
-//! `superseded_by` and is kept for audit), the session's facts follow the
-//! new reflection, and the Rollup actor revises the day and week and moves
-//! the session to its new version in its topic. Blocks are left alone: they
-//! hold the latest conversation's state, not an older one's.
+//! `superseded_by` and is kept for audit), facts it finds that the user has
+//! not got (and did not delete) are added, and the Rollup actor revises the
+//! day and week and moves the session to its new version in its topic. An
+//! answer that is not the JSON asked for never replaces a real summary.
+//! Blocks are left alone: they hold the latest conversation's state, not an
+//! older one's.
 
 use chrono::{DateTime, Utc};
 use ractor::call_t;
@@ -57,8 +59,9 @@ pub struct ReplayChange {
     pub new_summary_id: Uuid,
     pub old_text: Option<String>,
     pub new_text: String,
+    /// Facts the new reflection found that the user had not got (facts are
+    /// never taken away by a replay, and a deleted one never comes back).
     pub facts_added: Vec<String>,
-    pub facts_removed: Vec<String>,
 }
 
 /// A session the replay could not reflect on; the rest went on.
@@ -243,7 +246,7 @@ impl Runtime {
         let raw = self
             .reflect_with_retries(rec.session_id, request)
             .await
-            .map_err(|e| RecallError::Unavailable("summarizer", e.chain()))?;
+            .map_err(RecallError::Summarizer)?;
         let now = self.inner.clock.now();
         let (mut summary, _blocks, facts) = build_reflection(
             rec,
@@ -252,7 +255,17 @@ impl Runtime {
             now,
             &self.inner.settings.blocks,
         );
-        summary.derivation = Some(fingerprint.clone());
+        if summary.fallback {
+            // Not the JSON asked for (a refusal, prose): never in place of a
+            // real summary, and not stamped, so the next replay tries again.
+            match &current {
+                Some(c) if c.fallback => return Ok(Outcome::Unchanged),
+                Some(_) => return Err(RecallError::NotReflection),
+                None => {}
+            }
+        } else {
+            summary.derivation = Some(fingerprint.clone());
+        }
         let store = &self.inner.store;
         let Some(current) = current else {
             // Never summarized (its reflection is queued or dead-lettered):
@@ -276,7 +289,6 @@ impl Runtime {
                 old_text: None,
                 new_text: summary.summary_text,
                 facts_added: facts.into_iter().map(|f| f.content).collect(),
-                facts_removed: Vec::new(),
             }));
         };
         if same_content(&current, &summary) {
@@ -315,11 +327,6 @@ impl Runtime {
             new_text: summary.summary_text,
             facts_added: revision
                 .facts_added
-                .into_iter()
-                .map(|f| f.content)
-                .collect(),
-            facts_removed: revision
-                .facts_removed
                 .into_iter()
                 .map(|f| f.content)
                 .collect(),

@@ -119,6 +119,12 @@ impl From<RecallError> for ApiError {
             RecallError::Start(StartError::ShuttingDown) => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", message)
             }
+            RecallError::Store(StoreError::SummaryNotFound(_)) => {
+                ApiError::not_found("unknown_summary", message)
+            }
+            RecallError::Store(StoreError::InvalidRevision(..)) => {
+                ApiError::new(StatusCode::CONFLICT, "invalid_revision", message)
+            }
             RecallError::Store(StoreError::SessionNotFound(_)) => {
                 ApiError::not_found("unknown_session", message)
             }
@@ -141,6 +147,9 @@ impl From<RecallError> for ApiError {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
             }
             RecallError::RollupsOff => ApiError::new(StatusCode::CONFLICT, "rollups_off", message),
+            RecallError::Summarizer(_) | RecallError::NotReflection => {
+                ApiError::new(StatusCode::BAD_GATEWAY, "summarizer_failed", message)
+            }
             RecallError::Embed(_) => {
                 ApiError::new(StatusCode::BAD_GATEWAY, "embedding_failed", message)
             }

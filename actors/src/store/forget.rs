@@ -204,6 +204,13 @@ impl Trees {
                 r.agents.insert(f.agent_id);
             }
         }
+        let mut tombstones = sled::Batch::default();
+        for item in self.fact_tombstones.iter() {
+            let (k, _) = item?;
+            if keys::fact_owner(&k).is_some_and(|(a, u)| ours(&a, &u)) {
+                tombstones.remove(k);
+            }
+        }
         let mut topics = sled::Batch::default();
         for item in self.topics.iter() {
             let (k, v) = item?;
@@ -275,6 +282,7 @@ impl Trees {
         self.summaries.apply_batch(summaries)?;
         self.fact_index.apply_batch(fact_index)?;
         self.facts.apply_batch(facts)?;
+        self.fact_tombstones.apply_batch(tombstones)?;
         self.dead.apply_batch(dead)?;
         self.queue.apply_batch(queue)?;
         self.open.apply_batch(open)?;

@@ -1,6 +1,5 @@
 //! Storing what a replay re-derived: a new version of a session summary,
-//! linked to the one it replaces, and the session's facts brought in line
-//! with the new reflection.
+//! linked to the one it replaces, and the facts the new reflection found.
 
 use sled::transaction::{ConflictableTransactionError, Transactional};
 use uuid::Uuid;
@@ -17,15 +16,13 @@ pub struct Revision {
     /// The replaced version, now marked `superseded_by`.
     pub old: Option<ConversationSummary>,
     pub facts_added: Vec<Fact>,
-    pub facts_removed: Vec<Fact>,
 }
 
 impl Trees {
     /// Stores `new` (whose `supersedes` names the current version of the
     /// same session's summary) and marks the old one superseded, in one
-    /// transaction. The session's facts become `facts`: those the new
-    /// reflection no longer finds are removed, new ones added (a user's
-    /// fact from another session is kept and not repeated).
+    /// transaction, with the facts of `facts` the user has not got and did
+    /// not delete.
     pub fn revise_session(
         &self,
         new: &ConversationSummary,
@@ -35,31 +32,41 @@ impl Trees {
             return Ok(Revision::default());
         }
         let Some(old_id) = new.supersedes else {
-            return Err(StoreError::Corrupt {
-                path: Default::default(),
-                message: "a revision must name the version it replaces".into(),
-            });
+            return Err(StoreError::InvalidRevision(
+                new.summary_id,
+                "it names no version it replaces",
+            ));
         };
         let Some(mut old) = self.summary(old_id)? else {
             return Err(StoreError::SummaryNotFound(old_id));
         };
-        let session_id = new.source_range.as_ref().map(|r| r.session_id);
+        // One current version per session, always: never fork the chain.
+        let why = if !old.is_current() {
+            Some("the version it replaces was replaced already")
+        } else if old.summary_type != crate::model::SummaryType::Session
+            || new.summary_type != crate::model::SummaryType::Session
+        {
+            Some("only session summaries are revised")
+        } else if old.agent_id != new.agent_id || old.user_id != new.user_id {
+            Some("the versions belong to different agents or users")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(StoreError::InvalidRevision(old_id, why));
+        }
+        // Facts are about the user, not about one version of a summary:
+        // the new reflection adds what the user has not got yet, never one
+        // they deleted, and takes nothing away (the same fact may rest on
+        // other sessions too).
         let existing = self.user_facts(&new.agent_id, &new.user_id)?;
-        let wanted: Vec<String> = facts.iter().map(|f| normalize_fact(&f.content)).collect();
-        let (of_session, others): (Vec<Fact>, Vec<Fact>) = existing
-            .into_iter()
-            .partition(|f| f.source_session_id.is_some() && f.source_session_id == session_id);
-        let facts_removed: Vec<Fact> = of_session
-            .iter()
-            .filter(|f| !wanted.contains(&normalize_fact(&f.content)))
-            .cloned()
-            .collect();
-        let kept: Vec<Fact> = of_session
-            .into_iter()
-            .filter(|f| wanted.contains(&normalize_fact(&f.content)))
-            .chain(others)
-            .collect();
-        let facts_added = Self::dedup_facts(&kept, facts);
+        let mut facts_added = Vec::new();
+        for f in Self::dedup_facts(&existing, facts) {
+            let tomb = keys::fact_tombstone(&f.agent_id, &f.user_id, &normalize_fact(&f.content));
+            if !self.fact_tombstones.contains_key(tomb)? {
+                facts_added.push(f);
+            }
+        }
 
         old.superseded_by = Some(new.summary_id);
         let old_row = (keys::summary_of(&old), encode(&old)?);
@@ -76,10 +83,6 @@ impl Trees {
                 ))
             })
             .collect::<Result<_, StoreError>>()?;
-        let removed_keys: Vec<(Vec<u8>, Uuid)> = facts_removed
-            .iter()
-            .map(|f| (keys::fact(&f.agent_id, &f.user_id, f.fact_id), f.fact_id))
-            .collect();
         // The Rollup actor revises the day and week, moves the session to
         // the new version in its topic, and makes vectors.
         let mut inbox_rows = Vec::new();
@@ -101,20 +104,14 @@ impl Trees {
             &self.agents,
             &self.facts,
             &self.fact_index,
-            &self.embeddings,
             &self.rollup_inbox,
         )
             .transaction(
-                |(summaries, index, agents, facts_tree, fact_index, embeddings, inbox)| {
+                |(summaries, index, agents, facts_tree, fact_index, inbox)| {
                     summaries.insert(old_row.0.as_slice(), old_row.1.as_slice())?;
                     summaries.insert(new_key.as_slice(), tx_encode(new)?)?;
                     index.insert(new.summary_id.as_bytes(), new_key.as_slice())?;
                     agents.insert(keys::agent(&new.agent_id), tx_encode(&meta)?)?;
-                    for (k, id) in &removed_keys {
-                        facts_tree.remove(k.as_slice())?;
-                        fact_index.remove(id.as_bytes())?;
-                        embeddings.remove(&keys::embedding(*id))?;
-                    }
                     for (k, v, id) in &added_rows {
                         facts_tree.insert(k.as_slice(), v.as_slice())?;
                         fact_index.insert(id.as_bytes(), k.as_slice())?;
@@ -129,7 +126,6 @@ impl Trees {
             stored: true,
             old: Some(old),
             facts_added,
-            facts_removed,
         })
     }
 

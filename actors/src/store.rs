@@ -119,6 +119,9 @@ fn timed_flush(db: &sled::Db) -> sled::Result<usize> {
     res
 }
 
+/// A fact's key, encoded value and id.
+type FactRow = (Vec<u8>, Vec<u8>, Uuid);
+
 type TxResult<T> = Result<T, ConflictableTransactionError<StoreError>>;
 
 fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, StoreError> {
@@ -630,6 +633,39 @@ impl Trees {
         Ok(fact)
     }
 
+    /// Key, encoded value and id of each fact, for a transaction.
+    fn fact_rows(facts: &[Fact]) -> Result<Vec<FactRow>, StoreError> {
+        facts
+            .iter()
+            .map(|f| {
+                Ok((
+                    keys::fact(&f.agent_id, &f.user_id, f.fact_id),
+                    encode(f)?,
+                    f.fact_id,
+                ))
+            })
+            .collect()
+    }
+
+    /// The inbox rows of a new session summary and its new facts (none with
+    /// rollups off: nothing would take them out).
+    fn inbox_rows(&self, summary: &ConversationSummary, facts: &[Fact]) -> Vec<[u8; 25]> {
+        if !self.fill_inbox {
+            return Vec::new();
+        }
+        std::iter::once(keys::inbox(
+            summary.period_start,
+            keys::INBOX_SUMMARY,
+            summary.summary_id,
+        ))
+        .chain(
+            facts
+                .iter()
+                .map(|f| keys::inbox(f.extracted_at, keys::INBOX_FACT, f.fact_id)),
+        )
+        .collect()
+    }
+
     pub fn complete_reflection(
         &self,
         summary: &ConversationSummary,
@@ -647,28 +683,11 @@ impl Trees {
         let skey = keys::summary_of(summary);
         let mut meta = self.agent(&summary.agent_id)?;
         meta.summary_version += 1;
-        let fact_rows: Vec<(Vec<u8>, Vec<u8>, Uuid)> = facts
-            .iter()
-            .map(|f| {
-                Ok((
-                    keys::fact(&f.agent_id, &f.user_id, f.fact_id),
-                    encode(f)?,
-                    f.fact_id,
-                ))
-            })
-            .collect::<Result<_, StoreError>>()?;
+        let fact_rows = Self::fact_rows(&facts)?;
         // The Rollup actor takes new session summaries and facts in from
         // its inbox (topics, late rollups, vectors for search).
         let agent_key = summary.agent_id.as_bytes();
-        let mut inbox_rows = Vec::new();
-        if self.fill_inbox {
-            inbox_rows.push(keys::inbox(summary.period_start, keys::INBOX_SUMMARY, id));
-            inbox_rows.extend(
-                facts
-                    .iter()
-                    .map(|f| keys::inbox(f.extracted_at, keys::INBOX_FACT, f.fact_id)),
-            );
-        }
+        let inbox_rows = self.inbox_rows(summary, &facts);
         let stored = (
             &self.summaries,
             &self.summary_index,

@@ -73,31 +73,10 @@ impl Trees {
         let new_key = keys::summary_of(new);
         let mut meta = self.agent(&new.agent_id)?;
         meta.summary_version += 1;
-        let added_rows: Vec<(Vec<u8>, Vec<u8>, Uuid)> = facts_added
-            .iter()
-            .map(|f| {
-                Ok((
-                    keys::fact(&f.agent_id, &f.user_id, f.fact_id),
-                    encode(f)?,
-                    f.fact_id,
-                ))
-            })
-            .collect::<Result<_, StoreError>>()?;
+        let added_rows = Self::fact_rows(&facts_added)?;
         // The Rollup actor revises the day and week, moves the session to
         // the new version in its topic, and makes vectors.
-        let mut inbox_rows = Vec::new();
-        if self.fill_inbox {
-            inbox_rows.push(keys::inbox(
-                new.period_start,
-                keys::INBOX_SUMMARY,
-                new.summary_id,
-            ));
-            inbox_rows.extend(
-                facts_added
-                    .iter()
-                    .map(|f| keys::inbox(f.extracted_at, keys::INBOX_FACT, f.fact_id)),
-            );
-        }
+        let inbox_rows = self.inbox_rows(new, &facts_added);
         (
             &self.summaries,
             &self.summary_index,

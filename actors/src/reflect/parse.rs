@@ -2,6 +2,8 @@
 //! not always comply, so anything unparseable falls back to the raw text
 //! with heuristic topics and entities, marked `fallback` (seed §8).
 
+use std::collections::HashSet;
+
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -112,16 +114,18 @@ fn list_of(v: Option<Value>, max: usize) -> Vec<String> {
         _ => Vec::new(),
     };
     let mut out: Vec<String> = Vec::new();
+    // Full Unicode case: topics are lowercased after this, and "Éa" and
+    // "éa" must not both survive as "éa".
+    let mut seen = HashSet::new();
     for s in items {
+        if out.len() == max {
+            break;
+        }
         let s = s.trim().to_string();
-        // Full Unicode case: topics are lowercased after this, and "Éa" and
-        // "éa" must not both survive as "éa".
-        let key = s.to_lowercase();
-        if !s.is_empty() && !out.iter().any(|o| o.to_lowercase() == key) {
+        if !s.is_empty() && seen.insert(s.to_lowercase()) {
             out.push(s);
         }
     }
-    out.truncate(max);
     out
 }
 

@@ -14,7 +14,8 @@ const FORGET_TIMEOUT_MS: u64 = 10 * 60 * 1000;
 
 impl Runtime {
     /// Forgets `user_id`, with one agent or with every agent: ends their
-    /// live calls (reason `cleared`, without reflection), removes their
+    /// live calls (reason `cleared`; their reflections are dropped with
+    /// the rest), removes their
     /// turns, sessions, summaries of every layer, facts, topics, the blocks
     /// drawn from their conversations, reflection jobs, dead letters,
     /// vectors and search entries, then rebuilds the agents'

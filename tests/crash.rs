@@ -14,7 +14,6 @@
 #![cfg(unix)]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -25,6 +24,9 @@ use recall::engine::clock::Clock;
 use recall::{RuntimeBuilder, Settings, SummaryType};
 use serde_json::{json, Value};
 use uuid::Uuid;
+
+mod common;
+use common::{listening, recall};
 
 type Res = anyhow::Result<()>;
 
@@ -83,16 +85,6 @@ struct Log {
     rollup_runs: (usize, usize),
 }
 
-fn recall() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_recall"));
-    for (k, _) in std::env::vars() {
-        if k.starts_with("RECALL_") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd
-}
-
 /// Starts `recall serve` on `data`; its base URL, once it listens.
 fn serve(data: &Path) -> anyhow::Result<(Child, String)> {
     let mut child = recall()
@@ -102,21 +94,7 @@ fn serve(data: &Path) -> anyhow::Result<(Child, String)> {
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()?;
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let line = match lines.next() {
-        Some(line) => line?,
-        None => {
-            let status = child.wait()?;
-            anyhow::bail!("recall serve exited before listening: {status}");
-        }
-    };
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
-    std::thread::spawn(move || for _ in lines {});
+    let url = listening(&mut child)?;
     Ok((child, url))
 }
 

@@ -17,6 +17,9 @@ use recall::testkit::{ScriptedReflect, Step, TestRuntime};
 use recall::{BlockLabel, Settings, SummaryType};
 use uuid::Uuid;
 
+mod common;
+use common::{run_until, settle};
+
 type Res = anyhow::Result<()>;
 
 const ZOE: &str = "zoe-q";
@@ -25,18 +28,6 @@ const HERS: [&str; 3] = ["Zanzibar", "Quokkatronics", "zoe-q"];
 
 fn utc(s: &str) -> DateTime<Utc> {
     s.parse().expect("a UTC time")
-}
-
-async fn run_until(rt: &TestRuntime, t: DateTime<Utc>) {
-    let d = (t - rt.clock().now()).to_std().unwrap_or(Duration::ZERO);
-    tokio::time::sleep(d).await;
-}
-
-async fn settle(rt: &TestRuntime) {
-    for _ in 0..5 {
-        tokio::task::yield_now().await;
-    }
-    rt.wait_idle().await.expect("runtime idle");
 }
 
 async fn call(rt: &TestRuntime, agent: &str, user: &str, conn: &str, turns: &[&str]) -> Res {

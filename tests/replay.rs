@@ -6,7 +6,6 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
@@ -16,6 +15,9 @@ use recall::{
     Clock, Reflect, ReflectError, ReflectRequest, Runtime, RuntimeBuilder, Settings, SummaryType,
 };
 use serde_json::json;
+
+mod common;
+use common::run_until;
 
 type Res = anyhow::Result<()>;
 
@@ -93,11 +95,6 @@ async fn start(
         .clock(Clock::starting_at(utc(at)))
         .start()
         .await?)
-}
-
-async fn run_until(rt: &Runtime, t: DateTime<Utc>) {
-    let d = (t - rt.clock().now()).to_std().unwrap_or(Duration::ZERO);
-    tokio::time::sleep(d).await;
 }
 
 fn request(user: Option<&str>) -> ReplayRequest {

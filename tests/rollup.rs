@@ -12,6 +12,9 @@ use recall::engine::search::{DocKind, SearchQuery};
 use recall::testkit::{ScriptedReflect, Step, TestRuntime};
 use recall::{ConversationSummary, RecallError, Settings, SummaryType};
 
+mod common;
+use common::{run_until, settle};
+
 type Res = anyhow::Result<()>;
 
 fn utc(s: &str) -> DateTime<Utc> {
@@ -26,19 +29,6 @@ fn settings(zone: &str) -> Settings {
     s.rollup.daily_hour = 3;
     s.rollup.spread_secs = 0;
     s
-}
-
-/// Lets tokio's paused clock run (firing every timer in order) until `t`.
-async fn run_until(rt: &TestRuntime, t: DateTime<Utc>) {
-    let d = (t - rt.clock().now()).to_std().unwrap_or(Duration::ZERO);
-    tokio::time::sleep(d).await;
-}
-
-async fn settle(rt: &TestRuntime) {
-    for _ in 0..5 {
-        tokio::task::yield_now().await;
-    }
-    rt.wait_idle().await.expect("runtime idle");
 }
 
 async fn call(rt: &TestRuntime, user: &str, conn: &str, turns: &[(&str, &str)]) -> Res {

@@ -12,6 +12,9 @@ use recall::{
 };
 use tokio::time::advance;
 
+mod common;
+use common::settle;
+
 type Res = anyhow::Result<()>;
 
 fn secs(n: u64) -> Duration {
@@ -20,14 +23,6 @@ fn secs(n: u64) -> Duration {
 
 fn chrono_secs(n: i64) -> chrono::Duration {
     chrono::Duration::seconds(n)
-}
-
-/// Lets the actors handle what the last advance triggered.
-async fn settle(rt: &TestRuntime) {
-    for _ in 0..5 {
-        tokio::task::yield_now().await;
-    }
-    rt.wait_idle().await.expect("runtime idle");
 }
 
 #[tokio::test(start_paused = true)]

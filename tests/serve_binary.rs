@@ -4,36 +4,13 @@
 
 #![cfg(unix)]
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Stdio};
+use std::io::Read;
+use std::process::{Command, Stdio};
+
+mod common;
+use common::{listening, recall};
 
 type Res = anyhow::Result<()>;
-
-fn recall() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_recall"));
-    // Only what the test sets.
-    for (k, _) in std::env::vars() {
-        if k.starts_with("RECALL_") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd
-}
-
-/// Reads the child's stdout until the "listening" line; the base URL.
-fn listening(child: &mut Child) -> anyhow::Result<String> {
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let line = lines.next().expect("a first line")?;
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
-    // Keep draining stdout in the background so the child never blocks.
-    std::thread::spawn(move || for _ in lines {});
-    Ok(url)
-}
 
 #[test]
 fn serve_prints_its_address_logs_json_and_stops_cleanly_on_sigterm() -> Res {

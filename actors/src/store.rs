@@ -347,6 +347,26 @@ impl Trees {
         Ok(out)
     }
 
+    /// Every record of `tree` that decodes and satisfies `keep`, with its
+    /// key.
+    fn matching<T: DeserializeOwned>(
+        &self,
+        tree: &sled::Tree,
+        name: &str,
+        mut keep: impl FnMut(&T) -> bool,
+    ) -> Result<Vec<(sled::IVec, T)>, StoreError> {
+        let mut out = Vec::new();
+        for item in tree.iter() {
+            let (k, v) = item?;
+            if let Some(rec) = self.decode::<T>(name, &k, &v) {
+                if keep(&rec) {
+                    out.push((k, rec));
+                }
+            }
+        }
+        Ok(out)
+    }
+
     pub fn session(&self, id: Uuid) -> Result<Option<SessionRecord>, StoreError> {
         self.get(&self.sessions, keys::TREE_SESSIONS, &keys::session(id))
     }

@@ -127,14 +127,10 @@ impl Trees {
         let mut turns = sled::Batch::default();
         let mut queue = sled::Batch::default();
         let mut dead = sled::Batch::default();
-        for item in self.sessions.iter() {
-            let (k, v) = item?;
-            let Some(s) = self.decode::<SessionRecord>(keys::TREE_SESSIONS, &k, &v) else {
-                continue;
-            };
-            if !ours(&s.agent_id, &s.user_id) {
-                continue;
-            }
+        let theirs = self.matching::<SessionRecord>(&self.sessions, keys::TREE_SESSIONS, |s| {
+            ours(&s.agent_id, &s.user_id)
+        })?;
+        for (_, s) in theirs {
             let key = keys::session(s.session_id);
             sessions.remove(&key[..]);
             open.remove(&key[..]);
@@ -155,27 +151,22 @@ impl Trees {
             r.agents.insert(s.agent_id);
         }
         // Dead letters whose session record is gone or damaged.
-        for item in self.dead.iter() {
-            let (k, v) = item?;
-            if let Some(d) = self.decode::<DeadLetter>(keys::TREE_DEAD, &k, &v) {
-                if ours(&d.agent_id, &d.user_id) && !r.removed_ids.contains(&d.session_id) {
-                    dead.remove(k);
-                    r.dead_letters += 1;
-                }
-            }
+        let orphans = self.matching::<DeadLetter>(&self.dead, keys::TREE_DEAD, |d| {
+            ours(&d.agent_id, &d.user_id) && !r.removed_ids.contains(&d.session_id)
+        })?;
+        for (k, _) in orphans {
+            dead.remove(k);
+            r.dead_letters += 1;
         }
 
         // Summaries of every layer, and their index rows.
         let mut summaries = sled::Batch::default();
         let mut summary_index = sled::Batch::default();
-        for item in self.summaries.iter() {
-            let (k, v) = item?;
-            let Some(s) = self.decode::<ConversationSummary>(keys::TREE_SUMMARIES, &k, &v) else {
-                continue;
-            };
-            if !ours(&s.agent_id, &s.user_id) {
-                continue;
-            }
+        let theirs =
+            self.matching::<ConversationSummary>(&self.summaries, keys::TREE_SUMMARIES, |s| {
+                ours(&s.agent_id, &s.user_id)
+            })?;
+        for (k, s) in theirs {
             summaries.remove(k);
             summary_index.remove(s.summary_id.as_bytes());
             match s.summary_type {
@@ -191,18 +182,15 @@ impl Trees {
         // Facts, topics and blocks.
         let mut facts = sled::Batch::default();
         let mut fact_index = sled::Batch::default();
-        for item in self.facts.iter() {
-            let (k, v) = item?;
-            let Some(f) = self.decode::<Fact>(keys::TREE_FACTS, &k, &v) else {
-                continue;
-            };
-            if ours(&f.agent_id, &f.user_id) {
-                facts.remove(k);
-                fact_index.remove(f.fact_id.as_bytes());
-                r.facts += 1;
-                r.removed_ids.insert(f.fact_id);
-                r.agents.insert(f.agent_id);
-            }
+        let theirs = self.matching::<Fact>(&self.facts, keys::TREE_FACTS, |f| {
+            ours(&f.agent_id, &f.user_id)
+        })?;
+        for (k, f) in theirs {
+            facts.remove(k);
+            fact_index.remove(f.fact_id.as_bytes());
+            r.facts += 1;
+            r.removed_ids.insert(f.fact_id);
+            r.agents.insert(f.agent_id);
         }
         let mut tombstones = sled::Batch::default();
         for item in self.fact_tombstones.iter() {
@@ -212,33 +200,26 @@ impl Trees {
             }
         }
         let mut topics = sled::Batch::default();
-        for item in self.topics.iter() {
-            let (k, v) = item?;
-            let Some(t) = self.decode::<Topic>(keys::TREE_TOPICS, &k, &v) else {
-                continue;
-            };
-            if ours(&t.agent_id, &t.user_id) {
-                topics.remove(k);
-                r.topics += 1;
-                r.removed_ids.insert(t.topic_id);
-                r.agents.insert(t.agent_id);
-            }
+        let theirs = self.matching::<Topic>(&self.topics, keys::TREE_TOPICS, |t| {
+            ours(&t.agent_id, &t.user_id)
+        })?;
+        for (k, t) in theirs {
+            topics.remove(k);
+            r.topics += 1;
+            r.removed_ids.insert(t.topic_id);
+            r.agents.insert(t.agent_id);
         }
         let mut blocks = sled::Batch::default();
-        for item in self.blocks.iter() {
-            let (k, v) = item?;
-            let Some(b) = self.decode::<MemoryBlock>(keys::TREE_BLOCKS, &k, &v) else {
-                continue;
-            };
-            let drawn_from_user = b
-                .source_user_id
+        // Blocks drawn from their calls.
+        let theirs = self.matching::<MemoryBlock>(&self.blocks, keys::TREE_BLOCKS, |b| {
+            b.source_user_id
                 .as_deref()
-                .is_some_and(|u| ours(&b.agent_id, u));
-            if drawn_from_user {
-                blocks.remove(k);
-                r.blocks += 1;
-                r.agents.insert(b.agent_id);
-            }
+                .is_some_and(|u| ours(&b.agent_id, u))
+        })?;
+        for (k, b) in theirs {
+            blocks.remove(k);
+            r.blocks += 1;
+            r.agents.insert(b.agent_id);
         }
         // The agents' mixed blocks, rebuilt by the watchdog from what is left.
         for agent in &r.agents {

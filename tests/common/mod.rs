@@ -1,0 +1,59 @@
+//! Helpers shared by the integration tests (each test binary uses some).
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use recall::Runtime;
+
+/// Lets the actors handle what the last advance of paused time triggered,
+/// then waits until the runtime is idle.
+pub async fn settle(rt: &Runtime) {
+    for _ in 0..5 {
+        tokio::task::yield_now().await;
+    }
+    rt.wait_idle().await.expect("runtime idle");
+}
+
+/// Lets tokio's paused clock run (firing every timer in order) until the
+/// runtime's clock reads `t`.
+pub async fn run_until(rt: &Runtime, t: DateTime<Utc>) {
+    let d = (t - rt.clock().now()).to_std().unwrap_or(Duration::ZERO);
+    tokio::time::sleep(d).await;
+}
+
+/// The `recall` binary, with only the `RECALL_*` variables the test sets.
+pub fn recall() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_recall"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("RECALL_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd
+}
+
+/// Reads a `recall serve` child's stdout (piped) until the "listening"
+/// line; the base URL. An error if it exits first.
+pub fn listening(child: &mut Child) -> anyhow::Result<String> {
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let line = match lines.next() {
+        Some(line) => line?,
+        None => {
+            let status = child.wait()?;
+            anyhow::bail!("recall serve exited before listening: {status}");
+        }
+    };
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    // Keep draining stdout in the background so the child never blocks.
+    std::thread::spawn(move || for _ in lines {});
+    Ok(url)
+}

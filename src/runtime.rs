@@ -119,6 +119,8 @@ pub enum RecallError {
     Summarizer(#[source] ReflectError),
     #[error("the summarizer's answer was not the JSON asked for; the current summary is kept")]
     NotReflection,
+    #[error(transparent)]
+    Index(#[from] recall_actors::search::BuildError),
 }
 
 fn unavailable<E: std::fmt::Display>(actor: &'static str) -> impl FnOnce(E) -> RecallError {
@@ -313,6 +315,10 @@ impl RuntimeBuilder {
 
         let generations = Arc::new(Generations::default());
         let search = Arc::new(SearchIndex::default());
+        // Readers that scan (context sources, index builds, retrieved
+        // turns) read a clone of the trees off the Store actor, after a
+        // barrier when they must see its earlier writes.
+        let reader = trees.clone();
         let (store, _) = Actor::spawn(
             None,
             StoreActor,
@@ -397,6 +403,7 @@ impl RuntimeBuilder {
                 watchdog,
                 rollup,
                 search,
+                reader: std::sync::RwLock::new(Some(reader)),
                 embed,
                 live_topics,
                 rollup_stats,
@@ -423,6 +430,9 @@ struct Inner {
     /// `None` with `rollup.enabled = false`.
     rollup: Option<ActorRef<RollupMsg>>,
     search: Arc<SearchIndex>,
+    /// The Store's trees, for reads off its actor; taken away when the
+    /// runtime stops, so the folder is released with the Store.
+    reader: std::sync::RwLock<Option<Trees>>,
     embed: Arc<dyn Embed>,
     live_topics: Arc<LiveTopics>,
     rollup_stats: watch::Receiver<RollupStats>,
@@ -1346,6 +1356,7 @@ impl Runtime {
             .stop_and_wait(None, Some(Duration::from_secs(5)))
             .await;
         let flushed = self.flush().await;
+        self.release_reader();
         let _ = inner
             .store
             .stop_and_wait(None, Some(Duration::from_secs(10)))
@@ -1355,6 +1366,20 @@ impl Runtime {
             sessions_ended: ended,
             reflections_left: s.reflections_running + s.reflections_queued,
         })
+    }
+
+    /// A handle on the Store's trees for a read off its actor.
+    pub(crate) fn reader(&self) -> Result<Trees, RecallError> {
+        self.inner
+            .reader
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or(RecallError::Store(StoreError::Unavailable))
+    }
+
+    fn release_reader(&self) {
+        *self.inner.reader.write().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     /// Stops every actor at once without ending sessions or draining: what
@@ -1375,6 +1400,7 @@ impl Runtime {
         for (_, _, actor) in inner.registry.live_sessions() {
             let _ = actor.kill_and_wait(Some(Duration::from_secs(5))).await;
         }
+        self.release_reader();
         let _ = inner
             .store
             .kill_and_wait(Some(Duration::from_secs(5)))

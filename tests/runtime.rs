@@ -838,7 +838,7 @@ async fn the_previous_call_decays_at_the_soft_and_hard_boundaries() -> Res {
     rt.end_session("c1")?;
     settle(&rt).await;
     let raw = |c: &recall::engine::context::AssembledContext| -> Vec<String> {
-        c.tiers[3]
+        c.tiers[4]
             .items
             .iter()
             .map(|i| i.text.to_string())
@@ -902,7 +902,7 @@ async fn a_call_over_the_token_ceiling_is_summarized_early() -> Res {
     let view = rt.live_session("c1").await?.expect("live");
     assert_eq!(view.memory.as_ref().map(|m| m.end_seq), Some(3));
     let c = rt.context("kairix", "mark", "hi", 4000).await?;
-    assert!(c.tiers[3].items.is_empty(), "the raw turns are summarized");
+    assert!(c.tiers[4].items.is_empty(), "the raw turns are summarized");
     reflect.gate.add_permits(10);
     Ok(())
 }
@@ -1010,6 +1010,15 @@ async fn cached_equals_fresh(cache_entries: usize) -> Res {
         // Sessions the silence timeout ended while time moved are reflected
         // on the blocking pool: let that land before reading twice.
         settle(&rt).await;
+        // Messages that retrieve from what the users said, and one that
+        // retrieves nothing.
+        let asks = [
+            "what next?",
+            "Do I still live in Porto?",
+            "anything about my peanut allergy",
+            "when was the interview",
+        ];
+        let ask = asks[rng.below(asks.len() as u64) as usize];
         for user in users {
             for budget in [4000, 60] {
                 // A background change landing between the two reads (a
@@ -1017,10 +1026,8 @@ async fn cached_equals_fresh(cache_entries: usize) -> Res {
                 // stays stale and fails.
                 let mut tries = 0;
                 loop {
-                    let cached = rt.context("kairix", user, "what next?", budget).await?;
-                    let fresh = rt
-                        .context_uncached("kairix", user, "what next?", budget)
-                        .await?;
+                    let cached = rt.context("kairix", user, ask, budget).await?;
+                    let fresh = rt.context_uncached("kairix", user, ask, budget).await?;
                     tries += 1;
                     if cached == fresh || tries == 3 {
                         assert_eq!(cached, fresh, "step {step}, {user}, budget {budget}");
@@ -1145,7 +1152,7 @@ async fn a_long_call_folds_older_windows_into_a_narrative_and_loses_nothing() ->
         assert!(start_seq <= next && end_seq >= next, "{summaries:?}");
         next = end_seq + 1;
     }
-    let turns = &c.tiers[3].items;
+    let turns = &c.tiers[4].items;
     assert_eq!(
         turns.len() as u32,
         60 - next,

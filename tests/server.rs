@@ -1363,7 +1363,17 @@ async fn the_assembled_context_keeps_users_apart_and_fits_its_budget() -> Res {
         .iter()
         .filter_map(|t| t["tier"].as_str())
         .collect();
-    assert_eq!(tiers, ["blocks", "facts", "summaries", "turns", "message"]);
+    assert_eq!(
+        tiers,
+        [
+            "blocks",
+            "facts",
+            "summaries",
+            "retrieved",
+            "turns",
+            "message"
+        ]
+    );
     let text = v["messages"].to_string();
     assert!(text.contains("I am Kairix"), "{text}");
     assert!(text.contains("Works at Initech"), "{text}");

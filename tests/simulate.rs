@@ -188,7 +188,17 @@ fn the_binary_prints_json_and_rejects_a_malformed_script() -> anyhow::Result<()>
             .iter()
             .filter_map(|t| t["tier"].as_str())
             .collect();
-        assert_eq!(tiers, ["blocks", "facts", "summaries", "turns", "message"]);
+        assert_eq!(
+            tiers,
+            [
+                "blocks",
+                "facts",
+                "summaries",
+                "retrieved",
+                "turns",
+                "message"
+            ]
+        );
         let sum: u64 = c["tiers"]
             .as_array()
             .expect("tiers")
@@ -199,7 +209,7 @@ fn the_binary_prints_json_and_rejects_a_malformed_script() -> anyhow::Result<()>
     }
     // the live call's turn is in the context; the tight budget trimmed
     // the oldest summaries
-    let turns = &contexts[0]["tiers"][3]["items"];
+    let turns = &contexts[0]["tiers"][4]["items"];
     assert!(turns.to_string().contains("Globex onsite"), "{turns}");
     assert!(!contexts[1]["trimmed"]
         .as_array()

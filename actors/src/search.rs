@@ -15,16 +15,26 @@
 //! one agent's documents is small (see the README's figures) and a query
 //! touches only the postings of its words.
 
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, LazyLock, Mutex, RwLock};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::embed::StoredVector;
-use crate::model::{isoformat, ConversationSummary, Fact, SummaryType, Visibility};
+use crate::model::{
+    isoformat, ConversationSummary, ConversationTurn, Fact, SummaryType, Visibility,
+};
 use crate::text;
+
+/// The English Snowball stemmer, shared: it holds no state.
+static STEMMER: LazyLock<rust_stemmers::Stemmer> =
+    LazyLock::new(|| rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English));
+
+/// The text every turn document shares: a turn's words are read from the
+/// store when it is shown, not kept twice in memory.
+static NO_TEXT: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(""));
 
 thread_local! {
     /// Per-thread score accumulator of [`AgentIndex::search`].
@@ -44,6 +54,8 @@ pub enum DocKind {
     Weekly,
     Topic,
     Fact,
+    /// A raw turn of an ended call (searched only when asked for by kind).
+    Turn,
 }
 
 impl DocKind {
@@ -63,6 +75,7 @@ impl DocKind {
             DocKind::Weekly => "weekly",
             DocKind::Topic => "topic",
             DocKind::Fact => "fact",
+            DocKind::Turn => "turn",
         }
     }
 }
@@ -76,11 +89,12 @@ impl std::str::FromStr for DocKind {
             "weekly" => DocKind::Weekly,
             "topic" => DocKind::Topic,
             "fact" => DocKind::Fact,
+            "turn" => DocKind::Turn,
             other => {
                 return Err(crate::model::InputError::Invalid {
                     field: "type",
                     reason: format!(
-                        "unknown type {other:?}; one of session, daily, weekly, topic, fact"
+                        "unknown type {other:?}; one of session, daily, weekly, topic, fact, turn"
                     ),
                 })
             }
@@ -92,7 +106,7 @@ impl std::str::FromStr for DocKind {
 #[derive(Debug, Clone, Default)]
 pub struct SearchQuery {
     pub text: String,
-    /// Only these kinds (all when empty).
+    /// Only these kinds (all but turns when empty).
     pub kinds: Vec<DocKind>,
     /// Only what this user may see: their own items and facts other users
     /// shared. `None` searches every user of the agent (an operator's view).
@@ -119,8 +133,26 @@ pub struct SearchHit {
     pub keyword_score: f32,
     /// Cosine similarity of the query's and the item's vectors.
     pub similarity: f32,
-    /// The seed's archival text of a summary; a fact's as `[FACT:category]`.
+    /// The seed's archival text of a summary; a fact's as `[FACT:category]`;
+    /// empty for a turn, whose words the caller reads from the store.
     pub text: String,
+    /// The call and position of a turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<TurnRef>,
+}
+
+/// Where a turn is stored: its session and sequence number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TurnRef {
+    pub session_id: Uuid,
+    pub seq: u32,
+}
+
+impl TurnRef {
+    /// The id a turn is indexed under (stable: derived from where it is).
+    pub fn doc_id(self) -> Uuid {
+        Uuid::new_v5(&self.session_id, &self.seq.to_be_bytes())
+    }
 }
 
 /// How results are ranked.
@@ -145,6 +177,7 @@ struct Doc {
     terms: Box<[u32]>,
     text: Arc<str>,
     vector: Option<Quantized>,
+    turn: Option<TurnRef>,
 }
 
 /// A vector kept in a quarter of the memory: one signed byte per number
@@ -207,22 +240,25 @@ pub struct AgentIndex {
     total_len: u64,
     /// Names of the embedders of the vectors held (rarely more than one).
     embedders: Vec<String>,
+    /// User ids, shared by their documents.
+    users: HashSet<Arc<str>>,
 }
 
 /// The tokens an item is indexed under and a query is split into: content
-/// words, lowercased, with a plural `s` dropped.
+/// words, lowercased, reduced to their English Snowball stem
+/// ("interviewers" and "interview" meet).
 pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
     text::words(text).filter_map(|w| {
         if w.chars().count() < 2 || text::is_stopword(&w) {
             return None;
         }
-        let n = w.chars().count();
-        Some(if n > 3 && w.ends_with('s') && !w.ends_with("ss") {
-            w[..w.len() - 1].to_string()
-        } else {
-            w
-        })
+        Some(stem(&w))
     })
+}
+
+/// A lowercased word's stem.
+pub fn stem(word: &str) -> String {
+    STEMMER.stem(word).into_owned()
 }
 
 /// A fact's archival text.
@@ -251,6 +287,7 @@ impl AgentIndex {
             return;
         }
         let quantized = self.quantize(vector);
+        let user_id = self.user(&s.user_id);
         let body = format!(
             "{}\n{}\n{}",
             s.summary_text,
@@ -261,7 +298,7 @@ impl AgentIndex {
             Doc {
                 id: s.summary_id,
                 kind: DocKind::of(s.summary_type),
-                user_id: s.user_id.as_str().into(),
+                user_id,
                 shared: false,
                 start: s.period_start,
                 end: s.period_end,
@@ -269,6 +306,7 @@ impl AgentIndex {
                 terms: Box::default(),
                 text: s.to_archival_text().into(),
                 vector: quantized,
+                turn: None,
             },
             &body,
         );
@@ -276,11 +314,12 @@ impl AgentIndex {
 
     pub fn put_fact(&mut self, f: &Fact, vector: Option<StoredVector>) {
         let quantized = self.quantize(vector);
+        let user_id = self.user(&f.user_id);
         self.put(
             Doc {
                 id: f.fact_id,
                 kind: DocKind::Fact,
-                user_id: f.user_id.as_str().into(),
+                user_id,
                 shared: f.visibility == Visibility::Shared,
                 start: f.extracted_at,
                 end: f.extracted_at,
@@ -288,9 +327,74 @@ impl AgentIndex {
                 terms: Box::default(),
                 text: fact_text(f).into(),
                 vector: quantized,
+                turn: None,
             },
             &f.content,
         );
+    }
+
+    /// Adds (or replaces) the turns of an ended call, each under its own
+    /// id: the user's words and the agent's answer are one document.
+    pub fn put_turns(
+        &mut self,
+        user_id: &str,
+        session_id: Uuid,
+        turns: &[(u32, ConversationTurn)],
+    ) {
+        let user = self.user(user_id);
+        for (seq, t) in turns {
+            let r = TurnRef {
+                session_id,
+                seq: *seq,
+            };
+            let body = format!("{}\n{}", t.user_message, t.agent_response);
+            self.put(
+                Doc {
+                    id: r.doc_id(),
+                    kind: DocKind::Turn,
+                    user_id: user.clone(),
+                    shared: false,
+                    start: t.timestamp,
+                    end: t.timestamp,
+                    len: 0,
+                    terms: Box::default(),
+                    text: NO_TEXT.clone(),
+                    vector: None,
+                    turn: Some(r),
+                },
+                &body,
+            );
+        }
+    }
+
+    /// Removes everything of one user (a forget).
+    pub fn remove_user(&mut self, user_id: &str) {
+        let ids: Vec<Uuid> = self
+            .docs
+            .iter()
+            .flatten()
+            .filter(|d| &*d.user_id == user_id)
+            .map(|d| d.id)
+            .collect();
+        for id in ids {
+            self.remove(id);
+        }
+        self.users.remove(user_id);
+    }
+
+    /// Every document's id and owner, for checks that nothing of a user is
+    /// left.
+    pub fn owners(&self) -> impl Iterator<Item = (Uuid, &str)> + '_ {
+        self.docs.iter().flatten().map(|d| (d.id, &*d.user_id))
+    }
+
+    fn user(&mut self, user_id: &str) -> Arc<str> {
+        if let Some(u) = self.users.get(user_id) {
+            return u.clone();
+        }
+        let u: Arc<str> = Arc::from(user_id);
+        self.users.insert(u.clone());
+        u
     }
 
     /// Attaches a vector to an indexed item (no-op for unknown ids).
@@ -388,7 +492,11 @@ impl AgentIndex {
     }
 
     fn admits(d: &Doc, q: &SearchQuery) -> bool {
-        if !q.kinds.is_empty() && !q.kinds.contains(&d.kind) {
+        if q.kinds.is_empty() {
+            if d.kind == DocKind::Turn {
+                return false;
+            }
+        } else if !q.kinds.contains(&d.kind) {
             return false;
         }
         if let Some(user) = &q.user_id {
@@ -533,6 +641,7 @@ impl AgentIndex {
                     keyword_score: bm25,
                     similarity: sim,
                     text: d.text.to_string(),
+                    turn: d.turn,
                 })
             })
             .collect()
@@ -543,50 +652,192 @@ impl AgentIndex {
     }
 }
 
-/// The indexes of the agents searched so far. Shared between the Store
-/// actor (the only one that changes them) and searching callers.
-#[derive(Debug, Default)]
+/// A change to an agent's index, held while the index is being built.
+type Op = Box<dyn FnOnce(&mut AgentIndex) + Send>;
+
+enum Slot {
+    /// Built off the Store actor; the changes made meanwhile wait here and
+    /// are applied, in order, before the index is handed out (a change is
+    /// a replace or a removal by id, so applying one the build already saw
+    /// changes nothing).
+    Building {
+        pending: Vec<Op>,
+        done: tokio::sync::watch::Receiver<()>,
+    },
+    Ready(Arc<RwLock<AgentIndex>>),
+}
+
+/// The agents' indexes. Shared between the Store actor (the only one that
+/// changes them, after each of its writes), the builds (on the blocking
+/// pool, never on the Store actor: a build of any size delays no write)
+/// and searching callers.
+#[derive(Default)]
 pub struct SearchIndex {
-    agents: RwLock<HashMap<String, Arc<RwLock<AgentIndex>>>>,
+    agents: Mutex<HashMap<String, Slot>>,
+}
+
+impl std::fmt::Debug for SearchIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SearchIndex")
+            .field("built", &self.built())
+            .finish()
+    }
+}
+
+/// A failed index build, shared by everyone who waited for it.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("building the search index of agent {agent_id} failed: {source}")]
+pub struct BuildError {
+    pub agent_id: String,
+    #[source]
+    pub source: Arc<crate::store::StoreError>,
 }
 
 impl SearchIndex {
-    /// The agent's index, if it was built.
+    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
+        self.agents.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The agent's index, if it is built.
     pub fn agent(&self, agent_id: &str) -> Option<Arc<RwLock<AgentIndex>>> {
-        self.agents
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(agent_id)
-            .cloned()
+        match self.slots().get(agent_id) {
+            Some(Slot::Ready(ix)) => Some(ix.clone()),
+            _ => None,
+        }
     }
 
     /// Installs a freshly built index.
     pub fn insert(&self, agent_id: &str, index: AgentIndex) {
-        self.agents
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(agent_id.to_string(), Arc::new(RwLock::new(index)));
+        self.slots().insert(
+            agent_id.to_string(),
+            Slot::Ready(Arc::new(RwLock::new(index))),
+        );
     }
 
-    /// Applies `f` to the agent's index if it was built (an agent never
-    /// searched is built from the store when it is).
-    pub fn update(&self, agent_id: &str, f: impl FnOnce(&mut AgentIndex)) {
-        if let Some(ix) = self.agent(agent_id) {
-            f(&mut ix.write().unwrap_or_else(|p| p.into_inner()));
+    /// The agent's index, built by `build` on the blocking pool first if
+    /// it is not (callers asking meanwhile wait for the same build). The
+    /// build finishes even if the caller stops waiting.
+    pub async fn ensure(
+        self: &Arc<Self>,
+        agent_id: &str,
+        build: impl FnOnce() -> Result<AgentIndex, crate::store::StoreError> + Send + 'static,
+    ) -> Result<Arc<RwLock<AgentIndex>>, BuildError> {
+        let mut build = Some(build);
+        loop {
+            let started = {
+                let mut slots = self.slots();
+                match slots.get(agent_id) {
+                    Some(Slot::Ready(ix)) => return Ok(ix.clone()),
+                    Some(Slot::Building { done, .. }) => Err(done.clone()),
+                    None => {
+                        // Taken at most once: the branch that takes it
+                        // returns once the build ends.
+                        let Some(build) = build.take() else {
+                            continue;
+                        };
+                        let (tx, rx) = tokio::sync::watch::channel(());
+                        slots.insert(
+                            agent_id.to_string(),
+                            Slot::Building {
+                                pending: Vec::new(),
+                                done: rx,
+                            },
+                        );
+                        let this = self.clone();
+                        let agent = agent_id.to_string();
+                        Ok(tokio::spawn(async move {
+                            let res = match tokio::task::spawn_blocking(build).await {
+                                Ok(res) => res,
+                                Err(e) => Err(crate::store::StoreError::ReadAborted(e)),
+                            };
+                            let out = this.finish(&agent, res);
+                            let _ = tx.send(());
+                            out
+                        }))
+                    }
+                }
+            };
+            match started {
+                Ok(task) => {
+                    return match task.await {
+                        Ok(res) => res,
+                        Err(e) => Err(BuildError {
+                            agent_id: agent_id.to_string(),
+                            source: Arc::new(crate::store::StoreError::ReadAborted(e)),
+                        }),
+                    }
+                }
+                // Someone else's build: its end (or failure) wakes us.
+                Err(mut done) => {
+                    let _ = done.changed().await;
+                }
+            }
         }
     }
 
-    /// Forgets every built index (they are rebuilt on the next search).
+    fn finish(
+        &self,
+        agent_id: &str,
+        res: Result<AgentIndex, crate::store::StoreError>,
+    ) -> Result<Arc<RwLock<AgentIndex>>, BuildError> {
+        let mut slots = self.slots();
+        let pending = match slots.remove(agent_id) {
+            Some(Slot::Building { pending, .. }) => pending,
+            // Cleared (or installed) meanwhile: this build is stale.
+            Some(other) => {
+                slots.insert(agent_id.to_string(), other);
+                Vec::new()
+            }
+            None => Vec::new(),
+        };
+        match res {
+            Ok(mut ix) => {
+                for op in pending {
+                    op(&mut ix);
+                }
+                let ix = Arc::new(RwLock::new(ix));
+                slots
+                    .entry(agent_id.to_string())
+                    .or_insert_with(|| Slot::Ready(ix.clone()));
+                Ok(ix)
+            }
+            Err(e) => Err(BuildError {
+                agent_id: agent_id.to_string(),
+                source: Arc::new(e),
+            }),
+        }
+    }
+
+    /// Applies `f` to the agent's index if it is built, or after the build
+    /// under way; an agent with neither is built from the store when it is
+    /// first searched.
+    pub fn update(&self, agent_id: &str, f: impl FnOnce(&mut AgentIndex) + Send + 'static) {
+        let ix = {
+            let mut slots = self.slots();
+            match slots.get_mut(agent_id) {
+                Some(Slot::Ready(ix)) => ix.clone(),
+                Some(Slot::Building { pending, .. }) => {
+                    pending.push(Box::new(f));
+                    return;
+                }
+                None => return,
+            }
+        };
+        f(&mut ix.write().unwrap_or_else(|p| p.into_inner()));
+    }
+
+    /// Forgets every index (they are rebuilt on the next search); a build
+    /// under way is dropped when it ends.
     pub fn clear(&self) {
-        self.agents
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        self.slots().clear();
     }
 
     /// Agents with a built index.
     pub fn built(&self) -> usize {
-        self.agents.read().unwrap_or_else(|p| p.into_inner()).len()
+        self.slots()
+            .values()
+            .filter(|s| matches!(s, Slot::Ready(_)))
+            .count()
     }
 }
 
@@ -831,6 +1082,69 @@ mod tests {
     }
 
     #[test]
+    fn inflections_meet_at_their_stem() {
+        let mut ix = AgentIndex::default();
+        let a = summary(
+            "mark",
+            "Google invited me to an onsite. Google interviewers will probe that.",
+            &[],
+            0,
+        );
+        let b = summary("mark", "We talked about the weather in Lisbon.", &[], 1);
+        ix.put_summary(&a, None);
+        ix.put_summary(&b, None);
+        for q in [
+            "Google interview preparation",
+            "interviewing",
+            "invitations",
+        ] {
+            let hits = ix.search(&query(q, Some("mark")), None, RANK);
+            assert_eq!(hits.first().map(|h| h.id), Some(a.summary_id), "{q}");
+            assert!(hits[0].keyword_score > 0.0);
+        }
+        assert_eq!(stem("interviewers"), stem("interview"));
+    }
+
+    #[test]
+    fn turns_are_searched_when_asked_for_and_leave_with_their_user() {
+        let mut ix = AgentIndex::default();
+        let at = DateTime::<Utc>::from_timestamp(1_790_000_000, 0).unwrap();
+        let turn = |u: &str| ConversationTurn {
+            user_message: u.into(),
+            agent_response: "Noted.".into(),
+            timestamp: at,
+        };
+        let s1 = Uuid::from_u128(1);
+        let s2 = Uuid::from_u128(2);
+        ix.put_turns(
+            "mark",
+            s1,
+            &[
+                (0, turn("We named the puppy Biscuit")),
+                (1, turn("Rainy day")),
+            ],
+        );
+        ix.put_turns("ada", s2, &[(0, turn("My puppy is called Pixel"))]);
+        // not among the default kinds
+        assert!(ix.search(&query("puppy", None), None, RANK).is_empty());
+        let mut q = query("puppies", Some("mark"));
+        q.kinds = vec![DocKind::Turn];
+        let hits = ix.search(&q, None, RANK);
+        assert_eq!(hits.len(), 1, "mark sees only his own turns");
+        let r = TurnRef {
+            session_id: s1,
+            seq: 0,
+        };
+        assert_eq!(hits[0].turn, Some(r));
+        assert_eq!(hits[0].id, r.doc_id());
+        ix.remove_user("mark");
+        assert!(ix.owners().all(|(_, u)| u == "ada"));
+        assert!(ix.search(&q, None, RANK).is_empty());
+        q.user_id = None;
+        assert_eq!(ix.search(&q, None, RANK).len(), 1);
+    }
+
+    #[test]
     fn no_keyword_match_falls_back_to_similarity() {
         let mut ix = AgentIndex::default();
         let a = summary(
@@ -840,10 +1154,10 @@ mod tests {
             0,
         );
         ix.put_summary(&a, vector(&a.summary_text));
-        // "interviewer" shares 4-grams with "interviewing", not a token
+        // "interviewee" shares 4-grams with "interviewing", not a stem
         let hits = ix.search(
-            &query("interviewer", None),
-            vector("interviewer").as_ref(),
+            &query("interviewee", None),
+            vector("interviewee").as_ref(),
             RANK,
         );
         assert_eq!(hits.len(), 1);

@@ -284,6 +284,14 @@ pub struct ContextSettings {
     /// cache off, so every context read goes to the store.
     #[serde(default = "default_cache_entries")]
     pub cache_entries: usize,
+    /// The share of a context's budget (after the current message) that
+    /// what the user's memory holds about the message takes first; the
+    /// other tiers then fill the rest, and retrieval what they leave.
+    #[serde(default = "default_retrieval_share")]
+    pub retrieval_share: f32,
+    /// How many of the best search hits a context read considers.
+    #[serde(default = "default_retrieval_candidates")]
+    pub retrieval_candidates: usize,
 }
 
 impl Default for ContextSettings {
@@ -294,8 +302,17 @@ impl Default for ContextSettings {
             turns_after_soft_decay: default_turns_after_soft_decay(),
             max_session_tokens: default_max_session_tokens(),
             cache_entries: default_cache_entries(),
+            retrieval_share: default_retrieval_share(),
+            retrieval_candidates: default_retrieval_candidates(),
         }
     }
+}
+
+fn default_retrieval_share() -> f32 {
+    0.5
+}
+fn default_retrieval_candidates() -> usize {
+    40
 }
 
 fn default_soft_decay_minutes() -> u64 {
@@ -732,6 +749,19 @@ impl Settings {
             "session.max_message_chars",
             self.session.max_message_chars as u64,
         )?;
+        let share = self.context.retrieval_share;
+        if !(0.0..=1.0).contains(&share) {
+            return Err(SettingsError {
+                key: "context.retrieval_share",
+                reason: format!("must be between 0 and 1; got {share}"),
+            });
+        }
+        if self.context.retrieval_candidates > 1000 {
+            return Err(SettingsError {
+                key: "context.retrieval_candidates",
+                reason: "at most 1000".into(),
+            });
+        }
         if self.session.window_messages < 2 {
             return Err(SettingsError {
                 key: "session.window_messages",

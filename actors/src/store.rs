@@ -84,6 +84,8 @@ pub enum StoreError {
     NotFactOwner(Uuid),
     #[error("{0} write(s) failed since the last flush; see the logs")]
     WritesFailed(u64),
+    #[error("a read off the Store actor did not finish")]
+    ReadAborted(#[source] tokio::task::JoinError),
 }
 
 impl From<TransactionError<StoreError>> for StoreError {
@@ -377,6 +379,27 @@ impl Trees {
             keys::TREE_TURNS,
             self.turns.scan_prefix(keys::turns_prefix(id)),
         )
+    }
+
+    /// A session's turns with their sequence numbers, in order.
+    pub fn numbered_turns(&self, id: Uuid) -> Result<Vec<(u32, ConversationTurn)>, StoreError> {
+        let mut out = Vec::new();
+        for item in self.turns.scan_prefix(keys::turns_prefix(id)) {
+            let (k, v) = item?;
+            let Some(seq) = k.get(16..20).and_then(|b| <[u8; 4]>::try_from(b).ok()) else {
+                self.skip(keys::TREE_TURNS, &k, "the key is not a turn key");
+                continue;
+            };
+            if let Some(t) = self.decode::<ConversationTurn>(keys::TREE_TURNS, &k, &v) {
+                out.push((u32::from_be_bytes(seq), t));
+            }
+        }
+        Ok(out)
+    }
+
+    /// One stored turn.
+    pub fn turn(&self, id: Uuid, seq: u32) -> Result<Option<ConversationTurn>, StoreError> {
+        self.get(&self.turns, keys::TREE_TURNS, &keys::turn(id, seq))
     }
 
     pub fn sessions(&self, agent_id: Option<&str>) -> Result<Vec<SessionRecord>, StoreError> {
@@ -1071,11 +1094,9 @@ pub enum StoreMsg {
         items: Vec<(Uuid, StoredVector)>,
         reply: RpcReplyPort<Result<(), StoreError>>,
     },
-    /// Build the agent's search index from the trees unless it is built.
-    BuildSearchIndex {
-        agent_id: String,
-        reply: RpcReplyPort<Result<(), StoreError>>,
-    },
+    /// Replies once every message sent before it is handled: a reader
+    /// that then reads the trees directly sees those writes.
+    Barrier(RpcReplyPort<()>),
     /// Flush everything written so far to disk, then reply.
     Flush(RpcReplyPort<Result<(), StoreError>>),
     Stats(RpcReplyPort<StoreStats>),
@@ -1125,6 +1146,16 @@ impl Generations {
             }
         }
     }
+}
+
+/// Indexes an ended call's turns for retrieval (a call's worth of turns,
+/// read back from the tree just written: tens of microseconds).
+fn index_ended(search: &SearchIndex, t: &Trees, rec: &SessionRecord) {
+    let (trees, user, id) = (t.clone(), rec.user_id.clone(), rec.session_id);
+    search.update(&rec.agent_id, move |ix| match trees.numbered_turns(id) {
+        Ok(turns) => ix.put_turns(&user, id, &turns),
+        Err(err) => warn!(session_id = %id, error = %err, "turns not indexed"),
+    });
 }
 
 pub struct StoreArgs {
@@ -1299,7 +1330,10 @@ impl Actor for StoreActor {
                 let res = t.end_session(&rec, at);
                 state.generations.bump(&rec.agent_id);
                 match res {
-                    Ok(()) => state.wrote(&myself),
+                    Ok(()) => {
+                        index_ended(&state.search, &t, &rec);
+                        state.wrote(&myself)
+                    }
                     Err(e) => state.failed("end_session", &e),
                 }
             }
@@ -1332,6 +1366,7 @@ impl Actor for StoreActor {
                 })();
                 if let Ok(Some(rec)) = &res {
                     state.generations.bump(&rec.agent_id);
+                    index_ended(&state.search, &t, rec);
                 }
                 if res.is_ok() {
                     state.wrote(&myself);
@@ -1356,10 +1391,12 @@ impl Actor for StoreActor {
                 if let Ok(r) = &res {
                     for agent in &r.agents {
                         state.generations.bump(agent);
-                        state.search.update(agent, |ix| {
-                            for id in &r.removed_ids {
-                                ix.remove(*id);
+                        let (ids, user) = (r.removed_ids.clone(), user_id.clone());
+                        state.search.update(agent, move |ix| {
+                            for id in ids {
+                                ix.remove(id);
                             }
+                            ix.remove_user(&user);
                         });
                     }
                     state.forgotten.extend(r.removed_ids.iter().copied());
@@ -1382,12 +1419,15 @@ impl Actor for StoreActor {
                 if let Ok(r) = &res {
                     if r.stored {
                         state.generations.bump(&summary.agent_id);
-                        state.search.update(&summary.agent_id, |ix| {
-                            if let Some(old) = &r.old {
-                                ix.remove(old.summary_id);
+                        let (old, added) =
+                            (r.old.as_ref().map(|o| o.summary_id), r.facts_added.clone());
+                        let s = summary.clone();
+                        state.search.update(&summary.agent_id, move |ix| {
+                            if let Some(old) = old {
+                                ix.remove(old);
                             }
-                            ix.put_summary(&summary, None);
-                            for f in &r.facts_added {
+                            ix.put_summary(&s, None);
+                            for f in &added {
                                 ix.put_fact(f, None);
                             }
                         });
@@ -1432,13 +1472,16 @@ impl Actor for StoreActor {
                 let res = t.complete_reflection(&summary, &blocks, &facts);
                 state.generations.bump(&summary.agent_id);
                 if let Ok(true) = res {
-                    state.search.update(&summary.agent_id, |ix| {
-                        ix.put_summary(&summary, None);
-                        // Only the facts that survived de-duplication.
-                        for f in &facts {
-                            if let Ok(Some(stored)) = t.fact(f.fact_id) {
-                                ix.put_fact(&stored, None);
-                            }
+                    // Only the facts that survived de-duplication.
+                    let stored: Vec<Fact> = facts
+                        .iter()
+                        .filter_map(|f| t.fact(f.fact_id).ok().flatten())
+                        .collect();
+                    let s = summary.clone();
+                    state.search.update(&summary.agent_id, move |ix| {
+                        ix.put_summary(&s, None);
+                        for f in &stored {
+                            ix.put_fact(f, None);
                         }
                     });
                 }
@@ -1474,7 +1517,10 @@ impl Actor for StoreActor {
                 if let Ok(f) = &res {
                     state.generations.bump(&f.agent_id);
                     let v = t.vector(f.fact_id).ok().flatten();
-                    state.search.update(&f.agent_id, |ix| ix.put_fact(f, v));
+                    let f2 = f.clone();
+                    state
+                        .search
+                        .update(&f.agent_id, move |ix| ix.put_fact(&f2, v));
                 }
                 if res.is_ok() {
                     state.wrote(&myself);
@@ -1489,7 +1535,8 @@ impl Actor for StoreActor {
                 let res = t.delete_fact(fact_id, &user_id);
                 if let Ok(f) = &res {
                     state.generations.bump(&f.agent_id);
-                    state.search.update(&f.agent_id, |ix| ix.remove(f.fact_id));
+                    let id = f.fact_id;
+                    state.search.update(&f.agent_id, move |ix| ix.remove(id));
                     if let Err(e) = t.embeddings.remove(keys::embedding(f.fact_id)) {
                         state.failed("delete_fact_vector", &e.into());
                     }
@@ -1631,11 +1678,12 @@ impl Actor for StoreActor {
                 let res = t.put_rollup(&summary, supersedes, vector.as_ref());
                 if let Ok(true) = res {
                     state.generations.bump(&summary.agent_id);
-                    state.search.update(&summary.agent_id, |ix| {
+                    let s = summary.clone();
+                    state.search.update(&summary.agent_id, move |ix| {
                         if let Some(old) = supersedes {
                             ix.remove(old);
                         }
-                        ix.put_summary(&summary, vector);
+                        ix.put_summary(&s, vector);
                     });
                     state.wrote(&myself);
                 }
@@ -1690,9 +1738,10 @@ impl Actor for StoreActor {
                 let res = t.put_topic(&topic, &summary, vector.as_ref());
                 if res.is_ok() {
                     state.generations.bump(&summary.agent_id);
+                    let s = summary.clone();
                     state
                         .search
-                        .update(&summary.agent_id, |ix| ix.put_summary(&summary, vector));
+                        .update(&summary.agent_id, move |ix| ix.put_summary(&s, vector));
                     state.wrote(&myself);
                 }
                 let _ = reply.send(res);
@@ -1704,7 +1753,8 @@ impl Actor for StoreActor {
             } => {
                 let res = t.put_vectors(&items);
                 if let Ok(stored) = &res {
-                    state.search.update(&agent_id, |ix| {
+                    let stored = stored.clone();
+                    state.search.update(&agent_id, move |ix| {
                         for (id, v) in items {
                             if stored.contains(&id) {
                                 ix.set_vector(id, v);
@@ -1715,14 +1765,8 @@ impl Actor for StoreActor {
                 }
                 let _ = reply.send(res.map(|_| ()));
             }
-            StoreMsg::BuildSearchIndex { agent_id, reply } => {
-                let res = if state.search.agent(&agent_id).is_some() {
-                    Ok(())
-                } else {
-                    t.build_search_index(&agent_id)
-                        .map(|ix| state.search.insert(&agent_id, ix))
-                };
-                let _ = reply.send(res);
+            StoreMsg::Barrier(reply) => {
+                let _ = reply.send(());
             }
             StoreMsg::Flush(reply) => {
                 let db = t.db.clone();

@@ -18,13 +18,15 @@ use chrono::{DateTime, Duration, Utc};
 use ractor::call_t;
 use recall_actors::context::{
     distinct_summaries, live_summary_item, prepare_blocks, prepare_summary, prepare_turns, select,
-    AssembledContext, CharEstimate, ContextItem, PreparedFacts, Selection, Source, TokenCounter,
+    AssembledContext, CharEstimate, ContextItem, PreparedFacts, Retrieved, Selection, Source, Tier,
+    TokenCounter,
 };
 use recall_actors::model::{
     BlockLabel, ConversationSummary, ConversationTurn, MemoryBlock, SummaryType,
 };
+use recall_actors::search::{DocKind, Ranking, SearchQuery};
 use recall_actors::session::SessionMsg;
-use recall_actors::store::{ContextSources, StoreMsg};
+use recall_actors::store::{ContextSources, StoreError, StoreMsg};
 use recall_actors::watchdog::{render_context, topic_order, Hierarchy};
 use uuid::Uuid;
 
@@ -189,16 +191,17 @@ impl Runtime {
                 .fetch_add(1, Ordering::Relaxed);
             metrics::counter!("recall_context_cache_misses_total").increment(1);
         }
-        let stored: ContextSources = call_t!(
-            self.inner.store,
-            |reply| StoreMsg::ContextSources {
-                agent_id: agent_id.to_string(),
-                user_id: user_id.to_string(),
-                reply
-            },
-            CALL_TIMEOUT_MS
-        )
-        .map_err(unavailable("store"))??;
+        // The barrier makes every write sent before this read visible; the
+        // scan itself runs off the Store actor, so turn writes never wait
+        // behind it.
+        call_t!(self.inner.store, StoreMsg::Barrier, CALL_TIMEOUT_MS)
+            .map_err(unavailable("store"))?;
+        let trees = self.reader()?;
+        let (a, u) = (agent_id.to_string(), user_id.to_string());
+        let stored: ContextSources =
+            tokio::task::spawn_blocking(move || trees.context_sources(&a, &u))
+                .await
+                .map_err(StoreError::ReadAborted)??;
         let sources = Arc::new(
             self.prepare_sources(agent_id, user_id, now, generation, stored)
                 .await?,
@@ -395,6 +398,14 @@ impl Runtime {
             gap.extend(view.gap);
         }
         gap.sort_by_key(|t| t.timestamp);
+        // The live call's latest words sharpen what is retrieved.
+        let gap_queries: Vec<String> = gap
+            .iter()
+            .rev()
+            .map(|t| t.user_message.clone())
+            .filter(|m| !m.trim().is_empty())
+            .take(2)
+            .collect();
         let gap = prepare_turns(&gap, counter);
 
         // Decay across calls (seed 002): the previous call's turns stay
@@ -434,16 +445,147 @@ impl Runtime {
                 Some(i) => (&src.summaries[..i], &src.summaries[i + 1..]),
                 None => (&src.summaries[..], &[][..]),
             };
+        // The previous call's turns shown verbatim are not retrieved again.
+        let verbatim = (!previous.is_empty())
+            .then(|| src.latest.as_ref().map(|p| p.session_id))
+            .flatten();
+        let retrieved = self
+            .retrieve(
+                agent_id,
+                user_id,
+                current_message,
+                &gap_queries,
+                &src,
+                verbatim,
+            )
+            .await?;
         Ok(select(
             &Selection {
                 blocks: &src.blocks,
                 facts: &src.facts,
                 summaries: &[before, after, &live_summaries],
                 turns: &[previous, &gap],
+                retrieved: &retrieved,
+                retrieval_share: decay.retrieval_share,
                 current_message,
                 budget_tokens,
             },
             counter,
         )?)
+    }
+
+    /// What the user's memory holds about the current message (and the
+    /// live call's latest words): the best hits of a keyword search over
+    /// their ended calls' turns, summaries and the facts they may see,
+    /// best first. Never waits on an LLM or an embedder; an empty message
+    /// retrieves nothing.
+    async fn retrieve(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+        message: &str,
+        live_words: &[String],
+        src: &Sources,
+        skip_session: Option<Uuid>,
+    ) -> Result<Vec<Retrieved>, RecallError> {
+        let limit = self.inner.settings.context.retrieval_candidates;
+        if message.trim().is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut text = message.to_string();
+        for w in live_words {
+            text.push('\n');
+            text.push_str(w);
+        }
+        let query = SearchQuery {
+            text,
+            kinds: vec![
+                DocKind::Turn,
+                DocKind::Fact,
+                DocKind::Session,
+                DocKind::Daily,
+                DocKind::Weekly,
+                DocKind::Topic,
+            ],
+            user_id: Some(user_id.to_string()),
+            since: None,
+            until: None,
+            limit,
+        };
+        let index = self.agent_index(agent_id).await?;
+        let hits = {
+            let ix = index.read().unwrap_or_else(|p| p.into_inner());
+            ix.search(
+                &query,
+                None,
+                Ranking {
+                    keyword_weight: 1.0,
+                    candidates: limit,
+                },
+            )
+        };
+        let counter = &CharEstimate;
+        let trees = &self.reader()?;
+        let mut out = Vec::with_capacity(hits.len());
+        // A day, week or topic of one call reads like its session summary:
+        // show the words once.
+        let mut seen_texts = std::collections::HashSet::new();
+        for h in hits {
+            let item = match (h.kind, h.turn) {
+                (DocKind::Turn, Some(r)) => {
+                    if Some(r.session_id) == skip_session {
+                        continue;
+                    }
+                    let Some(t) = trees.turn(r.session_id, r.seq)? else {
+                        continue;
+                    };
+                    let mut text = format!(
+                        "- [{}] {user_id}: {}",
+                        t.timestamp.format("%Y-%m-%d %H:%M"),
+                        t.user_message.trim()
+                    );
+                    if !t.agent_response.trim().is_empty() {
+                        text.push_str("\n  agent: ");
+                        text.push_str(t.agent_response.trim());
+                    }
+                    ContextItem {
+                        tier: Tier::Retrieved,
+                        source: Source::StoredTurn {
+                            session: r.session_id,
+                            seq: r.seq,
+                        },
+                        role: recall_actors::context::Role::System,
+                        tokens: counter.count(&text),
+                        text: text.into(),
+                    }
+                }
+                (DocKind::Fact, _) => match src.facts.get(h.id) {
+                    Some(i) => ContextItem {
+                        tier: Tier::Retrieved,
+                        ..i.clone()
+                    },
+                    None => continue,
+                },
+                (_, _) => match trees.summary(h.id)? {
+                    Some(s)
+                        if s.user_id == user_id
+                            && s.is_current()
+                            && seen_texts
+                                .insert(recall_actors::context::dedup_key(&s.summary_text)) =>
+                    {
+                        ContextItem {
+                            tier: Tier::Retrieved,
+                            ..prepare_summary(&s, counter)
+                        }
+                    }
+                    _ => continue,
+                },
+            };
+            out.push(Retrieved {
+                item,
+                at: h.period_start,
+            });
+        }
+        Ok(out)
     }
 }

@@ -6,9 +6,10 @@ use ractor::call_t;
 use recall_actors::embed::StoredVector;
 use recall_actors::model::{validate_id, InputError, Topic};
 use recall_actors::rollup::{RollupMsg, RollupReport};
-use recall_actors::search::{Ranking, SearchHit, SearchQuery};
-use recall_actors::store::StoreMsg;
+use recall_actors::search::{AgentIndex, Ranking, SearchHit, SearchQuery};
+use recall_actors::store::{StoreError, StoreMsg};
 use serde::Serialize;
+use std::sync::Arc;
 use uuid::Uuid;
 
 use super::{unavailable, RecallError, Runtime, CALL_TIMEOUT_MS};
@@ -141,24 +142,7 @@ impl Runtime {
                 .into());
             }
         }
-        let index = match self.inner.search.agent(agent_id) {
-            Some(ix) => ix,
-            None => {
-                call_t!(
-                    self.inner.store,
-                    |reply| StoreMsg::BuildSearchIndex {
-                        agent_id: agent_id.to_string(),
-                        reply
-                    },
-                    CALL_TIMEOUT_MS
-                )
-                .map_err(unavailable("store"))??;
-                match self.inner.search.agent(agent_id) {
-                    Some(ix) => ix,
-                    None => return Ok(Vec::new()),
-                }
-            }
-        };
+        let index = self.agent_index(agent_id).await?;
         let embed = &self.inner.embed;
         let vector = embed
             .embed(vec![query.text.clone()])
@@ -172,10 +156,60 @@ impl Runtime {
             keyword_weight: settings.keyword_weight,
             candidates: settings.candidates,
         };
-        let ix = index.read().unwrap_or_else(|p| p.into_inner());
-        let hits = ix.search(&query, vector.as_ref(), ranking);
+        let mut hits = {
+            let ix = index.read().unwrap_or_else(|p| p.into_inner());
+            ix.search(&query, vector.as_ref(), ranking)
+        };
         metrics::counter!("recall_searches_total").increment(1);
+        // A turn's words are in the store, not the index.
+        if hits.iter().any(|h| h.turn.is_some()) {
+            let trees = self.reader()?;
+            hits = tokio::task::spawn_blocking(move || {
+                for h in hits.iter_mut() {
+                    if let Some(r) = h.turn {
+                        if let Some(t) = trees.turn(r.session_id, r.seq)? {
+                            h.text = format!(
+                                "[TURN]\nAt: {}\n\nuser: {}\nagent: {}\n[/TURN]",
+                                recall_actors::model::isoformat(&t.timestamp),
+                                t.user_message,
+                                t.agent_response
+                            );
+                        }
+                    }
+                }
+                Ok::<_, StoreError>(hits)
+            })
+            .await
+            .map_err(StoreError::ReadAborted)??;
+        }
         Ok(hits)
+    }
+
+    /// The agent's search index, built off the Store actor first if it is
+    /// not (a build waits for nothing but the store's reads; callers asking
+    /// meanwhile share it).
+    pub(super) async fn agent_index(
+        &self,
+        agent_id: &str,
+    ) -> Result<Arc<std::sync::RwLock<AgentIndex>>, RecallError> {
+        let trees = self.reader()?;
+        let agent = agent_id.to_string();
+        Ok(self
+            .inner
+            .search
+            .ensure(agent_id, move || trees.build_search_index(&agent))
+            .await?)
+    }
+
+    /// The owner of every item in the agent's search index (building it
+    /// first if it is not): what checks that a forget left nothing of a
+    /// user in it scan.
+    #[doc(hidden)]
+    pub async fn indexed_items(&self, agent_id: &str) -> Result<Vec<(Uuid, String)>, RecallError> {
+        validate_id("agent_id", agent_id)?;
+        let index = self.agent_index(agent_id).await?;
+        let ix = index.read().unwrap_or_else(|p| p.into_inner());
+        Ok(ix.owners().map(|(id, u)| (id, u.to_string())).collect())
     }
 
     /// Forgets every built search index; the next search of each agent

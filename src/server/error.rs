@@ -156,7 +156,8 @@ impl From<RecallError> for ApiError {
             RecallError::Start(_)
             | RecallError::Store(_)
             | RecallError::Watchdog(_)
-            | RecallError::Rollup(_) => {
+            | RecallError::Rollup(_)
+            | RecallError::Index(_) => {
                 tracing::error!(error = %message, "request failed");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
             }

@@ -298,6 +298,17 @@ impl Trees {
             let v = self.vector(f.fact_id)?;
             ix.put_fact(&f, v);
         }
+        // The raw turns of every ended call (a live call's turns are in its
+        // own context already).
+        for s in self.sessions(Some(agent_id))? {
+            if s.ended_at.is_some() {
+                ix.put_turns(
+                    &s.user_id,
+                    s.session_id,
+                    &self.numbered_turns(s.session_id)?,
+                );
+            }
+        }
         Ok(ix)
     }
 }

@@ -1,0 +1,207 @@
+//! Retrieval by the current message, in paused tokio time: a context read
+//! searches the user's whole memory (the turns of every ended call,
+//! summaries, the facts they may see) with the message and shows the best
+//! hits in the `retrieved` tier. Another user's private words never come
+//! back; a forget takes the user's turns out of the index; a restart
+//! rebuilds it from the store.
+
+use std::sync::Arc;
+
+use recall::engine::context::{AssembledContext, Tier};
+use recall::engine::model::Visibility;
+use recall::engine::reflect::extractive::ExtractiveReflect;
+use recall::engine::search::{DocKind, SearchQuery};
+use recall::testkit::TestRuntime;
+use recall::Settings;
+
+mod common;
+use common::settle;
+
+type Res = anyhow::Result<()>;
+
+/// Small talk, varied so that no two calls say the same.
+const CHATTER: [&str; 8] = [
+    "The weather was grey all morning, then it cleared up by lunch.",
+    "I watched a documentary about octopuses last night, weird animals.",
+    "Traffic on the ring road was terrible again today.",
+    "Made pancakes this morning, they came out a bit flat.",
+    "My neighbour is repainting his fence, bright blue this time.",
+    "I tried a new podcast about the history of maps.",
+    "The coffee machine at the office broke, chaos all day.",
+    "Spent the evening sorting old photos into albums.",
+];
+
+async fn call(rt: &TestRuntime, user: &str, conn: &str, lines: &[&str]) -> Res {
+    rt.start_session("kairix", user, conn).await?;
+    for l in lines {
+        rt.record_turn(conn, *l, "That sounds like quite a day.")?;
+    }
+    rt.end_session(conn)?;
+    settle(rt).await;
+    Ok(())
+}
+
+async fn days(n: u64) {
+    tokio::time::advance(std::time::Duration::from_secs(n * 86_400)).await;
+}
+
+fn tier_text(c: &AssembledContext, tier: Tier) -> String {
+    c.tiers
+        .iter()
+        .filter(|t| t.tier == tier)
+        .flat_map(|t| &t.items)
+        .map(|i| i.text.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn all_text(c: &AssembledContext) -> String {
+    c.to_messages()
+        .iter()
+        .map(|m| m.content.clone())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn start() -> anyhow::Result<TestRuntime> {
+    Ok(TestRuntime::start_full(Settings::for_test(), Arc::new(ExtractiveReflect)).await?)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_detail_said_once_forty_calls_ago_comes_back_when_asked_in_other_words() -> Res {
+    let rt = start().await?;
+    call(
+        &rt,
+        "mark",
+        "c0",
+        &[
+            "Busy weekend.",
+            "We adopted a rescue greyhound on Saturday and named her Juniper.",
+            "She sleeps most of the day.",
+        ],
+    )
+    .await?;
+    for i in 1..=40 {
+        days(1).await;
+        let a = CHATTER[i % CHATTER.len()];
+        let b = CHATTER[(i * 3 + 1) % CHATTER.len()];
+        call(&rt, "mark", &format!("c{i}"), &[a, b]).await?;
+    }
+    days(1).await;
+    let c = rt
+        .context(
+            "kairix",
+            "mark",
+            "Remind me, what did we name the rescue?",
+            2000,
+        )
+        .await?;
+    assert!(c.total_tokens <= 2000);
+    let retrieved = tier_text(&c, Tier::Retrieved);
+    assert!(retrieved.contains("Juniper"), "{retrieved}");
+    // shown with its date and who said it
+    assert!(
+        retrieved.contains("mark: We adopted a rescue greyhound"),
+        "{retrieved}"
+    );
+    // an empty message retrieves nothing
+    let c = rt.context("kairix", "mark", "", 2000).await?;
+    assert!(tier_text(&c, Tier::Retrieved).is_empty());
+    // a restart rebuilds the index from the store
+    let rt = rt.crash_and_restart().await?;
+    let c = rt
+        .context("kairix", "mark", "what was the greyhound called?", 2000)
+        .await?;
+    assert!(tier_text(&c, Tier::Retrieved).contains("Juniper"));
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn retrieval_never_crosses_users_but_shared_facts_do() -> Res {
+    let rt = start().await?;
+    call(
+        &rt,
+        "dana",
+        "d1",
+        &[
+            "The codeword for the surprise party is flamingo.",
+            "I work at Quokka Labs.",
+        ],
+    )
+    .await?;
+    call(
+        &rt,
+        "mark",
+        "m1",
+        &["My locker code at the gym is 4417.", "I work at Initech."],
+    )
+    .await?;
+    days(1).await;
+    for (user, other, ask) in [
+        (
+            "mark",
+            "flamingo",
+            "what is the codeword for the surprise party?",
+        ),
+        ("dana", "4417", "what is my locker code at the gym?"),
+    ] {
+        let c = rt.context("kairix", user, ask, 4000).await?;
+        let text = all_text(&c);
+        assert!(!text.contains(other), "{user} sees {other}: {text}");
+    }
+    // each still gets their own
+    let c = rt
+        .context(
+            "kairix",
+            "dana",
+            "what is the codeword for the surprise party?",
+            4000,
+        )
+        .await?;
+    assert!(tier_text(&c, Tier::Retrieved).contains("flamingo"));
+    // dana shares where she works: mark's context shows it, once
+    let fact = rt
+        .facts("kairix", "dana")
+        .await?
+        .into_iter()
+        .find(|f| f.content.contains("Quokka"))
+        .expect("the offline reflector found where dana works");
+    rt.set_fact_visibility(fact.fact_id, "dana", Visibility::Shared)
+        .await?;
+    let c = rt
+        .context("kairix", "mark", "who works at Quokka Labs?", 4000)
+        .await?;
+    let text = all_text(&c);
+    // once in the memory, once in the question itself
+    assert_eq!(text.matches("Quokka Labs").count(), 2, "{text}");
+    assert!(text.contains("shared by dana"), "{text}");
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_forgotten_users_turns_leave_the_index() -> Res {
+    let rt = start().await?;
+    call(&rt, "zoe", "z1", &["My cat Zanzibar hates the vacuum."]).await?;
+    call(&rt, "mark", "m1", &["My cat Pixel loves the vacuum."]).await?;
+    let before = rt.indexed_items("kairix").await?;
+    assert!(before.iter().any(|(_, u)| u == "zoe"));
+    rt.forget_user("zoe", None).await?;
+    settle(&rt).await;
+    let after = rt.indexed_items("kairix").await?;
+    assert!(after.iter().all(|(_, u)| u != "zoe"), "{after:?}");
+    assert!(after.iter().any(|(_, u)| u == "mark"));
+    let turns = rt
+        .search(
+            "kairix",
+            SearchQuery {
+                text: "cat vacuum".into(),
+                kinds: vec![DocKind::Turn],
+                limit: 10,
+                ..Default::default()
+            },
+        )
+        .await?;
+    assert_eq!(turns.len(), 1);
+    assert!(turns[0].text.contains("Pixel"), "{}", turns[0].text);
+    Ok(())
+}

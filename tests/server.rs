@@ -1496,6 +1496,41 @@ async fn a_block_read_shows_no_users_words_but_to_that_user() -> Res {
             .await?;
         assert_eq!(p["value"], "I am Kairix.");
     }
+    // the CLI reads them too: one user's, and every block as theirs
+    let (ok, out, err) = cli(
+        &srv,
+        &[
+            "blocks",
+            "get",
+            "--agent",
+            "kairix",
+            "background_context",
+            "--user",
+            "dana",
+        ],
+    )
+    .await?;
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("periwinkle") && !out.contains("tangerine"),
+        "{out}"
+    );
+    let (ok, out, err) = cli(
+        &srv,
+        &[
+            "blocks", "get", "--agent", "kairix", "--user", "mark", "--json",
+        ],
+    )
+    .await?;
+    assert!(ok, "{err}");
+    let all: Value = serde_json::from_str(&out)?;
+    let all = all["blocks"].as_array().expect("blocks");
+    assert_eq!(all.len(), 5, "{out}");
+    assert!(all.iter().all(|b| b["user_id"] == "mark"), "{out}");
+    assert!(
+        out.contains("tangerine") && !out.contains("periwinkle"),
+        "{out}"
+    );
     // a user with no calls gets the persistent context and nobody's
     // relationship
     let (_, v) = srv.get(&format!("{path}?user_id=zoe")).await?;

@@ -10,15 +10,19 @@
 //! In a real server the turn comes from the speech pipeline (Pipecat's
 //! `UserTurnMessageFrame` in the seed design) and `record_turn` is called
 //! right after the agent's response is spoken: it is a non-blocking cast.
+//! Before each answer the LLM gets `Runtime::context` for the caller, looked
+//! up with what they just said: that caller's memory and nobody else's.
 
 use std::time::Duration;
 
-use recall::{BlockLabel, Runtime, RuntimeBuilder, Settings, SummaryType};
+use recall::{Runtime, RuntimeBuilder, Settings, SummaryType};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use uuid::Uuid;
 
 const AGENT: &str = "kairix";
+/// Tokens of memory and recent turns the LLM gets with each message.
+const CONTEXT_BUDGET: usize = 2_000;
 
 async fn handle_call(memory: Runtime, stream: TcpStream, user_id: String) -> anyhow::Result<()> {
     let connection_id = Uuid::new_v4().to_string();
@@ -32,6 +36,13 @@ async fn handle_call(memory: Runtime, stream: TcpStream, user_id: String) -> any
             memory.touch(&connection_id)?;
             continue;
         };
+        // The LLM's input for this answer: the caller's memory for what they
+        // said (a read, never waiting on an LLM). Here `agent` stands for
+        // the answer it would give.
+        let context = memory
+            .context(AGENT, &user_id, user, CONTEXT_BUDGET)
+            .await?;
+        let _for_the_llm = context.to_messages();
         memory.record_turn(&connection_id, user, agent)?;
     }
     // The socket closed: the call is over.
@@ -57,11 +68,8 @@ async fn demo_caller(addr: std::net::SocketAddr) -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let data = tempfile::tempdir()?;
-    let mut settings = Settings::default();
-    // The demo reads the block right away instead of waiting for the tick.
-    settings.watchdog.interval_secs = 1;
     let memory = RuntimeBuilder::new(data.path())
-        .settings(settings)
+        .settings(Settings::default())
         .start()
         .await?;
 
@@ -84,16 +92,24 @@ async fn main() -> anyhow::Result<()> {
     // Wait for the session to end and its reflection to land.
     tokio::time::sleep(Duration::from_millis(200)).await;
     memory.wait_idle().await?;
-    memory.refresh_background_context().await?;
 
     for s in memory.summaries(AGENT, SummaryType::Session).await? {
         println!("\n{}", s.to_archival_text());
     }
-    if let Some(b) = memory.block(AGENT, BlockLabel::BackgroundContext).await? {
-        println!(
-            "\nbackground_context the agent sees next call:\n{}",
-            b.value
-        );
+    let next = memory
+        .context(
+            AGENT,
+            "mark",
+            "How should I prepare for David?",
+            CONTEXT_BUDGET,
+        )
+        .await?;
+    println!(
+        "\nwhat the LLM gets when Mark calls again and asks how to prepare ({} tokens):",
+        next.total_tokens
+    );
+    for m in next.to_messages() {
+        println!("[{:?}] {}", m.role, m.content);
     }
     server.abort();
     memory.shutdown().await?;

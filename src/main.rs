@@ -266,6 +266,10 @@ enum BlocksCmd {
         #[arg(long)]
         agent: String,
         label: Option<String>,
+        /// The blocks as this user's context shows them (their own
+        /// `background_context`) instead of the agent's.
+        #[arg(long)]
+        user: Option<String>,
         #[command(flatten)]
         remote: Remote,
     },
@@ -659,21 +663,29 @@ async fn client_command(command: Command) -> anyhow::Result<()> {
             BlocksCmd::Get {
                 agent,
                 label,
+                user,
                 remote,
             } => {
                 let c = client(&remote);
-                let v = match &label {
-                    Some(l) => {
-                        c.get(&format!(
-                            "/v1/agents/{}/blocks/{}",
-                            encode(&agent),
-                            encode(l)
-                        ))
-                        .await?
+                let one = |l: &str| {
+                    let mut path = format!("/v1/agents/{}/blocks/{}", encode(&agent), encode(l));
+                    if let Some(u) = &user {
+                        path.push_str(&format!("?user_id={}", encode(u)));
                     }
-                    None => {
+                    path
+                };
+                let v = match (&label, &user) {
+                    (Some(l), _) => c.get(&one(l)).await?,
+                    (None, None) => {
                         c.get(&format!("/v1/agents/{}/blocks", encode(&agent)))
                             .await?
+                    }
+                    (None, Some(_)) => {
+                        let mut blocks = Vec::new();
+                        for l in recall::BlockLabel::ALL {
+                            blocks.push(c.get(&one(l.as_str())).await?);
+                        }
+                        json!({ "blocks": blocks })
                     }
                 };
                 if remote.json {

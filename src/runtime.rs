@@ -1044,6 +1044,10 @@ impl Runtime {
         .map_err(unavailable("store"))??)
     }
 
+    /// The agent's stored blocks. `background_context` among them holds
+    /// only the agent's persistent context; `relationship` and
+    /// `self_perception` are the latest reflection's, of whichever user (see
+    /// [`Runtime::user_block`] for what one user's context shows).
     pub async fn blocks(&self, agent_id: &str) -> Result<Vec<MemoryBlock>, RecallError> {
         Ok(call_t!(
             self.inner.store,
@@ -1054,6 +1058,7 @@ impl Runtime {
         .map_err(unavailable("store"))??)
     }
 
+    /// One of the agent's stored blocks (see [`Runtime::blocks`]).
     pub async fn block(
         &self,
         agent_id: &str,
@@ -1064,6 +1069,52 @@ impl Runtime {
             .await?
             .into_iter()
             .find(|b| b.label == label))
+    }
+
+    /// A block as one user's context shows it. `background_context` is
+    /// rendered now from the user's own summary hierarchy (the agent's
+    /// stored block holds only its persistent context); another label is
+    /// the block drawn from this user's conversations if there is one, else
+    /// the agent's own, never one drawn from another user's. `None` when
+    /// there is nothing.
+    pub async fn user_block(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+        label: BlockLabel,
+    ) -> Result<Option<MemoryBlock>, RecallError> {
+        recall_actors::model::validate_id("agent_id", agent_id)?;
+        recall_actors::model::validate_id("user_id", user_id)?;
+        if label == BlockLabel::BackgroundContext {
+            let value = self.user_background_context(agent_id, user_id).await?;
+            return Ok((!value.is_empty()).then(|| MemoryBlock {
+                agent_id: agent_id.to_string(),
+                label,
+                value,
+                limit: self.inner.settings.blocks.limit(label),
+                updated_at: self.inner.clock.now(),
+                source_user_id: Some(user_id.to_string()),
+            }));
+        }
+        let theirs = call_t!(
+            self.inner.store,
+            |reply| StoreMsg::GetUserBlocks {
+                agent_id: agent_id.to_string(),
+                user_id: user_id.to_string(),
+                reply
+            },
+            CALL_TIMEOUT_MS
+        )
+        .map_err(unavailable("store"))??
+        .into_iter()
+        .find(|b| b.label == label);
+        if theirs.is_some() {
+            return Ok(theirs);
+        }
+        Ok(self
+            .block(agent_id, label)
+            .await?
+            .filter(|b| b.source_user_id.is_none()))
     }
 
     /// Writes a block the agent owns (`persona`, `human`, `self_perception`,

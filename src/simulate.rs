@@ -19,8 +19,8 @@ use chrono::{DateTime, Utc};
 use recall_actors::clock::Clock;
 use recall_actors::context::{TierUsage, Trimmed};
 use recall_actors::model::{
-    validate_id, ConversationSummary, DeadLetter, Fact, MemoryBlock, SessionRecord, SummaryType,
-    Visibility,
+    validate_id, BlockLabel, ConversationSummary, DeadLetter, Fact, MemoryBlock, SessionRecord,
+    SummaryType, Visibility,
 };
 use recall_actors::reflect::{BoxFuture, Reflect, ReflectError, ReflectRequest};
 use recall_actors::settings::Settings;
@@ -305,6 +305,8 @@ pub fn parse_script(text: &str) -> Result<Vec<Event>, ScriptError> {
 pub struct Report {
     pub sessions: Vec<SessionRecord>,
     pub summaries: Vec<ConversationSummary>,
+    /// The agents' blocks, then each user's own `background_context`
+    /// (`source_user_id` says whose).
     pub blocks: Vec<MemoryBlock>,
     pub dead_letters: Vec<DeadLetter>,
     /// Every user's facts (their own; visibility says who else sees them).
@@ -368,9 +370,13 @@ impl Report {
         for b in &self.blocks {
             let _ = writeln!(
                 out,
-                "[{}/{}] updated {} ({} of {} chars)\n{}\n",
+                "[{}/{}{}] updated {} ({} of {} chars)\n{}\n",
                 b.agent_id,
                 b.label,
+                b.source_user_id
+                    .as_deref()
+                    .map(|u| format!(" of {u}"))
+                    .unwrap_or_default(),
                 b.updated_at.format("%Y-%m-%d %H:%M:%S"),
                 b.value.chars().count(),
                 b.limit,
@@ -701,6 +707,14 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
         .iter()
         .map(|s| (s.agent_id.clone(), s.user_id.clone()))
         .collect();
+    // The agent's `background_context` holds only its persistent context:
+    // each user's is rendered from their own calls.
+    for (agent, user) in &owners {
+        blocks.extend(
+            rt.user_block(agent, user, BlockLabel::BackgroundContext)
+                .await?,
+        );
+    }
     let mut facts = Vec::new();
     for (agent, user) in &owners {
         facts.extend(

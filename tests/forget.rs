@@ -167,10 +167,12 @@ async fn a_forgotten_user_leaves_no_copy_and_the_others_keep_theirs() -> Res {
         all
     };
     assert!(ada_before.len() >= 5, "{ada_before:?}");
-    let block = rt.block("kairix", BlockLabel::BackgroundContext).await?;
+    let block = rt
+        .user_block("kairix", ZOE, BlockLabel::BackgroundContext)
+        .await?;
     assert!(
         block.is_some_and(|b| mentions_her(&b.value)),
-        "her topic is in the block"
+        "her topic is in her background context"
     );
     // One of her calls is live when she asks to be forgotten.
     rt.start_session("kairix", ZOE, "live").await?;
@@ -213,6 +215,13 @@ async fn a_forgotten_user_leaves_no_copy_and_the_others_keep_theirs() -> Res {
         }
         for b in rt.blocks(agent).await? {
             assert!(!mentions_her(&b.value), "{b:?}");
+        }
+        for label in BlockLabel::ALL {
+            for user in [ZOE, "ada"] {
+                if let Some(b) = rt.user_block(agent, user, label).await? {
+                    assert!(!mentions_her(&b.value), "{user}: {b:?}");
+                }
+            }
         }
         let ctx = rt
             .context(agent, ZOE, "Where are we sailing?", 8_000)

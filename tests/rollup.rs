@@ -566,10 +566,11 @@ async fn a_topic_shift_in_a_live_call_refreshes_the_block_early() -> Res {
             .unwrap_or_default()
     };
     rt.refresh_background_context().await?;
+    // Mark's background context (the agent's block holds none of his calls)
     let block = |rt: &TestRuntime| {
         let rt = rt.runtime().clone();
         async move {
-            rt.block("kairix", recall::BlockLabel::BackgroundContext)
+            rt.user_block("kairix", "mark", recall::BlockLabel::BackgroundContext)
                 .await
                 .expect("read")
                 .expect("block")

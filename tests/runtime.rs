@@ -526,17 +526,31 @@ async fn the_watchdog_keeps_background_context_within_its_limit_with_multibyte_t
         .is_none());
     advance(secs(300)).await;
     settle(&rt).await;
+    // the agent's block: its persistent context, none of the call
     let block = rt
         .block("kairix", BlockLabel::BackgroundContext)
         .await?
         .expect("rebuilt on the tick");
-    assert!(
-        block.value.chars().count() <= 120,
-        "{}",
-        block.value.chars().count()
-    );
-    assert!(block.value.starts_with("Recent: "), "{}", block.value);
+    assert_eq!(block.value, "- Zoë prefers mornings ☀️");
     assert_eq!(block.limit, 120);
+    // the user's own: the call, shortened to fit, the persistent line kept
+    let theirs = rt
+        .user_block("kairix", "zoe", BlockLabel::BackgroundContext)
+        .await?
+        .expect("her background");
+    assert!(
+        theirs.value.chars().count() <= 120,
+        "{}",
+        theirs.value.chars().count()
+    );
+    assert!(theirs.value.starts_with("Recent: "), "{}", theirs.value);
+    assert!(
+        theirs.value.ends_with("\n- Zoë prefers mornings ☀️"),
+        "{}",
+        theirs.value
+    );
+    assert_eq!(theirs.limit, 120);
+    assert_eq!(theirs.source_user_id.as_deref(), Some("zoe"));
     let stats = rt.stats().await?.watchdog;
     assert!(stats.ticks >= 1 && stats.rebuilt == 1 && stats.failed_ticks == 0);
     Ok(())
@@ -552,11 +566,13 @@ async fn background_context_ages_out_of_the_lookback_window() -> Res {
     rt.end_session("c1")?;
     settle(&rt).await;
     assert_eq!(rt.refresh_background_context().await?, 1);
-    let v = rt
+    let agents = rt
         .block("kairix", BlockLabel::BackgroundContext)
         .await?
         .expect("block")
         .value;
+    assert_eq!(agents, "- Mark is job hunting", "none of his calls");
+    let v = rt.user_background_context("kairix", "mark").await?;
     assert!(
         v.starts_with("Recent: ") && v.ends_with("- Mark is job hunting"),
         "{v}"
@@ -564,17 +580,60 @@ async fn background_context_ages_out_of_the_lookback_window() -> Res {
     assert_eq!(rt.refresh_background_context().await?, 0, "nothing changed");
     advance(secs(25 * 3600)).await;
     settle(&rt).await;
-    let v = rt
-        .block("kairix", BlockLabel::BackgroundContext)
-        .await?
-        .expect("block")
-        .value;
+    let v = rt.user_background_context("kairix", "mark").await?;
     // the session left the look-back: its day's rollup and its topic carry
     // it now, the persistent context stays last
     assert!(!v.contains("Recent: "), "{v}");
     assert!(v.starts_with("Day 2026-01-05: "), "{v}");
     assert!(v.contains("Active topics: globex"), "{v}");
     assert!(v.ends_with("\n- Mark is job hunting"), "{v}");
+    Ok(())
+}
+
+/// A data folder from a version whose agent-wide block held its users'
+/// calls: the watchdog's first run rewrites it, though nothing changed.
+#[tokio::test(start_paused = true)]
+async fn a_background_block_holding_a_users_words_is_rewritten_at_the_first_run() -> Res {
+    use recall::engine::keys;
+    let dir = tempfile::tempdir()?;
+    let start = || {
+        RuntimeBuilder::new(dir.path())
+            .settings(Settings::for_test())
+            .start()
+    };
+    let rt = start().await?;
+    rt.set_persistent_context("kairix", vec!["Kairix coaches job seekers".into()])
+        .await?;
+    rt.start_session("kairix", "dana", "d1").await?;
+    rt.record_turn("d1", "My codeword is periwinkle", "Noted")?;
+    rt.end_session("d1")?;
+    rt.wait_idle().await?;
+    rt.refresh_background_context().await?;
+    rt.shutdown().await?;
+    {
+        let trees = Trees::open(dir.path(), &Settings::default().store)?;
+        let mut block = trees
+            .block("kairix", BlockLabel::BackgroundContext)?
+            .expect("block");
+        block.value = "Recent: Dana's codeword is periwinkle".into();
+        trees.blocks.insert(
+            keys::block("kairix", BlockLabel::BackgroundContext),
+            serde_json::to_vec(&block)?,
+        )?;
+        trees.db.flush()?;
+    }
+    let rt = start().await?;
+    rt.refresh_background_context().await?;
+    let value = |rt: recall::Runtime| async move {
+        rt.block("kairix", BlockLabel::BackgroundContext)
+            .await
+            .expect("read")
+            .expect("block")
+            .value
+    };
+    assert_eq!(value(rt.clone()).await, "- Kairix coaches job seekers");
+    assert_eq!(rt.refresh_background_context().await?, 0, "once only");
+    rt.shutdown().await?;
     Ok(())
 }
 
@@ -689,13 +748,51 @@ async fn one_users_conversations_never_reach_another_users_context() -> Res {
     rt.record_turn("a1", "Porto is lovely in May", "It is")?;
     rt.end_session("a1")?;
     settle(&rt).await;
-    // the agent-wide block mixes both users; a user's context must not
+    // the agent-wide block holds neither user's calls; each user's own
+    // shows theirs only
     rt.refresh_background_context().await?;
     let agent_block = rt
         .block("kairix", BlockLabel::BackgroundContext)
         .await?
         .expect("agent block");
-    assert!(agent_block.value.contains("Porto") || agent_block.value.contains("Globex"));
+    assert_eq!(agent_block.value, "", "no persistent context here");
+    let background = |user: &'static str| {
+        let rt = rt.runtime().clone();
+        async move {
+            rt.user_block("kairix", user, BlockLabel::BackgroundContext)
+                .await
+                .expect("read")
+                .expect("block")
+                .value
+        }
+    };
+    let of_mark = background("mark").await;
+    assert!(of_mark.contains("Mark prepared for Globex"), "{of_mark}");
+    assert!(!of_mark.contains("Porto"), "{of_mark}");
+    let of_ada = background("ada").await;
+    assert!(of_ada.contains("Ada talked about Porto"), "{of_ada}");
+    assert!(!of_ada.contains("Globex"), "{of_ada}");
+    // the relationship block the agent keeps is the latest reflection's
+    // (Ada's); each user's read shows their own
+    let relationship = |user: &'static str| {
+        let rt = rt.runtime().clone();
+        async move {
+            rt.user_block("kairix", user, BlockLabel::Relationship)
+                .await
+                .expect("read")
+                .expect("block")
+                .value
+        }
+    };
+    assert_eq!(
+        relationship("mark").await,
+        "Mark trusts me with his job search"
+    );
+    assert_eq!(relationship("ada").await, "Ada and I talk about her city");
+    assert!(rt
+        .user_block("kairix", "zoe", BlockLabel::Relationship)
+        .await?
+        .is_none());
 
     let text = |c: &recall::engine::context::AssembledContext| {
         c.to_messages()

@@ -96,11 +96,21 @@ async fn the_kairix_story_replays_in_virtual_time() -> anyhow::Result<()> {
         .iter()
         .any(|s| s.key_entities.contains(&"Priya Nair".to_string())));
     assert!(report.dead_letters.is_empty());
+    // the agent's block holds none of Mark's calls; his own shows them
+    let agents = report
+        .blocks
+        .iter()
+        .find(|b| b.label == recall::BlockLabel::BackgroundContext && b.source_user_id.is_none())
+        .expect("the agent's background_context");
+    assert!(!agents.value.contains("Priya"), "{}", agents.value);
     let ctx = report
         .blocks
         .iter()
-        .find(|b| b.label == recall::BlockLabel::BackgroundContext)
-        .expect("background_context");
+        .find(|b| {
+            b.label == recall::BlockLabel::BackgroundContext
+                && b.source_user_id.as_deref() == Some("mark")
+        })
+        .expect("Mark's background_context");
     assert!(ctx.value.chars().count() <= 2_000);
     // the simulation ran a day past the last call (5 March) to roll it up:
     // its day's rollup leads the block now, and the topics follow

@@ -1033,6 +1033,13 @@ pub enum StoreMsg {
         reply: RpcReplyPort<Result<Vec<ConversationSummary>, StoreError>>,
     },
     GetBlocks(String, RpcReplyPort<Result<Vec<MemoryBlock>, StoreError>>),
+    /// The blocks reflections drew from one user's conversations with an
+    /// agent.
+    GetUserBlocks {
+        agent_id: String,
+        user_id: String,
+        reply: RpcReplyPort<Result<Vec<MemoryBlock>, StoreError>>,
+    },
     ListAgents(RpcReplyPort<Result<Vec<(String, AgentMeta)>, StoreError>>),
     GetAgent(String, RpcReplyPort<Result<AgentMeta, StoreError>>),
     /// An agent's newest current summary of a type.
@@ -1649,6 +1656,13 @@ impl Actor for StoreActor {
             }
             StoreMsg::GetBlocks(agent, reply) => {
                 let _ = reply.send(t.blocks(&agent));
+            }
+            StoreMsg::GetUserBlocks {
+                agent_id,
+                user_id,
+                reply,
+            } => {
+                let _ = reply.send(t.user_blocks(&agent_id, &user_id));
             }
             StoreMsg::ListAgents(reply) => {
                 let _ = reply.send(t.agents());

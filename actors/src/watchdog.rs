@@ -1,11 +1,17 @@
 //! WatchdogActor: keeps every agent's `background_context` block fresh.
 //!
-//! Receives `Tick` from its own interval timer and `RefreshNow`/`Stats`
-//! calls. On a tick it asks the Store which agents changed (new summaries or
-//! persistent context) or whose block holds a summary that has aged out of
-//! the lookback window, rebuilds their block from recent session summaries,
-//! their topics and the persistent context, and writes it with `PutBlock`.
-//! A failing tick is logged and the timer lives on.
+//! Receives `Tick` from its own interval timer, `LiveTurns` from live
+//! session actors and `RefreshNow`/`Stats` calls. The agent-wide block holds
+//! only the agent's persistent context: an agent may have several users,
+//! and a block any of them can read must carry none of their conversations
+//! (each user's context renders their own hierarchy with [`render_context`]).
+//! On a tick it asks the Store which agents changed and rewrites their block
+//! with `PutBlock`; its first run also rewrites any block still holding
+//! something else (one written before blocks were kept this way). On a
+//! topic shift in a live call it records the call's topic in [`LiveTopics`]
+//! and rewrites the agent's block, which moves the agent's generation so
+//! cached user contexts render the new order. A failing tick is logged and
+//! the timer lives on.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,7 +25,7 @@ use crate::clock::Clock;
 use crate::embed::Embed;
 use crate::model::{
     truncate_chars, AgentMeta, BackgroundContext, BlockLabel, ConversationSummary, MemoryBlock,
-    SummaryType, Topic,
+    Topic,
 };
 use crate::settings::WatchdogSettings;
 use crate::store::{StoreError, StoreMsg};
@@ -28,18 +34,18 @@ use uuid::Uuid;
 const STORE_TIMEOUT_MS: u64 = 30_000;
 
 pub enum WatchdogMsg {
-    /// Timer: rebuild what changed.
+    /// Timer: rewrite the blocks of agents that changed.
     Tick,
     /// A live call's latest user messages (sent by its session actor every
     /// few turns). If they match one of the user's topics other than the
-    /// one the block leads with, the agent's block is rebuilt now with that
-    /// topic first: a topic shift.
+    /// one their context leads with, that topic goes first in the user's
+    /// rendering from now on: a topic shift.
     LiveTurns {
         agent_id: String,
         user_id: String,
         text: String,
     },
-    /// Rebuild what changed now; replies with the number of blocks written.
+    /// Rewrite what changed now; replies with the number of blocks written.
     RefreshNow(RpcReplyPort<Result<usize, WatchdogError>>),
     Stats(RpcReplyPort<WatchdogStats>),
 }
@@ -76,6 +82,8 @@ pub struct WatchdogArgs {
 pub struct WatchdogState {
     args: WatchdogArgs,
     stats: WatchdogStats,
+    /// Every stored block has been checked once since the start.
+    swept: bool,
 }
 
 pub struct WatchdogActor;
@@ -241,20 +249,6 @@ impl LiveTopics {
             .map(|(id, _)| *id)
     }
 
-    /// The newest live topic of any user of the agent.
-    pub fn newest(
-        &self,
-        agent_id: &str,
-        now: DateTime<Utc>,
-        max_age: chrono::Duration,
-    ) -> Option<Uuid> {
-        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        map.iter()
-            .filter(|((a, _), (_, at))| a == agent_id && now - *at <= max_age)
-            .max_by_key(|(_, (_, at))| *at)
-            .map(|(_, (id, _))| *id)
-    }
-
     /// Forgets a user's live topic (with one agent, or with all).
     pub fn remove_user(&self, user_id: &str, agent_id: Option<&str>) {
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
@@ -269,6 +263,9 @@ impl LiveTopics {
 }
 
 impl WatchdogState {
+    /// Rewrites the block of every agent whose summaries or persistent
+    /// context changed; the first run also of every agent whose stored
+    /// block is not what it would write now.
     async fn rebuild_changed(&mut self) -> Result<usize, WatchdogError> {
         let store = &self.args.store;
         let agents = call_t!(store, StoreMsg::ListAgents, STORE_TIMEOUT_MS)
@@ -277,50 +274,51 @@ impl WatchdogState {
         let mut rebuilt = 0;
         for (agent_id, meta) in agents {
             let expired = meta.context_expires_at.is_some_and(|t| t <= now);
-            if meta.summary_version == meta.context_version && !expired {
+            let changed = meta.summary_version != meta.context_version || expired;
+            if !changed && (self.swept || self.holds_its_value(&agent_id, &meta).await?) {
                 continue;
             }
             self.rebuild(&agent_id, &meta, now).await?;
             rebuilt += 1;
         }
+        self.swept = true;
         self.stats.rebuilt += rebuilt as u64;
         Ok(rebuilt)
     }
 
-    async fn list(
-        &self,
-        agent_id: &str,
-        kind: SummaryType,
-        since: DateTime<Utc>,
-    ) -> Result<Vec<ConversationSummary>, WatchdogError> {
-        Ok(call_t!(
-            self.args.store,
-            |reply| StoreMsg::ListSummaries {
-                agent_id: agent_id.to_string(),
-                kind,
-                since: Some(since),
-                reply
-            },
-            STORE_TIMEOUT_MS
+    /// What the agent's block should hold: its persistent context, within
+    /// the limit.
+    fn value(&self, meta: &AgentMeta, now: DateTime<Utc>) -> String {
+        let hierarchy = Hierarchy {
+            persistent: &meta.persistent_context,
+            ..Hierarchy::default()
+        };
+        render_context(
+            now,
+            &hierarchy,
+            self.args.settings.max_topics,
+            self.args.block_limit,
         )
-        .map_err(|e| WatchdogError::StoreUnreachable(e.to_string()))??)
     }
 
-    async fn latest(
+    /// Whether the agent's stored block (if any) already holds its value.
+    async fn holds_its_value(
         &self,
         agent_id: &str,
-        kind: SummaryType,
-    ) -> Result<Option<ConversationSummary>, WatchdogError> {
-        Ok(call_t!(
+        meta: &AgentMeta,
+    ) -> Result<bool, WatchdogError> {
+        let blocks = call_t!(
             self.args.store,
-            |reply| StoreMsg::LatestSummary {
-                agent_id: agent_id.to_string(),
-                kind,
-                reply
-            },
-            STORE_TIMEOUT_MS
+            StoreMsg::GetBlocks,
+            STORE_TIMEOUT_MS,
+            agent_id.to_string()
         )
-        .map_err(|e| WatchdogError::StoreUnreachable(e.to_string()))??)
+        .map_err(|e| WatchdogError::StoreUnreachable(e.to_string()))??;
+        let value = self.value(meta, self.args.clock.now());
+        Ok(blocks
+            .iter()
+            .filter(|b| b.label == BlockLabel::BackgroundContext)
+            .all(|b| b.value == value))
     }
 
     async fn topics(
@@ -340,8 +338,8 @@ impl WatchdogState {
         .map_err(|e| WatchdogError::StoreUnreachable(e.to_string()))??)
     }
 
-    /// Rebuilds the agent's block from its summary hierarchy (every user's:
-    /// the agent-wide block; each user's context renders its own).
+    /// Writes the agent's block: its persistent context, never a user's
+    /// conversation (the agent's users all read it).
     async fn rebuild(
         &self,
         agent_id: &str,
@@ -349,34 +347,11 @@ impl WatchdogState {
         now: DateTime<Utc>,
     ) -> Result<(), WatchdogError> {
         let store = &self.args.store;
-        let lookback = chrono::Duration::hours(self.args.settings.lookback_hours as i64);
-        let mut recent = self
-            .list(agent_id, SummaryType::Session, now - lookback)
-            .await?;
-        recent.reverse();
-        let daily = self.latest(agent_id, SummaryType::Daily).await?;
-        let weekly = self.latest(agent_id, SummaryType::Weekly).await?;
-        let topics = self.topics(agent_id, None).await?;
-        let live = self.args.live_topics.newest(agent_id, now, lookback);
-        let labels = topic_order(&topics, live);
-        let limit = self.args.block_limit;
-        let value = render_context(
-            now,
-            &Hierarchy {
-                recent: &recent,
-                daily: daily.as_ref(),
-                weekly: weekly.as_ref(),
-                topics: &labels,
-                persistent: &meta.persistent_context,
-            },
-            self.args.settings.max_topics,
-            limit,
-        );
         let block = MemoryBlock {
             agent_id: agent_id.to_string(),
             label: BlockLabel::BackgroundContext,
-            value,
-            limit,
+            value: self.value(meta, now),
+            limit: self.args.block_limit,
             updated_at: now,
             source_user_id: None,
         };
@@ -386,25 +361,26 @@ impl WatchdogState {
             STORE_TIMEOUT_MS
         )
         .map_err(|e| WatchdogError::StoreUnreachable(e.to_string()))??;
-        let expires_at = recent.iter().map(|s| s.period_end + lookback).min();
+        // Nothing in it ages out of the look-back.
         store
             .cast(StoreMsg::MarkContextBuilt {
                 agent_id: agent_id.to_string(),
                 version: meta.summary_version,
-                expires_at,
+                expires_at: None,
             })
             .map_err(|e| WatchdogError::StoreUnreachable(e.to_string()))?;
         debug!(
             agent_id,
-            summaries = recent.len(),
-            topics = labels.len(),
+            persistent = meta.persistent_context.len(),
             "background context rebuilt"
         );
         Ok(())
     }
 
-    /// A live call's latest words: on another topic than the block leads
-    /// with, the agent's block is rebuilt now.
+    /// A live call's latest words: on another of the user's topics than
+    /// their context leads with, that topic becomes the call's and the
+    /// agent's block is rewritten now, so cached contexts are rendered
+    /// again.
     async fn live_turns(
         &mut self,
         agent_id: &str,
@@ -473,6 +449,7 @@ impl Actor for WatchdogActor {
         Ok(WatchdogState {
             args,
             stats: WatchdogStats::default(),
+            swept: false,
         })
     }
 
@@ -514,6 +491,7 @@ impl Actor for WatchdogActor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::SummaryType;
     use uuid::Uuid;
 
     fn summary(text: &str, topics: &[&str]) -> ConversationSummary {

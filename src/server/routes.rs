@@ -272,15 +272,30 @@ pub async fn list_blocks(
     Ok(Json(json!({ "blocks": blocks })).into_response())
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BlockQuery {
+    user_id: Option<String>,
+}
+
+/// A block: the agent's, or with `user_id` the one that user's context
+/// shows (their own `background_context`, never another user's words).
 pub async fn get_block(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
     ApiPath((agent_id, label)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<BlockQuery>,
 ) -> ApiResult {
     access.allow(&agent_id)?;
     let label = parse_label(&label)?;
-    let b = app.runtime.block(&agent_id, label).await?;
-    Ok(Json(block_json(&app, &agent_id, label, b)).into_response())
+    let Some(user_id) = q.user_id else {
+        let b = app.runtime.block(&agent_id, label).await?;
+        return Ok(Json(block_json(&app, &agent_id, label, b)).into_response());
+    };
+    let b = app.runtime.user_block(&agent_id, &user_id, label).await?;
+    let mut v = block_json(&app, &agent_id, label, b);
+    v["user_id"] = json!(user_id);
+    Ok(Json(v).into_response())
 }
 
 #[derive(Deserialize)]

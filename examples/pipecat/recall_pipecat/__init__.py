@@ -3,12 +3,13 @@
 * :class:`RecallClient` — asyncio client for recall's HTTP + WebSocket API.
 * :class:`RecallTurnRecorder` — a frame processor that records each
   user/assistant exchange of a call as a recall turn.
-* :class:`RecallContextInjector` — a frame processor that adds the agent's
-  ``background_context`` memory block to the LLM context.
+* :class:`RecallContextInjector` — a frame processor that adds what recall
+  remembers about the call's user (their own memory, looked up with their
+  latest words) to the LLM context.
 """
 
 from .client import RecallClient, RecallError, RecallStream
-from .context import DEFAULT_HEADER, RecallContextInjector, apply_background_context
+from .context import DEFAULT_HEADER, RecallContextInjector, apply_memory, latest_user_text
 from .recorder import RecallTurnRecorder, RecallUserTap, Transport
 
 __all__ = [
@@ -20,5 +21,6 @@ __all__ = [
     "RecallTurnRecorder",
     "RecallUserTap",
     "Transport",
-    "apply_background_context",
+    "apply_memory",
+    "latest_user_text",
 ]

@@ -234,9 +234,47 @@ class RecallClient:
                 )
             await asyncio.sleep(poll_secs)
 
-    async def get_block(self, agent_id: str, label: str = "background_context") -> dict[str, Any]:
-        """A core-memory block: ``{"agent_id", "label", "value", "limit", "updated_at"}``."""
-        _, data = await self._request("GET", f"/v1/agents/{agent_id}/blocks/{label}")
+    async def get_context(
+        self, agent_id: str, user_id: str, *, message: str = "", budget_tokens: int
+    ) -> dict[str, Any]:
+        """What the agent's LLM should know for one user's next answer
+        (`GET /v1/agents/{agent}/context`).
+
+        recall assembles it from that user's memory only, looked up with
+        ``message`` (the user's latest words) and fitted to
+        ``budget_tokens``: ``{"tiers", "trimmed", "messages", …}``, where
+        ``messages`` are OpenAI-style chat messages (the memory as one
+        system message, then turns, then ``message``).
+        """
+        _, data = await self._request(
+            "GET",
+            f"/v1/agents/{agent_id}/context",
+            params={"user_id": user_id, "message": message, "budget_tokens": str(budget_tokens)},
+        )
+        return dict(data)
+
+    async def get_block(
+        self, agent_id: str, label: str = "background_context", *, user_id: str | None = None
+    ) -> dict[str, Any]:
+        """A core-memory block: ``{"agent_id", "label", "value", "limit", "updated_at"}``.
+
+        Without ``user_id`` it is the agent's own block (its
+        ``background_context`` holds only the agent's persistent context);
+        with it, the block as that user's context shows it (their own
+        ``background_context``).
+        """
+        _, data = await self._request(
+            "GET",
+            f"/v1/agents/{agent_id}/blocks/{label}",
+            params={"user_id": user_id} if user_id is not None else None,
+        )
+        return dict(data)
+
+    async def run_rollups(self) -> dict[str, Any]:
+        """Run every agent's due rollups and take in new summaries now
+        (`POST /v1/rollups/run`, a token for every agent), as the server's
+        timers would."""
+        _, data = await self._request("POST", "/v1/rollups/run")
         return dict(data)
 
     # -- WebSocket mode -----------------------------------------------------

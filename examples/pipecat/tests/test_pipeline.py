@@ -49,7 +49,7 @@ from recall_pipecat import (
     RecallContextInjector,
     RecallTurnRecorder,
     Transport,
-    apply_background_context,
+    apply_memory,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -473,12 +473,11 @@ def test_user_tap_feeds_the_recorder_once(recall_server: RecallServer, consumed:
     asyncio.run(scenario())
 
 
-def test_context_injector_adds_background_context(recall_server: RecallServer) -> None:
+def test_context_injector_adds_the_users_memory(recall_server: RecallServer) -> None:
     async def scenario() -> None:
         agent_id, user_id, connection_id = unique("agent"), unique("user"), unique("call")
         async with RecallClient(recall_server.base_url) as client:
-            # Give the agent a memory: one finished call, summarized, which the
-            # watchdog (every second here) turns into background_context.
+            # Give the user a memory: one finished call, summarized.
             started = await client.start_session(agent_id, user_id, connection_id)
             await client.record_turn(
                 connection_id,
@@ -487,12 +486,6 @@ def test_context_injector_adds_background_context(recall_server: RecallServer) -
             )
             await client.end_session(connection_id)
             await client.wait_for_summary(started["session_id"], timeout_secs=SUMMARY_SECS)
-            deadline = time.monotonic() + SUMMARY_SECS
-            while not (block := await client.get_block(agent_id))["value"]:
-                assert time.monotonic() < deadline, "background_context was never written"
-                await asyncio.sleep(0.2)
-            background = block["value"]
-            assert "kayaking" in background.lower()
 
             system_prompt: LLMContextMessage = {
                 "role": "system",
@@ -500,7 +493,7 @@ def test_context_injector_adds_background_context(recall_server: RecallServer) -
             }
             greeting: LLMContextMessage = {"role": "user", "content": "Hi, it's me again!"}
             context = LLMContext(messages=[system_prompt, greeting])
-            injector = RecallContextInjector(client, agent_id=agent_id)
+            injector = RecallContextInjector(client, agent_id=agent_id, user_id=user_id)
             collector = FrameCollector()
             # Two LLM calls on the same context: the second must update the
             # message, not add another.
@@ -511,14 +504,119 @@ def test_context_injector_adds_background_context(recall_server: RecallServer) -
             assert errors == []
             assert_passed_through(frames, collector.frames)
             # After the application's system prompt, before the conversation.
-            assert context.get_messages() == [
-                system_prompt,
-                {"role": "system", "content": f"{DEFAULT_HEADER}\n{background}"},
-                greeting,
-            ]
+            messages = context.get_messages()
+            assert len(messages) == 3, messages
+            assert messages[0] == system_prompt and messages[2] == greeting
+            injected = messages[1]
+            assert isinstance(injected, dict) and injected["role"] == "system"
+            assert injected["content"].startswith(f"{DEFAULT_HEADER}\n")
+            assert "kayaking" in injected["content"].lower(), injected
+            # It is recall's memory of this user for that message, as recall
+            # assembles it (the memory part: its system message).
+            assembled = await client.get_context(
+                agent_id, user_id, message="Hi, it's me again!", budget_tokens=2000
+            )
+            memory = [m["content"] for m in assembled["messages"] if m["role"] == "system"]
+            assert injected["content"] == f"{DEFAULT_HEADER}\n{memory[0].strip()}"
 
-            # Cleared memory removes the message again.
-            apply_background_context(context, "")
+            # Nothing to remember removes the message again.
+            apply_memory(context, "")
             assert context.get_messages() == [system_prompt, greeting]
+
+    asyncio.run(scenario())
+
+
+def context_text(context: LLMContext) -> str:
+    """Everything an LLM would read in a context, lowercased."""
+    return "\n".join(str(m) for m in context.get_messages()).lower()
+
+
+async def wait_for_watchdog(client: RecallClient, agent_id: str, since: str) -> dict[str, Any]:
+    """The agent's background_context block once the watchdog has written it
+    at or after ``since`` (an RFC 3339 time from the server)."""
+    after = datetime.fromisoformat(since)
+    deadline = time.monotonic() + SUMMARY_SECS
+    while True:
+        block = await client.get_block(agent_id)
+        if block["updated_at"] and datetime.fromisoformat(block["updated_at"]) >= after:
+            return block
+        assert time.monotonic() < deadline, f"the watchdog did not run after {since}: {block}"
+        await asyncio.sleep(0.2)
+
+
+def test_no_users_words_reach_another_users_llm_context(recall_server: RecallServer) -> None:
+    """Two callers of one agent, each with a codeword only they said: the
+    contexts the injector hands the LLM carry the caller's own memory and
+    never the other's, during a call and after both were summarized."""
+
+    async def scenario() -> None:
+        agent_id = unique("agent")
+        dana, mark = unique("dana"), unique("mark")
+        codewords = {dana: "marzipan", mark: "quicksilver"}
+        system_prompt: LLMContextMessage = {"role": "system", "content": "You are Kairix."}
+        async with RecallClient(recall_server.base_url) as client:
+
+            async def call(user_id: str) -> tuple[dict[str, Any], LLMContext]:
+                """One call: the user tells their codeword; the LLM context
+                of the call goes through the injector while it is live."""
+                said = f"Remember that my codeword is {codewords[user_id]}."
+                context = LLMContext(messages=[system_prompt, {"role": "user", "content": said}])
+                recorder = RecallTurnRecorder(
+                    client, agent_id=agent_id, user_id=user_id, connection_id=unique("call")
+                )
+                injector = RecallContextInjector(client, agent_id=agent_id, user_id=user_id)
+                frames = call_frames([(said, ["Got it, ", "I will remember it."])])
+                # The aggregator's context frame, after the user's words.
+                frames.insert(3, LLMContextFrame(context))
+                collector = FrameCollector()
+                errors = await run_pipeline([injector, recorder, collector], frames)
+                assert errors == [] and recorder.errors == [], errors
+                assert recorder.turns_recorded == 1 and recorder.session_id is not None
+                summary = await client.wait_for_summary(
+                    recorder.session_id, timeout_secs=SUMMARY_SECS
+                )
+                handed = [f for f in collector.frames if isinstance(f, LLMContextFrame)]
+                assert [f.context for f in handed] == [context]
+                return summary, context
+
+            async def ask(user_id: str) -> LLMContext:
+                """A later call: the user asks for their codeword."""
+                question = "What was my codeword again?"
+                context = LLMContext(
+                    messages=[system_prompt, {"role": "user", "content": question}]
+                )
+                injector = RecallContextInjector(client, agent_id=agent_id, user_id=user_id)
+                collector = FrameCollector()
+                errors = await run_pipeline(
+                    [injector, collector], [LLMContextFrame(context), EndFrame()]
+                )
+                assert errors == [], errors
+                handed = [f for f in collector.frames if isinstance(f, LLMContextFrame)]
+                assert [f.context for f in handed] == [context]
+                return context
+
+            # Dana calls first and is remembered; then Mark calls while the
+            # agent's memory holds her call.
+            dana_summary, _ = await call(dana)
+            await wait_for_watchdog(client, agent_id, dana_summary["created_at"])
+            mark_summary, during = await call(mark)
+            assert "marzipan" not in context_text(during), during.get_messages()
+
+            # Both calls summarized, rolled up and in the watchdog's block.
+            await client.run_rollups()
+            agents_block = await wait_for_watchdog(client, agent_id, mark_summary["created_at"])
+            for word in codewords.values():
+                assert word not in agents_block["value"].lower(), agents_block
+
+            for user_id, own in codewords.items():
+                other = codewords[mark if user_id == dana else dana]
+                # Their own background_context, and only theirs.
+                theirs = (await client.get_block(agent_id, user_id=user_id))["value"].lower()
+                assert own in theirs and other not in theirs, theirs
+                # What the LLM gets: their memory, never the other's words.
+                text = context_text(await ask(user_id))
+                assert DEFAULT_HEADER.lower() in text, text
+                assert own in text, text
+                assert other not in text, text
 
     asyncio.run(scenario())

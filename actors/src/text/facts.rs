@@ -524,7 +524,7 @@ const PETS: &[&str] = &[
 /// Adjectives allowed between "my" and a relation or pet.
 const ADJECTIVES: &[&str] = &[
     "older", "younger", "little", "big", "baby", "twin", "new", "old", "eldest", "oldest",
-    "youngest", "middle", "elder", "late", "sweet", "lovely", "rescue",
+    "youngest", "middle", "elder", "late", "sweet", "lovely", "rescue", "first", "second", "third",
 ];
 
 /// Words that mark a value as a book or the like.
@@ -895,6 +895,7 @@ const RULES: &[Rule] = &[
     rule("i am working at|for {org}", Occupation, "Works at {org}").about("employer"),
     rule("i am employed at|by {org}", Occupation, "Works at {org}").about("employer"),
     rule("i work as {role}", Occupation, "Works as {role}").about("role"),
+    rule("i have been {role} for {v}", Occupation, "Has been {role} for {v}").about("role"),
     rule("i am working as {role}", Occupation, "Works as {role}").about("role"),
     rule("i am {role} at|for {org}", Occupation, "Is {role} at {org}").about("role"),
     rule(
@@ -964,6 +965,9 @@ const RULES: &[Rule] = &[
     rule("my ~adj {rel1} works as {role}", Relationship, "{rel} is {role}").about("{rel}:role"),
     rule("my ~adj {rel1} works at|for {org}", Relationship, "{rel} works at {org}")
         .about("{rel}:employer"),
+    rule("my ~adj {rel1} lives in {place}", Relationship, "{rel} lives in {place}")
+        .about("{rel}:home"),
+    rule("my ~adj {rel1} passed away|died", Milestone, "{rel} passed away").about("{rel}:alive"),
     rule("my ~adj {rel1} 's name is {name}", Relationship, "{rel} is named {name}")
         .about("{rel}"),
     rule("my ~adj {rel1} is|'s called|named {name}", Relationship, "{rel} is named {name}")
@@ -988,7 +992,7 @@ const RULES: &[Rule] = &[
     rule("i broke up with {name}", Relationship, "Broke up with {name}").about("partner"),
     rule("i split up with {name}", Relationship, "Broke up with {name}").about("partner"),
     rule(
-        "i got {word:married/engaged/divorced/separated} $",
+        "i got {word:married/engaged/divorced/separated}",
         Milestone,
         "Got {word}",
     )
@@ -1011,12 +1015,16 @@ const RULES: &[Rule] = &[
         "Has a {word}",
     ),
     rule("i am pregnant", Milestone, "Is pregnant"),
-    rule("i|we am|are expecting a baby", Milestone, "Is expecting a baby"),
+    rule(
+        "i|we am|are expecting a|our ~adj {word:baby/child/boy/girl/twins}",
+        Milestone,
+        "Is expecting a baby",
+    ),
     rule("i|we am|are having a baby", Milestone, "Is expecting a baby"),
     rule("we|i had a baby", Milestone, "Had a baby"),
     // --- pets
-    rule("my ~adj {pet} is|'s called|named {name}", Biographical, "Has a {pet} named {name}"),
-    rule("my ~adj {pet} 's name is {name}", Biographical, "Has a {pet} named {name}"),
+    rule("my|our ~adj {pet} is|'s called|named {name}", Biographical, "Has a {pet} named {name}"),
+    rule("my|our ~adj {pet} 's name is {name}", Biographical, "Has a {pet} named {name}"),
     rule(
         "i|we have|'ve got? a|an ~adj {pet} named|called {name}",
         Biographical,
@@ -1054,7 +1062,7 @@ const RULES: &[Rule] = &[
     rule("i took up {v}", Hobby, "Took up {v}").check(bare),
     rule("i quit|stopped {ing}", Habit, "Quit {ing}"),
     rule("i gave up {v}", Habit, "Gave up {v}").check(bare),
-    rule("i switched to {v}", Preference, "Switched to {v}"),
+    rule("i have? switched to {v}", Preference, "Switched to {v}"),
     rule("i play {v}", Hobby, "Plays {v}").check(played),
     rule("i go {ing}", Hobby, "Goes {ing}"),
     rule("i like to go {ing}", Hobby, "Goes {ing}"),
@@ -1077,6 +1085,7 @@ const RULES: &[Rule] = &[
     rule("i hate|dislike|detest {v}", Preference, "Dislikes {v}").check(liked),
     rule("i can not stand {v}", Preference, "Dislikes {v}").check(liked),
     rule("i am into {v}", Preference, "Is into {v}"),
+    rule("i am afraid|scared|terrified of {v}", Personality, "Is afraid of {v}"),
     rule("i am a big|huge? fan of {v}", Preference, "Is a fan of {v}"),
     rule("i am a {word:morning/night} person", Preference, "Is a {word} person")
         .about("chronotype"),
@@ -2031,9 +2040,45 @@ mod tests {
             "I don't remember that movie.",
             "I was a backend engineer there for six years.",
             "Thanks, see you tomorrow!",
+            "If I lived in Paris I'd eat croissants every day.",
+            "I wish I had a dog.",
+            "My friend thinks I'm allergic to gluten but I'm not.",
+            "I never said I work at Google.",
+            "I'm going to grab lunch.",
+            "My dog is sick today.",
+            "I'm reading between the lines here.",
+            "I drive myself crazy sometimes.",
+            "My boss is Mad about the report.",
+            "I'm from the support team.",
+            "I prefer not to say.",
+            "I moved to the other room.",
+            "I'm into it.",
+            "What's my name again?",
+            "Do you remember where I work?",
         ] {
             assert!(facts(text).is_empty(), "{text:?} gave {:?}", facts(text));
         }
+    }
+
+    #[test]
+    fn relatives_pets_and_milestones_without_a_name() {
+        assert_eq!(
+            contents(
+                "Our cat's name is Pickle. My mom lives in Florida. I got engaged last weekend! \
+                 I've been a pharmacist for about ten years now. I'm terrified of spiders."
+            ),
+            [
+                "Has a cat named Pickle",
+                "Mom lives in Florida",
+                "Got engaged",
+                "Has been a pharmacist for about ten years",
+                "Is afraid of spiders"
+            ]
+        );
+        assert_eq!(
+            one("I don't live in Austin anymore."),
+            ("No longer lives in Austin".into(), Some("home".into()))
+        );
     }
 
     #[test]

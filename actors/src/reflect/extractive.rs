@@ -296,11 +296,13 @@ fn quotable(sentence: &str) -> String {
     let mut s = if s.chars().count() > SENTENCE_MAX_CHARS {
         let cut = crate::model::truncate_chars(&s, SENTENCE_MAX_CHARS);
         let cut = cut.rsplit_once(' ').map_or(cut, |(head, _)| head);
-        format!("{}…", cut.trim_end())
+        // Three stops, not an ellipsis: a stop ends a sentence when the
+        // summary is split again.
+        format!("{}...", cut.trim_end())
     } else {
         s
     };
-    if !s.ends_with(['.', '!', '?', '…']) {
+    if !s.ends_with(['.', '!', '?']) {
         s.push('.');
     }
     s
@@ -523,16 +525,6 @@ fn render_combined(sources: &[Vec<Unit>], chosen: &[Vec<bool>]) -> String {
     parts.join(" ")
 }
 
-/// Characters a unit adds to a combined summary at most.
-fn cost(u: &Unit) -> usize {
-    let body = u.text.chars().count().min(SENTENCE_MAX_CHARS) + 2;
-    match u.kind {
-        Kind::Quote => body + "They said: ".len() + 2,
-        Kind::Agent => body + "The agent answered: ".len() + 2,
-        Kind::Headline | Kind::Plain => body,
-    }
-}
-
 /// The reflection JSON combining summaries (oldest first) within
 /// `max_chars`: each source's disclosures first, round-robin, then the
 /// rest; no sentence twice.
@@ -563,7 +555,7 @@ pub fn combine(user_id: &str, sources: &[String], max_chars: usize) -> String {
         &|u| u.kind == Kind::Headline,
     ];
     let mut seen: HashSet<String> = HashSet::new();
-    let mut used = 0usize;
+    let mut length = 0usize;
     for phase in phases {
         let queues: Vec<Vec<usize>> = parsed
             .iter()
@@ -584,13 +576,19 @@ pub fn combine(user_id: &str, sources: &[String], max_chars: usize) -> String {
                 if seen.contains(&key) {
                     continue;
                 }
-                let c = cost(unit) + 1;
-                if used + c > max_chars {
+                // A sentence adds at least its own length: skip rendering
+                // what cannot fit.
+                if length + unit.text.chars().count().min(SENTENCE_MAX_CHARS) > max_chars {
+                    continue;
+                }
+                chosen[src][i] = true;
+                let with = render_combined(&parsed, &chosen).chars().count();
+                if with > max_chars {
+                    chosen[src][i] = false;
                     continue;
                 }
                 seen.insert(key);
-                used += c;
-                chosen[src][i] = true;
+                length = with;
             }
         }
     }
@@ -739,6 +737,21 @@ mod tests {
         assert!(quoted(&long) > quoted(&short), "{short}\n{long}");
         assert!(quoted(&long) <= MAX_KEPT);
         assert!(long.chars().count() <= SESSION_MAX_CHARS, "{long}");
+    }
+
+    #[test]
+    fn long_sentences_are_cut_and_split_again_as_one() {
+        let long = format!("I moved to Denver with {} boxes", "many ".repeat(100));
+        let turns = vec![
+            turn(&long, "Ok."),
+            turn("My sister Leela is a nurse.", "Ok."),
+        ];
+        let s = summary_of(&summarize("mark", &turns));
+        let units = units("mark", &s);
+        let quotes: Vec<&Unit> = units.iter().filter(|u| u.kind == Kind::Quote).collect();
+        assert_eq!(quotes.len(), 2, "{s}");
+        assert!(quotes[0].text.ends_with("...") && quotes[0].text.len() <= SENTENCE_MAX_CHARS + 3);
+        assert_eq!(quotes[1].text, "My sister Leela is a nurse.");
     }
 
     #[test]

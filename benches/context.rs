@@ -189,7 +189,14 @@ fn main() {
     // The pure assembler over the same data, unprepared.
     let (blocks, facts, summaries, turns) = tokio.block_on(async {
         let blocks = rt.blocks(AGENT).await.expect("blocks");
-        let facts = rt.facts(AGENT, USER).await.expect("facts");
+        let facts: Vec<_> = rt
+            .facts(AGENT, USER)
+            .await
+            .expect("facts")
+            .into_iter()
+            .filter(|f| f.is_current())
+            .map(|f| f.fact)
+            .collect();
         let mut summaries = rt
             .summaries(AGENT, SummaryType::Session)
             .await

@@ -16,7 +16,7 @@ use std::time::Instant;
 use chrono::{Duration, TimeZone, Utc};
 use recall::engine::keys;
 use recall::engine::model::{AgentMeta, ConversationSummary, SummaryType};
-use recall::engine::reflect::extractive::combine;
+use recall::engine::reflect::extractive::{combine, DEFAULT_COMBINE_MAX_CHARS};
 use recall::engine::store::Trees;
 use recall::{Clock, RuntimeBuilder, Settings};
 use uuid::Uuid;
@@ -113,8 +113,11 @@ fn main() {
                 .into_iter()
                 .map(|s| s.summary_text)
                 .collect();
-            out.insert(agent.as_bytes(), combine(&texts).into_bytes())
-                .expect("insert");
+            out.insert(
+                agent.as_bytes(),
+                combine("user", &texts, DEFAULT_COMBINE_MAX_CHARS).into_bytes(),
+            )
+            .expect("insert");
         }
         out.flush().expect("flush");
         t.elapsed()

@@ -12,8 +12,8 @@ use ractor::{call_t, Actor, ActorRef};
 use recall_actors::clock::Clock;
 use recall_actors::context::{AssembledContext, ContextError};
 use recall_actors::model::{
-    truncate_chars, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter, EndReason, Fact,
-    InputError, MemoryBlock, SessionRecord, SummaryType, Visibility,
+    truncate_chars, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter, EndReason,
+    FactRecord, InputError, MemoryBlock, SessionRecord, SummaryType, Visibility,
 };
 use recall_actors::prompt::{PromptError, PromptTemplate, Prompts, SESSION_VARS};
 use recall_actors::reflect::extractive::ExtractiveReflect;
@@ -1199,8 +1199,14 @@ impl Runtime {
     }
 
     /// The facts `user_id` may see of an agent's: their own and every
-    /// user's shared ones, oldest first.
-    pub async fn facts(&self, agent_id: &str, user_id: &str) -> Result<Vec<Fact>, RecallError> {
+    /// user's shared ones, oldest first. Values a later call replaced are
+    /// listed too, as history: their `superseded_by` names the fact that
+    /// replaced them ([`FactRecord::is_current`] tells them apart).
+    pub async fn facts(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+    ) -> Result<Vec<FactRecord>, RecallError> {
         recall_actors::model::validate_id("agent_id", agent_id)?;
         recall_actors::model::validate_id("user_id", user_id)?;
         Ok(call_t!(
@@ -1215,7 +1221,7 @@ impl Runtime {
         .map_err(unavailable("store"))??)
     }
 
-    pub async fn fact(&self, fact_id: Uuid) -> Result<Option<Fact>, RecallError> {
+    pub async fn fact(&self, fact_id: Uuid) -> Result<Option<FactRecord>, RecallError> {
         Ok(call_t!(
             self.inner.store,
             StoreMsg::GetFact,
@@ -1232,7 +1238,7 @@ impl Runtime {
         fact_id: Uuid,
         user_id: &str,
         visibility: Visibility,
-    ) -> Result<Fact, RecallError> {
+    ) -> Result<FactRecord, RecallError> {
         recall_actors::model::validate_id("user_id", user_id)?;
         Ok(call_t!(
             self.inner.store,
@@ -1247,8 +1253,14 @@ impl Runtime {
         .map_err(unavailable("store"))??)
     }
 
-    /// Deletes a fact; only the user it belongs to may.
-    pub async fn delete_fact(&self, fact_id: Uuid, user_id: &str) -> Result<Fact, RecallError> {
+    /// Deletes a fact; only the user it belongs to may. If it was the
+    /// current value of its subject, the value it replaced is current
+    /// again.
+    pub async fn delete_fact(
+        &self,
+        fact_id: Uuid,
+        user_id: &str,
+    ) -> Result<FactRecord, RecallError> {
         recall_actors::model::validate_id("user_id", user_id)?;
         Ok(call_t!(
             self.inner.store,

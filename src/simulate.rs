@@ -19,8 +19,8 @@ use chrono::{DateTime, Utc};
 use recall_actors::clock::Clock;
 use recall_actors::context::{TierUsage, Trimmed};
 use recall_actors::model::{
-    validate_id, BlockLabel, ConversationSummary, DeadLetter, Fact, MemoryBlock, SessionRecord,
-    SummaryType, Visibility,
+    validate_id, BlockLabel, ConversationSummary, DeadLetter, FactRecord, MemoryBlock,
+    SessionRecord, SummaryType, Visibility,
 };
 use recall_actors::reflect::{BoxFuture, Reflect, ReflectError, ReflectRequest};
 use recall_actors::settings::Settings;
@@ -309,8 +309,9 @@ pub struct Report {
     /// (`source_user_id` says whose).
     pub blocks: Vec<MemoryBlock>,
     pub dead_letters: Vec<DeadLetter>,
-    /// Every user's facts (their own; visibility says who else sees them).
-    pub facts: Vec<Fact>,
+    /// Every user's facts, current and earlier (their own; visibility says
+    /// who else sees them).
+    pub facts: Vec<FactRecord>,
     /// The contexts assembled at the script's `context` events.
     pub contexts: Vec<ContextSnapshot>,
     /// Every agent's topics, with their summaries.

@@ -205,6 +205,7 @@ fn request() -> ReflectRequest {
             timestamp: at,
         }],
         sources: Vec::new(),
+        max_chars: None,
     }
 }
 

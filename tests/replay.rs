@@ -282,7 +282,7 @@ async fn a_replay_makes_linked_versions_revises_rollups_and_changes_nothing_twic
         .facts("kairix", "mark")
         .await?
         .into_iter()
-        .map(|f| f.content)
+        .map(|f| f.fact.content)
         .collect();
     assert!(
         !contents.iter().any(|c| c == "Prefers window seats"),

@@ -13,6 +13,7 @@
 //! Assembly is a pure function of its input, so the same state always gives
 //! the same context, and it only reads memory the caller already holds.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -21,7 +22,8 @@ use uuid::Uuid;
 pub use crate::window::dedup_key;
 
 use crate::model::{
-    BlockLabel, ConversationSummary, ConversationTurn, Fact, MemoryBlock, SummaryType, Visibility,
+    BlockLabel, ConversationSummary, ConversationTurn, EarlierValue, Fact, MemoryBlock,
+    SummaryType, Visibility,
 };
 
 /// Counts tokens. The default estimate is seed `002`'s: characters / 4,
@@ -273,6 +275,18 @@ pub struct PreparedFacts {
 
 impl PreparedFacts {
     pub fn new(facts: &[Fact], user_id: &str, counter: &dyn TokenCounter) -> Self {
+        Self::with_earlier(facts, &HashMap::new(), user_id, counter)
+    }
+
+    /// Facts with, for those that replaced an earlier value on their
+    /// subject, that value and until when it held: "Lives in Denver
+    /// (earlier: Lives in Austin, until 2026-03-02)".
+    pub fn with_earlier(
+        facts: &[Fact],
+        earlier: &HashMap<Uuid, EarlierValue>,
+        user_id: &str,
+        counter: &dyn TokenCounter,
+    ) -> Self {
         let mut sorted: Vec<&Fact> = facts.iter().collect();
         sorted.sort_by(|a, b| {
             (a.category, a.extracted_at, a.fact_id).cmp(&(b.category, b.extracted_at, b.fact_id))
@@ -285,12 +299,26 @@ impl PreparedFacts {
                 } else {
                     String::new()
                 };
+                let before = earlier
+                    .get(&f.fact_id)
+                    .map(|e| {
+                        format!(
+                            " (earlier: {}, until {})",
+                            e.content.trim(),
+                            e.until.format("%Y-%m-%d")
+                        )
+                    })
+                    .unwrap_or_default();
                 item(
                     counter,
                     Tier::Facts,
                     Source::Fact(f.fact_id),
                     Role::System,
-                    format!("- [{}] {}{whose}", f.category.as_str(), f.content.trim()),
+                    format!(
+                        "- [{}] {}{before}{whose}",
+                        f.category.as_str(),
+                        f.content.trim()
+                    ),
                 )
             })
             .collect();

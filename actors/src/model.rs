@@ -643,8 +643,8 @@ pub struct Fact {
     pub category: FactCategory,
     pub content: String,
     /// What the fact is about when it holds one value at a time (`name`,
-    /// `employer`, `home`): two facts on the same subject with different
-    /// contents conflict.
+    /// `employer`, `home`, `sister:leela:role`): a later call's value
+    /// replaces an earlier call's; two values in one call conflict.
     #[serde(default)]
     pub subject: Option<String>,
     #[serde(default)]
@@ -653,8 +653,71 @@ pub struct Fact {
     #[serde(default)]
     pub source_session_id: Option<Uuid>,
     pub extracted_at: DateTime<Utc>,
-    /// An existing fact this one contradicts (same subject, another value):
-    /// flagged for resolution, neither overwritten.
+    /// Another fact on the same subject stated in the same call with
+    /// another value: flagged for resolution, neither overwritten. (A
+    /// value from a later call replaces the earlier one instead: see
+    /// [`FactHistory`].)
     #[serde(default)]
     pub conflicts_with: Option<Uuid>,
+}
+
+/// A fact's place in the history of its subject.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FactHistory {
+    /// When the user said it: the start of the call it came from. `None`
+    /// on facts stored before it was kept (read as `extracted_at`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stated_at: Option<DateTime<Utc>>,
+    /// Set when a later call gave the fact's subject another value: the
+    /// fact that did. Such a fact is kept as history, not shown as current.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<Uuid>,
+    /// When the value that replaced it was stated: the end of its time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_at: Option<DateTime<Utc>>,
+}
+
+/// A fact as the Store keeps it and the facts API lists it: the fact and
+/// its history, in one flat JSON object (so records stored before the
+/// history was kept load with an empty one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FactRecord {
+    #[serde(flatten)]
+    pub fact: Fact,
+    #[serde(flatten)]
+    pub history: FactHistory,
+}
+
+impl FactRecord {
+    /// When the user said it (the start of the call), else when it was
+    /// extracted.
+    pub fn stated(&self) -> DateTime<Utc> {
+        self.history.stated_at.unwrap_or(self.fact.extracted_at)
+    }
+
+    /// Whether this is its subject's value in force: not replaced by a
+    /// later call's.
+    pub fn is_current(&self) -> bool {
+        self.history.superseded_by.is_none()
+    }
+}
+
+impl std::ops::Deref for FactRecord {
+    type Target = Fact;
+    fn deref(&self) -> &Fact {
+        &self.fact
+    }
+}
+
+/// The value a current fact replaced, for a context to say "earlier:
+/// Lives in Austin (until 2026-03-02)".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EarlierValue {
+    /// The earlier fact (kept as history).
+    pub fact_id: Uuid,
+    pub content: String,
+    /// When the earlier value was stated.
+    pub stated_at: DateTime<Utc>,
+    /// When the value that replaced it was stated.
+    pub until: DateTime<Utc>,
 }

@@ -64,6 +64,7 @@ pub const ROLLUP_VARS: &[&str] = &[
     "period_end",
     "summary_count",
     "summaries",
+    "max_chars",
 ];
 
 /// The variables of the topic summary prompt.
@@ -73,6 +74,7 @@ pub const TOPIC_VARS: &[&str] = &[
     "label",
     "previous_summary",
     "summaries",
+    "max_chars",
 ];
 
 impl PromptTemplate {

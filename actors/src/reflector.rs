@@ -241,6 +241,7 @@ pub fn session_request(
         session: session.clone(),
         turns: turns.to_vec(),
         sources: Vec::new(),
+        max_chars: None,
     };
     (request, conversation)
 }

@@ -208,6 +208,32 @@ fn capped(text: &str, members: usize) -> String {
     }
 }
 
+/// A rollup's text within `max_chars`: whole sentences while they fit
+/// (a model may answer longer than asked), else a hard cut.
+fn within(text: &str, max_chars: usize) -> String {
+    if text.chars().count() <= max_chars {
+        return text.to_string();
+    }
+    let mut out = String::new();
+    for s in crate::text::sentences(text) {
+        let extra = s.chars().count() + usize::from(!out.is_empty());
+        if out.chars().count() + extra > max_chars {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(&s);
+    }
+    if out.is_empty() {
+        out = format!(
+            "{}…",
+            crate::model::truncate_chars(text, max_chars.saturating_sub(1)).trim_end()
+        );
+    }
+    out
+}
+
 /// Members as the prompt lists them, oldest first, each within its share.
 fn listing(members: &[&ConversationSummary]) -> String {
     members
@@ -354,6 +380,7 @@ impl Ctx {
             isoformat(&end),
             members.len().to_string(),
             listed.clone(),
+            self.settings.combine_max_chars.to_string(),
         ];
         let values: Vec<&str> = vars.iter().map(String::as_str).collect();
         let template = match level {
@@ -370,9 +397,11 @@ impl Ctx {
                 .iter()
                 .map(|m| capped(&m.summary_text, members.len()))
                 .collect(),
+            max_chars: Some(self.settings.combine_max_chars),
         };
         let raw = self.summarize(request).await?;
-        let r = parse_reflection(&raw, &listed);
+        let mut r = parse_reflection(&raw, &listed);
+        r.summary = within(&r.summary, self.settings.combine_max_chars);
         let summary = ConversationSummary {
             summary_id: id,
             summary_type: summary_type(level),
@@ -677,6 +706,7 @@ impl Ctx {
             topic.label.clone(),
             prev_text.clone(),
             listed.clone(),
+            self.settings.combine_max_chars.to_string(),
         ];
         let values: Vec<&str> = vars.iter().map(String::as_str).collect();
         let mut sources: Vec<String> = Vec::new();
@@ -704,9 +734,11 @@ impl Ctx {
             ),
             turns: Vec::new(),
             sources,
+            max_chars: Some(self.settings.combine_max_chars),
         };
         let raw = self.summarize(request).await?;
-        let r = parse_reflection(&raw, &listed);
+        let mut r = parse_reflection(&raw, &listed);
+        r.summary = within(&r.summary, self.settings.combine_max_chars);
         let mut keywords: Vec<String> = topic
             .keywords
             .iter()
@@ -788,7 +820,7 @@ impl Ctx {
                     }
                     keys::INBOX_FACT => {
                         store_call!(self.store, |reply| StoreMsg::GetFact(e.id, reply))?
-                            .map(|f| Item::Fact(f.agent_id, f.content))
+                            .map(|f| Item::Fact(f.fact.agent_id, f.fact.content))
                     }
                     _ => None,
                 };
@@ -1137,6 +1169,17 @@ impl Actor for RollupActor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_answer_is_cut_at_a_sentence_within_the_cap() {
+        let text = "One two three. Four five six! Seven eight nine?";
+        assert_eq!(within(text, 100), text);
+        assert_eq!(within(text, 30), "One two three. Four five six!");
+        assert_eq!(within(text, 14), "One two three.");
+        let cut = within(text, 8);
+        assert_eq!(cut, "One two…");
+        assert!(cut.chars().count() <= 8);
+    }
 
     #[test]
     fn rollup_ids_depend_on_period_and_sources_only() {

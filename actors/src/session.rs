@@ -266,6 +266,7 @@ impl SessionState {
             session: self.record.clone(),
             turns,
             sources: Vec::new(),
+            max_chars: None,
         };
         self.summarize_in_background(myself, request, conversation, move |result| {
             SessionMsg::WindowDone { id: job.id, result }
@@ -326,6 +327,7 @@ impl SessionState {
             session: self.record.clone(),
             turns: Vec::new(),
             sources,
+            max_chars: None,
         };
         self.summarize_in_background(myself, request, listed, move |result| {
             SessionMsg::FoldDone { id: job.id, result }

@@ -75,6 +75,11 @@ pub struct RollupSettings {
     /// (the previous topic summary and the newest members).
     #[serde(default = "default_topic_sources")]
     pub topic_sources: usize,
+    /// The longest a daily, weekly or topic summary may be, in characters:
+    /// the offline summarizer fills it with each source's disclosures
+    /// first, and a longer answer from a model is cut at a sentence.
+    #[serde(default = "default_combine_max_chars")]
+    pub combine_max_chars: usize,
 }
 
 impl Default for RollupSettings {
@@ -90,6 +95,7 @@ impl Default for RollupSettings {
             max_concurrent: default_rollup_concurrency(),
             topic_threshold: default_topic_threshold(),
             topic_sources: default_topic_sources(),
+            combine_max_chars: default_combine_max_chars(),
         }
     }
 }
@@ -120,6 +126,9 @@ fn default_topic_threshold() -> f32 {
 }
 fn default_topic_sources() -> usize {
     6
+}
+fn default_combine_max_chars() -> usize {
+    1_500
 }
 
 impl RollupSettings {
@@ -906,6 +915,12 @@ impl Settings {
         positive("rollup.check_interval_secs", r.check_interval_secs)?;
         positive("rollup.max_concurrent", r.max_concurrent as u64)?;
         positive("rollup.topic_sources", r.topic_sources as u64)?;
+        if r.combine_max_chars < 200 {
+            return Err(SettingsError {
+                key: "rollup.combine_max_chars",
+                reason: "must be at least 200".into(),
+            });
+        }
         if !(r.topic_threshold > 0.0 && r.topic_threshold <= 1.0) {
             return Err(SettingsError {
                 key: "rollup.topic_threshold",

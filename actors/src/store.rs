@@ -11,6 +11,7 @@
 //! process's sled cache at once and the disk within `flush_interval_ms` plus
 //! one flush; with `"every_write"` before the next message is handled.
 
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -26,17 +27,20 @@ use uuid::Uuid;
 use crate::embed::StoredVector;
 use crate::keys;
 use crate::model::{
-    normalize_fact, AgentMeta, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter,
-    EndReason, Fact, MemoryBlock, ReflectionJob, SessionRecord, SummaryType, Topic, Visibility,
+    AgentMeta, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter, EarlierValue,
+    EndReason, Fact, FactRecord, MemoryBlock, ReflectionJob, SessionRecord, SummaryType, Topic,
+    Visibility,
 };
 use crate::period::Level;
 use crate::search::SearchIndex;
 use crate::settings::{FlushPolicy, StoreSettings};
 use chrono::NaiveDate;
 
+mod facts;
 mod forget;
 mod hierarchy;
 mod replay;
+pub use facts::{dedup_facts, reconcile_facts, FactChanges};
 pub use forget::{ForgetReport, PendingForget};
 pub use hierarchy::InboxEntry;
 pub use replay::Revision;
@@ -565,134 +569,9 @@ impl Trees {
         Ok(())
     }
 
-    /// Stores a session summary and the blocks its reflection produced,
-    /// dequeues the job and clears any dead letter. Returns false (and
-    /// changes nothing but the queue) when the summary already exists.
-    /// One user's facts, oldest first.
-    pub fn user_facts(&self, agent_id: &str, user_id: &str) -> Result<Vec<Fact>, StoreError> {
-        let mut facts: Vec<Fact> = self.scan(
-            &self.facts,
-            keys::TREE_FACTS,
-            self.facts
-                .scan_prefix(keys::facts_prefix(agent_id, user_id)),
-        )?;
-        facts.sort_by_key(|f| (f.extracted_at, f.fact_id));
-        Ok(facts)
-    }
-
-    /// What `user_id` may see of an agent's facts: their own and every
-    /// user's shared ones, oldest first.
-    pub fn visible_facts(&self, agent_id: &str, user_id: &str) -> Result<Vec<Fact>, StoreError> {
-        let all: Vec<Fact> = self.scan(
-            &self.facts,
-            keys::TREE_FACTS,
-            self.facts.scan_prefix(keys::agent_facts_prefix(agent_id)),
-        )?;
-        let mut facts: Vec<Fact> = all
-            .into_iter()
-            .filter(|f| f.user_id == user_id || f.visibility == Visibility::Shared)
-            .collect();
-        facts.sort_by_key(|f| (f.extracted_at, f.fact_id));
-        Ok(facts)
-    }
-
-    pub fn fact(&self, fact_id: Uuid) -> Result<Option<Fact>, StoreError> {
-        let Some(key) = self.fact_index.get(fact_id.as_bytes())? else {
-            return Ok(None);
-        };
-        self.get(&self.facts, keys::TREE_FACTS, &key)
-    }
-
-    /// The facts of `candidates` worth storing against `existing`: a fact
-    /// already known (normalized, case-insensitive) is dropped; one on a
-    /// subject already known with another value is kept, flagged as
-    /// conflicting with the newest such fact, which is left as it is.
-    pub fn dedup_facts(existing: &[Fact], candidates: &[Fact]) -> Vec<Fact> {
-        let mut known: Vec<(String, Option<String>, Uuid)> = existing
-            .iter()
-            .map(|f| (normalize_fact(&f.content), f.subject.clone(), f.fact_id))
-            .collect();
-        let mut out = Vec::new();
-        for c in candidates {
-            let norm = normalize_fact(&c.content);
-            if norm.is_empty() || known.iter().any(|(n, _, _)| *n == norm) {
-                continue;
-            }
-            let mut f = c.clone();
-            if let Some(subject) = &f.subject {
-                f.conflicts_with = known
-                    .iter()
-                    .rev()
-                    .find(|(_, s, _)| s.as_ref() == Some(subject))
-                    .map(|(_, _, id)| *id);
-            }
-            known.push((norm, f.subject.clone(), f.fact_id));
-            out.push(f);
-        }
-        out
-    }
-
-    /// Changes a fact's visibility; only its owner may.
-    pub fn set_fact_visibility(
-        &self,
-        fact_id: Uuid,
-        user_id: &str,
-        visibility: Visibility,
-    ) -> Result<Fact, StoreError> {
-        let mut fact = self
-            .fact(fact_id)?
-            .ok_or(StoreError::FactNotFound(fact_id))?;
-        if fact.user_id != user_id {
-            return Err(StoreError::NotFactOwner(fact_id));
-        }
-        fact.visibility = visibility;
-        let key = keys::fact(&fact.agent_id, &fact.user_id, fact_id);
-        self.facts.insert(key, encode(&fact)?)?;
-        Ok(fact)
-    }
-
-    /// Deletes a fact; only its owner may.
-    pub fn delete_fact(&self, fact_id: Uuid, user_id: &str) -> Result<Fact, StoreError> {
-        let fact = self
-            .fact(fact_id)?
-            .ok_or(StoreError::FactNotFound(fact_id))?;
-        if fact.user_id != user_id {
-            return Err(StoreError::NotFactOwner(fact_id));
-        }
-        let key = keys::fact(&fact.agent_id, &fact.user_id, fact_id);
-        let tombstone = keys::fact_tombstone(
-            &fact.agent_id,
-            &fact.user_id,
-            &normalize_fact(&fact.content),
-        );
-        (&self.facts, &self.fact_index, &self.fact_tombstones).transaction(
-            |(facts, index, tombstones)| {
-                facts.remove(key.as_slice())?;
-                index.remove(fact_id.as_bytes())?;
-                tombstones.insert(tombstone.as_slice(), &[])?;
-                Ok::<_, ConflictableTransactionError<StoreError>>(())
-            },
-        )?;
-        Ok(fact)
-    }
-
-    /// Key, encoded value and id of each fact, for a transaction.
-    fn fact_rows(facts: &[Fact]) -> Result<Vec<FactRow>, StoreError> {
-        facts
-            .iter()
-            .map(|f| {
-                Ok((
-                    keys::fact(&f.agent_id, &f.user_id, f.fact_id),
-                    encode(f)?,
-                    f.fact_id,
-                ))
-            })
-            .collect()
-    }
-
     /// The inbox rows of a new session summary and its new facts (none with
     /// rollups off: nothing would take them out).
-    fn inbox_rows(&self, summary: &ConversationSummary, facts: &[Fact]) -> Vec<[u8; 25]> {
+    fn inbox_rows(&self, summary: &ConversationSummary, facts: &[FactRecord]) -> Vec<[u8; 25]> {
         if !self.fill_inbox {
             return Vec::new();
         }
@@ -709,28 +588,29 @@ impl Trees {
         .collect()
     }
 
+    /// Stores a session summary, the blocks its reflection produced and
+    /// its facts (de-duplicated, each placed in its subject's history),
+    /// dequeues the job and clears any dead letter. Returns false (and
+    /// changes nothing but the queue) when the summary already exists.
     pub fn complete_reflection(
         &self,
         summary: &ConversationSummary,
         blocks: &[MemoryBlock],
         facts: &[Fact],
     ) -> Result<bool, StoreError> {
-        // Facts are de-duplicated against the user's before the transaction
+        // Facts are planned against the user's before the transaction
         // (sled transactions cannot scan); the Store actor is the only
         // writer, so nothing changes in between.
-        let facts = match facts.first() {
-            Some(f) => Self::dedup_facts(&self.user_facts(&f.agent_id, &f.user_id)?, facts),
-            None => Vec::new(),
-        };
+        let changes = self.plan_facts(facts, summary.period_start, false)?;
         let id = summary.summary_id;
         let skey = keys::summary_of(summary);
         let mut meta = self.agent(&summary.agent_id)?;
         meta.summary_version += 1;
-        let fact_rows = Self::fact_rows(&facts)?;
+        let fact_rows = Self::fact_rows(changes.added.iter().chain(&changes.updated))?;
         // The Rollup actor takes new session summaries and facts in from
         // its inbox (topics, late rollups, vectors for search).
         let agent_key = summary.agent_id.as_bytes();
-        let inbox_rows = self.inbox_rows(summary, &facts);
+        let inbox_rows = self.inbox_rows(summary, &changes.added);
         let stored = (
             &self.summaries,
             &self.summary_index,
@@ -836,8 +716,10 @@ pub struct ContextSources {
     pub agent_blocks: Vec<MemoryBlock>,
     /// The blocks drawn from this user's conversations.
     pub user_blocks: Vec<MemoryBlock>,
-    /// The facts the user may see: their own and the agent's shared ones.
-    pub facts: Vec<Fact>,
+    /// The current facts the user may see: their own and the agent's
+    /// shared ones (a value a later call replaced is left out), each with
+    /// the value it replaced ([`CurrentFacts::earlier`]).
+    pub facts: CurrentFacts,
     /// The user's summaries of every type, oldest first (by period end,
     /// creation, id).
     pub summaries: Vec<ConversationSummary>,
@@ -846,6 +728,44 @@ pub struct ContextSources {
     pub ended: Vec<SessionRecord>,
     /// The user's topics.
     pub topics: Vec<Topic>,
+}
+
+/// Current facts, read as a `Vec<Fact>`, and the values they replaced.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CurrentFacts {
+    pub facts: Vec<Fact>,
+    /// For a fact of `facts` that replaced an earlier value on its subject
+    /// (`home`: "Lives in Austin" then "Moved to Denver"), the latest value
+    /// it replaced and until when that held, by the current fact's id.
+    pub earlier: HashMap<Uuid, EarlierValue>,
+}
+
+impl CurrentFacts {
+    /// The current facts among `visible` (every fact a user may see,
+    /// current and earlier) and what each replaced.
+    pub fn of(visible: Vec<FactRecord>) -> CurrentFacts {
+        CurrentFacts {
+            earlier: facts::earlier_values(&visible),
+            facts: visible
+                .into_iter()
+                .filter(FactRecord::is_current)
+                .map(|f| f.fact)
+                .collect(),
+        }
+    }
+
+    /// The value `fact_id` replaced, if it replaced one: for "earlier:
+    /// Lives in Austin (until 2026-03-02)".
+    pub fn earlier(&self, fact_id: Uuid) -> Option<&EarlierValue> {
+        self.earlier.get(&fact_id)
+    }
+}
+
+impl std::ops::Deref for CurrentFacts {
+    type Target = Vec<Fact>;
+    fn deref(&self) -> &Vec<Fact> {
+        &self.facts
+    }
 }
 
 impl Trees {
@@ -878,7 +798,7 @@ impl Trees {
         Ok(ContextSources {
             agent_blocks: self.blocks(agent_id)?,
             user_blocks: self.user_blocks(agent_id, user_id)?,
-            facts: self.visible_facts(agent_id, user_id)?,
+            facts: CurrentFacts::of(self.visible_facts(agent_id, user_id)?),
             summaries,
             persistent_context: self.agent(agent_id)?.persistent_context,
             ended,
@@ -934,13 +854,14 @@ pub enum StoreMsg {
         facts: Vec<Fact>,
         reply: RpcReplyPort<Result<bool, StoreError>>,
     },
-    /// The facts a user may see: their own and the agent's shared ones.
+    /// The facts a user may see: their own and the agent's shared ones,
+    /// current and earlier (`superseded_by` set).
     ListFacts {
         agent_id: String,
         user_id: String,
-        reply: RpcReplyPort<Result<Vec<Fact>, StoreError>>,
+        reply: RpcReplyPort<Result<Vec<FactRecord>, StoreError>>,
     },
-    GetFact(Uuid, RpcReplyPort<Result<Option<Fact>, StoreError>>),
+    GetFact(Uuid, RpcReplyPort<Result<Option<FactRecord>, StoreError>>),
     /// Everything stored that an (agent, user)'s context is built from.
     ContextSources {
         agent_id: String,
@@ -952,13 +873,13 @@ pub enum StoreMsg {
         fact_id: Uuid,
         user_id: String,
         visibility: Visibility,
-        reply: RpcReplyPort<Result<Fact, StoreError>>,
+        reply: RpcReplyPort<Result<FactRecord, StoreError>>,
     },
     /// Delete a fact, as `user_id` (its owner).
     DeleteFact {
         fact_id: Uuid,
         user_id: String,
-        reply: RpcReplyPort<Result<Fact, StoreError>>,
+        reply: RpcReplyPort<Result<FactRecord, StoreError>>,
     },
     /// Remove every record of a user (with one agent, or all), and every
     /// record built from theirs.
@@ -1426,17 +1347,18 @@ impl Actor for StoreActor {
                 if let Ok(r) = &res {
                     if r.stored {
                         state.generations.bump(&summary.agent_id);
-                        let (old, added) =
-                            (r.old.as_ref().map(|o| o.summary_id), r.facts_added.clone());
-                        let s = summary.clone();
+                        let (old, added, moved) = (
+                            r.old.as_ref().map(|o| o.summary_id),
+                            r.facts_added.clone(),
+                            r.facts_moved.clone(),
+                        );
+                        let (s, t2) = (summary.clone(), t.clone());
                         state.search.update(&summary.agent_id, move |ix| {
                             if let Some(old) = old {
                                 ix.remove(old);
                             }
                             ix.put_summary(&s, None);
-                            for f in &added {
-                                ix.put_fact(f, None);
-                            }
+                            t2.index_facts(ix, added.iter().chain(&moved));
                         });
                         state.wrote(&myself);
                     }
@@ -1479,17 +1401,26 @@ impl Actor for StoreActor {
                 let res = t.complete_reflection(&summary, &blocks, &facts);
                 state.generations.bump(&summary.agent_id);
                 if let Ok(true) = res {
-                    // Only the facts that survived de-duplication.
-                    let stored: Vec<Fact> = facts
-                        .iter()
-                        .filter_map(|f| t.fact(f.fact_id).ok().flatten())
-                        .collect();
-                    let s = summary.clone();
+                    // The facts that survived de-duplication, and those on
+                    // their subjects, as they now stand.
+                    let subjects: std::collections::BTreeSet<&String> =
+                        facts.iter().filter_map(|f| f.subject.as_ref()).collect();
+                    let touched: Vec<FactRecord> = match facts.first() {
+                        Some(f) => t
+                            .user_facts(&f.agent_id, &f.user_id)
+                            .unwrap_or_default()
+                            .into_iter()
+                            .filter(|s| {
+                                facts.iter().any(|c| c.fact_id == s.fact_id)
+                                    || s.subject.as_ref().is_some_and(|x| subjects.contains(x))
+                            })
+                            .collect(),
+                        None => Vec::new(),
+                    };
+                    let (s, t2) = (summary.clone(), t.clone());
                     state.search.update(&summary.agent_id, move |ix| {
                         ix.put_summary(&s, None);
-                        for f in &stored {
-                            ix.put_fact(f, None);
-                        }
+                        t2.index_facts(ix, &touched);
                     });
                 }
                 if res.is_ok() {
@@ -1523,11 +1454,10 @@ impl Actor for StoreActor {
                 let res = t.set_fact_visibility(fact_id, &user_id, visibility);
                 if let Ok(f) = &res {
                     state.generations.bump(&f.agent_id);
-                    let v = t.vector(f.fact_id).ok().flatten();
-                    let f2 = f.clone();
+                    let (f2, t2) = (f.clone(), t.clone());
                     state
                         .search
-                        .update(&f.agent_id, move |ix| ix.put_fact(&f2, v));
+                        .update(&f.agent_id, move |ix| t2.index_facts(ix, [&f2]));
                 }
                 if res.is_ok() {
                     state.wrote(&myself);
@@ -1540,10 +1470,13 @@ impl Actor for StoreActor {
                 reply,
             } => {
                 let res = t.delete_fact(fact_id, &user_id);
-                if let Ok(f) = &res {
+                if let Ok((f, moved)) = &res {
                     state.generations.bump(&f.agent_id);
-                    let id = f.fact_id;
-                    state.search.update(&f.agent_id, move |ix| ix.remove(id));
+                    let (id, moved, t2) = (f.fact_id, moved.clone(), t.clone());
+                    state.search.update(&f.agent_id, move |ix| {
+                        ix.remove(id);
+                        t2.index_facts(ix, &moved);
+                    });
                     if let Err(e) = t.embeddings.remove(keys::embedding(f.fact_id)) {
                         state.failed("delete_fact_vector", &e.into());
                     }
@@ -1551,7 +1484,7 @@ impl Actor for StoreActor {
                 if res.is_ok() {
                     state.wrote(&myself);
                 }
-                let _ = reply.send(res);
+                let _ = reply.send(res.map(|(f, _)| f));
             }
             StoreMsg::DeadLetter { letter, reply }
                 if state.forgotten.contains(&letter.session_id) =>
@@ -1866,7 +1799,7 @@ mod tests {
         Trees::open_waiting(dir.path(), &settings, Duration::ZERO).unwrap();
     }
 
-    fn fact(user: &str, content: &str, subject: Option<&str>, minute: i64) -> Fact {
+    fn fact(user: &str, content: &str, subject: Option<&str>, call: Uuid) -> Fact {
         Fact {
             fact_id: Uuid::new_v4(),
             agent_id: "kairix".into(),
@@ -1875,40 +1808,58 @@ mod tests {
             content: content.into(),
             subject: subject.map(str::to_string),
             visibility: Visibility::Private,
-            source_session_id: None,
-            extracted_at: Utc.with_ymd_and_hms(2026, 1, 5, 9, 0, 0).unwrap()
-                + chrono::Duration::minutes(minute),
+            source_session_id: Some(call),
+            extracted_at: Utc.with_ymd_and_hms(2026, 3, 9, 9, 0, 0).unwrap(),
             conflicts_with: None,
         }
     }
 
+    /// A call of `user` on day `day` of March 2026 and its summary.
+    fn call(user: &str, day: u32) -> (Uuid, ConversationSummary) {
+        let id = Uuid::new_v4();
+        let at = Utc.with_ymd_and_hms(2026, 3, day, 9, 0, 0).unwrap();
+        (
+            id,
+            ConversationSummary::session(id, "kairix", user, at, "a call"),
+        )
+    }
+
     #[test]
-    fn facts_are_deduplicated_conflicts_flagged_and_owned() {
+    fn facts_are_deduplicated_superseded_conflicts_flagged_and_owned() {
         let dir = tempfile::tempdir().unwrap();
         let trees = Trees::open(dir.path(), &StoreSettings::default()).unwrap();
-        let works = fact("mark", "Works at Initech", Some("employer"), 0);
-        let first = [
-            works.clone(),
-            fact("mark", "Prefers mornings", None, 0),
-            fact("ada", "Lives in Porto", Some("home"), 0),
-        ];
+        let (c1, s1) = call("mark", 1);
+        let (c2, s2) = call("ada", 1);
+        let works = fact("mark", "Works at Initech", Some("employer"), c1);
         // one reflection per user, as the reflector stores them
         trees
-            .complete_reflection(&summary(Uuid::new_v4(), "s1"), &[], &first[..2])
+            .complete_reflection(
+                &s1,
+                &[],
+                &[works.clone(), fact("mark", "Prefers mornings", None, c1)],
+            )
             .unwrap();
         trees
-            .complete_reflection(&summary(Uuid::new_v4(), "s2"), &[], &first[2..])
+            .complete_reflection(&s2, &[], &[fact("ada", "Lives in Porto", Some("home"), c2)])
             .unwrap();
+        let (c3, s3) = call("mark", 2);
+        let globex = fact("mark", "Works at Globex", Some("employer"), c3);
         let second = [
             // the same fact, other case and spacing: dropped
-            fact("mark", "works  at initech.", Some("employer"), 10),
-            // same subject, another value: kept and flagged
-            fact("mark", "Works at Globex", Some("employer"), 10),
-            fact("mark", "Allergic to peanuts", None, 10),
+            fact("mark", "works  at initech.", Some("employer"), c3),
+            // a later call's value on the subject: the new current one
+            globex.clone(),
+            fact("mark", "Allergic to peanuts", None, c3),
         ];
+        trees.complete_reflection(&s3, &[], &second).unwrap();
+        // two values in one call: a conflict, both current
+        let (c4, s4) = call("mark", 3);
+        let austin = fact("mark", "Lives in Austin", Some("home"), c4);
+        let denver = fact("mark", "Lives in Denver", Some("home"), c4);
         trees
-            .complete_reflection(&summary(Uuid::new_v4(), "s3"), &[], &second)
+            .complete_reflection(&s4, &[], &[austin.clone(), denver.clone()])
             .unwrap();
+
         let mark = trees.user_facts("kairix", "mark").unwrap();
         let mut contents: Vec<&str> = mark.iter().map(|f| f.content.as_str()).collect();
         contents.sort_unstable();
@@ -1916,19 +1867,58 @@ mod tests {
             contents,
             [
                 "Allergic to peanuts",
+                "Lives in Austin",
+                "Lives in Denver",
                 "Prefers mornings",
                 "Works at Globex",
                 "Works at Initech"
             ]
         );
         let by = |c: &str| mark.iter().find(|f| f.content == c).unwrap().clone();
-        assert_eq!(by("Works at Globex").conflicts_with, Some(works.fact_id));
+        let initech = by("Works at Initech");
+        assert_eq!(initech.history.superseded_by, Some(globex.fact_id));
+        assert_eq!(initech.history.superseded_at, Some(s3.period_start));
+        assert_eq!(initech.history.stated_at, Some(s1.period_start));
+        assert!(by("Works at Globex").is_current());
+        assert_eq!(by("Works at Globex").conflicts_with, None);
+        let homes = [by("Lives in Austin"), by("Lives in Denver")];
+        assert!(homes.iter().all(FactRecord::is_current));
         assert_eq!(
-            by("Works at Initech").conflicts_with,
-            None,
-            "the old fact is left as it was"
+            homes.iter().filter_map(|f| f.conflicts_with).count(),
+            1,
+            "one of the two names the other"
         );
-        let mark: Vec<Fact> = ["Works at Initech", "Prefers mornings"].map(by).to_vec();
+
+        // the context holds current facts, and what each replaced
+        let ctx = trees.context_sources("kairix", "mark").unwrap();
+        let mut current: Vec<&str> = ctx.facts.iter().map(|f| f.content.as_str()).collect();
+        current.sort_unstable();
+        assert_eq!(
+            current,
+            [
+                "Allergic to peanuts",
+                "Lives in Austin",
+                "Lives in Denver",
+                "Prefers mornings",
+                "Works at Globex"
+            ]
+        );
+        let earlier = ctx.facts.earlier(globex.fact_id).unwrap();
+        assert_eq!(
+            (earlier.content.as_str(), earlier.until, earlier.fact_id),
+            ("Works at Initech", s3.period_start, works.fact_id)
+        );
+        assert_eq!(ctx.facts.earlier.len(), 1);
+
+        // deleting the current value makes the one it replaced current
+        trees.delete_fact(globex.fact_id, "mark").unwrap();
+        assert!(trees.fact(works.fact_id).unwrap().unwrap().is_current());
+        assert!(trees
+            .context_sources("kairix", "mark")
+            .unwrap()
+            .facts
+            .earlier
+            .is_empty());
 
         // visibility: ada sees only her own until mark shares one
         let ada_sees = |t: &Trees| -> Vec<String> {
@@ -1936,13 +1926,13 @@ mod tests {
                 .visible_facts("kairix", "ada")
                 .unwrap()
                 .into_iter()
-                .map(|f| f.content)
+                .map(|f| f.fact.content)
                 .collect();
             v.sort_unstable();
             v
         };
         assert_eq!(ada_sees(&trees), ["Lives in Porto"]);
-        let id = mark[1].fact_id;
+        let id = by("Prefers mornings").fact_id;
         assert!(matches!(
             trees.set_fact_visibility(id, "ada", Visibility::Shared),
             Err(StoreError::NotFactOwner(_))
@@ -1956,6 +1946,16 @@ mod tests {
             .set_fact_visibility(id, "mark", Visibility::Private)
             .unwrap();
         assert_eq!(ada_sees(&trees), ["Lives in Porto"]);
+        assert_eq!(
+            trees
+                .fact(works.fact_id)
+                .unwrap()
+                .unwrap()
+                .history
+                .stated_at,
+            Some(s1.period_start),
+            "a change of visibility keeps the history"
+        );
 
         // deleting: only the owner; unknown ids are errors
         assert!(matches!(
@@ -1965,7 +1965,7 @@ mod tests {
         assert!(trees.fact(id).unwrap().is_some());
         trees.delete_fact(id, "mark").unwrap();
         assert!(trees.fact(id).unwrap().is_none());
-        assert_eq!(trees.user_facts("kairix", "mark").unwrap().len(), 3);
+        assert_eq!(trees.user_facts("kairix", "mark").unwrap().len(), 4);
         let unknown = Uuid::new_v4();
         assert!(matches!(
             trees.delete_fact(unknown, "mark"),
@@ -1973,6 +1973,48 @@ mod tests {
         ));
         // another agent's facts are another namespace
         assert!(trees.visible_facts("other", "mark").unwrap().is_empty());
+    }
+
+    #[test]
+    fn facts_stored_before_their_call_time_was_kept_get_it_from_their_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let trees = Trees::open(dir.path(), &StoreSettings::default()).unwrap();
+        // an old record: no stated_at, extracted long after its call
+        let old_call = SessionRecord {
+            session_id: Uuid::new_v4(),
+            agent_id: "kairix".into(),
+            user_id: "mark".into(),
+            connection_id: "c1".into(),
+            started_at: Utc.with_ymd_and_hms(2026, 3, 1, 9, 0, 0).unwrap(),
+            ended_at: Some(Utc.with_ymd_and_hms(2026, 3, 1, 9, 5, 0).unwrap()),
+            end_reason: Some(EndReason::Disconnect),
+            turn_count: 1,
+        };
+        trees.end_session(&old_call, old_call.started_at).unwrap();
+        let mut old = fact("mark", "Lives in Austin", Some("home"), old_call.session_id);
+        old.extracted_at = Utc.with_ymd_and_hms(2026, 3, 20, 9, 0, 0).unwrap();
+        let json = serde_json::to_vec(&old).unwrap();
+        trees
+            .facts
+            .insert(keys::fact("kairix", "mark", old.fact_id), json)
+            .unwrap();
+        trees
+            .fact_index
+            .insert(
+                old.fact_id.as_bytes(),
+                keys::fact("kairix", "mark", old.fact_id),
+            )
+            .unwrap();
+        // a call after the old one, reflected before the old fact's extraction time
+        let (c2, s2) = call("mark", 5);
+        let denver = fact("mark", "Moved to Denver", Some("home"), c2);
+        trees
+            .complete_reflection(&s2, &[], std::slice::from_ref(&denver))
+            .unwrap();
+        let austin = trees.fact(old.fact_id).unwrap().unwrap();
+        assert_eq!(austin.history.stated_at, Some(old_call.started_at));
+        assert_eq!(austin.history.superseded_by, Some(denver.fact_id));
+        assert!(trees.fact(denver.fact_id).unwrap().unwrap().is_current());
     }
 
     #[test]

@@ -5,7 +5,12 @@
 //! Everything here is deterministic: the same conversation always gives the
 //! same summary, which keeps simulations and tests reproducible.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
+
+mod facts;
+
+pub use facts::{facts, is_relation_word};
 
 const STOPWORDS: &[&str] = &[
     "a",
@@ -419,6 +424,16 @@ pub fn is_stopword(w: &str) -> bool {
     STOPWORDS.contains(&w)
 }
 
+/// Whether a word is in the tone lexicon (a feeling, either way).
+pub fn is_feeling_word(w: &str) -> bool {
+    POSITIVE.contains(&w) || NEGATIVE.contains(&w)
+}
+
+/// Whether a word names a month or a weekday.
+pub fn is_date_word(w: &str) -> bool {
+    MONTHS[..12].contains(&w) || WEEKDAYS.contains(&w)
+}
+
 /// Splits text into sentences on `.`, `!`, `?` and newlines, keeping the
 /// punctuation. Abbreviation-proof enough for conversational text.
 pub fn sentences(text: &str) -> Vec<String> {
@@ -432,6 +447,16 @@ pub fn sentences(text: &str) -> Vec<String> {
         }
         cur.push(c);
         if matches!(c, '.' | '!' | '?') {
+            // A closing quote or bracket after the stop belongs to the
+            // sentence it closes (`They said: "I moved."`).
+            while let Some(&q) = chars.peek() {
+                if matches!(q, '"' | '\u{201d}' | '\'' | '\u{2019}' | ')' | ']') {
+                    cur.push(q);
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
             let boundary = chars.peek().is_none_or(|n| n.is_whitespace());
             if boundary {
                 push_sentence(&mut out, &mut cur);
@@ -464,7 +489,7 @@ pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
 fn content_word(w: &str) -> bool {
     w.chars().count() >= 3
         && !is_stopword(w)
-        && !w.chars().all(|c| c.is_ascii_digit())
+        && !w.starts_with(|c: char| c.is_ascii_digit())
         && !MONTHS.contains(&w)
         && !WEEKDAYS.contains(&w)
 }
@@ -480,9 +505,58 @@ pub fn term_frequencies(text: &str) -> BTreeMap<String, usize> {
     tf
 }
 
+/// The span of a bracketed media description (`[shares a photo of …]`)
+/// starting at byte `at`, if one does: a `[` with words and spaces inside
+/// (not a tag such as `[SUMMARY:SESSION]`) closed on the same line.
+fn media_span(text: &str, at: usize) -> Option<usize> {
+    let rest = text.get(at..)?;
+    if !rest.starts_with('[') {
+        return None;
+    }
+    let close = rest[1..].find([']', '[', '\n'])? + 1;
+    let inner = &rest[1..close];
+    (rest[close..].starts_with(']')
+        && inner.contains(' ')
+        && inner.chars().any(char::is_alphabetic)
+        && inner.len() <= 400)
+        .then_some(at + close + 1)
+}
+
+/// Whether a sentence is a bracketed media description.
+pub fn is_media(sentence: &str) -> bool {
+    let s = sentence.trim();
+    media_span(s, 0).is_some_and(|end| s[end..].trim().is_empty())
+}
+
+/// The text without bracketed media descriptions (each becomes a space):
+/// what was shared is content, but its words ("shares", "photo") are not
+/// what a conversation was about.
+pub fn without_media(text: &str) -> Cow<'_, str> {
+    if !text.contains('[') {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < text.len() {
+        if let Some(end) = media_span(text, i) {
+            out.push(' ');
+            i = end;
+            continue;
+        }
+        let Some(c) = text[i..].chars().next() else {
+            break;
+        };
+        out.push(c);
+        i += c.len_utf8();
+    }
+    Cow::Owned(out)
+}
+
 /// Up to `max` keyword topics: the most frequent content words, ties broken
-/// by first appearance.
+/// by first appearance. Media descriptions do not count.
 pub fn keyword_topics(text: &str, max: usize) -> Vec<String> {
+    let text = without_media(text);
+    let text = text.as_ref();
     let tf = term_frequencies(text);
     let mut first_seen: Vec<String> = Vec::new();
     let mut seen = HashSet::new();
@@ -533,8 +607,10 @@ fn is_iso_date(t: &str) -> bool {
 /// Entity spans in order of first appearance, deduplicated: runs of
 /// capitalized words that are not a sentence-initial common word (names,
 /// companies), month/weekday dates with an optional day number, ISO dates,
-/// and amounts (`$120k`, `15%`, `€3,000`).
+/// and amounts (`$120k`, `15%`, `€3,000`). Media descriptions do not count.
 pub fn entities(text: &str, max: usize) -> Vec<String> {
+    let text = without_media(text);
+    let text = text.as_ref();
     // Words seen capitalized inside a sentence are proper nouns; a
     // sentence-initial capital alone proves nothing ("Quantify it").
     let mut proper: HashSet<String> = HashSet::new();
@@ -687,6 +763,35 @@ mod tests {
     }
 
     #[test]
+    fn a_closing_quote_stays_with_its_sentence() {
+        assert_eq!(
+            sentences("They said: \"I moved.\" \"We love it!\" Then (they left.) Ok"),
+            [
+                "They said: \"I moved.\"",
+                "\"We love it!\"",
+                "Then (they left.)",
+                "Ok"
+            ]
+        );
+    }
+
+    #[test]
+    fn media_descriptions_are_not_topics_or_entities() {
+        let text = "[shares a photo of Biscuit at the beach] Biscuit loves the beach. \
+                    [shares a photo of the sunset] [SUMMARY:SESSION] photo";
+        let topics = keyword_topics(text, 8);
+        assert_eq!(
+            topics,
+            ["biscuit", "loves", "beach", "summary", "session", "photo"]
+        );
+        assert!(is_media("[shares a photo of the sunset]"));
+        assert!(!is_media("[SUMMARY:SESSION]"));
+        assert!(!is_media("[shares a photo] and more"));
+        let e = entities("[shares a photo of Lisbon] I met Ana in Porto.", 8);
+        assert_eq!(e, ["Ana", "Porto"]);
+    }
+
+    #[test]
     fn topics_rank_by_frequency() {
         let t = keyword_topics(
             "The interview at Acme went well. Another interview next week, and salary talks about salary.",
@@ -726,188 +831,5 @@ mod tests {
             Some("positive".into())
         );
         assert_eq!(emotional_tone("The meeting is at noon"), None);
-    }
-}
-
-/// Facts stated in the first person, found by rules (the offline
-/// reflector's fact extraction): "my name is …", "I work at/for …",
-/// "I live in …", "I prefer …", "I'm allergic to …", "remember that …".
-pub fn facts(user_text: &str) -> Vec<crate::model::FactCandidate> {
-    use crate::model::{FactCandidate, FactCategory};
-    // (pattern, category, subject, how the fact reads)
-    const RULES: [(&str, FactCategory, Option<&str>, &str); 10] = [
-        (
-            "my name is ",
-            FactCategory::Biographical,
-            Some("name"),
-            "Name: ",
-        ),
-        (
-            "call me ",
-            FactCategory::Biographical,
-            Some("name"),
-            "Name: ",
-        ),
-        (
-            "i work at ",
-            FactCategory::Occupation,
-            Some("employer"),
-            "Works at ",
-        ),
-        (
-            "i work for ",
-            FactCategory::Occupation,
-            Some("employer"),
-            "Works at ",
-        ),
-        (
-            "i live in ",
-            FactCategory::Biographical,
-            Some("home"),
-            "Lives in ",
-        ),
-        ("i prefer ", FactCategory::Preference, None, "Prefers "),
-        (
-            "i'm allergic to ",
-            FactCategory::Constraint,
-            None,
-            "Allergic to ",
-        ),
-        (
-            "i am allergic to ",
-            FactCategory::Constraint,
-            None,
-            "Allergic to ",
-        ),
-        ("remember that ", FactCategory::Other, None, ""),
-        ("please remember ", FactCategory::Other, None, ""),
-    ];
-    let mut out: Vec<FactCandidate> = Vec::new();
-    for line in user_text.lines() {
-        // Curly apostrophes as typed by phones and transcribers.
-        let line = line.replace('\u{2019}', "'");
-        let lower = line.to_lowercase();
-        // Value spans already taken on this line: "please remember that X"
-        // is one fact, not two.
-        let mut taken: Vec<std::ops::Range<usize>> = Vec::new();
-        for (pattern, category, subject, lead) in RULES {
-            let mut from = 0;
-            while let Some(i) = lower[from..].find(pattern) {
-                let at = from + i;
-                from = at + pattern.len();
-                // A whole-word match: start of line or after a non-letter.
-                if at > 0
-                    && lower[..at]
-                        .chars()
-                        .next_back()
-                        .is_some_and(char::is_alphanumeric)
-                {
-                    continue;
-                }
-                // Lower-casing can move byte offsets for some scripts: take
-                // the value from the original only where they agree.
-                if lower.len() != line.len() {
-                    break;
-                }
-                let rest = &line[from..];
-                let rest_lower = &lower[from..];
-                // A value ends with its clause: punctuation, or a
-                // conjunction starting another statement ("my name is Mark
-                // and I work at Initech").
-                let mut end = rest
-                    .find(['.', '!', '?', ';', ',', '\n'])
-                    .unwrap_or(rest.len());
-                for stop in [
-                    " and i ",
-                    " and i'm ",
-                    " and my ",
-                    " but ",
-                    " because ",
-                    " so ",
-                ] {
-                    if let Some(i) = rest_lower.find(stop) {
-                        end = end.min(i);
-                    }
-                }
-                let span = from..from + end;
-                if taken
-                    .iter()
-                    .any(|t| t.start < span.end && span.start < t.end)
-                {
-                    continue;
-                }
-                taken.push(span);
-                let value: String = rest[..end].trim().chars().take(120).collect();
-                let value = value.trim();
-                if value.is_empty() {
-                    continue;
-                }
-                let content = if lead.is_empty() {
-                    let mut c = value.chars();
-                    match c.next() {
-                        Some(first) => first.to_uppercase().collect::<String>() + c.as_str(),
-                        None => continue,
-                    }
-                } else {
-                    format!("{lead}{value}")
-                };
-                let norm = crate::model::normalize_fact(&content);
-                if !out
-                    .iter()
-                    .any(|f| crate::model::normalize_fact(&f.content) == norm)
-                {
-                    out.push(FactCandidate {
-                        category,
-                        content,
-                        subject: subject.map(str::to_string),
-                    });
-                }
-            }
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod fact_rule_tests {
-    use super::facts;
-    use crate::model::FactCategory;
-
-    #[test]
-    fn first_person_statements_become_facts() {
-        let found = facts(
-            "Hi, my name is Mark and I work at Initech, in sales.\n\
-             I\u{2019}m allergic to peanuts! I prefer calls in the morning.\n\
-             Please remember that my interview is on Friday.\n\
-             Whatever you do, I prefer calls in the morning.",
-        );
-        let got: Vec<(FactCategory, &str, Option<&str>)> = found
-            .iter()
-            .map(|f| (f.category, f.content.as_str(), f.subject.as_deref()))
-            .collect();
-        assert_eq!(
-            got,
-            [
-                (FactCategory::Biographical, "Name: Mark", Some("name")),
-                (
-                    FactCategory::Occupation,
-                    "Works at Initech",
-                    Some("employer")
-                ),
-                (
-                    FactCategory::Preference,
-                    "Prefers calls in the morning",
-                    None
-                ),
-                (FactCategory::Constraint, "Allergic to peanuts", None),
-                (FactCategory::Other, "My interview is on Friday", None),
-            ]
-        );
-    }
-
-    #[test]
-    fn words_inside_other_words_do_not_match() {
-        assert!(facts("Anyway, firemy name is not a thing").is_empty());
-        assert!(facts("my name is").is_empty());
     }
 }

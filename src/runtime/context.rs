@@ -304,7 +304,7 @@ impl Runtime {
             generation,
             valid_until,
             blocks: prepare_blocks(&blocks, counter),
-            facts: PreparedFacts::new(&facts, user_id, counter),
+            facts: PreparedFacts::with_earlier(&facts, &facts.earlier, user_id, counter),
             summaries: distinct_summaries(&summaries)
                 .into_iter()
                 .map(|s| prepare_summary(s, counter))

@@ -328,7 +328,7 @@ impl Runtime {
             facts_added: revision
                 .facts_added
                 .into_iter()
-                .map(|f| f.content)
+                .map(|f| f.fact.content)
                 .collect(),
         }))
     }

@@ -1,7 +1,23 @@
 //! The embedded offline summarizer: no network, no model. A deterministic
-//! extractive summary (the highest-scoring sentences the user said, plus
-//! the agent's most informative answer), keyword topics, entity spans and a
-//! lexicon tone, returned as the same JSON an LLM is asked for.
+//! extractive summary, keyword topics, entity spans, a lexicon tone and
+//! rule-found facts, returned as the same JSON an LLM is asked for.
+//!
+//! What is kept is what the user disclosed. Each sentence is scored by
+//! [`disclosure`]: a first-person statement with a name, a number or date,
+//! a relation, a change, a plan or a feeling, or one a fact rule reads,
+//! scores high; small talk and greetings score nothing.
+//!
+//! - A session summary keeps, in call order, the call's informative user
+//!   sentences: all of the first [`ALL_KEPT`], half of more, at least
+//!   [`MIN_KEPT`] sentences and at most [`MAX_KEPT`] within
+//!   [`SESSION_MAX_CHARS`], plus the agent's most informative answer when
+//!   it says something.
+//! - A combine (a day, a week, a topic, a call's long narrative) takes
+//!   each source's disclosures first, round-robin across sources so that a
+//!   week keeps every day's, then the rest; never the same sentence twice
+//!   (normalized), and never over its cap.
+
+use std::collections::HashSet;
 
 use serde_json::json;
 
@@ -14,9 +30,17 @@ use crate::text;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ExtractiveReflect;
 
+/// Bumped when the same turns summarize differently, so that a replay
+/// re-derives what older rules made.
+const VERSION: u32 = 2;
+
 impl Reflect for ExtractiveReflect {
     fn name(&self) -> &'static str {
         "extractive"
+    }
+
+    fn identity(&self) -> String {
+        format!("extractive:{VERSION}")
     }
 
     fn reflect(&self, request: ReflectRequest) -> BoxFuture<'static, Result<String, ReflectError>> {
@@ -24,10 +48,12 @@ impl Reflect for ExtractiveReflect {
         // that a burst of sessions ending does not stall live connections.
         Box::pin(async move {
             let job = move || {
+                let user_id = &request.session.user_id;
                 if request.sources.is_empty() {
-                    summarize(&request.session.user_id, &request.turns)
+                    summarize(user_id, &request.turns)
                 } else {
-                    combine(&request.sources)
+                    let cap = request.max_chars.unwrap_or(DEFAULT_COMBINE_MAX_CHARS);
+                    combine(user_id, &request.sources, cap)
                 }
             };
             match tokio::task::spawn_blocking(job).await {
@@ -38,32 +64,248 @@ impl Reflect for ExtractiveReflect {
     }
 }
 
-/// Scores a sentence by the corpus frequency of its content words, damped
-/// by length so long rambles do not always win.
-fn score(sentence: &str, tf: &std::collections::BTreeMap<String, usize>) -> f64 {
-    let words: Vec<String> = text::words(sentence).collect();
-    if words.len() < 3 {
+/// Fewest user sentences a session summary keeps (when the call has them).
+pub const MIN_KEPT: usize = 2;
+/// Informative user sentences a session summary keeps all of; of more, it
+/// keeps half.
+pub const ALL_KEPT: usize = 4;
+/// Most user sentences a session summary keeps.
+pub const MAX_KEPT: usize = 12;
+/// Longest session summary, in characters.
+pub const SESSION_MAX_CHARS: usize = 1_200;
+/// A combine's cap when the request names none (`rollup.combine_max_chars`
+/// names it for rollups and topics).
+pub const DEFAULT_COMBINE_MAX_CHARS: usize = 1_500;
+/// A sentence scoring this much discloses something.
+const INFORMATIVE: f64 = 2.5;
+/// Longest single sentence kept, in characters.
+const SENTENCE_MAX_CHARS: usize = 300;
+
+const FIRST_PERSON: &[&str] = &[
+    "i", "i'm", "i've", "i'll", "i'd", "my", "me", "mine", "myself", "we", "we're", "we've",
+    "we'll", "we'd", "our", "ours", "us",
+];
+/// The user, as the agent speaks of them.
+const SECOND_PERSON: &[&str] = &["you", "you're", "you've", "you'll", "your", "yours"];
+
+const CHANGE_WORDS: &[&str] = &[
+    "moved",
+    "moving",
+    "switched",
+    "started",
+    "starting",
+    "quit",
+    "quitting",
+    "lost",
+    "became",
+    "joined",
+    "left",
+    "leaving",
+    "broke",
+    "promoted",
+    "promotion",
+    "fired",
+    "hired",
+    "laid",
+    "signed",
+    "adopted",
+    "bought",
+    "sold",
+    "graduated",
+    "retired",
+    "married",
+    "engaged",
+    "divorced",
+    "pregnant",
+    "born",
+    "diagnosed",
+    "changed",
+    "accepted",
+    "offer",
+    "applied",
+    "rejected",
+    "finished",
+    "passed",
+    "won",
+    "anymore",
+    "longer",
+    "birthday",
+    "anniversary",
+    "allergic",
+    "allergy",
+    "vegetarian",
+    "vegan",
+];
+
+const PLAN_WORDS: &[&str] = &[
+    "planning",
+    "plan",
+    "plans",
+    "goal",
+    "hope",
+    "hoping",
+    "trying",
+    "training",
+    "appointment",
+    "interview",
+    "deadline",
+    "booked",
+    "scheduled",
+    "saving",
+    "applying",
+    "decided",
+    "deciding",
+    "want",
+    "wants",
+    "gonna",
+    "upcoming",
+];
+
+const FEELING_WORDS: &[&str] = &[
+    "love",
+    "hate",
+    "prefer",
+    "miss",
+    "afraid",
+    "worry",
+    "enjoy",
+    "dislike",
+    "favorite",
+    "favourite",
+];
+
+/// Words of pure small talk: a sentence made only of these (and stopwords)
+/// says nothing.
+const SMALL_TALK: &[&str] = &[
+    "hi",
+    "hello",
+    "hey",
+    "thanks",
+    "thank",
+    "bye",
+    "goodbye",
+    "ok",
+    "okay",
+    "sure",
+    "yeah",
+    "yes",
+    "no",
+    "cool",
+    "great",
+    "good",
+    "nice",
+    "morning",
+    "evening",
+    "night",
+    "see",
+    "later",
+    "cheers",
+    "welcome",
+    "hmm",
+    "um",
+    "uh",
+    "alright",
+    "right",
+    "fine",
+    "awesome",
+    "wow",
+    "haha",
+    "lol",
+    "talk",
+    "soon",
+    "bit",
+    "chat",
+    "doing",
+    "well",
+    "much",
+    "appreciate",
+    "perfect",
+];
+
+/// How much a sentence discloses about the user. `person` lists the words
+/// that make it about them ("I", "my" from the user; "you", "your" from the
+/// agent); `None` takes every sentence as about them (a summary's).
+pub fn disclosure(sentence: &str, person: Option<&[&str]>) -> f64 {
+    // A media description alone is read for what it shows; beside words,
+    // the words are what count.
+    let media = text::is_media(sentence);
+    let bare = if media {
+        std::borrow::Cow::Borrowed(
+            sentence
+                .trim()
+                .trim_start_matches('[')
+                .trim_end_matches(']'),
+        )
+    } else {
+        text::without_media(sentence)
+    };
+    let words: Vec<String> = text::words(&bare).collect();
+    let content = words
+        .iter()
+        .filter(|w| {
+            w.chars().count() >= 3 && !text::is_stopword(w) && !SMALL_TALK.contains(&w.as_str())
+        })
+        .count();
+    if content == 0 {
         return 0.0;
     }
-    let sum: usize = words.iter().filter_map(|w| tf.get(w)).sum();
-    sum as f64 / (words.len() as f64).sqrt()
+    let about = match person {
+        None => true,
+        Some(p) => media || words.iter().any(|w| p.contains(&w.as_str())),
+    };
+    let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
+    let mut signals = 0.0;
+    if !text::facts(&bare).is_empty() {
+        signals += 3.0;
+    }
+    // Names, dates and amounts, in the sentence minus its first word (a
+    // capital there proves nothing).
+    let entities = text::entities(&bare, 4).len();
+    if entities > 0 {
+        signals += 1.0 + 0.5 * (entities - 1) as f64;
+    }
+    if words
+        .iter()
+        .any(|w| w.chars().any(|c| c.is_ascii_digit()) || text::is_date_word(w))
+    {
+        signals += 1.0;
+    }
+    if words.iter().any(|w| text::is_relation_word(w)) {
+        signals += 1.0;
+    }
+    if has(CHANGE_WORDS) {
+        signals += 1.5;
+    }
+    if has(PLAN_WORDS) {
+        signals += 1.0;
+    }
+    if has(FEELING_WORDS) || words.iter().any(|w| text::is_feeling_word(w)) {
+        signals += 1.0;
+    }
+    if about {
+        1.0 + signals
+    } else {
+        0.5 * signals
+    }
 }
 
-fn best_sentences(
-    sentences: &[String],
-    tf: &std::collections::BTreeMap<String, usize>,
-    n: usize,
-) -> Vec<String> {
-    let mut scored: Vec<(usize, f64)> = sentences
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (i, score(s, tf)))
-        .filter(|(_, s)| *s > 0.0)
-        .collect();
-    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let mut picked: Vec<usize> = scored.into_iter().take(n).map(|(i, _)| i).collect();
-    picked.sort_unstable();
-    picked.into_iter().map(|i| sentences[i].clone()).collect()
+/// A sentence ready to quote: at most [`SENTENCE_MAX_CHARS`], double
+/// quotes made single (they delimit quotes), ending with a stop.
+fn quotable(sentence: &str) -> String {
+    let s = sentence.trim().replace(['"', '\u{201c}', '\u{201d}'], "'");
+    let mut s = if s.chars().count() > SENTENCE_MAX_CHARS {
+        let cut = crate::model::truncate_chars(&s, SENTENCE_MAX_CHARS);
+        let cut = cut.rsplit_once(' ').map_or(cut, |(head, _)| head);
+        // Three stops, not an ellipsis: a stop ends a sentence when the
+        // summary is split again.
+        format!("{}...", cut.trim_end())
+    } else {
+        s
+    };
+    if !s.ends_with(['.', '!', '?']) {
+        s.push('.');
+    }
+    s
 }
 
 fn join_words(items: &[String]) -> String {
@@ -72,6 +314,31 @@ fn join_words(items: &[String]) -> String {
         [one] => one.clone(),
         [init @ .., last] => format!("{} and {last}", init.join(", ")),
     }
+}
+
+/// Indices of the best `n` of `scores` (highest first, earlier on ties).
+fn best(scores: &[f64], n: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..scores.len()).filter(|&i| scores[i] > 0.0).collect();
+    order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+    order.truncate(n);
+    order
+}
+
+/// The summary text: the headline, the quoted user sentences and the
+/// agent's answer.
+fn session_text(headline: &str, quotes: &[&str], agent: Option<&str>) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if !headline.is_empty() {
+        parts.push(headline.to_string());
+    }
+    if !quotes.is_empty() {
+        let quoted: Vec<String> = quotes.iter().map(|q| format!("\"{q}\"")).collect();
+        parts.push(format!("They said: {}", quoted.join(" ")));
+    }
+    if let Some(a) = agent {
+        parts.push(format!("The agent answered: \"{a}\""));
+    }
+    parts.join(" ")
 }
 
 /// The reflection JSON for a session's turns.
@@ -87,8 +354,6 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
         .collect::<Vec<_>>()
         .join("\n");
     let all = format!("{user_text}\n{agent_text}");
-    let tf = text::term_frequencies(&all);
-    let topics = text::keyword_topics(&all, MAX_TOPICS);
     // Entities from what the user said first: they are about the user's life.
     let mut entities = text::entities(&user_text, MAX_ENTITIES);
     for e in text::entities(&agent_text, MAX_ENTITIES) {
@@ -97,26 +362,63 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
         }
     }
     let user_sentences = text::sentences(&user_text);
+    let user_scores: Vec<f64> = user_sentences
+        .iter()
+        .map(|s| disclosure(s, Some(FIRST_PERSON)))
+        .collect();
+    let informative = user_scores.iter().filter(|&&s| s >= INFORMATIVE).count();
+    // All of the first few disclosures, half of a longer call's.
+    let share = informative
+        .div_ceil(2)
+        .max(informative.min(ALL_KEPT))
+        .clamp(MIN_KEPT, MAX_KEPT);
+    // The best first: informative ones, then (for a call of small talk)
+    // the best of the rest up to the minimum.
+    let mut kept = best(&user_scores, share.min(informative.max(MIN_KEPT)));
     let agent_sentences = text::sentences(&agent_text);
-    let mut parts = Vec::new();
-    if !topics.is_empty() {
+    let agent_scores: Vec<f64> = agent_sentences
+        .iter()
+        .map(|s| disclosure(s, Some(SECOND_PERSON)))
+        .collect();
+    let agent = best(&agent_scores, 1)
+        .first()
+        .filter(|&&i| agent_scores[i] >= INFORMATIVE)
+        .map(|&i| quotable(&agent_sentences[i]));
+    // What the user disclosed weighs twice in what the call was about.
+    let disclosed: Vec<&str> = kept.iter().map(|&i| user_sentences[i].as_str()).collect();
+    let disclosed = disclosed.join("\n");
+    let topics = text::keyword_topics(&format!("{disclosed}\n{disclosed}\n{all}"), MAX_TOPICS);
+    let headline = if topics.is_empty() {
+        String::new()
+    } else {
         let head: Vec<String> = topics.iter().take(3).cloned().collect();
-        parts.push(format!("{user_id} talked about {}.", join_words(&head)));
+        format!("{user_id} talked about {}.", join_words(&head))
+    };
+    let render = |kept: &[usize], agent: Option<&str>| {
+        let mut in_order = kept.to_vec();
+        in_order.sort_unstable();
+        let quotes: Vec<String> = in_order
+            .iter()
+            .map(|&i| quotable(&user_sentences[i]))
+            .collect();
+        let refs: Vec<&str> = quotes.iter().map(String::as_str).collect();
+        session_text(&headline, &refs, agent)
+    };
+    // Within the cap: the agent's line goes first, then the least
+    // informative of the user's.
+    let mut agent = agent;
+    let mut summary = render(&kept, agent.as_deref());
+    while summary.chars().count() > SESSION_MAX_CHARS && (agent.is_some() || kept.len() > 1) {
+        if agent.take().is_none() {
+            kept.pop();
+        }
+        summary = render(&kept, agent.as_deref());
     }
-    for s in best_sentences(&user_sentences, &tf, 2) {
-        parts.push(format!("They said: \"{s}\""));
-    }
-    if let Some(s) = best_sentences(&agent_sentences, &tf, 1).into_iter().next() {
-        parts.push(format!("The agent answered: \"{s}\""));
-    }
-    if parts.is_empty() {
-        parts.push(format!(
-            "{user_id} had a short exchange of {} turn(s).",
-            turns.len()
-        ));
+    if summary.is_empty() {
+        summary = format!("{user_id} had a short exchange of {} turn(s).", turns.len());
     }
     json!({
-        "summary": parts.join(" "),
+        "summary": summary,
         "topics": topics,
         "entities": entities,
         "emotional_tone": text::emotional_tone(&user_text),
@@ -125,23 +427,176 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
     .to_string()
 }
 
-/// The reflection JSON combining summaries (oldest first): their most
-/// informative sentences in order, and topics and entities over all.
-pub fn combine(sources: &[String]) -> String {
-    let all = sources.join("\n");
-    let tf = text::term_frequencies(&all);
-    let sentences: Vec<String> = sources.iter().flat_map(|s| text::sentences(s)).collect();
-    let mut seen = std::collections::HashSet::new();
-    let unique: Vec<String> = sentences
-        .into_iter()
-        .filter(|s| seen.insert(s.to_lowercase()))
-        .collect();
-    let picked = best_sentences(&unique, &tf, 4);
-    let summary = if picked.is_empty() {
-        sources.last().cloned().unwrap_or_default()
-    } else {
-        picked.join(" ")
-    };
+/// What a sentence of a summary is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// The user's own words, quoted.
+    Quote,
+    /// The agent's answer, quoted.
+    Agent,
+    /// "mark talked about …".
+    Headline,
+    /// Any other sentence (a model's summary, an older format).
+    Plain,
+}
+
+#[derive(Debug, Clone)]
+struct Unit {
+    kind: Kind,
+    /// The sentence without its quotes and lead-in.
+    text: String,
+    score: f64,
+}
+
+/// A key that is the same for the same sentence however it was quoted,
+/// cased or punctuated.
+fn sentence_key(text: &str) -> String {
+    text::words(text).collect::<Vec<_>>().join(" ")
+}
+
+fn unquote(s: &str) -> Option<&str> {
+    let s = s.trim();
+    s.strip_prefix('"')?.strip_suffix('"')
+}
+
+/// A summary's sentences, sorted into kinds.
+fn units(user_id: &str, summary: &str) -> Vec<Unit> {
+    let headline = format!("{user_id} talked about ");
+    let short = format!("{user_id} had a short exchange");
+    let mut out: Vec<Unit> = Vec::new();
+    for s in text::sentences(summary) {
+        let after_quote = out.last().is_some_and(|u| u.kind == Kind::Quote);
+        let (kind, body) = if let Some(q) = s.strip_prefix("They said: ").and_then(unquote) {
+            (Kind::Quote, q.to_string())
+        } else if let Some(q) = s.strip_prefix("The agent answered: ").and_then(unquote) {
+            (Kind::Agent, q.to_string())
+        } else if let Some(q) = unquote(&s).filter(|_| after_quote) {
+            (Kind::Quote, q.to_string())
+        } else if s.starts_with(&headline) || s.starts_with(&short) {
+            (Kind::Headline, s.clone())
+        } else {
+            (Kind::Plain, s.clone())
+        };
+        if sentence_key(&body).is_empty() {
+            continue;
+        }
+        let score = match kind {
+            Kind::Quote => disclosure(&body, Some(FIRST_PERSON)),
+            Kind::Plain => disclosure(&body, None),
+            Kind::Agent => disclosure(&body, Some(SECOND_PERSON)),
+            Kind::Headline => 0.0,
+        };
+        out.push(Unit {
+            kind,
+            text: body,
+            score,
+        });
+    }
+    out
+}
+
+/// Renders the chosen units of each source, in source order and in their
+/// order within it: runs of the user's words as one `They said: "…" "…"`.
+fn render_combined(sources: &[Vec<Unit>], chosen: &[Vec<bool>]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for (units, chosen) in sources.iter().zip(chosen) {
+        let mut quotes: Vec<String> = Vec::new();
+        let flush = |quotes: &mut Vec<String>, parts: &mut Vec<String>| {
+            if !quotes.is_empty() {
+                parts.push(format!("They said: {}", quotes.join(" ")));
+                quotes.clear();
+            }
+        };
+        for (u, _) in units.iter().zip(chosen).filter(|(_, c)| **c) {
+            match u.kind {
+                Kind::Quote => quotes.push(format!("\"{}\"", quotable(&u.text))),
+                Kind::Agent => {
+                    flush(&mut quotes, &mut parts);
+                    parts.push(format!("The agent answered: \"{}\"", quotable(&u.text)));
+                }
+                Kind::Headline | Kind::Plain => {
+                    flush(&mut quotes, &mut parts);
+                    parts.push(u.text.clone());
+                }
+            }
+        }
+        flush(&mut quotes, &mut parts);
+    }
+    parts.join(" ")
+}
+
+/// The reflection JSON combining summaries (oldest first) within
+/// `max_chars`: each source's disclosures first, round-robin, then the
+/// rest; no sentence twice.
+pub fn combine(user_id: &str, sources: &[String], max_chars: usize) -> String {
+    let parsed: Vec<Vec<Unit>> = sources.iter().map(|s| units(user_id, s)).collect();
+    // Topics and entities from what the sources say, a headline counting
+    // for the topics it names ("mark talked about sailing" → "sailing").
+    let all: String = parsed
+        .iter()
+        .flatten()
+        .map(|u| match u.kind {
+            Kind::Headline => u
+                .text
+                .split_once(" talked about ")
+                .map_or("", |(_, topics)| topics),
+            _ => u.text.as_str(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut chosen: Vec<Vec<bool>> = parsed.iter().map(|u| vec![false; u.len()]).collect();
+    // Each source's picks in the order they are offered, per phase:
+    // disclosures (best first), the rest of what was said (best first),
+    // the agent's answers, then headlines.
+    let phases: [&dyn Fn(&Unit) -> bool; 4] = [
+        &|u| matches!(u.kind, Kind::Quote | Kind::Plain) && u.score >= INFORMATIVE,
+        &|u| matches!(u.kind, Kind::Quote | Kind::Plain) && u.score < INFORMATIVE,
+        &|u| u.kind == Kind::Agent,
+        &|u| u.kind == Kind::Headline,
+    ];
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut length = 0usize;
+    for phase in phases {
+        let queues: Vec<Vec<usize>> = parsed
+            .iter()
+            .map(|units| {
+                let mut q: Vec<usize> = (0..units.len()).filter(|&i| phase(&units[i])).collect();
+                q.sort_by(|&a, &b| units[b].score.total_cmp(&units[a].score).then(a.cmp(&b)));
+                q
+            })
+            .collect();
+        let rounds = queues.iter().map(Vec::len).max().unwrap_or(0);
+        for round in 0..rounds {
+            for (src, queue) in queues.iter().enumerate() {
+                let Some(&i) = queue.get(round) else {
+                    continue;
+                };
+                let unit = &parsed[src][i];
+                let key = sentence_key(&unit.text);
+                if seen.contains(&key) {
+                    continue;
+                }
+                // A sentence adds at least its own length: skip rendering
+                // what cannot fit.
+                if length + unit.text.chars().count().min(SENTENCE_MAX_CHARS) > max_chars {
+                    continue;
+                }
+                chosen[src][i] = true;
+                let with = render_combined(&parsed, &chosen).chars().count();
+                if with > max_chars {
+                    chosen[src][i] = false;
+                    continue;
+                }
+                seen.insert(key);
+                length = with;
+            }
+        }
+    }
+    let mut summary = render_combined(&parsed, &chosen);
+    if summary.is_empty() {
+        let last = sources.last().map(String::as_str).unwrap_or_default();
+        summary = crate::model::truncate_chars(last.trim(), max_chars).to_string();
+    }
     json!({
         "summary": summary,
         "topics": text::keyword_topics(&all, MAX_TOPICS),
@@ -163,6 +618,19 @@ mod tests {
             user_message: u.into(),
             agent_response: a.into(),
             timestamp: Utc::now(),
+        }
+    }
+
+    fn summary_of(raw: &str) -> String {
+        parse_reflection(raw, "").summary
+    }
+
+    /// Every sentence of `text`, normalized; panics on a repeat.
+    fn assert_no_repeats(text: &str) {
+        let mut seen = HashSet::new();
+        for s in text::sentences(text) {
+            let key = sentence_key(s.trim_start_matches("They said: "));
+            assert!(seen.insert(key.clone()), "{key:?} repeated in {text}");
         }
     }
 
@@ -193,5 +661,214 @@ mod tests {
             );
         }
         assert_eq!(r.emotional_tone.as_deref(), Some("anxious"));
+    }
+
+    /// A call of twenty lines: small talk, a documentary, and four things
+    /// the user disclosed.
+    fn long_call() -> Vec<ConversationTurn> {
+        [
+            ("Hey there!", "Hi! How are you today?"),
+            ("Good, good. Thanks for asking.", "Glad to hear it."),
+            (
+                "I watched a documentary about octopuses last night.",
+                "Octopuses are fascinating animals.",
+            ),
+            ("It was pretty fun.", "Sounds like a nice evening."),
+            (
+                "My birthday is the 14th of August, by the way.",
+                "Noted, the 14th of August.",
+            ),
+            ("Anyway.", "What else is on your mind?"),
+            (
+                "I lost my job at the mechanical engineering company.",
+                "I'm sorry to hear that. That is a hard thing.",
+            ),
+            ("Yeah.", "Take your time."),
+            (
+                "My sister Leela is a nurse and she offered to help me with my resume.",
+                "That's kind of her.",
+            ),
+            ("The weather is nice.", "It is lovely out."),
+            (
+                "We moved to Denver in March, so I'm looking at jobs there.",
+                "Denver has a strong engineering market.",
+            ),
+            ("Okay.", "Anything else?"),
+            ("Thanks, bye!", "Bye, talk soon."),
+        ]
+        .iter()
+        .map(|(u, a)| turn(u, a))
+        .collect()
+    }
+
+    #[test]
+    fn a_summary_keeps_what_was_disclosed_over_small_talk() {
+        let s = summary_of(&summarize("mark", &long_call()));
+        for said in [
+            "My birthday is the 14th of August",
+            "I lost my job at the mechanical engineering company",
+            "My sister Leela is a nurse",
+            "We moved to Denver in March",
+        ] {
+            assert!(s.contains(said), "{said:?} missing from {s}");
+        }
+        for small in ["octopuses", "Hey there", "weather", "Thanks, bye"] {
+            assert!(!s.contains(small), "{small:?} kept in {s}");
+        }
+        // in call order
+        let at = |x: &str| s.find(x).unwrap_or(usize::MAX);
+        assert!(at("birthday") < at("lost my job") && at("lost my job") < at("Denver"));
+        assert!(s.chars().count() <= SESSION_MAX_CHARS);
+        assert_no_repeats(&s);
+    }
+
+    #[test]
+    fn a_summary_grows_with_the_call_within_its_caps() {
+        let short = summary_of(&summarize("mark", &long_call()[4..7]));
+        let mut turns = Vec::new();
+        for i in 0..60 {
+            turns.push(turn(
+                &format!("I moved my savings of ${i}00 to the credit union in Boise on day {i}."),
+                "Okay.",
+            ));
+        }
+        let long = summary_of(&summarize("mark", &turns));
+        let quoted = |s: &str| s.matches("\" \"").count() + 1;
+        assert!(quoted(&long) > quoted(&short), "{short}\n{long}");
+        assert!(quoted(&long) <= MAX_KEPT);
+        assert!(long.chars().count() <= SESSION_MAX_CHARS, "{long}");
+    }
+
+    #[test]
+    fn long_sentences_are_cut_and_split_again_as_one() {
+        let long = format!("I moved to Denver with {} boxes", "many ".repeat(100));
+        let turns = vec![
+            turn(&long, "Ok."),
+            turn("My sister Leela is a nurse.", "Ok."),
+        ];
+        let s = summary_of(&summarize("mark", &turns));
+        let units = units("mark", &s);
+        let quotes: Vec<&Unit> = units.iter().filter(|u| u.kind == Kind::Quote).collect();
+        assert_eq!(quotes.len(), 2, "{s}");
+        assert!(quotes[0].text.ends_with("...") && quotes[0].text.len() <= SENTENCE_MAX_CHARS + 3);
+        assert_eq!(quotes[1].text, "My sister Leela is a nurse.");
+    }
+
+    #[test]
+    fn a_call_of_small_talk_still_has_a_summary() {
+        let turns = vec![turn("Hi!", "Hello!"), turn("Thanks, bye.", "Bye!")];
+        let s = summary_of(&summarize("mark", &turns));
+        assert!(!s.is_empty());
+    }
+
+    #[test]
+    fn media_descriptions_are_content_not_topics() {
+        let turns = vec![
+            turn(
+                "[shares a photo of their new puppy Biscuit at the lake]",
+                "What a cute puppy!",
+            ),
+            turn(
+                "[shares a photo of a sunset over the lake] We adopted Biscuit on Saturday.",
+                "Congratulations on the adoption.",
+            ),
+        ];
+        let r = parse_reflection(&summarize("ada", &turns), "");
+        for t in ["shares", "photo", "sunset"] {
+            assert!(!r.topics.contains(&t.to_string()), "{t} in {:?}", r.topics);
+        }
+        assert!(
+            r.summary
+                .contains("[shares a photo of their new puppy Biscuit"),
+            "{}",
+            r.summary
+        );
+    }
+
+    #[test]
+    fn combines_never_repeat_a_sentence_and_stay_under_their_cap() {
+        // A topic re-made as each of 45 sessions joins: the previous topic
+        // summary and the newest members, again and again.
+        let sessions: Vec<String> = (0..45)
+            .map(|i| {
+                let s = summarize(
+                    "mark",
+                    &[
+                        turn("I'm still job hunting.", "Keep going."),
+                        turn(
+                            &format!("I applied to company number {} today.", i % 7),
+                            "Good.",
+                        ),
+                        turn(
+                            "I lost my job at the mechanical engineering company.",
+                            "Sorry.",
+                        ),
+                    ],
+                );
+                summary_of(&s)
+            })
+            .collect();
+        let mut topic = String::new();
+        for i in 0..sessions.len() {
+            let mut sources = Vec::new();
+            if !topic.is_empty() {
+                sources.push(topic.clone());
+            }
+            sources.extend(sessions[i.saturating_sub(5)..=i].iter().cloned());
+            topic = summary_of(&combine("mark", &sources, 1_500));
+            assert!(topic.chars().count() <= 1_500, "{} chars", topic.len());
+            assert_no_repeats(&topic);
+        }
+        assert!(topic.contains("I lost my job at the mechanical engineering company"));
+        for cap in [200, 600] {
+            let s = summary_of(&combine("mark", &sessions, cap));
+            assert!(
+                s.chars().count() <= cap,
+                "{} > {cap}: {s}",
+                s.chars().count()
+            );
+        }
+    }
+
+    #[test]
+    fn a_week_keeps_each_days_disclosures() {
+        let days: Vec<String> = [
+            "I lost my job at the mechanical engineering company.",
+            "My birthday is the 14th of August.",
+            "We moved to Denver in March.",
+            "My sister Leela is a nurse.",
+            "I signed up for the Chicago marathon.",
+            "I'm allergic to peanuts.",
+            "I started learning Japanese.",
+        ]
+        .iter()
+        .map(|said| {
+            let mut turns = vec![turn(said, "Noted.")];
+            for i in 0..15 {
+                turns.push(turn(
+                    &format!("I spent ${i}0 on groceries at Trader Joe's on day {i}."),
+                    "Okay.",
+                ));
+            }
+            summary_of(&summarize("mark", &turns))
+        })
+        .collect();
+        let week = summary_of(&combine("mark", &days, 1_500));
+        for said in [
+            "lost my job",
+            "14th of August",
+            "Denver",
+            "Leela",
+            "Chicago marathon",
+            "peanuts",
+            "Japanese",
+        ] {
+            assert!(
+                week.contains(said),
+                "{said:?} missing from the week: {week}"
+            );
+        }
+        assert!(week.chars().count() <= 1_500);
+        assert_no_repeats(&week);
     }
 }

@@ -25,6 +25,10 @@ pub struct ReflectRequest {
     /// Summaries to combine (a fold of a call's windows, a rollup), oldest
     /// first; empty when the turns are what is summarized.
     pub sources: Vec<String>,
+    /// The longest a combined summary may be, in characters
+    /// (`rollup.combine_max_chars` for rollups and topics); `None` leaves
+    /// it to the summarizer.
+    pub max_chars: Option<usize>,
 }
 
 /// A summarizer. Implementations return the raw reflection text; the

@@ -9,7 +9,7 @@ use uuid::Uuid;
 use super::{encode, tx_encode, StoreError, Trees};
 use crate::embed::StoredVector;
 use crate::keys;
-use crate::model::{ConversationSummary, Fact, SummaryType, Topic};
+use crate::model::{ConversationSummary, Fact, FactRecord, SummaryType, Topic};
 use crate::period::Level;
 use crate::search::AgentIndex;
 
@@ -273,8 +273,8 @@ impl Trees {
             .and_then(|v| StoredVector::decode(&v)))
     }
 
-    /// Every fact stored for an agent, every user.
-    pub fn agent_facts(&self, agent_id: &str) -> Result<Vec<Fact>, StoreError> {
+    /// Every fact stored for an agent, every user, current and earlier.
+    pub fn agent_facts(&self, agent_id: &str) -> Result<Vec<FactRecord>, StoreError> {
         self.scan(
             &self.facts,
             keys::TREE_FACTS,
@@ -294,9 +294,12 @@ impl Trees {
                 }
             }
         }
+        // Current facts only: a value a later call replaced is history.
         for f in self.agent_facts(agent_id)? {
-            let v = self.vector(f.fact_id)?;
-            ix.put_fact(&f, v);
+            if f.is_current() {
+                let v = self.vector(f.fact_id)?;
+                ix.put_fact(&f.fact, v);
+            }
         }
         // The raw turns of every ended call (a live call's turns are in its
         // own context already).

@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use super::{encode, tx_encode, StoreError, Trees};
 use crate::keys;
-use crate::model::{normalize_fact, ConversationSummary, Fact};
+use crate::model::{ConversationSummary, Fact, FactRecord};
 
 /// What storing a revision changed.
 #[derive(Debug, Clone, Default)]
@@ -15,7 +15,10 @@ pub struct Revision {
     pub stored: bool,
     /// The replaced version, now marked `superseded_by`.
     pub old: Option<ConversationSummary>,
-    pub facts_added: Vec<Fact>,
+    pub facts_added: Vec<FactRecord>,
+    /// Stored facts whose place in their subject's history moved (a
+    /// re-derived value stated earlier or later than theirs).
+    pub facts_moved: Vec<FactRecord>,
 }
 
 impl Trees {
@@ -58,25 +61,19 @@ impl Trees {
         // Facts are about the user, not about one version of a summary:
         // the new reflection adds what the user has not got yet, never one
         // they deleted, and takes nothing away (the same fact may rest on
-        // other sessions too).
-        let existing = self.user_facts(&new.agent_id, &new.user_id)?;
-        let mut facts_added = Vec::new();
-        for f in Self::dedup_facts(&existing, facts) {
-            let tomb = keys::fact_tombstone(&f.agent_id, &f.user_id, &normalize_fact(&f.content));
-            if !self.fact_tombstones.contains_key(tomb)? {
-                facts_added.push(f);
-            }
-        }
+        // other sessions too). What it adds on a one-valued subject takes
+        // its place in that subject's history by when the call was.
+        let changes = self.plan_facts(facts, new.period_start, true)?;
 
         old.superseded_by = Some(new.summary_id);
         let old_row = (keys::summary_of(&old), encode(&old)?);
         let new_key = keys::summary_of(new);
         let mut meta = self.agent(&new.agent_id)?;
         meta.summary_version += 1;
-        let added_rows = Self::fact_rows(&facts_added)?;
+        let added_rows = Self::fact_rows(changes.added.iter().chain(&changes.updated))?;
         // The Rollup actor revises the day and week, moves the session to
         // the new version in its topic, and makes vectors.
-        let inbox_rows = self.inbox_rows(new, &facts_added);
+        let inbox_rows = self.inbox_rows(new, &changes.added);
         (
             &self.summaries,
             &self.summary_index,
@@ -104,7 +101,8 @@ impl Trees {
         Ok(Revision {
             stored: true,
             old: Some(old),
-            facts_added,
+            facts_added: changes.added,
+            facts_moved: changes.updated,
         })
     }
 

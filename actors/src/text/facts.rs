@@ -1,0 +1,1812 @@
+//! Facts stated in the first person, found by rules: the offline
+//! reflector's fact extraction.
+//!
+//! A sentence is cut into word tokens (contractions expanded, curly
+//! apostrophes straightened, punctuation kept as tokens of its own) and
+//! matched against [`RULES`], a table of patterns. Each rule names its
+//! category, the one-valued subject it speaks of if any (`home`,
+//! `employer`, `partner`, `sister:leela:role`) and how the fact reads, in
+//! the third person about the user ("Has a dog named Biscuit").
+//!
+//! Precision comes first: a wrong fact is worse than a missed one. So a
+//! pattern starts where a clause starts (not after "if" or "I think"),
+//! questions yield nothing but explicit requests to remember, values are
+//! cut at the end of their clause and refused when they are long, start
+//! with a negation or a pronoun, or speak to the agent ("you").
+
+use std::ops::Range;
+use std::sync::LazyLock;
+
+use super::{is_stopword, sentences, MONTHS, WEEKDAYS};
+use crate::model::{normalize_fact, FactCandidate, FactCategory};
+
+/// One word or punctuation mark of a sentence.
+#[derive(Debug, Clone)]
+struct Tok {
+    /// As written (for an expanded contraction, its part: "I" + "'m").
+    text: String,
+    /// Lower case, contractions expanded ("am", "not", "'s").
+    lower: String,
+    punct: bool,
+    /// Written against the previous token ("'m" after "I").
+    attached: bool,
+}
+
+impl Tok {
+    fn word(text: &str, lower: &str, attached: bool) -> Tok {
+        Tok {
+            text: text.to_string(),
+            lower: lower.to_string(),
+            punct: false,
+            attached,
+        }
+    }
+
+    fn capitalized(&self) -> bool {
+        !self.punct && self.text.chars().next().is_some_and(char::is_uppercase)
+    }
+}
+
+/// Contractions whose parts are not the word minus a suffix.
+const SPECIAL: &[(&str, &str, &str)] = &[
+    ("can't", "can", "not"),
+    ("cannot", "can", "not"),
+    ("won't", "will", "not"),
+    ("ain't", "is", "not"),
+    ("gonna", "going", "to"),
+    ("wanna", "want", "to"),
+];
+
+/// Suffixes split off a word, with what they stand for.
+const SUFFIXES: &[(&str, &str)] = &[
+    ("n't", "not"),
+    ("'m", "am"),
+    ("'re", "are"),
+    ("'ve", "have"),
+    ("'ll", "will"),
+    ("'d", "would"),
+    ("'s", "'s"),
+];
+
+fn push_word(word: &str, out: &mut Vec<Tok>) {
+    let word = word.trim_matches('\'');
+    if word.is_empty() {
+        return;
+    }
+    let lower = word.to_lowercase();
+    if let Some((_, a, b)) = SPECIAL.iter().find(|(w, _, _)| *w == lower) {
+        // "can't" is written "ca" + "n't"; "cannot" "can" + "not".
+        let split = if lower == "cannot" {
+            3
+        } else {
+            word.len() - if lower.ends_with("n't") { 3 } else { 2 }
+        };
+        if word.is_char_boundary(split) {
+            out.push(Tok::word(&word[..split], a, false));
+            out.push(Tok::word(&word[split..], b, true));
+            return;
+        }
+    }
+    for (suffix, stands_for) in SUFFIXES {
+        let Some(cut) = word.len().checked_sub(suffix.len()) else {
+            continue;
+        };
+        if cut > 0 && word.is_char_boundary(cut) && word[cut..].eq_ignore_ascii_case(suffix) {
+            let stem = &word[..cut];
+            out.push(Tok::word(stem, &stem.to_lowercase(), false));
+            out.push(Tok::word(&word[cut..], stands_for, true));
+            return;
+        }
+    }
+    out.push(Tok::word(word, &lower, false));
+}
+
+/// Word and punctuation tokens of a sentence. Apostrophes and hyphens
+/// inside words, and `.`/`,`/`:`/`/` between digits, stay in the word;
+/// quotation marks are dropped.
+fn tokenize(sentence: &str) -> Vec<Tok> {
+    let chars: Vec<char> = sentence
+        .chars()
+        .map(|c| match c {
+            '\u{2019}' | '\u{2018}' | '`' | '\u{b4}' => '\'',
+            c => c,
+        })
+        .collect();
+    let mut out = Vec::new();
+    let mut word = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        let prev = if i > 0 { chars[i - 1] } else { ' ' };
+        let next = chars.get(i + 1).copied().unwrap_or(' ');
+        let inner = match c {
+            '\'' | '-' | '&' => prev.is_alphanumeric() && next.is_alphanumeric(),
+            '.' | ',' | ':' | '/' => prev.is_ascii_digit() && next.is_ascii_digit(),
+            '$' | '\u{20ac}' | '\u{a3}' => next.is_ascii_digit(),
+            '%' => prev.is_ascii_digit(),
+            _ => false,
+        };
+        if c.is_alphanumeric() || inner {
+            word.push(c);
+            continue;
+        }
+        push_word(&word, &mut out);
+        word.clear();
+        let quote = matches!(c, '\'' | '"' | '\u{201c}' | '\u{201d}');
+        if !c.is_whitespace() && !quote {
+            out.push(Tok {
+                text: c.to_string(),
+                lower: c.to_string(),
+                punct: true,
+                attached: true,
+            });
+        }
+    }
+    push_word(&word, &mut out);
+    out
+}
+
+/// Words after which a new clause starts.
+#[rustfmt::skip]
+const OPENERS: &[&str] = &[
+    "and", "but", "so", "because", "cause", "since", "also", "actually", "well", "oh", "yeah",
+    "yes", "now", "plus", "anyway", "though", "ok", "okay", "um", "uh", "honestly", "basically",
+    "btw", "then", "that", "hey", "hi", "hello", "guess", "see", "fyi", "ps", "sorry", "listen",
+    "please", "alright", "right", "wow", "nope", "no",
+];
+
+/// Adverbs a pattern steps over between its words ("I just moved to").
+#[rustfmt::skip]
+const SKIPPABLE: &[&str] = &[
+    "just", "really", "recently", "finally", "actually", "now", "also", "still", "currently",
+    "already", "officially", "totally", "definitely", "usually", "often", "always", "sometimes",
+    "normally", "basically", "literally", "absolutely", "seriously", "honestly", "mostly",
+    "generally", "truly", "kinda", "newly", "originally",
+];
+
+/// Words that always end a value: another clause begins.
+const CLAUSE_STOPS: &[&str] = &[
+    "but", "because", "cause", "cuz", "so", "since", "although", "though", "while", "whereas",
+    "which", "who", "whom", "where", "when", "if", "unless", "until", "like", "then", "plus",
+    "anyway", "whenever", "cos",
+];
+
+/// After "and"/"or", these start a new statement ("… and I love it").
+const SUBJECT_WORDS: &[&str] = &[
+    "i", "my", "we", "our", "he", "she", "they", "it", "you", "his", "her", "their", "then",
+    "also", "that", "this", "there", "now",
+];
+
+/// Trailing words that only say when ("right now", "these days").
+const TRAILING: &[&[&str]] = &[
+    &["right", "now"],
+    &["these", "days"],
+    &["at", "the", "moment"],
+    &["for", "now"],
+    &["as", "well"],
+    &["at", "the", "minute"],
+    &["now"],
+    &["currently"],
+    &["lately"],
+    &["nowadays"],
+    &["anymore"],
+    &["again"],
+    &["too"],
+    &["though"],
+    &["actually"],
+    &["anyway"],
+    &["honestly"],
+    &["really"],
+    &["today"],
+    &["tonight"],
+    &["recently"],
+    &["haha"],
+    &["lol"],
+    &["btw"],
+];
+
+/// A value starting with one of these is not a fact ("I love it", "I'm
+/// learning a lot", "I hate that").
+#[rustfmt::skip]
+const REJECT_START: &[&str] = &[
+    "not", "no", "never", "it", "that", "this", "these", "those", "them", "him", "her", "so",
+    "such", "much", "lot", "lots", "sure", "something", "anything", "nothing", "everything",
+    "what", "how", "why", "when", "where", "whether", "if", "too", "very", "some", "more", "less",
+    "enough", "any", "right", "okay", "ok", "there", "here", "one", "someone", "somebody",
+    "anyone", "everyone", "stuff",
+];
+
+/// Two-word starts refused the same way.
+const REJECT_START_PAIRS: &[[&str; 2]] = &[
+    ["a", "lot"],
+    ["a", "bit"],
+    ["a", "little"],
+    ["kind", "of"],
+    ["sort", "of"],
+    ["the", "same"],
+    ["a", "few"],
+];
+
+/// Pronouns that make a value speak to the agent or about someone the
+/// third-person reading cannot name.
+const REJECT_ANYWHERE: &[&str] = &["you", "your", "yours", "yourself", "i"];
+
+/// First-person words and what they become in the third person.
+const THIRD_PERSON: &[(&str, &str)] = &[
+    ("my", "their"),
+    ("me", "them"),
+    ("myself", "themselves"),
+    ("mine", "theirs"),
+    ("we", "they"),
+    ("our", "their"),
+    ("ours", "theirs"),
+    ("us", "them"),
+    ("ourselves", "themselves"),
+];
+
+/// Sentences opening like this are questions, even without a `?`.
+const QUESTION_STARTS: &[&str] = &[
+    "do", "does", "did", "is", "are", "was", "were", "can", "could", "would", "will", "should",
+    "shall", "what", "where", "when", "why", "how", "who", "whom", "which", "have", "has", "am",
+    "might", "whose",
+];
+
+/// Capitalized words that are not names.
+#[rustfmt::skip]
+const NOT_NAMES: &[&str] = &[
+    "mom", "mum", "dad", "god", "lol", "anyway", "sorry", "please", "listen", "look", "wow", "man",
+    "dude", "guys", "sir", "madam", "buddy", "everyone", "everybody", "nobody", "somebody", "hmm",
+    "um", "uh", "ah", "ha", "haha", "alright", "cool", "nice", "awesome", "amazing", "christmas",
+    "easter", "thanksgiving", "english", "american", "british", "irish", "scottish", "welsh",
+    "canadian", "mexican", "brazilian", "french", "german", "spanish", "italian", "portuguese",
+    "dutch", "polish", "russian", "ukrainian", "greek", "turkish", "chinese", "japanese", "korean",
+    "vietnamese", "thai", "indian", "pakistani", "filipino", "nigerian", "kenyan", "african",
+    "asian", "european", "australian", "jewish", "catholic", "christian", "muslim", "hindu",
+    "buddhist", "black", "white", "latino", "latina",
+];
+
+/// Relations a person has one of at a time, and the subject a fact about
+/// their name is filed under.
+const SINGLE_RELATIONS: &[(&str, &str)] = &[
+    ("wife", "partner"),
+    ("husband", "partner"),
+    ("spouse", "partner"),
+    ("partner", "partner"),
+    ("girlfriend", "partner"),
+    ("boyfriend", "partner"),
+    ("fiance", "partner"),
+    ("fiancé", "partner"),
+    ("fiancee", "partner"),
+    ("fiancée", "partner"),
+    ("manager", "manager"),
+    ("boss", "manager"),
+    ("supervisor", "manager"),
+    ("mom", "mother"),
+    ("mother", "mother"),
+    ("mum", "mother"),
+    ("mommy", "mother"),
+    ("dad", "father"),
+    ("father", "father"),
+    ("daddy", "father"),
+    ("stepmom", "stepmother"),
+    ("stepmother", "stepmother"),
+    ("stepdad", "stepfather"),
+    ("stepfather", "stepfather"),
+    ("therapist", "therapist"),
+    ("landlord", "landlord"),
+    ("landlady", "landlord"),
+    ("mother-in-law", "mother-in-law"),
+    ("father-in-law", "father-in-law"),
+];
+
+/// Relations a person may have several of.
+#[rustfmt::skip]
+const MANY_RELATIONS: &[&str] = &[
+    "sister", "brother", "son", "daughter", "kid", "child", "baby", "friend", "cousin", "aunt",
+    "uncle", "niece", "nephew", "grandma", "grandmother", "grandpa", "grandfather",
+    "granddaughter", "grandson", "coworker", "co-worker", "colleague", "neighbor", "neighbour",
+    "roommate", "flatmate", "housemate", "teammate", "coach", "teacher", "mentor", "ex", "ex-wife",
+    "ex-husband", "ex-girlfriend", "ex-boyfriend", "twin", "stepson", "stepdaughter", "stepsister",
+    "stepbrother", "sister-in-law", "brother-in-law", "godmother", "godfather", "doctor",
+];
+
+const PETS: &[&str] = &[
+    "dog", "puppy", "pup", "cat", "kitten", "kitty", "rabbit", "bunny", "hamster", "parrot",
+    "bird", "budgie", "goldfish", "turtle", "tortoise", "horse", "pony", "lizard", "gecko",
+    "snake", "ferret", "hedgehog",
+];
+
+/// Adjectives allowed between "my" and a relation or pet.
+const ADJECTIVES: &[&str] = &[
+    "older", "younger", "little", "big", "baby", "twin", "new", "old", "eldest", "oldest",
+    "youngest", "middle", "elder", "late", "sweet", "lovely", "rescue", "first", "second", "third",
+];
+
+/// Words that mark a value as a book or the like.
+#[rustfmt::skip]
+const BOOKISH: &[&str] = &[
+    "book", "books", "novel", "memoir", "biography", "series", "trilogy", "poetry", "comic",
+    "comics", "manga", "autobiography",
+];
+
+/// Starts refused after "I want to" / "I'm going to" and the like: talk
+/// about the conversation, not plans.
+#[rustfmt::skip]
+const CHATTY_VERBS: &[&str] = &[
+    "be", "go", "have", "say", "tell", "ask", "try", "need", "do", "get", "make", "take", "see",
+    "think", "let", "check", "look", "grab", "call", "talk", "head", "give", "keep", "put", "know",
+    "thank", "hear", "understand", "share", "mention", "clarify", "confirm", "focus", "add",
+    "explain", "remember", "figure", "decide", "find", "help", "hang", "sleep", "stop", "start",
+    "continue", "wait", "leave", "show", "write", "read", "use", "send", "come", "pick", "cry",
+    "scream", "die", "kill", "quickly", "just",
+];
+
+/// One place of a pattern.
+#[derive(Debug, Clone)]
+enum El {
+    /// One of these words (optional when the flag is set).
+    Words(Vec<&'static str>, bool),
+    /// A captured value.
+    Slot(Slot),
+    /// The end of the clause: punctuation or the end (consumes nothing).
+    End,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// The rest of the clause, in the third person (`{v}`).
+    Clause,
+    /// The rest of the clause as written, longer (`{raw}`).
+    Raw,
+    /// A value starting with a verb in -ing (`{ing}`).
+    Ing,
+    /// A clause starting with "a"/"an" (`{role}`).
+    Role,
+    /// A person's or pet's name: capitalized words (`{name}`).
+    Name,
+    /// A capitalized place (`{place}`).
+    Place,
+    /// A capitalized organization (`{org}`).
+    Org,
+    /// A date with a month (`{date}`).
+    Date,
+    /// A small number (`{num}`).
+    Num,
+    /// A four-digit year (`{year}`).
+    Year,
+    /// A relation (`{rel}`); `{rel1}` only those one has one of,
+    /// `{reln}` only those one may have several of.
+    Rel,
+    Rel1,
+    RelN,
+    /// A pet word (`{pet}`).
+    Pet,
+    /// A book title or a book (`{title}`).
+    Title,
+    /// One or two words naming a kind of thing (`{thing}`).
+    Thing,
+    /// One of a fixed list (`{word:a/b/c}`).
+    Word(&'static str),
+}
+
+impl Slot {
+    fn key(self) -> &'static str {
+        match self {
+            Slot::Clause => "v",
+            Slot::Raw => "raw",
+            Slot::Ing => "ing",
+            Slot::Role => "role",
+            Slot::Name => "name",
+            Slot::Place => "place",
+            Slot::Org => "org",
+            Slot::Date => "date",
+            Slot::Num => "num",
+            Slot::Year => "year",
+            Slot::Rel | Slot::Rel1 | Slot::RelN => "rel",
+            Slot::Pet => "pet",
+            Slot::Title => "title",
+            Slot::Thing => "thing",
+            Slot::Word(_) => "word",
+        }
+    }
+}
+
+type Captures = Vec<(&'static str, String)>;
+
+fn capture<'a>(caps: &'a Captures, key: &str) -> Option<&'a str> {
+    caps.iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+/// A rule: where its pattern may start, what it finds and how it reads.
+#[derive(Debug, Clone, Copy)]
+struct Rule {
+    pattern: &'static str,
+    category: FactCategory,
+    /// The one-valued subject, with `{slot}` placeholders (lower-cased).
+    subject: Option<&'static str>,
+    /// How the fact reads, with `{slot}` placeholders.
+    reads: &'static str,
+    /// Matches anywhere in a sentence, not only where a clause starts.
+    anywhere: bool,
+    /// Tried in questions too (requests to remember).
+    in_questions: bool,
+    /// Refuses a match on its captured value.
+    check: Option<fn(&Captures) -> bool>,
+}
+
+const fn rule(pattern: &'static str, category: FactCategory, reads: &'static str) -> Rule {
+    Rule {
+        pattern,
+        category,
+        subject: None,
+        reads,
+        anywhere: false,
+        in_questions: false,
+        check: None,
+    }
+}
+
+impl Rule {
+    const fn about(mut self, subject: &'static str) -> Rule {
+        self.subject = Some(subject);
+        self
+    }
+    const fn anywhere(mut self) -> Rule {
+        self.anywhere = true;
+        self
+    }
+    const fn in_questions(mut self) -> Rule {
+        self.in_questions = true;
+        self
+    }
+    const fn check(mut self, f: fn(&Captures) -> bool) -> Rule {
+        self.check = Some(f);
+        self
+    }
+}
+
+fn first_word(caps: &Captures, key: &str) -> String {
+    capture(caps, key)
+        .and_then(|v| v.split_whitespace().next())
+        .unwrap_or_default()
+        .to_lowercase()
+}
+
+/// "a Corolla", "an old Subaru", "a 2015 Honda Civic", "Teslas".
+fn vehicle(caps: &Captures) -> bool {
+    let v = capture(caps, "v").unwrap_or_default();
+    let first = first_word(caps, "v");
+    matches!(first.as_str(), "a" | "an")
+        || v.chars().next().is_some_and(char::is_uppercase)
+        || v.chars().next().is_some_and(|c| c.is_ascii_digit())
+}
+
+/// A plan that is not talk about the conversation ("I want to ask").
+fn plan(caps: &Captures) -> bool {
+    let v = capture(caps, "v").unwrap_or_default();
+    let first = first_word(caps, "v");
+    v.split_whitespace().count() >= 2
+        && !CHATTY_VERBS.contains(&first.as_str())
+        && !matches!(first.as_str(), "the" | "a" | "an" | "my" | "their" | "to")
+}
+
+/// A plan, where "go"/"get"/"start" are allowed ("I'm trying to get fit").
+fn effort(caps: &Captures) -> bool {
+    let first = first_word(caps, "v");
+    capture(caps, "v").is_some_and(|v| v.split_whitespace().count() >= 2)
+        && !matches!(
+            first.as_str(),
+            "remember"
+                | "figure"
+                | "understand"
+                | "think"
+                | "decide"
+                | "explain"
+                | "say"
+                | "be"
+                | "see"
+                | "do"
+                | "make"
+                | "tell"
+                | "ask"
+                | "find"
+                | "help"
+                | "reach"
+                | "call"
+                | "focus"
+        )
+}
+
+/// Not an article or preposition first ("I took up pottery", not "the offer").
+fn bare(caps: &Captures) -> bool {
+    !matches!(
+        first_word(caps, "v").as_str(),
+        "the" | "a" | "an" | "on" | "with" | "for" | "at" | "in" | "to" | "by" | "their" | "what"
+    )
+}
+
+/// A game or instrument, not "with my kids" or "it safe".
+fn played(caps: &Captures) -> bool {
+    !matches!(
+        first_word(caps, "v").as_str(),
+        "with"
+            | "around"
+            | "along"
+            | "a"
+            | "an"
+            | "dumb"
+            | "hard"
+            | "nice"
+            | "fair"
+            | "safe"
+            | "by"
+            | "on"
+            | "down"
+            | "back"
+            | "games"
+            | "out"
+    )
+}
+
+/// Something one likes, not a feeling about the conversation ("I like
+/// hearing that", "I like the sound of that").
+fn liked(caps: &Captures) -> bool {
+    let v = capture(caps, "v").unwrap_or_default().to_lowercase();
+    let last = v.split_whitespace().last().unwrap_or_default();
+    !matches!(
+        first_word(caps, "v").as_str(),
+        "hearing" | "talking" | "chatting" | "being" | "speaking" | "working"
+    ) && !matches!(
+        last,
+        "that" | "this" | "it" | "them" | "those" | "these" | "idea" | "plan" | "suggestion"
+    )
+}
+
+/// A language (capitalized).
+fn capitalized_value(caps: &Captures) -> bool {
+    capture(caps, "v").is_some_and(|v| v.chars().next().is_some_and(char::is_uppercase))
+}
+
+/// Things one eats or drinks, not "right now".
+fn edible(caps: &Captures) -> bool {
+    !matches!(
+        first_word(caps, "v").as_str(),
+        "right" | "now" | "anymore" | "after" | "before" | "in" | "at" | "with" | "out" | "here"
+    )
+}
+
+use FactCategory::*;
+
+/// The rules, most specific first: a match takes its words, and a later
+/// rule overlapping them is not tried there.
+const RULES: &[Rule] = &[
+    // --- names
+    rule("my name is|'s {name}", Biographical, "Name: {name}").about("name"),
+    rule("call me {name} $", Biographical, "Goes by {name}").about("nickname"),
+    rule("you can call me {name}", Biographical, "Goes by {name}").about("nickname"),
+    rule("i go by {name}", Biographical, "Goes by {name}").about("nickname"),
+    rule("everyone|people|friends call me {name}", Biographical, "Goes by {name}").about("nickname"),
+    rule("my friends call me {name}", Biographical, "Goes by {name}").about("nickname"),
+    // --- home and origins
+    rule("i|we live in {place}", Biographical, "Lives in {place}").about("home"),
+    rule("i am|are living in {place}", Biographical, "Lives in {place}").about("home"),
+    rule("we are living in {place}", Biographical, "Lives in {place}").about("home"),
+    rule("i|we moved|relocated to {place}", Biographical, "Moved to {place}").about("home"),
+    rule("i|we have moved to {place}", Biographical, "Moved to {place}").about("home"),
+    rule(
+        "i|we bought a|an new? {word:house/home/condo/apartment/flat/place} in {place}",
+        Biographical,
+        "Bought a {word} in {place}",
+    )
+    .about("home"),
+    rule("i no longer live in {place}", Biographical, "No longer lives in {place}").about("home"),
+    rule("i do not live in {place} anymore", Biographical, "No longer lives in {place}")
+        .about("home"),
+    rule("i am moving to {place}", Goal, "Is moving to {place}"),
+    rule("we are moving to {place}", Goal, "Is moving to {place}"),
+    rule("i am from {place}", Biographical, "Is from {place}").about("hometown"),
+    rule("i grew up in {place}", Biographical, "Grew up in {place}"),
+    rule("i was born in {year}", Biographical, "Was born in {year}").about("birth_year"),
+    rule("i was born in {place}", Biographical, "Was born in {place}").about("birthplace"),
+    rule("i was born on {date}", Biographical, "Was born on {date}").about("birthday"),
+    rule("i speak {v}", Biographical, "Speaks {v}").check(capitalized_value),
+    // --- dates and age
+    rule("my birthday is|'s on? {date}", Biographical, "Birthday is {date}").about("birthday"),
+    rule("my birthday is|'s in {date}", Biographical, "Birthday is in {date}").about("birthday"),
+    rule(
+        "our|my wedding? anniversary is|'s on? {date}",
+        Relationship,
+        "Anniversary is {date}",
+    )
+    .about("anniversary"),
+    rule("i am {num} years? old?", Biographical, "Is {num} years old").about("age"),
+    rule("i just? turned {num} $", Biographical, "Is {num} years old").about("age"),
+    // --- work
+    rule("i work at|for {org}", Occupation, "Works at {org}").about("employer"),
+    rule("i am working at|for {org}", Occupation, "Works at {org}").about("employer"),
+    rule("i am employed at|by {org}", Occupation, "Works at {org}").about("employer"),
+    rule("i work as {role}", Occupation, "Works as {role}").about("role"),
+    rule("i have been {role} for {v}", Occupation, "Has been {role} for {v}").about("role"),
+    rule("i am working as {role}", Occupation, "Works as {role}").about("role"),
+    rule("i am {role} at|for {org}", Occupation, "Is {role} at {org}").about("role"),
+    rule(
+        "i got|landed|accepted a|the new? job|position|offer at|with|from {org}",
+        Occupation,
+        "Got a job at {org}",
+    )
+    .about("employer"),
+    rule("i got hired at|by {org}", Occupation, "Got a job at {org}").about("employer"),
+    rule("i was hired at|by {org}", Occupation, "Got a job at {org}").about("employer"),
+    rule("i started a|my new? job at|with {org}", Occupation, "Got a job at {org}")
+        .about("employer"),
+    rule("i am? start|starting at {org}", Occupation, "Is starting at {org}").about("employer"),
+    rule("i got a new job $", Occupation, "Got a new job").about("employer"),
+    rule("i lost my job at|with {v}", Occupation, "Lost their job at {v}").about("employer"),
+    rule("i lost my job $", Occupation, "Lost their job").about("employer"),
+    rule("i got|was fired|sacked from {org}", Occupation, "Was fired from {org}").about("employer"),
+    rule("i got|was fired|sacked $", Occupation, "Was fired").about("employer"),
+    rule("i got|was laid off from|by|at {org}", Occupation, "Was laid off from {org}")
+        .about("employer"),
+    rule("i got|was laid off $", Occupation, "Was laid off").about("employer"),
+    rule("i quit my job at {org}", Occupation, "Quit their job at {org}").about("employer"),
+    rule("i quit my job $", Occupation, "Quit their job").about("employer"),
+    rule("i left my job at {v}", Occupation, "Left their job at {v}").about("employer"),
+    rule("i no longer work at|for {org}", Occupation, "No longer works at {org}")
+        .about("employer"),
+    rule("i do not work at|for {org} anymore", Occupation, "No longer works at {org}")
+        .about("employer"),
+    rule("i retired from {org}", Occupation, "Retired from {org}").about("employer"),
+    rule(
+        "i am {word:retired/unemployed/self-employed/freelancing/jobless} $",
+        Occupation,
+        "Is {word}",
+    )
+    .about("employer"),
+    rule("i am between jobs", Occupation, "Is between jobs").about("employer"),
+    rule("i got|was promoted to {v}", Occupation, "Was promoted to {v}").about("role"),
+    rule("i got a promotion $", Milestone, "Got a promotion"),
+    rule("i work from home $", Habit, "Works from home"),
+    rule("i work remotely $", Habit, "Works remotely"),
+    rule("i work {word:nights/weekends} $", Habit, "Works {word}"),
+    rule("i am a student at {org}", Occupation, "Is a student at {org}").about("school"),
+    rule("i study at {org}", Occupation, "Studies at {org}").about("school"),
+    rule("i am studying {v}", Occupation, "Is studying {v}"),
+    rule("i graduated from {org}", Milestone, "Graduated from {org}"),
+    rule("i just? graduated $", Milestone, "Graduated"),
+    // --- people
+    rule("my ~adj {rel} {name} is|'s {role}", Relationship, "{rel} {name} is {role}")
+        .about("{rel}:{name}:role"),
+    rule("my ~adj {rel} {name} works as {role}", Relationship, "{rel} {name} is {role}")
+        .about("{rel}:{name}:role"),
+    rule(
+        "my ~adj {rel} {name} lives in {place}",
+        Relationship,
+        "{rel} {name} lives in {place}",
+    )
+    .about("{rel}:{name}:home"),
+    rule(
+        "my ~adj {rel} {name} works at|for {org}",
+        Relationship,
+        "{rel} {name} works at {org}",
+    )
+    .about("{rel}:{name}:employer"),
+    rule("my ~adj {rel} {name} moved to {place}", Relationship, "{rel} {name} lives in {place}")
+        .about("{rel}:{name}:home"),
+    rule("my ~adj {rel1} is|'s {role}", Relationship, "{rel} is {role}").about("{rel}:role"),
+    rule("my ~adj {rel1} works as {role}", Relationship, "{rel} is {role}").about("{rel}:role"),
+    rule("my ~adj {rel1} works at|for {org}", Relationship, "{rel} works at {org}")
+        .about("{rel}:employer"),
+    rule("my ~adj {rel1} lives in {place}", Relationship, "{rel} lives in {place}")
+        .about("{rel}:home"),
+    rule("my ~adj {rel1} passed away|died", Milestone, "{rel} passed away").about("{rel}:alive"),
+    rule("my ~adj {rel1} 's name is {name}", Relationship, "{rel} is named {name}")
+        .about("{rel}"),
+    rule("my ~adj {rel1} is|'s called|named {name}", Relationship, "{rel} is named {name}")
+        .about("{rel}"),
+    rule("my ~adj {rel1} is|'s {name} $", Relationship, "{rel} is named {name}").about("{rel}"),
+    rule("my ~adj {reln} 's name is {name}", Relationship, "Has a {rel} named {name}"),
+    rule("my ~adj {reln} is|'s called|named {name}", Relationship, "Has a {rel} named {name}"),
+    rule(
+        "i have|'ve got? a|an ~adj {rel1} named|called {name}",
+        Relationship,
+        "{rel} is named {name}",
+    )
+    .about("{rel}"),
+    rule(
+        "i have|'ve got? a|an ~adj {reln} named|called {name}",
+        Relationship,
+        "Has a {rel} named {name}",
+    ),
+    rule("i am married to {name}", Relationship, "Is married to {name}").about("partner"),
+    rule("i am engaged to {name}", Relationship, "Is engaged to {name}").about("partner"),
+    rule("i got married|engaged to {name}", Relationship, "Is married to {name}").about("partner"),
+    rule("i broke up with {name}", Relationship, "Broke up with {name}").about("partner"),
+    rule("i split up with {name}", Relationship, "Broke up with {name}").about("partner"),
+    rule(
+        "i got {word:married/engaged/divorced/separated}",
+        Milestone,
+        "Got {word}",
+    )
+    .about("marital"),
+    rule(
+        "i am {word:married/single/divorced/engaged/widowed/separated} $",
+        Relationship,
+        "Is {word}",
+    )
+    .about("marital"),
+    rule(
+        "i have {num} {word:kids/children/sons/daughters/grandkids/grandchildren/siblings/brothers/sisters}",
+        Relationship,
+        "Has {num} {word}",
+    )
+    .about("{word}"),
+    rule(
+        "i have|'ve got? a|an ~adj {word:son/daughter/sister/brother/kid/child/baby/twin} $",
+        Relationship,
+        "Has a {word}",
+    ),
+    rule("i am pregnant", Milestone, "Is pregnant"),
+    rule(
+        "i|we am|are expecting a|our ~adj {word:baby/child/boy/girl/twins}",
+        Milestone,
+        "Is expecting a baby",
+    ),
+    rule("i|we am|are having a baby", Milestone, "Is expecting a baby"),
+    rule("we|i had a baby", Milestone, "Had a baby"),
+    // --- pets
+    rule("my|our ~adj {pet} is|'s called|named {name}", Biographical, "Has a {pet} named {name}"),
+    rule("my|our ~adj {pet} 's name is {name}", Biographical, "Has a {pet} named {name}"),
+    rule(
+        "i|we have|'ve got? a|an ~adj {pet} named|called {name}",
+        Biographical,
+        "Has a {pet} named {name}",
+    ),
+    rule(
+        "i|we adopted|got|rescued a|an ~adj {pet} named|called {name}",
+        Biographical,
+        "Has a {pet} named {name}",
+    ),
+    rule("i|we have|'ve got? a|an ~adj {pet} $", Biographical, "Has a {pet}"),
+    rule("i|we adopted|rescued|got a|an ~adj {pet} $", Biographical, "Has a {pet}"),
+    rule("i am a {word:dog/cat} person", Preference, "Is a {word} person"),
+    // --- things
+    rule("i drive {v}", Biographical, "Drives {v}").about("car").check(vehicle),
+    rule("my car is|'s {role}", Biographical, "Drives {role}").about("car"),
+    rule(
+        "i|we bought a|an new? {word:car/truck/motorcycle/van/bike/boat/piano/camper}",
+        Milestone,
+        "Bought a {word}",
+    ),
+    rule(
+        "i|we bought a|an new? {word:house/home/condo/apartment/flat} $",
+        Milestone,
+        "Bought a {word}",
+    ),
+    // --- activities
+    rule("i am reading {title}", Hobby, "Is reading {title}").about("reading"),
+    rule("i am learning {v}", Hobby, "Is learning {v}"),
+    rule("i have? started learning {v}", Hobby, "Is learning {v}"),
+    rule("i am|have been? training for {v}", Goal, "Is training for {v}"),
+    rule("i signed up for {v}", Goal, "Signed up for {v}"),
+    rule("i registered for {v}", Goal, "Signed up for {v}"),
+    rule("i have? started {ing}", Habit, "Started {ing}"),
+    rule("i took up {v}", Hobby, "Took up {v}").check(bare),
+    rule("i quit|stopped {ing}", Habit, "Quit {ing}"),
+    rule("i gave up {v}", Habit, "Gave up {v}").check(bare),
+    rule("i have? switched to {v}", Preference, "Switched to {v}"),
+    rule("i play {v}", Hobby, "Plays {v}").check(played),
+    rule("i go {ing}", Hobby, "Goes {ing}"),
+    rule("i like to go {ing}", Hobby, "Goes {ing}"),
+    rule("i volunteer at|with|for {v}", Hobby, "Volunteers at {v}"),
+    rule(
+        "i {word:run/swim/cycle/bike/climb/paint/knit/bake/surf/ski/dance/meditate/hike/jog/walk/cook/row/skate} every|each {v}",
+        Habit,
+        "{word}s every {v}",
+    ),
+    rule("i wake|get up at {v}", Habit, "Wakes up at {v}").about("wake_time"),
+    rule("i go to bed at {v}", Habit, "Goes to bed at {v}").about("bed_time"),
+    // --- preferences
+    rule("my favorite|favourite {thing} is|'s {v}", Preference, "Favorite {thing} is {v}")
+        .about("favorite:{thing}"),
+    rule("i prefer {v}", Preference, "Prefers {v}"),
+    rule("i love|adore {v}", Preference, "Loves {v}").check(liked),
+    rule("i like {v}", Preference, "Likes {v}").check(liked),
+    rule("i enjoy {v}", Preference, "Enjoys {v}").check(liked),
+    rule("i do not like {v}", Preference, "Doesn't like {v}").check(liked),
+    rule("i hate|dislike|detest {v}", Preference, "Dislikes {v}").check(liked),
+    rule("i can not stand {v}", Preference, "Dislikes {v}").check(liked),
+    rule("i am into {v}", Preference, "Is into {v}"),
+    rule("i am afraid|scared|terrified of {v}", Personality, "Is afraid of {v}"),
+    rule("i am a big|huge? fan of {v}", Preference, "Is a fan of {v}"),
+    rule("i am a {word:morning/night} person", Preference, "Is a {word} person")
+        .about("chronotype"),
+    rule("i take my coffee {v}", Preference, "Takes their coffee {v}").about("coffee"),
+    rule("i support {org}", Preference, "Supports {org}"),
+    // --- health and diet
+    rule("i am allergic to {v}", Constraint, "Allergic to {v}"),
+    rule("i have a|an {v} allergy", Constraint, "Has a {v} allergy"),
+    rule(
+        "i am a|an? {word:vegetarian/vegan/pescatarian/pescetarian/carnivore}",
+        Constraint,
+        "Is {word}",
+    )
+    .about("diet"),
+    rule(
+        "i have? went|became|turned|gone {word:vegetarian/vegan/pescatarian/pescetarian}",
+        Constraint,
+        "Is {word}",
+    )
+    .about("diet"),
+    rule("i am on a|an {v} diet", Constraint, "Is on a {v} diet").about("diet"),
+    rule("i eat {word:kosher/halal} $", Constraint, "Eats {word}").about("diet"),
+    rule(
+        "i am {word:diabetic/celiac/coeliac/asthmatic/epileptic/deaf/blind/colorblind/sober/autistic}",
+        Constraint,
+        "Is {word}",
+    ),
+    rule("i am {word:lactose/gluten} intolerant", Constraint, "Is {word} intolerant"),
+    rule(
+        "i have {word:diabetes/asthma/adhd/arthritis/epilepsy/migraines/insomnia/celiac/coeliac/eczema/tinnitus/lupus/endometriosis/dyslexia/autism/psoriasis} $",
+        Constraint,
+        "Has {word}",
+    ),
+    rule("i have type {num} diabetes", Constraint, "Has type {num} diabetes"),
+    rule("i was diagnosed with {v}", Constraint, "Was diagnosed with {v}"),
+    rule("i can not eat|have|drink {v}", Constraint, "Can't {word} {v}").check(edible),
+    rule("i do not eat {v}", Constraint, "Doesn't eat {v}").check(edible),
+    rule("i do not drink {word:alcohol/coffee/caffeine/milk/beer/wine}", Constraint, "Doesn't drink {word}"),
+    rule("i do not drink $", Constraint, "Doesn't drink alcohol"),
+    rule("i use a|an {word:wheelchair/cane/walker/inhaler/cpap}", Constraint, "Uses a {word}"),
+    // --- plans and goals
+    rule("i am planning to {v}", Goal, "Plans to {v}").check(effort),
+    rule("i am planning on {ing}", Goal, "Plans on {ing}"),
+    rule("i plan to {v}", Goal, "Plans to {v}").check(effort),
+    rule("we are planning to {v}", Goal, "Plans to {v}").check(effort),
+    rule("i am going to {v}", Goal, "Is going to {v}").check(plan),
+    rule("i want to {v}", Goal, "Wants to {v}").check(plan),
+    rule("my goal is to {v}", Goal, "Goal is to {v}"),
+    rule("i hope to {v}", Goal, "Hopes to {v}").check(effort),
+    rule("i am saving up? for {v}", Goal, "Is saving for {v}"),
+    rule("i am trying to {v}", Goal, "Is trying to {v}").check(effort),
+    rule("i am applying for|to {v}", Goal, "Is applying for {v}"),
+    rule("i applied to|for {v}", Goal, "Applied to {v}"),
+    rule("i|we am|are getting married {word:in/on} {date}", Milestone, "Is getting married {word} {date}"),
+    rule("i|we am|are getting married $", Milestone, "Is getting married"),
+    // --- asked to remember
+    rule("please? remember that {raw}", Other, "{raw}").in_questions(),
+    rule("please remember {raw}", Other, "{raw}").in_questions(),
+    rule(
+        "can|could|would|will you please? remember|note that? {raw}",
+        Other,
+        "{raw}",
+    )
+    .in_questions(),
+    rule("do not forget that {raw}", Other, "{raw}"),
+    rule("note that {raw}", Other, "{raw}"),
+    // --- names anywhere, last: the sentences above say more
+    rule("my ~adj {rel1} {name}", Relationship, "{rel} is named {name}")
+        .about("{rel}")
+        .anywhere(),
+    rule("my ~adj {reln} {name}", Relationship, "Has a {rel} named {name}").anywhere(),
+    rule("{name} , my ~adj {rel1} $", Relationship, "{rel} is named {name}")
+        .about("{rel}")
+        .anywhere(),
+    rule("{name} , my ~adj {reln} $", Relationship, "Has a {rel} named {name}").anywhere(),
+    rule("my ~adj {rel1} , {name} $", Relationship, "{rel} is named {name}")
+        .about("{rel}")
+        .anywhere(),
+    rule("my ~adj {reln} , {name} $", Relationship, "Has a {rel} named {name}").anywhere(),
+    rule("my ~adj {pet} {name}", Biographical, "Has a {pet} named {name}").anywhere(),
+];
+
+struct Compiled {
+    rule: Rule,
+    els: Vec<El>,
+}
+
+fn compile(pattern: &'static str) -> Vec<El> {
+    pattern
+        .split_whitespace()
+        .map(|part| {
+            if part == "$" {
+                return El::End;
+            }
+            if part == "~adj" {
+                return El::Words(ADJECTIVES.to_vec(), true);
+            }
+            if let Some(inner) = part.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
+                let slot = match inner {
+                    "v" => Slot::Clause,
+                    "raw" => Slot::Raw,
+                    "ing" => Slot::Ing,
+                    "role" => Slot::Role,
+                    "name" => Slot::Name,
+                    "place" => Slot::Place,
+                    "org" => Slot::Org,
+                    "date" => Slot::Date,
+                    "num" => Slot::Num,
+                    "year" => Slot::Year,
+                    "rel" => Slot::Rel,
+                    "rel1" => Slot::Rel1,
+                    "reln" => Slot::RelN,
+                    "pet" => Slot::Pet,
+                    "title" => Slot::Title,
+                    "thing" => Slot::Thing,
+                    other => match other.strip_prefix("word:") {
+                        Some(list) => Slot::Word(list),
+                        // The table is fixed; a test checks every pattern
+                        // compiles to known slots.
+                        None => Slot::Word(""),
+                    },
+                };
+                return El::Slot(slot);
+            }
+            let (words, optional) = match part.strip_suffix('?') {
+                Some(w) => (w, true),
+                None => (part, false),
+            };
+            El::Words(words.split('|').collect(), optional)
+        })
+        .collect()
+}
+
+static COMPILED: LazyLock<Vec<Compiled>> = LazyLock::new(|| {
+    RULES
+        .iter()
+        .map(|r| Compiled {
+            rule: *r,
+            els: compile(r.pattern),
+        })
+        .collect()
+});
+
+fn clause_start(toks: &[Tok], i: usize) -> bool {
+    i == 0 || toks[i - 1].punct || OPENERS.contains(&toks[i - 1].lower.as_str())
+}
+
+fn boundary(toks: &[Tok], j: usize) -> bool {
+    j >= toks.len() || toks[j].punct
+}
+
+/// Where the clause starting at `j` ends: punctuation, a conjunction
+/// starting another statement, or `max` tokens on (then `None`: too long to
+/// be a crisp fact).
+fn clause_end(toks: &[Tok], j: usize, max: usize, strict: bool) -> Option<usize> {
+    let mut k = j;
+    while k < toks.len() {
+        let t = &toks[k];
+        if t.punct {
+            break;
+        }
+        let w = t.lower.as_str();
+        if k > j && strict && CLAUSE_STOPS.contains(&w) {
+            break;
+        }
+        if k > j && !strict && matches!(w, "but" | "because" | "so") {
+            break;
+        }
+        if k > j
+            && matches!(w, "and" | "or" | "&")
+            && toks
+                .get(k + 1)
+                .is_some_and(|n| SUBJECT_WORDS.contains(&n.lower.as_str()))
+        {
+            break;
+        }
+        k += 1;
+        if k - j > max {
+            return if strict { None } else { Some(k) };
+        }
+    }
+    Some(k)
+}
+
+/// `toks[j..end]` without trailing time words ("right now", "lately").
+fn trim_trailing(toks: &[Tok], j: usize, mut end: usize) -> usize {
+    loop {
+        let before = end;
+        for tail in TRAILING {
+            if end > j + tail.len()
+                && toks[end - tail.len()..end]
+                    .iter()
+                    .zip(tail.iter())
+                    .all(|(t, w)| t.lower == *w)
+            {
+                end -= tail.len();
+                break;
+            }
+        }
+        if end == before {
+            return end;
+        }
+    }
+}
+
+fn acceptable_value(toks: &[Tok]) -> bool {
+    let Some(first) = toks.first() else {
+        return false;
+    };
+    if REJECT_START.contains(&first.lower.as_str()) {
+        return false;
+    }
+    if let Some(second) = toks.get(1) {
+        if REJECT_START_PAIRS
+            .iter()
+            .any(|[a, b]| first.lower == *a && second.lower == *b)
+        {
+            return false;
+        }
+    }
+    !toks
+        .iter()
+        .any(|t| REJECT_ANYWHERE.contains(&t.lower.as_str()))
+}
+
+/// Renders tokens as written, contractions re-attached.
+fn render(toks: &[Tok]) -> String {
+    let mut out = String::new();
+    for t in toks {
+        if !out.is_empty() && !t.attached {
+            out.push(' ');
+        }
+        out.push_str(&t.text);
+    }
+    out
+}
+
+/// Renders a value in the third person ("my" → "their"); `None` if a
+/// contracted first-person word would read wrong.
+fn render_third_person(toks: &[Tok]) -> Option<String> {
+    let mut mapped: Vec<Tok> = Vec::with_capacity(toks.len());
+    for t in toks {
+        match THIRD_PERSON.iter().find(|(w, _)| *w == t.lower) {
+            Some((_, third)) => {
+                if t.text.to_lowercase() != t.lower {
+                    return None;
+                }
+                let mut m = t.clone();
+                m.text = (*third).to_string();
+                mapped.push(m);
+            }
+            None => mapped.push(t.clone()),
+        }
+    }
+    Some(render(&mapped))
+}
+
+fn name_token(t: &Tok) -> bool {
+    t.capitalized()
+        && t.lower != "i"
+        && t.text
+            .chars()
+            .all(|c| c.is_alphabetic() || c == '-' || c == '\'')
+        && !is_stopword(&t.lower)
+        && !MONTHS.contains(&t.lower.as_str())
+        && !WEEKDAYS.contains(&t.lower.as_str())
+        && !NOT_NAMES.contains(&t.lower.as_str())
+}
+
+/// A capitalized run (a place or an organization), with an optional
+/// leading "the" and inner connectors ("Bank of America").
+fn proper_run(toks: &[Tok], j: usize, connectors: &[&str]) -> Option<usize> {
+    let proper = |t: &Tok| {
+        t.capitalized()
+            && t.lower != "i"
+            && !WEEKDAYS.contains(&t.lower.as_str())
+            && !MONTHS[..12].contains(&t.lower.as_str())
+    };
+    let mut k = j;
+    if toks.get(k).is_some_and(|t| t.lower == "the") {
+        k += 1;
+    }
+    let first = k;
+    while k < toks.len() && k - first < 6 {
+        if proper(&toks[k]) {
+            k += 1;
+        } else if k > first
+            && connectors.contains(&toks[k].lower.as_str())
+            && toks.get(k + 1).is_some_and(proper)
+        {
+            k += 2;
+        } else {
+            break;
+        }
+    }
+    (k > first).then_some(k)
+}
+
+fn is_ordinal_day(w: &str) -> bool {
+    let digits = w.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let suffix = &w[digits.len()..];
+    !digits.is_empty()
+        && digits.len() <= 2
+        && digits.chars().all(|c| c.is_ascii_digit())
+        && matches!(suffix, "" | "st" | "nd" | "rd" | "th")
+        && digits.parse::<u32>().is_ok_and(|d| (1..=31).contains(&d))
+}
+
+fn is_numeric_date(w: &str) -> bool {
+    let parts: Vec<&str> = w.split(['/', '-']).collect();
+    parts.len() >= 2
+        && parts.len() <= 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.len() <= 4 && p.chars().all(|c| c.is_ascii_digit()))
+}
+
+fn date_end(toks: &[Tok], j: usize) -> Option<usize> {
+    let mut k = j;
+    let mut month = false;
+    while k < toks.len() && k - j < 6 {
+        let t = &toks[k];
+        if t.punct {
+            break;
+        }
+        let w = t.lower.as_str();
+        let is_month = MONTHS.contains(&w) && (w != "may" || t.capitalized());
+        if is_month || is_numeric_date(w) {
+            month = true;
+        } else if !(is_ordinal_day(w)
+            || matches!(w, "the" | "of")
+            || (w.len() == 4 && w.chars().all(|c| c.is_ascii_digit())))
+        {
+            break;
+        }
+        k += 1;
+    }
+    while k > j && matches!(toks[k - 1].lower.as_str(), "the" | "of") {
+        k -= 1;
+    }
+    (month && k > j).then_some(k)
+}
+
+#[rustfmt::skip]
+const NUMBER_WORDS: &[&str] = &[
+    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+    "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen",
+    "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+];
+
+fn relation(toks: &[Tok], j: usize, which: Slot) -> Option<(usize, String)> {
+    let t = toks.get(j)?;
+    let (end, word) = if t.lower == "best" && toks.get(j + 1).is_some_and(|n| n.lower == "friend") {
+        (j + 2, "best friend".to_string())
+    } else {
+        (j + 1, t.lower.clone())
+    };
+    let single = word == "best friend" || SINGLE_RELATIONS.iter().any(|(w, _)| *w == word);
+    let known = single || MANY_RELATIONS.contains(&word.as_str());
+    let fits = match which {
+        Slot::Rel1 => single,
+        Slot::RelN => known && !single,
+        _ => known,
+    };
+    fits.then_some((end, word))
+}
+
+/// The subject a one-valued relation's name is filed under.
+fn relation_subject(rel: &str) -> &str {
+    SINGLE_RELATIONS
+        .iter()
+        .find(|(w, _)| *w == rel)
+        .map_or(rel, |(_, s)| s)
+}
+
+/// Matches `els` against `toks` from `j`; the end and the captures.
+fn match_at(els: &[El], toks: &[Tok], j: usize, first: bool) -> Option<(usize, Captures)> {
+    let Some((el, rest)) = els.split_first() else {
+        return Some((j, Vec::new()));
+    };
+    let with = |end: usize, key: &'static str, value: String| {
+        match_at(rest, toks, end, false).map(|(e, mut caps)| {
+            caps.push((key, value));
+            (e, caps)
+        })
+    };
+    match el {
+        El::End => boundary(toks, j)
+            .then(|| match_at(rest, toks, j, false))
+            .flatten(),
+        El::Words(words, optional) => {
+            // Step over a couple of adverbs between the words of a pattern.
+            let mut k = j;
+            if !first {
+                while k < toks.len()
+                    && k - j < 2
+                    && SKIPPABLE.contains(&toks[k].lower.as_str())
+                    && !words.contains(&toks[k].lower.as_str())
+                {
+                    k += 1;
+                }
+            }
+            if toks
+                .get(k)
+                .is_some_and(|t| words.contains(&t.lower.as_str()))
+            {
+                if let Some(m) = match_at(rest, toks, k + 1, false) {
+                    return Some(m);
+                }
+            }
+            if *optional {
+                return match_at(rest, toks, j, first);
+            }
+            None
+        }
+        El::Slot(slot) => match_slot(*slot, rest, toks, j, &with),
+    }
+}
+
+type Continue<'a> = dyn Fn(usize, &'static str, String) -> Option<(usize, Captures)> + 'a;
+
+fn match_slot(
+    slot: Slot,
+    rest: &[El],
+    toks: &[Tok],
+    j: usize,
+    with: &Continue<'_>,
+) -> Option<(usize, Captures)> {
+    let key = slot.key();
+    match slot {
+        Slot::Clause | Slot::Ing | Slot::Role | Slot::Title | Slot::Raw => {
+            let raw = slot == Slot::Raw;
+            let (max, strict) = if raw { (24, false) } else { (10, true) };
+            let end = clause_end(toks, j, max, strict)?;
+            // With more pattern after it, the value is the shortest that
+            // lets the rest match ("I have a {v} allergy").
+            let ends: Vec<usize> = if rest.is_empty() {
+                vec![if raw {
+                    end
+                } else {
+                    trim_trailing(toks, j, end)
+                }]
+            } else {
+                (j + 1..=end).collect()
+            };
+            for e in ends {
+                let value = &toks[j..e];
+                if value.is_empty() {
+                    continue;
+                }
+                let rendered = if raw {
+                    Some(upper_first(&render(value)))
+                } else {
+                    if !acceptable_value(value) || !slot_shape(slot, value) {
+                        continue;
+                    }
+                    render_third_person(value)
+                };
+                let Some(rendered) = rendered else { continue };
+                if let Some(m) = with(e, key, rendered) {
+                    return Some(m);
+                }
+            }
+            None
+        }
+        Slot::Name => {
+            let mut k = j;
+            while k < toks.len() && k - j < 3 && name_token(&toks[k]) {
+                k += 1;
+            }
+            // The longest run first, then shorter ones.
+            (j + 1..=k)
+                .rev()
+                .find_map(|e| with(e, key, render(&toks[j..e])))
+        }
+        Slot::Place => {
+            let e = proper_run(toks, j, &["of", "de", "del", "la", "upon"])?;
+            with(e, key, render(&toks[j..e]))
+        }
+        Slot::Org => {
+            let e = proper_run(toks, j, &["of", "and", "&", "de", "for"])?;
+            with(e, key, render(&toks[j..e]))
+        }
+        Slot::Date => {
+            let e = date_end(toks, j)?;
+            with(e, key, render(&toks[j..e]))
+        }
+        Slot::Num => {
+            let t = toks.get(j)?;
+            let ok = (t.lower.len() <= 3 && t.lower.chars().all(|c| c.is_ascii_digit()))
+                || NUMBER_WORDS.contains(&t.lower.as_str());
+            ok.then(|| with(j + 1, key, t.text.clone())).flatten()
+        }
+        Slot::Year => {
+            let t = toks.get(j)?;
+            let ok = t.lower.len() == 4
+                && t.lower
+                    .parse::<u32>()
+                    .is_ok_and(|y| (1900..2100).contains(&y));
+            ok.then(|| with(j + 1, key, t.text.clone())).flatten()
+        }
+        Slot::Rel | Slot::Rel1 | Slot::RelN => {
+            let (e, word) = relation(toks, j, slot)?;
+            with(e, key, word)
+        }
+        Slot::Pet => {
+            let t = toks.get(j)?;
+            PETS.contains(&t.lower.as_str())
+                .then(|| with(j + 1, key, t.lower.clone()))
+                .flatten()
+        }
+        Slot::Thing => (j + 1..=(j + 2).min(toks.len())).find_map(|e| {
+            let words = &toks[j..e];
+            let plain = words.iter().all(|t| {
+                !t.punct
+                    && !matches!(t.lower.as_str(), "is" | "'s" | "was")
+                    && t.lower.chars().all(char::is_alphabetic)
+            });
+            if plain {
+                with(e, key, render(words).to_lowercase())
+            } else {
+                None
+            }
+        }),
+        Slot::Word(list) => {
+            let t = toks.get(j)?;
+            (!list.is_empty() && list.split('/').any(|w| w == t.lower))
+                .then(|| with(j + 1, key, t.lower.clone()))
+                .flatten()
+        }
+    }
+}
+
+/// Shape checks of the clause-like slots.
+fn slot_shape(slot: Slot, value: &[Tok]) -> bool {
+    let first = value[0].lower.as_str();
+    match slot {
+        Slot::Ing => {
+            first.len() > 4
+                && first.ends_with("ing")
+                && !matches!(
+                    first,
+                    "thing"
+                        | "something"
+                        | "anything"
+                        | "nothing"
+                        | "everything"
+                        | "morning"
+                        | "evening"
+                        | "during"
+                        | "spring"
+                        | "string"
+                        | "sibling"
+                        | "bring"
+                        | "wedding"
+                        | "feeling"
+                        | "being"
+                        | "going"
+                )
+        }
+        Slot::Role => matches!(first, "a" | "an") && (2..=5).contains(&value.len()),
+        Slot::Title => {
+            value[0].capitalized() || value.iter().any(|t| BOOKISH.contains(&t.lower.as_str()))
+        }
+        _ => true,
+    }
+}
+
+/// Fills `{slot}` placeholders; `subject` lower-cases the values and files
+/// one-valued relations under their subject (`wife` → `partner`).
+fn fill(template: &str, caps: &Captures, subject: bool) -> String {
+    let mut out = template.to_string();
+    for (key, value) in caps {
+        let value = if subject {
+            let v = value.to_lowercase();
+            if *key == "rel" {
+                relation_subject(&v).to_string()
+            } else {
+                v
+            }
+        } else {
+            value.clone()
+        };
+        out = out.replace(&format!("{{{key}}}"), &value);
+    }
+    out
+}
+
+fn upper_first(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
+        None => String::new(),
+    }
+}
+
+fn is_question(toks: &[Tok], sentence: &str) -> bool {
+    sentence.trim_end().ends_with('?')
+        || toks
+            .first()
+            .is_some_and(|t| QUESTION_STARTS.contains(&t.lower.as_str()))
+}
+
+/// The facts of one sentence, in the order they were said. `nested` is
+/// set for what a request to remember asked for.
+fn sentence_facts(sentence: &str, nested: bool) -> Vec<FactCandidate> {
+    let toks = tokenize(sentence);
+    let question = !nested && is_question(&toks, sentence);
+    let mut taken: Vec<Range<usize>> = Vec::new();
+    let mut found: Vec<(usize, FactCandidate)> = Vec::new();
+    for compiled in COMPILED.iter() {
+        let rule = &compiled.rule;
+        if question && !rule.in_questions {
+            continue;
+        }
+        for start in 0..toks.len() {
+            if !rule.anywhere && !clause_start(&toks, start) {
+                continue;
+            }
+            if taken.iter().any(|r| r.contains(&start)) {
+                continue;
+            }
+            let Some((end, caps)) = match_at(&compiled.els, &toks, start, true) else {
+                continue;
+            };
+            if taken.iter().any(|r| r.start < end && start < r.end) {
+                continue;
+            }
+            if rule.check.is_some_and(|check| !check(&caps)) {
+                continue;
+            }
+            // "Can't {word} …" reads the verb the user said.
+            let mut caps = caps;
+            if rule.reads.contains("{word}") && capture(&caps, "word").is_none() {
+                let verb = toks[start..end]
+                    .iter()
+                    .find(|t| matches!(t.lower.as_str(), "eat" | "have" | "drink"))
+                    .map_or("eat".to_string(), |t| t.lower.clone());
+                caps.push(("word", verb));
+            }
+            taken.push(start..end);
+            // "Can you remember that my birthday is May 2nd?": the fact
+            // itself, read like any other, when a rule knows it.
+            if let Some(raw) = capture(&caps, "raw").filter(|_| !nested) {
+                let inner = sentence_facts(raw, true);
+                if !inner.is_empty() {
+                    found.extend(inner.into_iter().map(|f| (start, f)));
+                    continue;
+                }
+            }
+            let content = upper_first(&fill(rule.reads, &caps, false));
+            let subject = rule.subject.map(|s| fill(s, &caps, true));
+            found.push((
+                start,
+                FactCandidate {
+                    category: rule.category,
+                    content,
+                    subject,
+                },
+            ));
+        }
+    }
+    // Stable: what one request held stays in its order.
+    found.sort_by_key(|(start, _)| *start);
+    found.into_iter().map(|(_, f)| f).collect()
+}
+
+/// Facts stated in the first person, in the order they were said,
+/// de-duplicated (normalized content).
+pub fn facts(user_text: &str) -> Vec<FactCandidate> {
+    let mut out: Vec<FactCandidate> = Vec::new();
+    for line in user_text.lines() {
+        for sentence in sentences(line) {
+            for f in sentence_facts(&sentence, false) {
+                let norm = normalize_fact(&f.content);
+                if !out.iter().any(|o| normalize_fact(&o.content) == norm) {
+                    out.push(f);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether a word names a relation or a pet (for scoring what a sentence
+/// discloses).
+pub fn is_relation_word(word: &str) -> bool {
+    SINGLE_RELATIONS.iter().any(|(w, _)| *w == word)
+        || MANY_RELATIONS.contains(&word)
+        || PETS.contains(&word)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn got(text: &str) -> Vec<(FactCategory, String, Option<String>)> {
+        facts(text)
+            .into_iter()
+            .map(|f| (f.category, f.content, f.subject))
+            .collect()
+    }
+
+    fn contents(text: &str) -> Vec<String> {
+        facts(text).into_iter().map(|f| f.content).collect()
+    }
+
+    fn one(text: &str) -> (String, Option<String>) {
+        let f = facts(text);
+        assert_eq!(f.len(), 1, "{text:?} gave {f:?}");
+        (f[0].content.clone(), f[0].subject.clone())
+    }
+
+    #[test]
+    fn every_pattern_compiles_to_known_slots() {
+        for c in COMPILED.iter() {
+            for el in &c.els {
+                if let El::Slot(Slot::Word(list)) = el {
+                    assert!(!list.is_empty(), "unknown slot in {:?}", c.rule.pattern);
+                }
+            }
+            assert!(!c.els.is_empty());
+        }
+    }
+
+    #[test]
+    fn tokens_expand_contractions_and_keep_how_they_were_written() {
+        let toks = tokenize("I\u{2019}m sure we can't, it's Leela's dog.");
+        let lower: Vec<&str> = toks.iter().map(|t| t.lower.as_str()).collect();
+        assert_eq!(
+            lower,
+            ["i", "am", "sure", "we", "can", "not", ",", "it", "'s", "leela", "'s", "dog", "."]
+        );
+        assert_eq!(render(&toks[..6]), "I'm sure we can't");
+        assert_eq!(render(&toks[9..12]), "Leela's dog");
+    }
+
+    #[test]
+    fn names_homes_and_work() {
+        assert_eq!(
+            got("Hi, my name is Mark and I work at Initech, in sales."),
+            [
+                (Biographical, "Name: Mark".into(), Some("name".into())),
+                (
+                    Occupation,
+                    "Works at Initech".into(),
+                    Some("employer".into())
+                ),
+            ]
+        );
+        assert_eq!(
+            one("So we just moved to Denver last month."),
+            ("Moved to Denver".into(), Some("home".into()))
+        );
+        assert_eq!(
+            one("I live in the Bay Area, near Oakland."),
+            ("Lives in the Bay Area".into(), Some("home".into()))
+        );
+        assert_eq!(
+            one("I\u{2019}m a nurse at Mercy Hospital these days."),
+            ("Is a nurse at Mercy Hospital".into(), Some("role".into()))
+        );
+        assert_eq!(
+            one("Honestly I lost my job at the mechanical engineering company."),
+            (
+                "Lost their job at the mechanical engineering company".into(),
+                Some("employer".into())
+            )
+        );
+        assert_eq!(
+            one("I got laid off from Initech on Friday and I'm a bit lost."),
+            ("Was laid off from Initech".into(), Some("employer".into()))
+        );
+        assert_eq!(
+            one("Call me Jo."),
+            ("Goes by Jo".into(), Some("nickname".into()))
+        );
+        assert_eq!(
+            one("I work for Bank of America."),
+            ("Works at Bank of America".into(), Some("employer".into()))
+        );
+    }
+
+    #[test]
+    fn people_and_their_names() {
+        assert_eq!(
+            one("My sister Leela is a nurse."),
+            (
+                "Sister Leela is a nurse".into(),
+                Some("sister:leela:role".into())
+            )
+        );
+        assert_eq!(
+            one("my manager is Beatriz"),
+            ("Manager is named Beatriz".into(), Some("manager".into()))
+        );
+        assert_eq!(
+            one("I told Beatriz, my manager, that I need Friday off."),
+            ("Manager is named Beatriz".into(), Some("manager".into()))
+        );
+        assert_eq!(
+            one("We had dinner with my wife Ana's parents."),
+            ("Wife is named Ana".into(), Some("partner".into()))
+        );
+        assert_eq!(
+            one("I went hiking with my little brother Tomas on Sunday."),
+            ("Has a brother named Tomas".into(), None)
+        );
+        assert_eq!(
+            one("My best friend Priya lives in Leeds."),
+            (
+                "Best friend Priya lives in Leeds".into(),
+                Some("best friend:priya:home".into())
+            )
+        );
+        assert_eq!(
+            one("I have two kids."),
+            ("Has two kids".into(), Some("kids".into()))
+        );
+    }
+
+    #[test]
+    fn pets_things_and_activities() {
+        assert_eq!(
+            contents("My dog is called Biscuit. I drive a Corolla."),
+            ["Has a dog named Biscuit", "Drives a Corolla"]
+        );
+        assert_eq!(
+            contents("My dog\u{2019}s name is Biscuit"),
+            ["Has a dog named Biscuit"]
+        );
+        assert_eq!(
+            contents("I\u{2019}m reading Piranesi right now and I love it."),
+            ["Is reading Piranesi"]
+        );
+        assert_eq!(
+            contents("I'm learning Japanese. I signed up for the Chicago marathon!"),
+            ["Is learning Japanese", "Signed up for the Chicago marathon"]
+        );
+        assert_eq!(
+            contents("I've been training for my first triathlon."),
+            ["Is training for their first triathlon"]
+        );
+        assert_eq!(
+            contents("I recently started running, and I switched to oat milk."),
+            ["Started running", "Switched to oat milk"]
+        );
+        assert_eq!(contents("I swim every morning."), ["Swims every morning"]);
+    }
+
+    #[test]
+    fn dates_preferences_health_and_plans() {
+        assert_eq!(
+            one("My birthday is the 14th of August."),
+            (
+                "Birthday is the 14th of August".into(),
+                Some("birthday".into())
+            )
+        );
+        assert_eq!(
+            one("our anniversary's on June 3rd"),
+            ("Anniversary is June 3rd".into(), Some("anniversary".into()))
+        );
+        assert_eq!(
+            contents("I can't eat gluten. I'm allergic to peanuts and shellfish."),
+            ["Can't eat gluten", "Allergic to peanuts and shellfish"]
+        );
+        assert_eq!(
+            one("I'm vegetarian"),
+            ("Is vegetarian".into(), Some("diet".into()))
+        );
+        assert_eq!(
+            contents("I love hiking but I hate running in the rain."),
+            ["Loves hiking", "Dislikes running in the rain"]
+        );
+        assert_eq!(
+            one("My favourite band is Radiohead."),
+            (
+                "Favorite band is Radiohead".into(),
+                Some("favorite:band".into())
+            )
+        );
+        assert_eq!(
+            contents("I'm planning to visit my grandmother in Lisbon."),
+            ["Plans to visit their grandmother in Lisbon"]
+        );
+        assert_eq!(
+            contents("I want to run a half marathon next spring."),
+            ["Wants to run a half marathon next spring"]
+        );
+    }
+
+    #[test]
+    fn requests_to_remember_keep_the_users_words() {
+        assert_eq!(
+            got("Please remember that my interview is on Friday."),
+            [(Other, "My interview is on Friday".into(), None)]
+        );
+        assert_eq!(
+            contents("Can you remember that my birthday is May 2nd?"),
+            ["Birthday is May 2nd"]
+        );
+    }
+
+    #[test]
+    fn negations_questions_and_small_talk_give_nothing() {
+        for text in [
+            "my dog is not happy",
+            "Is my name on the list?",
+            "is my name on the list",
+            "Do you know where I live?",
+            "I don't work at Initech",
+            "I'm not allergic to anything.",
+            "If my name is on the list, call me.",
+            "I think I'm allergic to cats",
+            "I love it when you say that.",
+            "I want to ask you something.",
+            "I'm going to be honest.",
+            "I'm learning a lot from this.",
+            "I watched a documentary about octopuses.",
+            "Anyway, firemy name is not a thing",
+            "my name is",
+            "I play with my kids after school.",
+            "I drive to work.",
+            "I like that.",
+            "Sorry, my friend.",
+            "I'm going to the store.",
+            "My mom is Korean.",
+            "I don't remember that movie.",
+            "I was a backend engineer there for six years.",
+            "Thanks, see you tomorrow!",
+            "If I lived in Paris I'd eat croissants every day.",
+            "I wish I had a dog.",
+            "My friend thinks I'm allergic to gluten but I'm not.",
+            "I never said I work at Google.",
+            "I'm going to grab lunch.",
+            "My dog is sick today.",
+            "I'm reading between the lines here.",
+            "I drive myself crazy sometimes.",
+            "My boss is Mad about the report.",
+            "I'm from the support team.",
+            "I prefer not to say.",
+            "I moved to the other room.",
+            "I'm into it.",
+            "What's my name again?",
+            "Do you remember where I work?",
+        ] {
+            assert!(facts(text).is_empty(), "{text:?} gave {:?}", facts(text));
+        }
+    }
+
+    #[test]
+    fn relatives_pets_and_milestones_without_a_name() {
+        assert_eq!(
+            contents(
+                "Our cat's name is Pickle. My mom lives in Florida. I got engaged last weekend! \
+                 I've been a pharmacist for about ten years now. I'm terrified of spiders."
+            ),
+            [
+                "Has a cat named Pickle",
+                "Mom lives in Florida",
+                "Got engaged",
+                "Has been a pharmacist for about ten years",
+                "Is afraid of spiders"
+            ]
+        );
+        assert_eq!(
+            one("I don't live in Austin anymore."),
+            ("No longer lives in Austin".into(), Some("home".into()))
+        );
+    }
+
+    #[test]
+    fn long_values_are_refused_not_cut() {
+        assert!(facts(
+            "I love the way the light falls on the river in the evening when the boats come back in"
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn changes_name_the_subject_they_change() {
+        for (text, subject) in [
+            ("I no longer work at Initech.", "employer"),
+            ("I got a new job!", "employer"),
+            ("We moved to Denver.", "home"),
+            ("I went vegan last year.", "diet"),
+            ("I broke up with Sam.", "partner"),
+        ] {
+            assert_eq!(one(text).1.as_deref(), Some(subject), "{text}");
+        }
+    }
+}

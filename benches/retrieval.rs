@@ -1,0 +1,952 @@
+//! Retrieval by the current message at scale: one user of one agent with
+//! 100,000 stored turns (1,000 ended calls of 100 turns), 1,000 session
+//! summaries and 1,000 facts, and a live call. Every figure is measured
+//! against a baseline run in the same process, in the same run:
+//!
+//! - `context` with a message (eight questions, cycling) against the same
+//!   read with an empty message (no retrieval), interleaved call by call,
+//!   both served from the prepared sources the runtime caches;
+//! - the miss path, `context_uncached` (every source read from the store
+//!   and prepared again), with and without a message, interleaved; and a
+//!   real miss: a block write for the agent, then `context`;
+//! - the agent's index build (the first `search` after
+//!   `Runtime::drop_search_indexes`), five times, and the memory it adds:
+//!   the process's resident memory (VmRSS) around the first build, and the
+//!   heap bytes allocated and not freed during each build, counted by a
+//!   global allocator that counts only while a build is timed. Before the
+//!   first build every stored turn, summary and session is read once, so
+//!   the store's page cache is as full before the build as after it and the
+//!   figures are the index's own;
+//! - `record_turn_durable` (a turn on disk, one every 2 ms, in a call of
+//!   another user of the same agent) with nothing else running, against the
+//!   same writes while the 100,000-turn index is rebuilt back to back, and
+//!   while miss reads (with a message) run back to back; three alternating
+//!   rounds of each, only writes started while the load ran counted. The
+//!   group-commit window (`store.flush_interval_ms`) is what they may add
+//!   at most.
+//!
+//! The turns are drawn from sentence frames with varied names, places,
+//! things and numbers, so postings are not degenerate; each call states one
+//! first-person preference, which the offline reflector keeps as a fact.
+//!
+//! Prints every figure (mean, p50, p99; max for writes) and the ratios, then
+//! runs the criterion group. Run with `cargo bench --bench retrieval`.
+//! With `RETRIEVAL_PROFILE_SECS=n` it only fills, then runs the miss path
+//! with a message in a loop for n seconds (for a profiler to attach to the
+//! printed pid) and exits; with `RETRIEVAL_PROFILE_PATH=hit` as well, the
+//! cached read with a message instead.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::Criterion;
+use recall::engine::model::{BlockLabel, SummaryType};
+use recall::engine::search::SearchQuery;
+use recall::{Runtime, RuntimeBuilder};
+
+const AGENT: &str = "kairix";
+const USER: &str = "mark";
+const PROBE_USER: &str = "probe";
+const CALLS: usize = 1_000;
+const TURNS_PER_CALL: usize = 100;
+const BUDGET: usize = 32_000;
+const TIMED: usize = 3_000;
+const MISSES: usize = 100;
+const BUILDS: usize = 5;
+const WRITES: usize = 500;
+const ROUNDS: usize = 3;
+const WRITE_PACE: Duration = Duration::from_millis(2);
+
+const MESSAGES: [&str; 8] = [
+    "When is the dentist appointment with Doctor Okafor?",
+    "What did I tell you about the trip to Lisbon in October?",
+    "How much was the invoice from Globex?",
+    "Which restaurant did Priya recommend for the anniversary dinner?",
+    "Did we talk about renewing the passport?",
+    "What was the plan for marathon training on Saturdays?",
+    "What did my sister say about the wedding budget?",
+    "What time is the flight to Toronto?",
+];
+
+/// Heap bytes allocated minus freed while `COUNTING` is on.
+static COUNTED: AtomicIsize = AtomicIsize::new(0);
+static COUNTING: AtomicBool = AtomicBool::new(false);
+
+/// The system allocator, counting bytes only while `COUNTING` is on (one
+/// relaxed load per allocation otherwise).
+struct Counting;
+
+// SAFETY: every call is forwarded unchanged to the system allocator.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = System.alloc(layout);
+        if !p.is_null() && COUNTING.load(Ordering::Relaxed) {
+            COUNTED.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let p = System.alloc_zeroed(layout);
+        if !p.is_null() && COUNTING.load(Ordering::Relaxed) {
+            COUNTED.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout);
+        if COUNTING.load(Ordering::Relaxed) {
+            COUNTED.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = System.realloc(ptr, layout, new_size);
+        if !p.is_null() && COUNTING.load(Ordering::Relaxed) {
+            COUNTED.fetch_add(
+                new_size as isize - layout.size() as isize,
+                Ordering::Relaxed,
+            );
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+const NAMES: [&str; 40] = [
+    "Priya", "Okafor", "Lena", "Marcus", "Hiro", "Sofia", "Tomasz", "Amara", "Diego", "Ingrid",
+    "Ravi", "Chloe", "Kwame", "Yuki", "Mateo", "Freya", "Omar", "Nadia", "Elliot", "Zara", "Bruno",
+    "Mei", "Anders", "Lucia", "Farid", "Greta", "Jonah", "Aisha", "Pavel", "Rosa", "Tariq",
+    "Helga", "Nico", "Imani", "Sven", "Leila", "Dmitri", "Noor", "Felix", "Carmen",
+];
+const PLACES: [&str; 30] = [
+    "Lisbon",
+    "Toronto",
+    "Porto",
+    "Kyoto",
+    "Nairobi",
+    "Oslo",
+    "Denver",
+    "Seville",
+    "Krakow",
+    "Melbourne",
+    "Valencia",
+    "Boston",
+    "Hamburg",
+    "Lima",
+    "Dublin",
+    "Austin",
+    "Zagreb",
+    "Hanoi",
+    "Bergen",
+    "Tucson",
+    "Lyon",
+    "Cusco",
+    "Tallinn",
+    "Accra",
+    "Perth",
+    "Bilbao",
+    "Quebec",
+    "Split",
+    "Sapporo",
+    "Marrakesh",
+];
+const COMPANIES: [&str; 16] = [
+    "Globex",
+    "Initech",
+    "Umbrella",
+    "Hooli",
+    "Vandelay",
+    "Soylent",
+    "Acme",
+    "Stark",
+    "Wonka",
+    "Cyberdyne",
+    "Tyrell",
+    "Pied Piper",
+    "Wayne",
+    "Oscorp",
+    "Massive Dynamic",
+    "Gringotts",
+];
+const THINGS: [&str; 60] = [
+    "passport",
+    "laptop",
+    "invoice",
+    "dentist appointment",
+    "car insurance",
+    "lease",
+    "tax return",
+    "gym membership",
+    "wedding budget",
+    "anniversary dinner",
+    "flight",
+    "hotel booking",
+    "job offer",
+    "performance review",
+    "salary negotiation",
+    "mortgage",
+    "vet visit",
+    "birthday party",
+    "marathon training",
+    "piano lessons",
+    "kitchen renovation",
+    "garden shed",
+    "phone contract",
+    "electricity bill",
+    "parking permit",
+    "library books",
+    "visa application",
+    "conference talk",
+    "quarterly report",
+    "team offsite",
+    "moving boxes",
+    "bike repair",
+    "dog walker",
+    "babysitter",
+    "blood test",
+    "eye exam",
+    "concert tickets",
+    "camping trip",
+    "ski rental",
+    "wine tasting",
+    "cooking class",
+    "book club",
+    "thesis draft",
+    "grant proposal",
+    "code review",
+    "server migration",
+    "product launch",
+    "budget spreadsheet",
+    "retirement plan",
+    "school enrollment",
+    "dance recital",
+    "charity run",
+    "photo album",
+    "family reunion",
+    "roof leak",
+    "water heater",
+    "winter tires",
+    "credit card",
+    "savings account",
+    "health insurance",
+];
+const PEOPLE: [&str; 12] = [
+    "my sister",
+    "my brother",
+    "my mother",
+    "my father",
+    "my manager",
+    "my landlord",
+    "my neighbor",
+    "my partner",
+    "my cousin",
+    "my coach",
+    "my accountant",
+    "my daughter",
+];
+const DAYS: [&str; 7] = [
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+    "Sunday",
+];
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+const ACTIVITIES: [&str; 20] = [
+    "climbing",
+    "chess",
+    "sailing",
+    "pottery",
+    "running",
+    "baking",
+    "cycling",
+    "painting",
+    "jazz",
+    "gardening",
+    "swimming",
+    "yoga",
+    "fishing",
+    "knitting",
+    "surfing",
+    "hiking",
+    "tennis",
+    "woodworking",
+    "birdwatching",
+    "salsa",
+];
+
+/// What the user says. Slots: {n} a name, {p} a place, {c} a company,
+/// {t} a thing, {w} a person, {d} a day, {m} a month, {a} an activity,
+/// {x} a number. None of them states a fact the offline rules keep.
+const USER_FRAMES: [&str; 40] = [
+    "Can we talk about the {t} again?",
+    "{w} keeps asking about the {t}.",
+    "I need to sort out the {t} before {d}.",
+    "The {t} is due on {m} {x}.",
+    "{n} said the {t} would cost about {x} dollars.",
+    "We are flying to {p} in {m} for the {t}.",
+    "I had a call with {n} from {c} about the {t}.",
+    "Is {d} at {x} still fine for the {t}?",
+    "{w} wants to visit {p} after the {t}.",
+    "The meeting with {c} moved to {d} afternoon.",
+    "I went {a} with {n} last {d}.",
+    "My {t} got delayed by {x} days.",
+    "Do you think {c} will call back about the {t}?",
+    "I spent {x} minutes on the phone about the {t}.",
+    "{n} recommended a place in {p} for the {t}.",
+    "I keep forgetting the {t}, it is stressing me out.",
+    "The {t} with {n} went better than expected.",
+    "Should I tell {w} about the {t} now or in {m}?",
+    "I found a cheaper option for the {t} in {p}.",
+    "We booked the {t} for {m} {x}.",
+    "What if the {t} clashes with {a} on {d}?",
+    "I am nervous about the {t} at {c}.",
+    "{w} and {n} are coming to {p} in {m}.",
+    "The {t} needs {x} signatures by {d}.",
+    "I started {a} again, about {x} hours a week.",
+    "Last time in {p} the {t} was a mess.",
+    "Could you draft a note to {n} about the {t}?",
+    "The {t} from {c} arrived damaged.",
+    "I think {w} forgot the {t} on {d}.",
+    "How long does a {t} usually take?",
+    "We saved {x} dollars on the {t} this {m}.",
+    "{n} is moving to {p} for a job at {c}.",
+    "The {t} and the {t} are both on {d}.",
+    "I would like to finish the {t} before {m}.",
+    "My {t} reminder did not go off on {d}.",
+    "{n} from {c} sent over the {t} details.",
+    "I skipped {a} because of the {t}.",
+    "Is it normal that the {t} takes {x} weeks?",
+    "Let's plan the {t} around {d} mornings.",
+    "I am back from {p} and the {t} is waiting.",
+];
+
+/// What the agent answers, with the same slots.
+const AGENT_FRAMES: [&str; 24] = [
+    "Got it. I noted the {t} for {d}.",
+    "Let's put the {t} on your list for {m} {x}.",
+    "That sounds like a good plan. Do you want a reminder about the {t}?",
+    "I can help you draft something for {n}.",
+    "Last time you mentioned {p}; is that still the plan?",
+    "Sure. The {t} comes first, then {a} on {d}.",
+    "Understood. I will keep the {t} and {n} in mind.",
+    "{c} usually answers within {x} days.",
+    "We can split the {t} into smaller steps this week.",
+    "It might help to call {n} before {d}.",
+    "A {t} like that often takes {x} weeks.",
+    "Noted: {w} is involved in the {t}.",
+    "Good news about the {t}. How do you feel about it?",
+    "I would check the {t} paperwork before you go to {p}.",
+    "Do you want to compare the options for the {t}?",
+    "That is a lot at once. Let's start with the {t}.",
+    "I will remember that {n} is in {p}.",
+    "Maybe {a} on {d} will help you unwind after the {t}.",
+    "The {t} and the trip to {p} fit in {m}.",
+    "Let me summarize: the {t}, {n}, and {d} at {x}.",
+    "You handled the {t} well last time.",
+    "Shall I add {c} to your contacts for the {t}?",
+    "Okay. We can revisit the {t} on {d}.",
+    "Thanks for the update on the {t}.",
+];
+
+/// xorshift64*: a fixed, fast sequence.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Skewed towards low indices, like word frequencies.
+    fn pick<'a>(&mut self, list: &[&'a str]) -> &'a str {
+        let a = (self.next() % list.len() as u64) as usize;
+        let b = (self.next() % list.len() as u64) as usize;
+        list[a.min(b)]
+    }
+
+    fn pick_uniform<'a>(&mut self, list: &[&'a str]) -> &'a str {
+        list[(self.next() % list.len() as u64) as usize]
+    }
+
+    fn fill(&mut self, frame: &str) -> String {
+        let mut out = String::with_capacity(frame.len() + 32);
+        let mut rest = frame;
+        while let Some(at) = rest.find('{') {
+            out.push_str(&rest[..at]);
+            let slot = rest.as_bytes()[at + 1];
+            let word = match slot {
+                b'n' => self.pick(&NAMES).to_string(),
+                b'p' => self.pick(&PLACES).to_string(),
+                b'c' => self.pick(&COMPANIES).to_string(),
+                b't' => self.pick(&THINGS).to_string(),
+                b'w' => self.pick(&PEOPLE).to_string(),
+                b'd' => self.pick(&DAYS).to_string(),
+                b'm' => self.pick(&MONTHS).to_string(),
+                b'a' => self.pick(&ACTIVITIES).to_string(),
+                _ => (1 + self.next() % 500).to_string(),
+            };
+            // "{w} keeps..." at the start of a sentence.
+            if at == 0 && out.is_empty() {
+                let mut c = word.chars();
+                if let Some(first) = c.next() {
+                    out.extend(first.to_uppercase());
+                    out.push_str(c.as_str());
+                }
+            } else {
+                out.push_str(&word);
+            }
+            rest = &rest[at + 3..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// A turn: one or two sentences of the user, one of the agent.
+    fn turn(&mut self) -> (String, String) {
+        let frame = self.pick_uniform(&USER_FRAMES);
+        let mut user = self.fill(frame);
+        if self.next() % 2 == 0 {
+            let frame = self.pick_uniform(&USER_FRAMES);
+            user.push(' ');
+            user.push_str(&self.fill(frame));
+        }
+        let frame = self.pick_uniform(&AGENT_FRAMES);
+        (user, self.fill(frame))
+    }
+}
+
+/// Fills the runtime through its API: 1,000 ended calls of 100 turns, each
+/// reflected on (a session summary, one fact), then a live call.
+async fn fill(rt: &Runtime) {
+    rt.set_block(
+        AGENT,
+        BlockLabel::Persona,
+        &"Kairix is a patient personal assistant. ".repeat(20),
+    )
+    .await
+    .expect("persona");
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let started = Instant::now();
+    for call in 0..CALLS {
+        let conn = format!("call-{call}");
+        rt.start_session(AGENT, USER, &conn).await.expect("start");
+        let fact_at = (rng.next() % TURNS_PER_CALL as u64) as usize;
+        for t in 0..TURNS_PER_CALL {
+            let (user, agent) = if t == fact_at {
+                (
+                    format!(
+                        "I prefer {} with {} on weekday number {call}.",
+                        rng.pick(&ACTIVITIES),
+                        rng.pick(&NAMES)
+                    ),
+                    "Noted, I will plan around it.".to_string(),
+                )
+            } else {
+                rng.turn()
+            };
+            rt.record_turn(&conn, user, agent).expect("turn");
+        }
+        rt.end_session(&conn).expect("end");
+        if call % 50 == 49 {
+            rt.wait_idle().await.expect("idle");
+        }
+        if call % 250 == 249 {
+            println!(
+                "  filled {} calls in {:.1} s",
+                call + 1,
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    rt.wait_idle().await.expect("idle");
+    rt.start_session(AGENT, USER, "live").await.expect("start");
+    for _ in 0..3 {
+        let (user, agent) = rng.turn();
+        rt.record_turn("live", user, agent).expect("turn");
+    }
+    rt.flush().await.expect("flush");
+}
+
+struct Figures {
+    mean: f64,
+    p50: u64,
+    p99: u64,
+    max: u64,
+}
+
+fn figures(mut ns: Vec<u64>) -> Figures {
+    ns.sort_unstable();
+    let at = |q: f64| ns[((ns.len() as f64 * q) as usize).min(ns.len() - 1)];
+    Figures {
+        mean: ns.iter().sum::<u64>() as f64 / ns.len() as f64,
+        p50: at(0.5),
+        p99: at(0.99),
+        max: ns[ns.len() - 1],
+    }
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn line(what: &str, f: &Figures) {
+    println!(
+        "{what}: mean {:.3} ms, p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+        f.mean / 1e6,
+        ms(f.p50),
+        ms(f.p99),
+        ms(f.max)
+    );
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The machine's load average (1, 5 and 15 minutes): what else ran.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn query(text: &str) -> SearchQuery {
+    SearchQuery {
+        text: text.to_string(),
+        user_id: Some(USER.to_string()),
+        limit: 10,
+        ..Default::default()
+    }
+}
+
+/// Drops every index and times the first search, which builds the agent's
+/// index again; returns the time and the heap bytes it kept.
+async fn build(rt: &Runtime) -> (Duration, isize) {
+    rt.drop_search_indexes();
+    COUNTED.store(0, Ordering::Relaxed);
+    COUNTING.store(true, Ordering::Relaxed);
+    let t = Instant::now();
+    let hits = rt.search(AGENT, query(MESSAGES[0])).await.expect("search");
+    let took = t.elapsed();
+    COUNTING.store(false, Ordering::Relaxed);
+    black_box(hits);
+    (took, COUNTED.load(Ordering::Relaxed))
+}
+
+/// `WRITES` durable turns of a fresh call of the probe user, one every
+/// `WRITE_PACE`: (start offset from `origin`, latency) in ns.
+async fn durable_writes(rt: Runtime, conn: String, origin: Instant) -> Vec<(u64, u64)> {
+    rt.start_session(AGENT, PROBE_USER, &conn)
+        .await
+        .expect("start");
+    let mut out = Vec::with_capacity(WRITES);
+    for i in 0..WRITES {
+        let t = Instant::now();
+        rt.record_turn_durable(
+            &conn,
+            format!("Probe question {i} about the parking permit"),
+            "Probe answer: it is renewed.",
+        )
+        .await
+        .expect("durable turn");
+        out.push((
+            t.duration_since(origin).as_nanos() as u64,
+            t.elapsed().as_nanos() as u64,
+        ));
+        tokio::time::sleep(WRITE_PACE).await;
+    }
+    out
+}
+
+/// Durable writes while `load` runs back to back; returns the writes'
+/// latencies (only those started while a load ran) and the load's times.
+async fn writes_under<F, Fut>(rt: &Runtime, conn: &str, mut load: F) -> (Vec<u64>, Vec<u64>)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let origin = Instant::now();
+    let writer = tokio::spawn(durable_writes(rt.clone(), conn.to_string(), origin));
+    let mut spans: Vec<(u64, u64)> = Vec::new();
+    while !writer.is_finished() {
+        let start = origin.elapsed().as_nanos() as u64;
+        load().await;
+        spans.push((start, origin.elapsed().as_nanos() as u64));
+    }
+    let writes = writer.await.expect("writer");
+    let during: Vec<u64> = writes
+        .iter()
+        .filter(|(at, _)| spans.iter().any(|(s, e)| s <= at && at < e))
+        .map(|(_, lat)| *lat)
+        .collect();
+    (during, spans.iter().map(|(s, e)| e - s).collect())
+}
+
+fn main() {
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let rt = tokio
+        .block_on(RuntimeBuilder::new(dir.path()).start())
+        .expect("runtime start");
+    let flush_window = rt.settings().store.flush_interval_ms;
+    let started = Instant::now();
+    tokio.block_on(fill(&rt));
+    let (facts, sessions, summaries, turns) = tokio.block_on(async {
+        let facts = rt.facts(AGENT, USER).await.expect("facts").len();
+        let mut summaries = 0;
+        let mut sessions = 0;
+        for kind in SummaryType::ALL {
+            let n = rt.summaries(AGENT, kind).await.expect("summaries").len();
+            summaries += n;
+            if kind == SummaryType::Session {
+                sessions = n;
+            }
+        }
+        let turns = rt.stats().await.expect("stats").store.turns_written;
+        (facts, sessions, summaries, turns)
+    });
+    println!(
+        "filled in {:.1} s: {turns} turns in {CALLS} ended calls and a live one, {sessions} session \
+         summaries ({summaries} of every layer), {facts} facts; {} cores, load average {}",
+        started.elapsed().as_secs_f64(),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        load_average()
+    );
+    assert_eq!(
+        rt.search_indexes_built(),
+        0,
+        "nothing built the index during the fill"
+    );
+
+    if let Some(secs) = std::env::var("RETRIEVAL_PROFILE_SECS")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+    {
+        tokio.block_on(async {
+            rt.indexed_items(AGENT).await.expect("index");
+            let hit = std::env::var("RETRIEVAL_PROFILE_PATH").is_ok_and(|p| p == "hit");
+            println!(
+                "profile: pid {}, {} with a message for {secs} s",
+                std::process::id(),
+                if hit { "cached reads" } else { "the miss path" }
+            );
+            let until = Instant::now() + Duration::from_secs(secs);
+            let mut n = 0;
+            while Instant::now() < until {
+                let m = MESSAGES[n % MESSAGES.len()];
+                let ctx = if hit {
+                    rt.context(AGENT, USER, m, BUDGET).await
+                } else {
+                    rt.context_uncached(AGENT, USER, m, BUDGET).await
+                };
+                black_box(ctx.expect("context"));
+                n += 1;
+            }
+            println!("profile: {n} reads");
+            let _ = rt.shutdown().await;
+        });
+        return;
+    }
+
+    // Every stored turn, summary and session read once, so the store's
+    // page cache holds what the build reads before it is timed.
+    tokio.block_on(async {
+        for s in rt.sessions(Some(AGENT)).await.expect("sessions") {
+            black_box(rt.turns(s.session_id).await.expect("turns"));
+        }
+        black_box(
+            rt.context_uncached(AGENT, USER, "", BUDGET)
+                .await
+                .expect("context"),
+        );
+    });
+    let rss_before = rss_kib();
+    let (first, first_heap) = tokio.block_on(build(&rt));
+    let rss_after = rss_kib();
+    let items = tokio
+        .block_on(rt.indexed_items(AGENT))
+        .expect("items")
+        .len();
+    let mut times = vec![first.as_nanos() as u64];
+    let mut heaps = vec![first_heap];
+    for _ in 1..BUILDS {
+        let (t, h) = tokio.block_on(build(&rt));
+        times.push(t.as_nanos() as u64);
+        heaps.push(h);
+    }
+    println!(
+        "index build ({items} items: {turns} turns, the rest summaries of every layer and facts), \
+         {BUILDS} builds: {}",
+        times
+            .iter()
+            .map(|t| format!("{:.2} s", *t as f64 / 1e9))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!(
+        "  heap kept per build: {} MiB; per indexed item {} bytes (all items counted as turns)",
+        heaps
+            .iter()
+            .map(|h| format!("{:.1}", *h as f64 / 1_048_576.0))
+            .collect::<Vec<_>>()
+            .join(", "),
+        heaps
+            .iter()
+            .map(|h| format!("{}", *h / items.max(1) as isize))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!(
+        "  resident memory around the first build: +{:.1} MiB, {} bytes per indexed item",
+        rss_after.saturating_sub(rss_before) as f64 / 1024.0,
+        rss_after.saturating_sub(rss_before) * 1024 / items.max(1) as u64
+    );
+
+    for (label, m) in [("with a message", MESSAGES[0]), ("without a message", "")] {
+        let ctx = tokio
+            .block_on(rt.context(AGENT, USER, m, BUDGET))
+            .expect("context");
+        println!(
+            "context {label}, budget {BUDGET}: {} tokens used, {} items trimmed",
+            ctx.total_tokens,
+            ctx.trimmed.len()
+        );
+        for t in &ctx.tiers {
+            println!(
+                "  {:?}: {} items, {} tokens",
+                t.tier,
+                t.items.len(),
+                t.tokens
+            );
+        }
+    }
+
+    // Cached reads, with and without a message, interleaved.
+    let (with, without) = tokio.block_on(async {
+        let mut with = Vec::with_capacity(TIMED);
+        let mut without = Vec::with_capacity(TIMED);
+        for i in 0..TIMED + 300 {
+            let t = Instant::now();
+            black_box(
+                rt.context(AGENT, USER, MESSAGES[i % MESSAGES.len()], BUDGET)
+                    .await
+                    .expect("context"),
+            );
+            let a = t.elapsed().as_nanos() as u64;
+            let t = Instant::now();
+            black_box(rt.context(AGENT, USER, "", BUDGET).await.expect("context"));
+            let b = t.elapsed().as_nanos() as u64;
+            if i >= 300 {
+                with.push(a);
+                without.push(b);
+            }
+        }
+        (with, without)
+    });
+    let stats = rt.context_cache_stats();
+    let (with, without) = (figures(with), figures(without));
+    line("context with a message (cached sources)", &with);
+    line("context without a message (cached sources)", &without);
+    println!(
+        "  ratio with/without: p99 {:.1}x, p50 {:.1}x; target p99 < 1 ms: {} ({} hits, {} misses)",
+        with.p99 as f64 / without.p99.max(1) as f64,
+        with.p50 as f64 / without.p50.max(1) as f64,
+        if with.p99 < 1_000_000 {
+            "met"
+        } else {
+            "MISSED"
+        },
+        stats.hits,
+        stats.misses
+    );
+
+    // The miss path, with and without a message, interleaved.
+    let [miss_with, miss_without, real_with, real_without] = tokio.block_on(async {
+        let mut out: [Vec<u64>; 4] = Default::default();
+        for i in 0..MISSES + 5 {
+            let m = MESSAGES[i % MESSAGES.len()];
+            let t = Instant::now();
+            black_box(
+                rt.context_uncached(AGENT, USER, m, BUDGET)
+                    .await
+                    .expect("context"),
+            );
+            let a = t.elapsed().as_nanos() as u64;
+            let t = Instant::now();
+            black_box(
+                rt.context_uncached(AGENT, USER, "", BUDGET)
+                    .await
+                    .expect("context"),
+            );
+            let b = t.elapsed().as_nanos() as u64;
+            // A real miss: a write for the agent, then a read.
+            rt.set_block(AGENT, BlockLabel::Human, &format!("Mark, version {i}."))
+                .await
+                .expect("block");
+            let t = Instant::now();
+            black_box(rt.context(AGENT, USER, m, BUDGET).await.expect("context"));
+            let c = t.elapsed().as_nanos() as u64;
+            rt.set_block(AGENT, BlockLabel::Human, &format!("Mark, version {i}b."))
+                .await
+                .expect("block");
+            let t = Instant::now();
+            black_box(rt.context(AGENT, USER, "", BUDGET).await.expect("context"));
+            let d = t.elapsed().as_nanos() as u64;
+            if i >= 5 {
+                for (v, x) in out.iter_mut().zip([a, b, c, d]) {
+                    v.push(x);
+                }
+            }
+        }
+        out
+    });
+    let [miss_with, miss_without, real_with, real_without] =
+        [miss_with, miss_without, real_with, real_without].map(figures);
+    line(
+        "context_uncached with a message (the miss path)",
+        &miss_with,
+    );
+    line("context_uncached without a message", &miss_without);
+    line("context after a block write, with a message", &real_with);
+    line(
+        "context after a block write, without a message",
+        &real_without,
+    );
+    println!(
+        "  ratio miss with/without a message: p99 {:.2}x, p50 {:.2}x; target miss p99 < 5 ms: {}",
+        miss_with.p99 as f64 / miss_without.p99.max(1) as f64,
+        miss_with.p50 as f64 / miss_without.p50.max(1) as f64,
+        if miss_with.p99.max(real_with.p99) < 5_000_000 {
+            "met"
+        } else {
+            "MISSED"
+        }
+    );
+
+    // Durable turn writes: alone, during index builds, during miss reads,
+    // in alternating rounds (a fresh call each), so that what else runs on
+    // the machine weighs on all three alike.
+    let mut alone = Vec::new();
+    let (mut during_builds, mut build_times) = (Vec::new(), Vec::new());
+    let (mut during_misses, mut miss_times) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        let writes = tokio.block_on(durable_writes(
+            rt.clone(),
+            format!("probe-alone-{round}"),
+            Instant::now(),
+        ));
+        alone.extend(writes.into_iter().map(|(_, l)| l));
+        let (w, b) = tokio.block_on(writes_under(&rt, &format!("probe-builds-{round}"), || {
+            let rt = rt.clone();
+            async move {
+                build(&rt).await;
+            }
+        }));
+        during_builds.extend(w);
+        build_times.extend(b);
+        let (w, m) = tokio.block_on(writes_under(&rt, &format!("probe-misses-{round}"), || {
+            let rt = rt.clone();
+            async move {
+                black_box(
+                    rt.context_uncached(AGENT, USER, MESSAGES[1], BUDGET)
+                        .await
+                        .expect("context"),
+                );
+            }
+        }));
+        during_misses.extend(w);
+        miss_times.extend(m);
+    }
+    let alone = figures(alone);
+    let (n_builds, n_misses) = (build_times.len(), miss_times.len());
+    let (nb, nm) = (during_builds.len(), during_misses.len());
+    let (during_builds, during_misses) = (figures(during_builds), figures(during_misses));
+    line("record_turn_durable, nothing else running", &alone);
+    line(
+        &format!("record_turn_durable during index builds ({nb} writes, {n_builds} builds)"),
+        &during_builds,
+    );
+    line(
+        &format!("record_turn_durable during miss reads ({nm} writes, {n_misses} reads)"),
+        &during_misses,
+    );
+    line(
+        "  the index builds meanwhile",
+        &figures(build_times.clone()),
+    );
+    line("  the miss reads meanwhile", &figures(miss_times.clone()));
+    let window = flush_window * 1_000_000;
+    let verdict = |added: u64| if added <= window { "within" } else { "OVER" };
+    for (label, f) in [("builds", &during_builds), ("miss reads", &during_misses)] {
+        let (p99_added, max_added) = (
+            f.p99.saturating_sub(alone.p99),
+            f.max.saturating_sub(alone.max),
+        );
+        println!(
+            "  during {label}: p99 {:.2}x, p50 {:.2}x of alone; added at p99 {:.2} ms ({}), at the max \
+             {:.2} ms ({}) the group-commit window of {flush_window} ms",
+            f.p99 as f64 / alone.p99.max(1) as f64,
+            f.p50 as f64 / alone.p50.max(1) as f64,
+            ms(p99_added),
+            verdict(p99_added),
+            ms(max_added),
+            verdict(max_added),
+        );
+    }
+    println!("load average at the end: {}", load_average());
+
+    let mut c = Criterion::default()
+        .configure_from_args()
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2));
+    let mut g = c.benchmark_group("retrieval");
+    let mut i = 0;
+    g.bench_function("context_with_message", |b| {
+        b.iter(|| {
+            i += 1;
+            tokio.block_on(rt.context(AGENT, USER, MESSAGES[i % MESSAGES.len()], BUDGET))
+        })
+    });
+    g.bench_function("context_without_message", |b| {
+        b.iter(|| tokio.block_on(rt.context(AGENT, USER, "", BUDGET)))
+    });
+    g.finish();
+    c.final_summary();
+    let _ = tokio.block_on(rt.shutdown());
+}

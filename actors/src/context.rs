@@ -349,9 +349,12 @@ impl PreparedFacts {
 /// member would only repeat it and waits for a second. Of those whose
 /// first 120 characters match (seed `001`'s duplicate check,
 /// [`dedup_key`]), only the newest — the last — is kept.
-pub fn distinct_summaries(oldest_first: &[ConversationSummary]) -> Vec<&ConversationSummary> {
+pub fn distinct_summaries<S: std::borrow::Borrow<ConversationSummary>>(
+    oldest_first: &[S],
+) -> Vec<&ConversationSummary> {
     let covered: std::collections::HashSet<Uuid> = oldest_first
         .iter()
+        .map(|s| s.borrow())
         .filter(|s| matches!(s.summary_type, SummaryType::Daily | SummaryType::Weekly))
         .filter(|s| s.is_current())
         .flat_map(|s| s.source_summary_ids.iter().copied())
@@ -359,6 +362,7 @@ pub fn distinct_summaries(oldest_first: &[ConversationSummary]) -> Vec<&Conversa
     let mut seen = std::collections::HashSet::new();
     let mut out: Vec<&ConversationSummary> = oldest_first
         .iter()
+        .map(|s| s.borrow())
         .rev()
         .filter(|s| s.is_current() && !covered.contains(&s.summary_id))
         .filter(|s| s.summary_type != SummaryType::Topic || s.source_summary_ids.len() > 1)
@@ -542,8 +546,15 @@ pub fn cut_text(text: &str, room: usize, counter: &dyn TokenCounter) -> Option<S
     };
     let mut sentence_ends = Vec::new();
     let mut word_ends = Vec::new();
+    // No prefix past this many bytes can fit (a token is never more than
+    // 16 bytes of text: four characters of at most four bytes each), so a
+    // long item costs no more to cut than a short one.
+    let reach = room.saturating_mul(16).saturating_add(16);
     let mut chars = text.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
+        if i > reach {
+            break;
+        }
         let next_space = chars.peek().is_none_or(|(_, n)| n.is_whitespace());
         if matches!(c, '.' | '!' | '?') && next_space {
             sentence_ends.push(i + c.len_utf8());

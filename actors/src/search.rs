@@ -162,6 +162,41 @@ pub struct Ranking {
     pub keyword_weight: f32,
     /// Keyword hits re-ranked by similarity.
     pub candidates: usize,
+    /// Query words held by more than this share of the agent's items are
+    /// left out of the scoring (they say little and cost the most: their
+    /// postings are the longest), unless every word is that common. 1.0
+    /// keeps every word.
+    pub max_term_share: f32,
+}
+
+/// A query's filters, resolved once per search: kinds as a bit set, the
+/// user as the index's own copy of the id (compared by address).
+struct Filter<'a> {
+    kinds: u8,
+    user: Option<Option<&'a Arc<str>>>,
+    since: Option<DateTime<Utc>>,
+    until: Option<DateTime<Utc>>,
+}
+
+impl DocKind {
+    fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+}
+
+impl Filter<'_> {
+    fn admits(&self, d: &Doc) -> bool {
+        if self.kinds & d.kind.bit() == 0 {
+            return false;
+        }
+        if let Some(user) = self.user {
+            let own = user.is_some_and(|u| Arc::ptr_eq(u, &d.user_id));
+            if !(own || d.kind == DocKind::Fact && d.shared) {
+                return false;
+            }
+        }
+        !(self.since.is_some_and(|t| d.end < t) || self.until.is_some_and(|t| d.start > t))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -491,23 +526,18 @@ impl AgentIndex {
         }
     }
 
-    fn admits(d: &Doc, q: &SearchQuery) -> bool {
-        if q.kinds.is_empty() {
-            if d.kind == DocKind::Turn {
-                return false;
-            }
-        } else if !q.kinds.contains(&d.kind) {
-            return false;
+    fn filter<'a>(&'a self, q: &SearchQuery) -> Filter<'a> {
+        let kinds = if q.kinds.is_empty() {
+            !DocKind::Turn.bit()
+        } else {
+            q.kinds.iter().fold(0, |m, k| m | k.bit())
+        };
+        Filter {
+            kinds,
+            user: q.user_id.as_ref().map(|u| self.users.get(u.as_str())),
+            since: q.since,
+            until: q.until,
         }
-        if let Some(user) = &q.user_id {
-            if &*d.user_id != user.as_str() && !(d.kind == DocKind::Fact && d.shared) {
-                return false;
-            }
-        }
-        if q.since.is_some_and(|t| d.end < t) || q.until.is_some_and(|t| d.start > t) {
-            return false;
-        }
-        true
     }
 
     /// The `q.limit` best items for the query, best first. `vector` is the
@@ -523,9 +553,21 @@ impl AgentIndex {
         }
         let n = self.live as f32;
         let avg = (self.total_len as f32 / n).max(1.0);
+        let filter = self.filter(q);
         let mut terms: Vec<String> = tokens(&q.text).collect();
         terms.sort();
         terms.dedup();
+        if ranking.max_term_share < 1.0 {
+            let most = (n * ranking.max_term_share).max(1.0);
+            let df = |t: &String| {
+                self.term_ids
+                    .get(t.as_str())
+                    .map_or(0.0, |&id| self.df[id as usize] as f32)
+            };
+            if terms.iter().any(|t| df(t) <= most) {
+                terms.retain(|t| df(t) <= most);
+            }
+        }
         // Scores accumulate in a per-thread buffer indexed by slot (every
         // term adds a positive amount, so zero means untouched), cleared
         // again before it is handed back.
@@ -546,7 +588,7 @@ impl AgentIndex {
                     let Some(Some(d)) = self.docs.get(slot as usize) else {
                         continue;
                     };
-                    if !Self::admits(d, q) {
+                    if !filter.admits(d) {
                         continue;
                     }
                     let tf = tf as f32;
@@ -589,7 +631,7 @@ impl AgentIndex {
                 .enumerate()
                 .filter_map(|(slot, d)| {
                     let d = d.as_ref()?;
-                    if !Self::admits(d, q) {
+                    if !filter.admits(d) {
                         return None;
                     }
                     let sim = similarity(d);
@@ -876,6 +918,7 @@ mod tests {
     const RANK: Ranking = Ranking {
         keyword_weight: 0.6,
         candidates: 200,
+        max_term_share: 1.0,
     };
 
     fn fact(user: &str, content: &str, shared: bool) -> Fact {

@@ -41,6 +41,7 @@ mod forget;
 mod hierarchy;
 mod replay;
 pub use facts::{dedup_facts, reconcile_facts, FactChanges};
+use facts::sorted_facts;
 pub use forget::{ForgetReport, PendingForget};
 pub use hierarchy::InboxEntry;
 pub use replay::Revision;
@@ -170,6 +171,39 @@ pub struct Trees {
     pub fill_inbox: bool,
     /// Tree and key of each record skipped because it did not decode.
     skipped: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<Vec<u8>>>>,
+    /// Records a context read decoded, kept with their bytes.
+    decoded_summaries: std::sync::Arc<Decoded<ConversationSummary>>,
+    decoded_sessions: std::sync::Arc<Decoded<SessionRecord>>,
+    decoded_facts: std::sync::Arc<Decoded<FactRecord>>,
+}
+
+/// Records decoded by earlier scans, each with the bytes it was decoded
+/// from: a scan that finds the same bytes under a key takes the record
+/// instead of decoding it again (a context read after a write decodes only
+/// what the write changed). Entries no scan has met in the last
+/// [`Decoded::KEEP_SCANS`] scans are dropped.
+pub struct Decoded<T> {
+    inner: std::sync::Mutex<DecodedInner<T>>,
+}
+
+struct DecodedInner<T> {
+    map: HashMap<sled::IVec, (sled::IVec, std::sync::Arc<T>, u64)>,
+    scans: u64,
+}
+
+impl<T> Default for Decoded<T> {
+    fn default() -> Self {
+        Decoded {
+            inner: std::sync::Mutex::new(DecodedInner {
+                map: HashMap::new(),
+                scans: 0,
+            }),
+        }
+    }
+}
+
+impl<T> Decoded<T> {
+    const KEEP_SCANS: u64 = 256;
 }
 
 impl Trees {
@@ -260,6 +294,9 @@ impl Trees {
             fact_tombstones: tree(keys::TREE_FACT_TOMBSTONES)?,
             fill_inbox: true,
             skipped: Default::default(),
+            decoded_summaries: Default::default(),
+            decoded_sessions: Default::default(),
+            decoded_facts: Default::default(),
             db,
         };
         match trees.meta.get(keys::SCHEMA_KEY)? {
@@ -349,6 +386,40 @@ impl Trees {
             if let Some(rec) = self.decode(name, &k, &v) {
                 out.push(rec);
             }
+        }
+        Ok(out)
+    }
+
+    /// Like [`Trees::scan`], taking records the cache holds for the same
+    /// bytes instead of decoding them again.
+    fn scan_decoded<T: DeserializeOwned>(
+        &self,
+        cache: &Decoded<T>,
+        name: &str,
+        iter: impl Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>,
+    ) -> Result<Vec<std::sync::Arc<T>>, StoreError> {
+        let mut c = cache.inner.lock().unwrap_or_else(|p| p.into_inner());
+        c.scans += 1;
+        let now = c.scans;
+        let mut out = Vec::new();
+        for item in iter {
+            let (k, v) = item?;
+            if let Some((bytes, rec, seen)) = c.map.get_mut(&k) {
+                if *bytes == v {
+                    *seen = now;
+                    out.push(rec.clone());
+                    continue;
+                }
+            }
+            if let Some(rec) = self.decode::<T>(name, &k, &v) {
+                let rec = std::sync::Arc::new(rec);
+                c.map.insert(k, (v, rec.clone(), now));
+                out.push(rec);
+            }
+        }
+        if now % Decoded::<T>::KEEP_SCANS == 0 {
+            c.map
+                .retain(|_, (_, _, seen)| now - *seen < Decoded::<T>::KEEP_SCANS);
         }
         Ok(out)
     }
@@ -722,10 +793,10 @@ pub struct ContextSources {
     pub facts: CurrentFacts,
     /// The user's summaries of every type, oldest first (by period end,
     /// creation, id).
-    pub summaries: Vec<ConversationSummary>,
+    pub summaries: Vec<std::sync::Arc<ConversationSummary>>,
     pub persistent_context: Vec<String>,
     /// The user's ended sessions with the agent, by end time.
-    pub ended: Vec<SessionRecord>,
+    pub ended: Vec<std::sync::Arc<SessionRecord>>,
     /// The user's topics.
     pub topics: Vec<Topic>,
 }
@@ -774,10 +845,16 @@ impl Trees {
         agent_id: &str,
         user_id: &str,
     ) -> Result<ContextSources, StoreError> {
+        // Decoded again only where a write changed the bytes: a read after
+        // the previous call's summary lands decodes that summary, not the
+        // thousand before it.
         let mut summaries = Vec::new();
         for kind in SummaryType::ALL {
+            let iter = self
+                .summaries
+                .scan_prefix(keys::summaries_prefix(agent_id, kind));
             summaries.extend(
-                self.summaries(agent_id, kind, None)?
+                self.scan_decoded(&self.decoded_summaries, keys::TREE_SUMMARIES, iter)?
                     .into_iter()
                     .filter(|s| s.user_id == user_id && s.is_current()),
             );
@@ -789,16 +866,30 @@ impl Trees {
                 b.summary_id,
             ))
         });
-        let mut ended: Vec<SessionRecord> = self
-            .sessions(Some(agent_id))?
+        let mut ended: Vec<std::sync::Arc<SessionRecord>> = self
+            .scan_decoded(
+                &self.decoded_sessions,
+                keys::TREE_SESSIONS,
+                self.sessions.iter(),
+            )?
             .into_iter()
-            .filter(|s| s.user_id == user_id && s.ended_at.is_some())
+            .filter(|s| s.agent_id == agent_id && s.user_id == user_id && s.ended_at.is_some())
             .collect();
         ended.sort_by_key(|s| (s.ended_at, s.session_id));
+        let visible: Vec<FactRecord> = self
+            .scan_decoded(
+                &self.decoded_facts,
+                keys::TREE_FACTS,
+                self.facts.scan_prefix(keys::agent_facts_prefix(agent_id)),
+            )?
+            .into_iter()
+            .filter(|f| f.user_id == user_id || f.visibility == Visibility::Shared)
+            .map(|f| (*f).clone())
+            .collect();
         Ok(ContextSources {
             agent_blocks: self.blocks(agent_id)?,
             user_blocks: self.user_blocks(agent_id, user_id)?,
-            facts: CurrentFacts::of(self.visible_facts(agent_id, user_id)?),
+            facts: CurrentFacts::of(sorted_facts(visible)),
             summaries,
             persistent_context: self.agent(agent_id)?.persistent_context,
             ended,

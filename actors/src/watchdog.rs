@@ -93,7 +93,7 @@ pub struct WatchdogActor;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Hierarchy<'a> {
     /// Session summaries within the look-back, newest first.
-    pub recent: &'a [ConversationSummary],
+    pub recent: &'a [&'a ConversationSummary],
     /// The latest daily and weekly rollups (current versions).
     pub daily: Option<&'a ConversationSummary>,
     pub weekly: Option<&'a ConversationSummary>,
@@ -502,7 +502,7 @@ mod tests {
     }
 
     fn hierarchy<'a>(
-        recent: &'a [ConversationSummary],
+        recent: &'a [&'a ConversationSummary],
         topics: &'a [String],
         persistent: &'a [String],
     ) -> Hierarchy<'a> {
@@ -521,7 +521,8 @@ mod tests {
             summary("older", &["umzug", "arbeit"]),
         ];
         let persistent = vec!["Prefers mornings".to_string(), "Has a dog".to_string()];
-        let h = hierarchy(&s, &[], &persistent);
+        let refs: Vec<&ConversationSummary> = s.iter().collect();
+        let h = hierarchy(&refs, &[], &persistent);
         for limit in [1, 10, 60, 200, 2_000] {
             let v = render_context(Utc::now(), &h, 12, limit);
             assert!(v.chars().count() <= limit, "{limit}: {}", v.chars().count());
@@ -541,7 +542,8 @@ mod tests {
 
     #[test]
     fn rollups_and_topics_go_in_the_documented_order_and_leave_first() {
-        let recent = [summary("Mark got the Globex offer.", &["offer"])];
+        let offer = summary("Mark got the Globex offer.", &["offer"]);
+        let recent = [&offer];
         let mut day = summary("Mark negotiated salary and accepted.", &[]);
         day.summary_type = SummaryType::Daily;
         let mut week = summary(&"A week of interviews and one offer. ".repeat(3), &[]);

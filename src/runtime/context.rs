@@ -250,17 +250,18 @@ impl Runtime {
         // generation).
         let settings = &self.inner.settings;
         let lookback = Duration::hours(settings.watchdog.lookback_hours as i64);
-        let recent: Vec<ConversationSummary> = summaries
+        let recent: Vec<&ConversationSummary> = summaries
             .iter()
             .rev()
+            .map(|s| &**s)
             .filter(|s| s.summary_type == SummaryType::Session && s.period_end >= now - lookback)
-            .cloned()
             .collect();
         let latest = |kind: SummaryType| {
             summaries
                 .iter()
                 .rev()
                 .find(|s| s.summary_type == kind && s.is_current())
+                .map(|s| &**s)
         };
         let live = self.inner.live_topics.get(agent_id, user_id, now, lookback);
         let labels = topic_order(&topics, live);
@@ -521,6 +522,10 @@ impl Runtime {
                 Ranking {
                     keyword_weight: 1.0,
                     candidates: limit,
+                    // A word in more than a fifth of the agent's items
+                    // (said in passing in most calls) ranks little and
+                    // costs the most.
+                    max_term_share: 0.2,
                 },
             )
         };

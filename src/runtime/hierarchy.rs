@@ -155,6 +155,7 @@ impl Runtime {
         let ranking = Ranking {
             keyword_weight: settings.keyword_weight,
             candidates: settings.candidates,
+            max_term_share: 1.0,
         };
         let mut hits = {
             let ix = index.read().unwrap_or_else(|p| p.into_inner());

@@ -172,12 +172,11 @@ impl Trees {
             keys::TREE_FACTS,
             self.facts.scan_prefix(keys::agent_facts_prefix(agent_id)),
         )?;
-        let mut facts: Vec<FactRecord> = all
-            .into_iter()
-            .filter(|f| f.user_id == user_id || f.visibility == Visibility::Shared)
-            .collect();
-        facts.sort_by_key(|f| (f.extracted_at, f.fact_id));
-        Ok(facts)
+        Ok(sorted_facts(
+            all.into_iter()
+                .filter(|f| f.user_id == user_id || f.visibility == Visibility::Shared)
+                .collect(),
+        ))
     }
 
     pub fn fact(&self, fact_id: Uuid) -> Result<Option<FactRecord>, StoreError> {
@@ -354,6 +353,12 @@ impl Trees {
             }
         }
     }
+}
+
+/// Facts in the order every listing gives them: oldest extracted first.
+pub(crate) fn sorted_facts(mut facts: Vec<FactRecord>) -> Vec<FactRecord> {
+    facts.sort_by_key(|f| (f.extracted_at, f.fact_id));
+    facts
 }
 
 #[cfg(test)]

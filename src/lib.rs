@@ -19,11 +19,14 @@
 //! - [`server`]: `recall serve`, the HTTP + WebSocket API (axum).
 //! - [`metrics`]: Prometheus metrics for `/metrics`.
 //! - [`simulate`]: `recall simulate`, replaying a JSONL script in virtual time.
+//! - [`eval`]: `recall eval`, the answer-recall evaluation on a generated
+//!   set of long conversations, beside a recency window and BM25.
 //! - [`testkit`]: a scripted `Reflect` and a paused-time test runtime.
 //! - [`engine`]: the engine crate (`recall-actors`), re-exported.
 
 pub mod client;
 pub mod embeddings;
+pub mod eval;
 pub mod llm;
 pub mod metrics;
 pub mod runtime;

@@ -53,6 +53,40 @@ enum Command {
         #[arg(long)]
         data: Option<PathBuf>,
     },
+    /// Answer recall: replays a generated set of long conversations in
+    /// virtual time (offline defaults), asks questions about them, and
+    /// prints per category how often the context holds the answer, beside
+    /// a recency window and BM25 over the raw turns with the same budget.
+    Eval {
+        /// dev, holdout (check it once, at the end) or all.
+        #[arg(long, default_value = "dev")]
+        split: String,
+        /// Context budgets in tokens, comma-separated; the first is the
+        /// headline one.
+        #[arg(long, default_value = "2000,4000", value_delimiter = ',')]
+        budgets: Vec<usize>,
+        /// The generator's seed.
+        #[arg(long, default_value_t = recall::eval::DEFAULT_SEED)]
+        seed: u64,
+        /// Only these personas (comma-separated ids).
+        #[arg(long, value_delimiter = ',')]
+        persona: Vec<String>,
+        /// Print one JSON object (with every question's outcome).
+        #[arg(long)]
+        json: bool,
+        /// Also print each question missed at the first budget, with the
+        /// answers expected and what the context held, tier by tier.
+        #[arg(long)]
+        misses: bool,
+        /// Write each persona's calls as a `recall simulate` script into
+        /// this folder, and stop.
+        #[arg(long)]
+        write_script: Option<PathBuf>,
+        /// A settings file layered over config/default.toml (environment
+        /// variables are not read: the figures are on the defaults).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// An agent's working context with a user (live sessions).
     Context {
         #[command(subcommand)]
@@ -376,6 +410,25 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Eval {
+            split,
+            budgets,
+            seed,
+            persona,
+            json,
+            misses,
+            write_script,
+            config,
+        } => eval(EvalArgs {
+            split,
+            budgets,
+            seed,
+            persona,
+            json,
+            misses,
+            write_script,
+            config,
+        }),
         command => {
             init_logging("warn", LogFormat::Human);
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -385,6 +438,51 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             rt.block_on(client_command(command))
         }
     }
+}
+
+struct EvalArgs {
+    split: String,
+    budgets: Vec<usize>,
+    seed: u64,
+    persona: Vec<String>,
+    json: bool,
+    misses: bool,
+    write_script: Option<PathBuf>,
+    config: Option<PathBuf>,
+}
+
+/// `recall eval`: see [`recall::eval`].
+fn eval(a: EvalArgs) -> anyhow::Result<()> {
+    use recall::eval;
+    let selection: eval::Selection = a.split.parse()?;
+    if let Some(dir) = &a.write_script {
+        let set = eval::dataset(selection, a.seed, &a.persona)?;
+        for p in eval::write_scripts(&set, dir)? {
+            println!("wrote {}", p.display());
+        }
+        return Ok(());
+    }
+    // The defaults (and a file), never the environment: figures on the defaults.
+    let settings = settings::load_from(a.config.as_deref(), Default::default())?;
+    init_logging("warn", settings.log.format);
+    let started = std::time::Instant::now();
+    let report = eval::run_blocking(eval::EvalOptions {
+        selection,
+        budgets: a.budgets,
+        seed: a.seed,
+        settings,
+        personas: a.persona,
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.to_text());
+        if a.misses {
+            print!("\n{}", report.misses_text());
+        }
+    }
+    eprintln!("evaluated in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
 }
 
 fn serve(settings: Settings, addr: Option<String>, data: PathBuf) -> anyhow::Result<()> {
@@ -1001,7 +1099,9 @@ async fn client_command(command: Command) -> anyhow::Result<()> {
                 Ok(())
             }
         },
-        Command::Serve { .. } | Command::Simulate { .. } => unreachable!("handled in run"),
+        Command::Serve { .. } | Command::Simulate { .. } | Command::Eval { .. } => {
+            unreachable!("handled in run")
+        }
     }
 }
 

@@ -167,6 +167,26 @@ pub struct Ranking {
     /// postings are the longest), unless every word is that common. 1.0
     /// keeps every word.
     pub max_term_share: f32,
+    /// A bonus for newer items among the candidates: of two items that
+    /// match about as well, the newer wins (what someone said last about a
+    /// thing is what holds now).
+    pub recency: Option<Recency>,
+}
+
+/// The recency bonus: `weight` for an item from `now`, halving every
+/// `half_life_days` before it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Recency {
+    pub now: DateTime<Utc>,
+    pub weight: f32,
+    pub half_life_days: f32,
+}
+
+impl Recency {
+    fn bonus(&self, at: DateTime<Utc>) -> f32 {
+        let days = (self.now - at).num_seconds().max(0) as f32 / 86_400.0;
+        self.weight * 0.5f32.powf(days / self.half_life_days.max(f32::MIN_POSITIVE))
+    }
 }
 
 /// A query's filters, resolved once per search: kinds as a bit set, the
@@ -291,10 +311,162 @@ pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
     })
 }
 
-/// A lowercased word's stem.
+/// A question's words without the ones that only frame it as a question
+/// about the past or present ("these days", "used to", "remind me",
+/// "what kind of"): they match small talk ("some days", "I used to") and
+/// never the thing asked about.
+pub fn without_question_framing(question: &str) -> String {
+    const PHRASES: [&str; 9] = [
+        "these days",
+        "used to",
+        "remind me",
+        "kind of",
+        "sort of",
+        "type of",
+        "at the moment",
+        "right now",
+        "any more",
+    ];
+    const WORDS: [&str; 6] = [
+        "nowadays",
+        "currently",
+        "anymore",
+        "lately",
+        "remind",
+        "again",
+    ];
+    let mut lower = question.to_lowercase();
+    for p in PHRASES {
+        lower = lower.replace(p, " ");
+    }
+    lower
+        .split(|c: char| c.is_whitespace())
+        .filter(|w| {
+            let bare = w.trim_matches(|c: char| !c.is_alphanumeric());
+            !w.is_empty() && !WORDS.contains(&bare)
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A lowercased word's stem. Irregular verb forms, which a suffix
+/// stemmer cannot join to their verb ("grew", "bought"), are taken to the
+/// verb first.
 pub fn stem(word: &str) -> String {
+    let word = IRREGULAR
+        .binary_search_by(|(form, _)| form.cmp(&word))
+        .map_or(word, |i| IRREGULAR[i].1);
     STEMMER.stem(word).into_owned()
 }
+
+/// Past forms of common irregular English verbs and their verb, sorted by
+/// form. Forms that are also everyday nouns or adjectives in their own
+/// right ("left", "ground", "saw", "lay", "felt") are left out.
+const IRREGULAR: &[(&str, &str)] = &[
+    ("ate", "eat"),
+    ("became", "become"),
+    ("began", "begin"),
+    ("begun", "begin"),
+    ("bent", "bend"),
+    ("bled", "bleed"),
+    ("blew", "blow"),
+    ("blown", "blow"),
+    ("bought", "buy"),
+    ("bred", "breed"),
+    ("broke", "break"),
+    ("broken", "break"),
+    ("brought", "bring"),
+    ("built", "build"),
+    ("came", "come"),
+    ("caught", "catch"),
+    ("chose", "choose"),
+    ("chosen", "choose"),
+    ("dealt", "deal"),
+    ("drank", "drink"),
+    ("drawn", "draw"),
+    ("drew", "draw"),
+    ("driven", "drive"),
+    ("drove", "drive"),
+    ("dug", "dig"),
+    ("eaten", "eat"),
+    ("fallen", "fall"),
+    ("fed", "feed"),
+    ("fell", "fall"),
+    ("fled", "flee"),
+    ("flew", "fly"),
+    ("flown", "fly"),
+    ("forgot", "forget"),
+    ("forgotten", "forget"),
+    ("fought", "fight"),
+    ("found", "find"),
+    ("froze", "freeze"),
+    ("frozen", "freeze"),
+    ("gave", "give"),
+    ("given", "give"),
+    ("gone", "go"),
+    ("got", "get"),
+    ("gotten", "get"),
+    ("grew", "grow"),
+    ("grown", "grow"),
+    ("heard", "hear"),
+    ("held", "hold"),
+    ("hid", "hide"),
+    ("hidden", "hide"),
+    ("hung", "hang"),
+    ("kept", "keep"),
+    ("knew", "know"),
+    ("known", "know"),
+    ("led", "lead"),
+    ("lent", "lend"),
+    ("lost", "lose"),
+    ("made", "make"),
+    ("meant", "mean"),
+    ("met", "meet"),
+    ("paid", "pay"),
+    ("ran", "run"),
+    ("rang", "ring"),
+    ("ridden", "ride"),
+    ("risen", "rise"),
+    ("rode", "ride"),
+    ("rose", "rise"),
+    ("sang", "sing"),
+    ("sank", "sink"),
+    ("sat", "sit"),
+    ("sent", "send"),
+    ("shook", "shake"),
+    ("shot", "shoot"),
+    ("slept", "sleep"),
+    ("sold", "sell"),
+    ("sought", "seek"),
+    ("spent", "spend"),
+    ("spoke", "speak"),
+    ("spoken", "speak"),
+    ("stole", "steal"),
+    ("stolen", "steal"),
+    ("stood", "stand"),
+    ("stuck", "stick"),
+    ("sung", "sing"),
+    ("swam", "swim"),
+    ("swept", "sweep"),
+    ("swore", "swear"),
+    ("swum", "swim"),
+    ("taken", "take"),
+    ("taught", "teach"),
+    ("thought", "think"),
+    ("threw", "throw"),
+    ("thrown", "throw"),
+    ("told", "tell"),
+    ("took", "take"),
+    ("understood", "understand"),
+    ("went", "go"),
+    ("woke", "wake"),
+    ("woken", "wake"),
+    ("won", "win"),
+    ("wore", "wear"),
+    ("worn", "wear"),
+    ("written", "write"),
+    ("wrote", "write"),
+];
 
 /// A fact's archival text.
 pub fn fact_text(f: &Fact) -> String {
@@ -657,7 +829,13 @@ impl AgentIndex {
                 .filter_map(|(bm25, slot)| {
                     let d = self.docs.get(slot as usize)?.as_ref()?;
                     let sim = similarity(d);
-                    Some((w * bm25 / best + (1.0 - w) * sim.max(0.0), bm25, sim, slot))
+                    let recent = ranking.recency.map_or(0.0, |r| r.bonus(d.end));
+                    Some((
+                        w * bm25 / best + (1.0 - w) * sim.max(0.0) + recent,
+                        bm25,
+                        sim,
+                        slot,
+                    ))
                 })
                 .collect()
         };
@@ -919,6 +1097,7 @@ mod tests {
         keyword_weight: 0.6,
         candidates: 200,
         max_term_share: 1.0,
+        recency: None,
     };
 
     fn fact(user: &str, content: &str, shared: bool) -> Fact {
@@ -1125,6 +1304,20 @@ mod tests {
     }
 
     #[test]
+    fn question_framing_is_left_out() {
+        assert_eq!(
+            without_question_framing("What kind of coffee am I allowed these days?"),
+            "what coffee am i allowed ?"
+        );
+        assert_eq!(
+            without_question_framing("Remind me, how did I USED TO get to work?"),
+            ", how did i get to work?"
+        );
+        // the words themselves stay when they are the content
+        assert_eq!(without_question_framing("my birthday"), "my birthday");
+    }
+
+    #[test]
     fn inflections_meet_at_their_stem() {
         let mut ix = AgentIndex::default();
         let a = summary(
@@ -1146,6 +1339,10 @@ mod tests {
             assert!(hits[0].keyword_score > 0.0);
         }
         assert_eq!(stem("interviewers"), stem("interview"));
+        // irregular past forms meet their verb
+        assert_eq!(stem("grew"), stem("growing"));
+        assert_eq!(stem("bought"), stem("buy"));
+        assert!(IRREGULAR.windows(2).all(|w| w[0].0 < w[1].0), "sorted");
     }
 
     #[test]

@@ -301,6 +301,13 @@ pub struct ContextSettings {
     /// How many of the best search hits a context read considers.
     #[serde(default = "default_retrieval_candidates")]
     pub retrieval_candidates: usize,
+    /// The bonus a hit from just now gets over the keyword score (the best
+    /// hit's is 1): of two hits that match about as well, the newer wins.
+    #[serde(default = "default_retrieval_recency_weight")]
+    pub retrieval_recency_weight: f32,
+    /// The recency bonus halves every this many days.
+    #[serde(default = "default_retrieval_half_life_days")]
+    pub retrieval_half_life_days: f32,
 }
 
 impl Default for ContextSettings {
@@ -313,6 +320,8 @@ impl Default for ContextSettings {
             cache_entries: default_cache_entries(),
             retrieval_share: default_retrieval_share(),
             retrieval_candidates: default_retrieval_candidates(),
+            retrieval_recency_weight: default_retrieval_recency_weight(),
+            retrieval_half_life_days: default_retrieval_half_life_days(),
         }
     }
 }
@@ -322,6 +331,12 @@ fn default_retrieval_share() -> f32 {
 }
 fn default_retrieval_candidates() -> usize {
     40
+}
+fn default_retrieval_recency_weight() -> f32 {
+    0.2
+}
+fn default_retrieval_half_life_days() -> f32 {
+    30.0
 }
 
 fn default_soft_decay_minutes() -> u64 {
@@ -763,6 +778,20 @@ impl Settings {
             return Err(SettingsError {
                 key: "context.retrieval_share",
                 reason: format!("must be between 0 and 1; got {share}"),
+            });
+        }
+        let w = self.context.retrieval_recency_weight;
+        if !(0.0..=1.0).contains(&w) {
+            return Err(SettingsError {
+                key: "context.retrieval_recency_weight",
+                reason: format!("must be between 0 and 1; got {w}"),
+            });
+        }
+        let h = self.context.retrieval_half_life_days;
+        if !(h > 0.0 && h.is_finite()) {
+            return Err(SettingsError {
+                key: "context.retrieval_half_life_days",
+                reason: format!("must be a positive number of days; got {h}"),
             });
         }
         if self.context.retrieval_candidates > 1000 {

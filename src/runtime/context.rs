@@ -24,7 +24,7 @@ use recall_actors::context::{
 use recall_actors::model::{
     BlockLabel, ConversationSummary, ConversationTurn, MemoryBlock, SummaryType,
 };
-use recall_actors::search::{DocKind, Ranking, SearchQuery};
+use recall_actors::search::{DocKind, Ranking, Recency, SearchQuery, TurnRef};
 use recall_actors::session::SessionMsg;
 use recall_actors::store::{ContextSources, StoreError, StoreMsg};
 use recall_actors::watchdog::{render_context, topic_order, Hierarchy};
@@ -454,10 +454,13 @@ impl Runtime {
             .retrieve(
                 agent_id,
                 user_id,
-                current_message,
-                &gap_queries,
+                Ask {
+                    message: current_message,
+                    live_words: &gap_queries,
+                    skip_session: verbatim,
+                    now,
+                },
                 &src,
-                verbatim,
             )
             .await?;
         Ok(select(
@@ -484,16 +487,21 @@ impl Runtime {
         &self,
         agent_id: &str,
         user_id: &str,
-        message: &str,
-        live_words: &[String],
+        ask: Ask<'_>,
         src: &Sources,
-        skip_session: Option<Uuid>,
     ) -> Result<Vec<Retrieved>, RecallError> {
-        let limit = self.inner.settings.context.retrieval_candidates;
+        let Ask {
+            message,
+            live_words,
+            skip_session,
+            now,
+        } = ask;
+        let settings = &self.inner.settings.context;
+        let limit = settings.retrieval_candidates;
         if message.trim().is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        let mut text = message.to_string();
+        let mut text = recall_actors::search::without_question_framing(message);
         for w in live_words {
             text.push('\n');
             text.push_str(w);
@@ -526,6 +534,11 @@ impl Runtime {
                     // (said in passing in most calls) ranks little and
                     // costs the most.
                     max_term_share: 0.2,
+                    recency: Some(Recency {
+                        now,
+                        weight: settings.retrieval_recency_weight,
+                        half_life_days: settings.retrieval_half_life_days,
+                    }),
                 },
             )
         };
@@ -535,34 +548,34 @@ impl Runtime {
         // A day, week or topic of one call reads like its session summary:
         // show the words once.
         let mut seen_texts = std::collections::HashSet::new();
+        // Turns shown, as hits or as the turn after one.
+        let mut shown_turns = std::collections::HashSet::new();
+        // The turn after each hit, often the rest of what was said (the
+        // name after "I had brunch with my oldest friend"): shown after
+        // every hit, if room is left.
+        let mut after: Vec<Retrieved> = Vec::new();
         for h in hits {
             let item = match (h.kind, h.turn) {
                 (DocKind::Turn, Some(r)) => {
-                    if Some(r.session_id) == skip_session {
+                    if Some(r.session_id) == skip_session
+                        || !shown_turns.insert((r.session_id, r.seq))
+                    {
                         continue;
                     }
                     let Some(t) = trees.turn(r.session_id, r.seq)? else {
                         continue;
                     };
-                    let mut text = format!(
-                        "- [{}] {user_id}: {}",
-                        t.timestamp.format("%Y-%m-%d %H:%M"),
-                        t.user_message.trim()
-                    );
-                    if !t.agent_response.trim().is_empty() {
-                        text.push_str("\n  agent: ");
-                        text.push_str(t.agent_response.trim());
+                    let next = TurnRef {
+                        session_id: r.session_id,
+                        seq: r.seq.saturating_add(1),
+                    };
+                    if let Some(n) = trees.turn(next.session_id, next.seq)? {
+                        after.push(Retrieved {
+                            item: retrieved_turn(user_id, next, &n),
+                            at: n.timestamp,
+                        });
                     }
-                    ContextItem {
-                        tier: Tier::Retrieved,
-                        source: Source::StoredTurn {
-                            session: r.session_id,
-                            seq: r.seq,
-                        },
-                        role: recall_actors::context::Role::System,
-                        tokens: counter.count(&text),
-                        text: text.into(),
-                    }
+                    retrieved_turn(user_id, r, &t)
                 }
                 (DocKind::Fact, _) => match src.facts.get(h.id) {
                     Some(i) => ContextItem {
@@ -591,6 +604,52 @@ impl Runtime {
                 at: h.period_start,
             });
         }
+        for a in after {
+            if let Source::StoredTurn { session, seq } = a.item.source {
+                if shown_turns.insert((session, seq)) {
+                    out.push(a);
+                }
+            }
+        }
         Ok(out)
+    }
+}
+
+/// What a context read retrieves by.
+struct Ask<'a> {
+    /// The current message.
+    message: &'a str,
+    /// The live call's latest user messages.
+    live_words: &'a [String],
+    /// A call whose turns the context shows verbatim already.
+    skip_session: Option<Uuid>,
+    now: DateTime<Utc>,
+}
+
+/// A stored turn as a retrieved item: when, the user's words, and the
+/// first sentence of the agent's answer (the user's own words are what is
+/// remembered; the answer says what they were answering).
+fn retrieved_turn(user_id: &str, r: TurnRef, t: &ConversationTurn) -> ContextItem {
+    let mut text = format!(
+        "- [{}] {user_id}: {}",
+        t.timestamp.format("%Y-%m-%d %H:%M"),
+        t.user_message.trim()
+    );
+    if let Some(first) = recall_actors::text::sentences(&t.agent_response)
+        .into_iter()
+        .next()
+    {
+        text.push_str("\n  agent: ");
+        text.push_str(&first);
+    }
+    ContextItem {
+        tier: Tier::Retrieved,
+        source: Source::StoredTurn {
+            session: r.session_id,
+            seq: r.seq,
+        },
+        role: recall_actors::context::Role::System,
+        tokens: CharEstimate.count(&text),
+        text: text.into(),
     }
 }

@@ -156,6 +156,7 @@ impl Runtime {
             keyword_weight: settings.keyword_weight,
             candidates: settings.candidates,
             max_term_share: 1.0,
+            recency: None,
         };
         let mut hits = {
             let ix = index.read().unwrap_or_else(|p| p.into_inner());

@@ -249,20 +249,27 @@ pub fn disclosure(sentence: &str, person: Option<&[&str]>) -> f64 {
     if content == 0 {
         return 0.0;
     }
-    let about = match person {
+    // Whether it names the person: a user's sentence without "I" is still
+    // their life ("It was thirty below here in Duluth", "Rusty, our
+    // beagle, got out again") and is read for its signals; one that says
+    // "I" or "my" weighs a little more. An agent's sentence counts only
+    // when it is about the user ("your interview").
+    let names_person = match person {
         None => true,
         Some(p) => media || words.iter().any(|w| p.contains(&w.as_str())),
     };
+    let about = names_person || person.is_some_and(|p| std::ptr::eq(p, FIRST_PERSON));
     let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
     let mut signals = 0.0;
     if !text::facts(&bare).is_empty() {
         signals += 3.0;
     }
-    // Names, dates and amounts, in the sentence minus its first word (a
-    // capital there proves nothing).
+    // Names, places, dates and amounts, in the sentence minus its first
+    // word (a capital there proves nothing): what makes a statement
+    // something to remember rather than small talk.
     let entities = text::entities(&bare, 4).len();
     if entities > 0 {
-        signals += 1.0 + 0.5 * (entities - 1) as f64;
+        signals += 2.0 + 0.5 * (entities - 1) as f64;
     }
     if words
         .iter()
@@ -282,8 +289,10 @@ pub fn disclosure(sentence: &str, person: Option<&[&str]>) -> f64 {
     if has(FEELING_WORDS) || words.iter().any(|w| text::is_feeling_word(w)) {
         signals += 1.0;
     }
-    if about {
+    if names_person {
         1.0 + signals
+    } else if about {
+        0.5 + signals
     } else {
         0.5 * signals
     }

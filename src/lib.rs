@@ -44,6 +44,6 @@ pub use recall_actors::model::{
 pub use recall_actors::reflect::{Reflect, ReflectError, ReflectRequest};
 pub use recall_actors::settings::Settings;
 pub use runtime::{
-    LiveContext, RecallError, Runtime, RuntimeBuilder, RuntimeStats, SessionStatus, ShutdownReport,
-    StartupError, SummaryQuery,
+    ContextOptions, LiveContext, RecallError, Runtime, RuntimeBuilder, RuntimeStats, SessionStatus,
+    ShutdownReport, StartupError, SummaryQuery,
 };

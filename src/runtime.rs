@@ -46,7 +46,7 @@ mod context;
 mod forget;
 mod hierarchy;
 mod replay;
-pub use context::ContextCacheStats;
+pub use context::{ContextCacheStats, ContextOptions};
 pub use hierarchy::TopicView;
 pub use replay::{ReplayChange, ReplayFailure, ReplayProgress, ReplayReport, ReplayRequest};
 
@@ -886,8 +886,36 @@ impl Runtime {
         current_message: &str,
         budget_tokens: usize,
     ) -> Result<AssembledContext, RecallError> {
-        self.assemble_context(agent_id, user_id, current_message, budget_tokens, true)
-            .await
+        self.assemble_context(
+            agent_id,
+            user_id,
+            current_message,
+            budget_tokens,
+            true,
+            ContextOptions::default(),
+        )
+        .await
+    }
+
+    /// [`Runtime::context`] with options: e.g. without the live call, for
+    /// a caller that sends the call's own messages to its LLM itself.
+    pub async fn context_with(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+        current_message: &str,
+        budget_tokens: usize,
+        options: ContextOptions,
+    ) -> Result<AssembledContext, RecallError> {
+        self.assemble_context(
+            agent_id,
+            user_id,
+            current_message,
+            budget_tokens,
+            true,
+            options,
+        )
+        .await
     }
 
     /// [`Runtime::context`] read entirely from the store, bypassing the
@@ -900,8 +928,15 @@ impl Runtime {
         current_message: &str,
         budget_tokens: usize,
     ) -> Result<AssembledContext, RecallError> {
-        self.assemble_context(agent_id, user_id, current_message, budget_tokens, false)
-            .await
+        self.assemble_context(
+            agent_id,
+            user_id,
+            current_message,
+            budget_tokens,
+            false,
+            ContextOptions::default(),
+        )
+        .await
     }
 
     /// Entries, hits and misses of the context cache.

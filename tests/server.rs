@@ -1386,6 +1386,20 @@ async fn the_assembled_context_keeps_users_apart_and_fits_its_budget() -> Res {
     assert_eq!(messages[0]["role"], "system");
     assert_eq!(messages.last().expect("last")["role"], "user");
 
+    // a caller that holds the live call itself: the rest of the memory
+    // only, the live call's words left out
+    let (s, v) = srv
+        .get("/v1/agents/kairix/context?user_id=mark&message=What%20should%20I%20wear%3F&budget_tokens=4000&live=false")
+        .await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let text = v["messages"].to_string();
+    assert!(!text.contains("Globex onsite"), "{text}");
+    assert!(text.contains("Works at Initech"), "{text}");
+    let (s, v) = srv
+        .get("/v1/agents/kairix/context?user_id=mark&budget_tokens=4000&live=maybe")
+        .await?;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+
     // a small budget: summaries go first, and it still fits
     let (_, small) = srv
         .get("/v1/agents/kairix/context?user_id=mark&message=hi&budget_tokens=30")

@@ -356,6 +356,7 @@ impl Runtime {
         current_message: &str,
         budget_tokens: usize,
         cached: bool,
+        options: ContextOptions,
     ) -> Result<AssembledContext, RecallError> {
         recall_actors::model::validate_id("agent_id", agent_id)?;
         recall_actors::model::validate_id("user_id", user_id)?;
@@ -408,6 +409,14 @@ impl Runtime {
             .take(2)
             .collect();
         let gap = prepare_turns(&gap, counter);
+        // A caller that holds the live call's messages itself (a voice
+        // framework's own LLM context) gets the rest of the memory only:
+        // the live call's words would take its budget twice.
+        let (live_summaries, gap) = if options.include_live {
+            (live_summaries, gap)
+        } else {
+            (Vec::new(), Vec::new())
+        };
 
         // Decay across calls (seed 002): the previous call's turns stay
         // verbatim if the user is back within the soft decay, only its last
@@ -612,6 +621,21 @@ impl Runtime {
             }
         }
         Ok(out)
+    }
+}
+
+/// How a context is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextOptions {
+    /// Show the live call (its window summaries and raw turns). Off for a
+    /// caller that sends the call's messages to its LLM itself; the live
+    /// call still sets the decay bands and sharpens retrieval.
+    pub include_live: bool,
+}
+
+impl Default for ContextOptions {
+    fn default() -> Self {
+        ContextOptions { include_live: true }
     }
 }
 

@@ -683,6 +683,14 @@ pub struct AssembleQuery {
     #[serde(default)]
     message: String,
     budget_tokens: usize,
+    /// Show the live call; `false` for a caller that sends the call's own
+    /// messages to its LLM.
+    #[serde(default = "shown")]
+    live: bool,
+}
+
+fn shown() -> bool {
+    true
 }
 
 /// The context for the agent's next LLM call: tiers with their items and
@@ -696,7 +704,15 @@ pub async fn assemble_context(
     access.allow(&agent_id)?;
     let ctx = app
         .runtime
-        .context(&agent_id, &q.user_id, &q.message, q.budget_tokens)
+        .context_with(
+            &agent_id,
+            &q.user_id,
+            &q.message,
+            q.budget_tokens,
+            crate::ContextOptions {
+                include_live: q.live,
+            },
+        )
         .await?;
     let messages = ctx.to_messages();
     let mut v = json!(ctx);

@@ -235,7 +235,13 @@ class RecallClient:
             await asyncio.sleep(poll_secs)
 
     async def get_context(
-        self, agent_id: str, user_id: str, *, message: str = "", budget_tokens: int
+        self,
+        agent_id: str,
+        user_id: str,
+        *,
+        message: str = "",
+        budget_tokens: int,
+        live: bool = True,
     ) -> dict[str, Any]:
         """What the agent's LLM should know for one user's next answer
         (`GET /v1/agents/{agent}/context`).
@@ -244,12 +250,19 @@ class RecallClient:
         ``message`` (the user's latest words) and fitted to
         ``budget_tokens``: ``{"tiers", "trimmed", "messages", …}``, where
         ``messages`` are OpenAI-style chat messages (the memory as one
-        system message, then turns, then ``message``).
+        system message, then turns, then ``message``). ``live=False``
+        leaves the live call's own turns and window summaries out, for a
+        caller whose LLM context already holds them.
         """
         _, data = await self._request(
             "GET",
             f"/v1/agents/{agent_id}/context",
-            params={"user_id": user_id, "message": message, "budget_tokens": str(budget_tokens)},
+            params={
+                "user_id": user_id,
+                "message": message,
+                "budget_tokens": str(budget_tokens),
+                "live": "true" if live else "false",
+            },
         )
         return dict(data)
 

@@ -154,6 +154,9 @@ class RecallContextInjector(FrameProcessor):
                     self.user_id,
                     message=query,
                     budget_tokens=self.budget_tokens,
+                    # The pipeline's own context holds the live call: the
+                    # budget goes to the rest of the user's memory.
+                    live=False,
                 ),
                 self._fetch_timeout,
             )

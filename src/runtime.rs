@@ -411,7 +411,9 @@ impl RuntimeBuilder {
             }),
             recovered: Vec::new(),
         };
-        runtime.recover().await
+        let runtime = runtime.recover().await?;
+        runtime.warm_indexes();
+        Ok(runtime)
     }
 }
 
@@ -1455,6 +1457,7 @@ impl Runtime {
             .await;
         let flushed = self.flush().await;
         self.release_reader();
+        inner.search.close().await;
         let _ = inner
             .store
             .stop_and_wait(None, Some(Duration::from_secs(10)))
@@ -1499,6 +1502,7 @@ impl Runtime {
             let _ = actor.kill_and_wait(Some(Duration::from_secs(5))).await;
         }
         self.release_reader();
+        inner.search.close().await;
         let _ = inner
             .store
             .kill_and_wait(Some(Duration::from_secs(5)))

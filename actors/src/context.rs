@@ -565,9 +565,16 @@ pub fn cut_text(text: &str, room: usize, counter: &dyn TokenCounter) -> Option<S
             word_ends.push(i + c.len_utf8());
         }
     }
-    let end = longest(&sentence_ends)
-        .filter(|&e| e > 0)
-        .or_else(|| longest(&word_ends))?;
+    // A sentence boundary, unless it keeps under half of what a word
+    // boundary would (a block cut to its label line alone).
+    let end = match (
+        longest(&sentence_ends).filter(|&e| e > 0),
+        longest(&word_ends),
+    ) {
+        (Some(s), Some(w)) if s * 2 < w => w,
+        (Some(s), _) => s,
+        (None, w) => w?,
+    };
     let kept = text[..end].trim_end();
     (!kept.is_empty() && kept.len() < text.trim_end().len()).then(|| format!("{kept}{CUT_MARK}"))
 }
@@ -663,7 +670,9 @@ pub fn select(
         if !taken.insert(r.item.source) {
             continue;
         }
-        match f.place(&r.item, r.item.source, true, &mut share_room) {
+        // Whole items only: one cut to the share could not grow back when
+        // the rest of the budget has room.
+        match f.place(&r.item, r.item.source, false, &mut share_room) {
             Placed::Whole => *slot = Some(r.item.clone()),
             Placed::Cut(c) => *slot = Some(c),
             Placed::Left => {
@@ -726,7 +735,8 @@ pub fn select(
             continue;
         }
         taken.insert(r.item.source);
-        match f.place(&r.item, r.item.source, true, &mut room) {
+        let cut = !matches!(r.item.source, Source::Fact(_));
+        match f.place(&r.item, r.item.source, cut, &mut room) {
             Placed::Whole => *slot = Some(r.item.clone()),
             Placed::Cut(c) => *slot = Some(c),
             Placed::Left => {
@@ -1127,6 +1137,11 @@ mod tests {
         );
         // the whole text fits (mark included): nothing to cut
         assert_eq!(cut_text(&t, 27, &CharEstimate), None);
+        // a block whose first sentence does not fit keeps more than its
+        // label line
+        let block = format!("[persona]\n{}", "word ".repeat(100));
+        let c = cut_text(&block, 20, &CharEstimate).unwrap();
+        assert!(c.len() > "[persona] …".len() + 20, "{c}");
         // below the least room worth cutting to
         assert_eq!(cut_text(&t, MIN_CUT_TOKENS - 1, &CharEstimate), None);
         // no sentence fits: a word boundary

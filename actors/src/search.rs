@@ -335,18 +335,28 @@ pub fn without_question_framing(question: &str) -> String {
         "remind",
         "again",
     ];
-    let mut lower = question.to_lowercase();
-    for p in PHRASES {
-        lower = lower.replace(p, " ");
+    let lower = question.to_lowercase();
+    let words: Vec<&str> = lower.split_whitespace().collect();
+    let bare = |w: &str| -> String { w.trim_matches(|c: char| !c.is_alphanumeric()).to_string() };
+    let mut out: Vec<&str> = Vec::with_capacity(words.len());
+    let mut i = 0;
+    while i < words.len() {
+        // A phrase matches whole words only ("kind of", never "mankind of").
+        let phrase = PHRASES.iter().find_map(|p| {
+            let n = p.split(' ').count();
+            let here: Vec<String> = words.get(i..i + n)?.iter().map(|w| bare(w)).collect();
+            (here.join(" ") == *p).then_some(n)
+        });
+        if let Some(n) = phrase {
+            i += n;
+            continue;
+        }
+        if !WORDS.contains(&bare(words[i]).as_str()) {
+            out.push(words[i]);
+        }
+        i += 1;
     }
-    lower
-        .split(|c: char| c.is_whitespace())
-        .filter(|w| {
-            let bare = w.trim_matches(|c: char| !c.is_alphanumeric());
-            !w.is_empty() && !WORDS.contains(&bare)
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    out.join(" ")
 }
 
 /// A lowercased word's stem. Irregular verb forms, which a suffix
@@ -361,7 +371,8 @@ pub fn stem(word: &str) -> String {
 
 /// Past forms of common irregular English verbs and their verb, sorted by
 /// form. Forms that are also everyday nouns or adjectives in their own
-/// right ("left", "ground", "saw", "lay", "felt") are left out.
+/// right ("left", "ground", "saw", "lay", "felt") or names and short forms
+/// ("Rose", "Sat") are left out.
 const IRREGULAR: &[(&str, &str)] = &[
     ("ate", "eat"),
     ("became", "become"),
@@ -428,10 +439,8 @@ const IRREGULAR: &[(&str, &str)] = &[
     ("ridden", "ride"),
     ("risen", "rise"),
     ("rode", "ride"),
-    ("rose", "rise"),
     ("sang", "sing"),
     ("sank", "sink"),
-    ("sat", "sit"),
     ("sent", "send"),
     ("shook", "shake"),
     ("shot", "shoot"),
@@ -736,6 +745,8 @@ impl AgentIndex {
                     .get(t.as_str())
                     .map_or(0.0, |&id| self.df[id as usize] as f32)
             };
+            // A word no item holds says nothing about which words are rare.
+            terms.retain(|t| df(t) > 0.0);
             if terms.iter().any(|t| df(t) <= most) {
                 terms.retain(|t| df(t) <= most);
             }
@@ -879,8 +890,10 @@ enum Slot {
     /// Built off the Store actor; the changes made meanwhile wait here and
     /// are applied, in order, before the index is handed out (a change is
     /// a replace or a removal by id, so applying one the build already saw
-    /// changes nothing).
+    /// changes nothing). `id` tells this build from a later one for the
+    /// same agent (after a `clear`).
     Building {
+        id: u64,
         pending: Vec<Op>,
         done: tokio::sync::watch::Receiver<()>,
     },
@@ -894,6 +907,11 @@ enum Slot {
 #[derive(Default)]
 pub struct SearchIndex {
     agents: Mutex<HashMap<String, Slot>>,
+    next_build: std::sync::atomic::AtomicU64,
+    /// Builds under way, so a shutdown can wait until none holds the store.
+    running: Arc<tokio::sync::watch::Sender<usize>>,
+    /// Set by [`SearchIndex::close`]: no build starts after it.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for SearchIndex {
@@ -913,6 +931,22 @@ pub struct BuildError {
     pub source: Arc<crate::store::StoreError>,
 }
 
+/// Counts a build as running until dropped (even if its task panics).
+struct Running(Arc<tokio::sync::watch::Sender<usize>>);
+
+impl Running {
+    fn start(counter: &Arc<tokio::sync::watch::Sender<usize>>) -> Running {
+        counter.send_modify(|n| *n += 1);
+        Running(counter.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
 impl SearchIndex {
     fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
         self.agents.lock().unwrap_or_else(|p| p.into_inner())
@@ -926,51 +960,50 @@ impl SearchIndex {
         }
     }
 
-    /// Installs a freshly built index.
-    pub fn insert(&self, agent_id: &str, index: AgentIndex) {
-        self.slots().insert(
-            agent_id.to_string(),
-            Slot::Ready(Arc::new(RwLock::new(index))),
-        );
-    }
-
     /// The agent's index, built by `build` on the blocking pool first if
     /// it is not (callers asking meanwhile wait for the same build). The
     /// build finishes even if the caller stops waiting.
     pub async fn ensure(
         self: &Arc<Self>,
         agent_id: &str,
-        build: impl FnOnce() -> Result<AgentIndex, crate::store::StoreError> + Send + 'static,
+        build: impl FnOnce() -> Result<AgentIndex, crate::store::StoreError> + Clone + Send + 'static,
     ) -> Result<Arc<RwLock<AgentIndex>>, BuildError> {
-        let mut build = Some(build);
         loop {
             let started = {
                 let mut slots = self.slots();
                 match slots.get(agent_id) {
                     Some(Slot::Ready(ix)) => return Ok(ix.clone()),
-                    Some(Slot::Building { done, .. }) => Err(done.clone()),
+                    Some(Slot::Building { id, done, .. }) => Err((*id, done.clone())),
                     None => {
-                        // Taken at most once: the branch that takes it
-                        // returns once the build ends.
-                        let Some(build) = build.take() else {
-                            continue;
-                        };
+                        if self.closed.load(std::sync::atomic::Ordering::Relaxed) {
+                            return Err(BuildError {
+                                agent_id: agent_id.to_string(),
+                                source: Arc::new(crate::store::StoreError::Unavailable),
+                            });
+                        }
+                        let build = build.clone();
+                        let id = self
+                            .next_build
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let (tx, rx) = tokio::sync::watch::channel(());
                         slots.insert(
                             agent_id.to_string(),
                             Slot::Building {
+                                id,
                                 pending: Vec::new(),
                                 done: rx,
                             },
                         );
                         let this = self.clone();
                         let agent = agent_id.to_string();
+                        let running = Running::start(&self.running);
                         Ok(tokio::spawn(async move {
                             let res = match tokio::task::spawn_blocking(build).await {
                                 Ok(res) => res,
                                 Err(e) => Err(crate::store::StoreError::ReadAborted(e)),
                             };
-                            let out = this.finish(&agent, res);
+                            let out = this.finish(&agent, id, res);
+                            drop(running);
                             let _ = tx.send(());
                             out
                         }))
@@ -978,53 +1011,77 @@ impl SearchIndex {
                 }
             };
             match started {
-                Ok(task) => {
-                    return match task.await {
-                        Ok(res) => res,
-                        Err(e) => Err(BuildError {
+                Ok(task) => match task.await {
+                    Ok(Ok(Some(ix))) => return Ok(ix),
+                    // Cleared meanwhile: look again.
+                    Ok(Ok(None)) => continue,
+                    Ok(Err(e)) => return Err(e),
+                    Err(e) => {
+                        return Err(BuildError {
                             agent_id: agent_id.to_string(),
                             source: Arc::new(crate::store::StoreError::ReadAborted(e)),
-                        }),
+                        })
                     }
-                }
+                },
                 // Someone else's build: its end (or failure) wakes us.
-                Err(mut done) => {
-                    let _ = done.changed().await;
+                Err((id, mut done)) => {
+                    if done.changed().await.is_err() {
+                        // Its task is gone without a word (its runtime
+                        // stopped): forget it so the next look builds anew.
+                        let mut slots = self.slots();
+                        if matches!(slots.get(agent_id), Some(Slot::Building { id: b, .. }) if *b == id)
+                        {
+                            slots.remove(agent_id);
+                        }
+                    }
                 }
             }
         }
     }
 
+    /// Installs build `id`'s index after the changes made during it, if the
+    /// agent's slot is still that build's; `None` if it was cleared (or
+    /// replaced) meanwhile.
     fn finish(
         &self,
         agent_id: &str,
+        id: u64,
         res: Result<AgentIndex, crate::store::StoreError>,
-    ) -> Result<Arc<RwLock<AgentIndex>>, BuildError> {
-        let mut slots = self.slots();
-        let pending = match slots.remove(agent_id) {
-            Some(Slot::Building { pending, .. }) => pending,
-            // Cleared (or installed) meanwhile: this build is stale.
-            Some(other) => {
-                slots.insert(agent_id.to_string(), other);
-                Vec::new()
-            }
-            None => Vec::new(),
-        };
-        match res {
-            Ok(mut ix) => {
-                for op in pending {
-                    op(&mut ix);
+    ) -> Result<Option<Arc<RwLock<AgentIndex>>>, BuildError> {
+        let mut ix = match res {
+            Ok(ix) => ix,
+            Err(e) => {
+                let mut slots = self.slots();
+                if matches!(slots.get(agent_id), Some(Slot::Building { id: b, .. }) if *b == id) {
+                    slots.remove(agent_id);
                 }
-                let ix = Arc::new(RwLock::new(ix));
-                slots
-                    .entry(agent_id.to_string())
-                    .or_insert_with(|| Slot::Ready(ix.clone()));
-                Ok(ix)
+                return Err(BuildError {
+                    agent_id: agent_id.to_string(),
+                    source: Arc::new(e),
+                });
             }
-            Err(e) => Err(BuildError {
-                agent_id: agent_id.to_string(),
-                source: Arc::new(e),
-            }),
+        };
+        // The changes made meanwhile are applied outside the lock (they may
+        // read the store), in rounds, until none is left; the index is
+        // installed under the lock once there are none.
+        loop {
+            let batch = {
+                let mut slots = self.slots();
+                match slots.get_mut(agent_id) {
+                    Some(Slot::Building { id: b, pending, .. }) if *b == id => {
+                        if pending.is_empty() {
+                            let ix = Arc::new(RwLock::new(ix));
+                            slots.insert(agent_id.to_string(), Slot::Ready(ix.clone()));
+                            return Ok(Some(ix));
+                        }
+                        std::mem::take(pending)
+                    }
+                    _ => return Ok(None),
+                }
+            };
+            for op in batch {
+                op(&mut ix);
+            }
         }
     }
 
@@ -1050,6 +1107,20 @@ impl SearchIndex {
     /// under way is dropped when it ends.
     pub fn clear(&self) {
         self.slots().clear();
+    }
+
+    /// Forgets every index and waits until no build holds the store (a
+    /// shutdown, before the store's folder is let go).
+    pub async fn close(&self) {
+        {
+            // Under the lock a build starts under: none starts after this.
+            let mut slots = self.slots();
+            self.closed
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            slots.clear();
+        }
+        let mut running = self.running.subscribe();
+        let _ = running.wait_for(|n| *n == 0).await;
     }
 
     /// Agents with a built index.
@@ -1307,11 +1378,16 @@ mod tests {
     fn question_framing_is_left_out() {
         assert_eq!(
             without_question_framing("What kind of coffee am I allowed these days?"),
-            "what coffee am i allowed ?"
+            "what coffee am i allowed"
         );
         assert_eq!(
             without_question_framing("Remind me, how did I USED TO get to work?"),
-            ", how did i get to work?"
+            "how did i get to work?"
+        );
+        // whole words only
+        assert_eq!(
+            without_question_framing("I refused today, many more times"),
+            "i refused today, many more times"
         );
         // the words themselves stay when they are the content
         assert_eq!(without_question_framing("my birthday"), "my birthday");

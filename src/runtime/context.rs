@@ -426,6 +426,9 @@ impl Runtime {
         let loaded;
         let mut skip_summary = None;
         let mut previous: &[ContextItem] = &[];
+        // The previous call's turns shown verbatim (its id, and the first
+        // turn shown) are not retrieved again.
+        let mut verbatim: Option<(Uuid, u32)> = None;
         if let Some(call) = src.ended.iter().rev().find(|c| c.ended_at <= reference) {
             let prev = match &src.latest {
                 Some(p) if p.session_id == call.session_id => p,
@@ -439,6 +442,7 @@ impl Runtime {
                 // Verbatim: its summary would only repeat it.
                 skip_summary = Some(Source::Summary(prev.session_id));
                 previous = &prev.turns;
+                verbatim = Some((prev.session_id, 0));
             } else if idle <= Duration::minutes(decay.hard_decay_minutes as i64) {
                 let keep = decay.turns_after_soft_decay.min(prev.turn_count as usize) as u32;
                 let first = prev.turn_count - keep;
@@ -448,6 +452,7 @@ impl Runtime {
                     .position(|t| matches!(t.source, Source::Turn { index, .. } if index >= first))
                     .unwrap_or(prev.turns.len());
                 previous = &prev.turns[from..];
+                verbatim = Some((prev.session_id, first));
             }
         }
         let (before, after) =
@@ -455,10 +460,6 @@ impl Runtime {
                 Some(i) => (&src.summaries[..i], &src.summaries[i + 1..]),
                 None => (&src.summaries[..], &[][..]),
             };
-        // The previous call's turns shown verbatim are not retrieved again.
-        let verbatim = (!previous.is_empty())
-            .then(|| src.latest.as_ref().map(|p| p.session_id))
-            .flatten();
         let retrieved = self
             .retrieve(
                 agent_id,
@@ -566,9 +567,10 @@ impl Runtime {
         for h in hits {
             let item = match (h.kind, h.turn) {
                 (DocKind::Turn, Some(r)) => {
-                    if Some(r.session_id) == skip_session
-                        || !shown_turns.insert((r.session_id, r.seq))
-                    {
+                    let shown = |r: TurnRef| {
+                        skip_session.is_some_and(|(s, first)| s == r.session_id && r.seq >= first)
+                    };
+                    if shown(r) || !shown_turns.insert((r.session_id, r.seq)) {
                         continue;
                     }
                     let Some(t) = trees.turn(r.session_id, r.seq)? else {
@@ -578,7 +580,9 @@ impl Runtime {
                         session_id: r.session_id,
                         seq: r.seq.saturating_add(1),
                     };
-                    if let Some(n) = trees.turn(next.session_id, next.seq)? {
+                    if shown(next) {
+                        // already in the turns tier
+                    } else if let Some(n) = trees.turn(next.session_id, next.seq)? {
                         after.push(Retrieved {
                             item: retrieved_turn(user_id, next, &n),
                             at: n.timestamp,
@@ -645,8 +649,9 @@ struct Ask<'a> {
     message: &'a str,
     /// The live call's latest user messages.
     live_words: &'a [String],
-    /// A call whose turns the context shows verbatim already.
-    skip_session: Option<Uuid>,
+    /// A call whose turns the context shows verbatim already, and the
+    /// first of them shown (a turn's sequence number is its place).
+    skip_session: Option<(Uuid, u32)>,
     now: DateTime<Utc>,
 }
 

@@ -203,6 +203,29 @@ impl Runtime {
             .await?)
     }
 
+    /// Builds every agent's index in the background, one after another,
+    /// so the first context read of a call after a start finds it built
+    /// (a read that comes sooner waits for the same build).
+    pub(super) fn warm_indexes(&self) {
+        let rt = self.clone();
+        tokio::spawn(async move {
+            let Ok(trees) = rt.reader() else {
+                return;
+            };
+            let agents = match tokio::task::spawn_blocking(move || trees.agents()).await {
+                Ok(Ok(agents)) => agents,
+                _ => return,
+            };
+            for (agent, _) in agents {
+                if let Err(err) = rt.agent_index(&agent).await {
+                    // (Also how a shutdown ends the warm-up.)
+                    tracing::debug!(agent_id = %agent, error = %err, "search index not built");
+                    return;
+                }
+            }
+        });
+    }
+
     /// The owner of every item in the agent's search index (building it
     /// first if it is not): what checks that a forget left nothing of a
     /// user in it scan.

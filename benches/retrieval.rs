@@ -9,6 +9,12 @@
 //! - the miss path, `context_uncached` (every source read from the store
 //!   and prepared again), with and without a message, interleaved; and a
 //!   real miss: a block write for the agent, then `context`;
+//! - a miss after a new session summary lands: a short call of the user
+//!   (`SHORT_TURNS` turns, one stating a preference) ended, the runtime
+//!   waited idle (the summary, its fact and any rollup stored), then
+//!   `context` with a message, and, after a second such call, without one;
+//!   beside each pair, a block write and `context` with a message in the
+//!   same state. Each timed read is checked to have missed the cache;
 //! - the agent's index build (the first `search` after
 //!   `Runtime::drop_search_indexes`), five times, and the memory it adds:
 //!   the process's resident memory (VmRSS) around the first build, and the
@@ -58,6 +64,8 @@ const BUILDS: usize = 5;
 const WRITES: usize = 500;
 const ROUNDS: usize = 3;
 const WRITE_PACE: Duration = Duration::from_millis(2);
+const SUMMARY_MISSES: usize = 20;
+const SHORT_TURNS: usize = 10;
 
 const MESSAGES: [&str; 8] = [
     "When is the dentist appointment with Doctor Okafor?",
@@ -489,6 +497,47 @@ async fn fill(rt: &Runtime) {
         rt.record_turn("live", user, agent).expect("turn");
     }
     rt.flush().await.expect("flush");
+}
+
+/// A short call of the user, ended, and the runtime waited idle: its
+/// session summary, fact and any rollup are stored.
+async fn short_call(rt: &Runtime, rng: &mut Rng, conn: &str) {
+    rt.start_session(AGENT, USER, conn).await.expect("start");
+    for t in 0..SHORT_TURNS {
+        let (user, agent) = if t == SHORT_TURNS / 2 {
+            (
+                format!(
+                    "I prefer {} with {} on short call {conn}.",
+                    rng.pick(&ACTIVITIES),
+                    rng.pick(&NAMES)
+                ),
+                "Noted, I will plan around it.".to_string(),
+            )
+        } else {
+            rng.turn()
+        };
+        rt.record_turn(conn, user, agent).expect("turn");
+    }
+    rt.end_session(conn).expect("end");
+    rt.wait_idle().await.expect("idle");
+}
+
+/// Times one `context` read, checking that it missed the cache.
+async fn missed_read(rt: &Runtime, message: &str) -> u64 {
+    let misses = rt.context_cache_stats().misses;
+    let t = Instant::now();
+    black_box(
+        rt.context(AGENT, USER, message, BUDGET)
+            .await
+            .expect("context"),
+    );
+    let took = t.elapsed().as_nanos() as u64;
+    assert_eq!(
+        rt.context_cache_stats().misses,
+        misses + 1,
+        "the read missed the cache"
+    );
+    took
 }
 
 struct Figures {
@@ -928,6 +977,60 @@ fn main() {
             verdict(max_added),
         );
     }
+
+    // A miss after a new session summary lands: what the next call's first
+    // read costs once the previous call is reflected on. The block-write
+    // miss beside it, in the same state, changes nothing the read decodes
+    // or retrieves.
+    let [after_summary_with, after_summary_without, after_block] = tokio.block_on(async {
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let before = rt
+            .summaries(AGENT, SummaryType::Session)
+            .await
+            .expect("summaries")
+            .len();
+        let mut out: [Vec<u64>; 3] = Default::default();
+        let mut calls = 0;
+        for i in 0..SUMMARY_MISSES + 2 {
+            let mut timed = [0u64; 3];
+            for (j, m) in [(0, MESSAGES[i % MESSAGES.len()]), (1, "")] {
+                short_call(&rt, &mut rng, &format!("short-{i}-{j}")).await;
+                calls += 1;
+                timed[j] = missed_read(&rt, m).await;
+            }
+            rt.set_block(AGENT, BlockLabel::Human, &format!("Mark, short {i}."))
+                .await
+                .expect("block");
+            timed[2] = missed_read(&rt, MESSAGES[i % MESSAGES.len()]).await;
+            if i >= 2 {
+                for (v, x) in out.iter_mut().zip(timed) {
+                    v.push(x);
+                }
+            }
+        }
+        let after = rt
+            .summaries(AGENT, SummaryType::Session)
+            .await
+            .expect("summaries")
+            .len();
+        assert_eq!(after, before + calls, "every short call was summarized");
+        out
+    });
+    line(
+        &format!(
+            "context after a new session summary, with a message ({SUMMARY_MISSES} calls of \
+             {SHORT_TURNS} turns)"
+        ),
+        &figures(after_summary_with),
+    );
+    line(
+        "context after a new session summary, without a message",
+        &figures(after_summary_without),
+    );
+    line(
+        "  context after a block write, with a message, in the same state",
+        &figures(after_block),
+    );
     println!("load average at the end: {}", load_average());
 
     let mut c = Criterion::default()

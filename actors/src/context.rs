@@ -80,7 +80,7 @@ impl Tier {
 }
 
 /// Who says an item, once rendered as chat messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     System,
@@ -92,7 +92,7 @@ pub enum Role {
 /// allocates nothing; it renders as a block label, a fact or summary id,
 /// `turn {i} user|assistant` (the turn's position in the context) or
 /// `current`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Source {
     Block(BlockLabel),
     Fact(Uuid),
@@ -352,6 +352,19 @@ impl PreparedFacts {
 pub fn distinct_summaries<S: std::borrow::Borrow<ConversationSummary>>(
     oldest_first: &[S],
 ) -> Vec<&ConversationSummary> {
+    distinct_summary_indices(oldest_first, |_, s| dedup_key(&s.summary_text))
+        .into_iter()
+        .map(|i| oldest_first[i].borrow())
+        .collect()
+}
+
+/// [`distinct_summaries`] as positions in `oldest_first`, with each
+/// summary's duplicate key from `key` (by position; a caller may keep
+/// them).
+pub fn distinct_summary_indices<S: std::borrow::Borrow<ConversationSummary>>(
+    oldest_first: &[S],
+    key: impl Fn(usize, &ConversationSummary) -> u64,
+) -> Vec<usize> {
     let covered: std::collections::HashSet<Uuid> = oldest_first
         .iter()
         .map(|s| s.borrow())
@@ -360,13 +373,18 @@ pub fn distinct_summaries<S: std::borrow::Borrow<ConversationSummary>>(
         .flat_map(|s| s.source_summary_ids.iter().copied())
         .collect();
     let mut seen = std::collections::HashSet::new();
-    let mut out: Vec<&ConversationSummary> = oldest_first
+    let mut out: Vec<usize> = oldest_first
         .iter()
-        .map(|s| s.borrow())
+        .enumerate()
         .rev()
-        .filter(|s| s.is_current() && !covered.contains(&s.summary_id))
-        .filter(|s| s.summary_type != SummaryType::Topic || s.source_summary_ids.len() > 1)
-        .filter(|s| seen.insert(dedup_key(&s.summary_text)))
+        .filter(|(_, s)| {
+            let s: &ConversationSummary = (*s).borrow();
+            s.is_current()
+                && !covered.contains(&s.summary_id)
+                && (s.summary_type != SummaryType::Topic || s.source_summary_ids.len() > 1)
+        })
+        .filter(|(i, s)| seen.insert(key(*i, (*s).borrow())))
+        .map(|(i, _)| i)
         .collect();
     out.reverse();
     out
@@ -665,7 +683,14 @@ pub fn select(
     let share = sel.retrieval_share.clamp(0.0, 1.0);
     let mut share_room = (f.room as f64 * share as f64).floor() as usize;
     let mut retrieved: Vec<Option<ContextItem>> = vec![None; sel.retrieved.len()];
-    let mut taken: std::collections::HashSet<Source> = std::collections::HashSet::new();
+    // What retrieval holds, sorted: the other tiers look only their items
+    // that retrieval also holds up in what is taken (a binary search, not
+    // a hash per fact and summary).
+    let mut retrieved_sources: Vec<Source> = sel.retrieved.iter().map(|r| r.item.source).collect();
+    retrieved_sources.sort_unstable();
+    retrieved_sources.dedup();
+    let also_retrieved = |s: &Source| retrieved_sources.binary_search(s).is_ok();
+    let mut taken: std::collections::BTreeSet<Source> = std::collections::BTreeSet::new();
     for (slot, r) in retrieved.iter_mut().zip(sel.retrieved) {
         if !taken.insert(r.item.source) {
             continue;
@@ -686,12 +711,15 @@ pub fn select(
     let mut kept_facts = vec![false; facts.len()];
     for &i in facts.by_age.iter().rev() {
         let it = &facts.items[i as usize];
-        if taken.contains(&it.source) {
+        let also = also_retrieved(&it.source);
+        if also && taken.contains(&it.source) {
             continue;
         }
         if let Placed::Whole = f.place(it, it.source, false, &mut room) {
             kept_facts[i as usize] = true;
-            taken.insert(it.source);
+            if also {
+                taken.insert(it.source);
+            }
         }
     }
     let mut blocks: Vec<Option<ContextItem>> = vec![None; sel.blocks.len()];
@@ -719,7 +747,8 @@ pub fn select(
     let summary_items: Vec<&ContextItem> = sel.summaries.iter().flat_map(|c| c.iter()).collect();
     let mut summaries: Vec<Option<ContextItem>> = vec![None; summary_items.len()];
     for (slot, it) in summaries.iter_mut().zip(&summary_items).rev() {
-        if taken.contains(&it.source) {
+        let also = also_retrieved(&it.source);
+        if also && taken.contains(&it.source) {
             continue;
         }
         match f.place(it, it.source, true, &mut room) {
@@ -727,7 +756,9 @@ pub fn select(
             Placed::Cut(c) => *slot = Some(c),
             Placed::Left => continue,
         }
-        taken.insert(it.source);
+        if also {
+            taken.insert(it.source);
+        }
     }
     // What the other tiers left: the rest of the retrieved items.
     for (slot, r) in retrieved.iter_mut().zip(sel.retrieved) {

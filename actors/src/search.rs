@@ -191,9 +191,11 @@ impl Recency {
 
 /// A query's filters, resolved once per search: kinds as a bit set, the
 /// user as the index's own copy of the id (compared by address).
-struct Filter<'a> {
+struct Filter {
     kinds: u8,
-    user: Option<Option<&'a Arc<str>>>,
+    /// The user's key (the address of the index's copy of the id); `Some(0)`
+    /// for a user the index holds nothing of.
+    user: Option<usize>,
     since: Option<DateTime<Utc>>,
     until: Option<DateTime<Utc>>,
 }
@@ -204,18 +206,28 @@ impl DocKind {
     }
 }
 
-impl Filter<'_> {
-    fn admits(&self, d: &Doc) -> bool {
-        if self.kinds & d.kind.bit() == 0 {
+impl Filter {
+    /// Kind and owner, from the packed slot alone.
+    fn admits_slot(&self, m: &SlotMeta) -> bool {
+        if !m.live || self.kinds & m.kind_bit == 0 {
             return false;
         }
-        if let Some(user) = self.user {
-            let own = user.is_some_and(|u| Arc::ptr_eq(u, &d.user_id));
-            if !(own || d.kind == DocKind::Fact && d.shared) {
-                return false;
-            }
+        match self.user {
+            Some(u) => m.user == u || (m.shared && m.kind_bit == DocKind::Fact.bit()),
+            None => true,
         }
+    }
+
+    fn timed(&self) -> bool {
+        self.since.is_some() || self.until.is_some()
+    }
+
+    fn admits_time(&self, d: &Doc) -> bool {
         !(self.since.is_some_and(|t| d.end < t) || self.until.is_some_and(|t| d.start > t))
+    }
+
+    fn admits(&self, m: &SlotMeta, d: &Doc) -> bool {
+        self.admits_slot(m) && self.admits_time(d)
     }
 }
 
@@ -297,6 +309,24 @@ pub struct AgentIndex {
     embedders: Vec<String>,
     /// User ids, shared by their documents.
     users: HashSet<Arc<str>>,
+    /// Per slot, what the scoring loop reads, packed so that it never
+    /// touches a document: its length and who may see it.
+    slots: Vec<SlotMeta>,
+}
+
+/// A slot's length, kind, owner (the address of the index's copy of the
+/// user id) and whether it is shared or empty.
+#[derive(Debug, Clone, Copy)]
+struct SlotMeta {
+    len: u32,
+    kind_bit: u8,
+    shared: bool,
+    live: bool,
+    user: usize,
+}
+
+fn user_key(u: &Arc<str>) -> usize {
+    Arc::as_ptr(u) as *const u8 as usize
 }
 
 /// The tokens an item is indexed under and a query is split into: content
@@ -661,6 +691,13 @@ impl AgentIndex {
         }
         doc.terms = terms.into_boxed_slice();
         self.by_id.insert(doc.id, slot);
+        self.slots.push(SlotMeta {
+            len,
+            kind_bit: doc.kind.bit(),
+            shared: doc.shared,
+            live: true,
+            user: user_key(&doc.user_id),
+        });
         self.docs.push(Some(doc));
         self.live += 1;
         self.total_len += len as u64;
@@ -671,6 +708,9 @@ impl AgentIndex {
             return;
         };
         if let Some(doc) = self.docs.get_mut(slot as usize).and_then(Option::take) {
+            if let Some(m) = self.slots.get_mut(slot as usize) {
+                m.live = false;
+            }
             self.live -= 1;
             self.total_len -= doc.len as u64;
             for t in doc.terms.iter() {
@@ -695,6 +735,8 @@ impl AgentIndex {
             }
         }
         self.docs = docs;
+        let slots = std::mem::take(&mut self.slots);
+        self.slots = slots.into_iter().filter(|m| m.live).collect();
         for list in self.postings.iter_mut() {
             list.retain_mut(|(slot, _)| {
                 let new = remap[*slot as usize];
@@ -707,7 +749,7 @@ impl AgentIndex {
         }
     }
 
-    fn filter<'a>(&'a self, q: &SearchQuery) -> Filter<'a> {
+    fn filter(&self, q: &SearchQuery) -> Filter {
         let kinds = if q.kinds.is_empty() {
             !DocKind::Turn.bit()
         } else {
@@ -715,7 +757,10 @@ impl AgentIndex {
         };
         Filter {
             kinds,
-            user: q.user_id.as_ref().map(|u| self.users.get(u.as_str())),
+            user: q
+                .user_id
+                .as_ref()
+                .map(|u| self.users.get(u.as_str()).map_or(0, user_key)),
             since: q.since,
             until: q.until,
         }
@@ -767,15 +812,25 @@ impl AgentIndex {
                 };
                 let df = self.df[id as usize] as f32;
                 let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                let timed = filter.timed();
                 for &(slot, tf) in &self.postings[id as usize] {
-                    let Some(Some(d)) = self.docs.get(slot as usize) else {
+                    let Some(m) = self.slots.get(slot as usize) else {
                         continue;
                     };
-                    if !filter.admits(d) {
+                    if !filter.admits_slot(m) {
+                        continue;
+                    }
+                    if timed
+                        && !self
+                            .docs
+                            .get(slot as usize)
+                            .and_then(Option::as_ref)
+                            .is_some_and(|d| filter.admits_time(d))
+                    {
                         continue;
                     }
                     let tf = tf as f32;
-                    let norm = K1 * (1.0 - B + B * d.len as f32 / avg);
+                    let norm = K1 * (1.0 - B + B * m.len as f32 / avg);
                     let a = &mut acc[slot as usize];
                     if *a == 0.0 {
                         touched.push(slot);
@@ -814,7 +869,7 @@ impl AgentIndex {
                 .enumerate()
                 .filter_map(|(slot, d)| {
                     let d = d.as_ref()?;
-                    if !filter.admits(d) {
+                    if !filter.admits(self.slots.get(slot)?, d) {
                         return None;
                     }
                     let sim = similarity(d);

@@ -17,9 +17,9 @@ use std::sync::{Arc, RwLock};
 use chrono::{DateTime, Duration, Utc};
 use ractor::call_t;
 use recall_actors::context::{
-    distinct_summaries, live_summary_item, prepare_blocks, prepare_summary, prepare_turns, select,
-    AssembledContext, CharEstimate, ContextItem, PreparedFacts, Retrieved, Selection, Source, Tier,
-    TokenCounter,
+    distinct_summary_indices, live_summary_item, prepare_blocks, prepare_summary, prepare_turns,
+    select, AssembledContext, CharEstimate, ContextItem, PreparedFacts, Retrieved, Selection,
+    Source, Tier, TokenCounter,
 };
 use recall_actors::model::{
     BlockLabel, ConversationSummary, ConversationTurn, MemoryBlock, SummaryType,
@@ -63,8 +63,20 @@ pub(super) struct Sources {
     last_used: AtomicU64,
 }
 
+/// A stored summary rendered and counted, with its duplicate key, kept
+/// with the decoded record it was made from (the store hands out the same
+/// record while its bytes do not change, so a read after a write prepares
+/// only what changed).
+struct PreparedSummary {
+    summary: Arc<ConversationSummary>,
+    key: u64,
+    item: ContextItem,
+}
+
 /// Prepared sources per agent and user, least recently used evicted.
 pub(super) struct ContextCache {
+    /// By the address of the record (held, so the address is not reused).
+    prepared: std::sync::Mutex<HashMap<usize, PreparedSummary>>,
     capacity: usize,
     entries: RwLock<HashMap<String, HashMap<String, Arc<Sources>>>>,
     tick: AtomicU64,
@@ -86,6 +98,7 @@ pub struct ContextCacheStats {
 impl ContextCache {
     pub(super) fn new(capacity: usize) -> Self {
         ContextCache {
+            prepared: std::sync::Mutex::new(HashMap::new()),
             capacity,
             entries: RwLock::new(HashMap::new()),
             tick: AtomicU64::new(0),
@@ -149,6 +162,39 @@ impl ContextCache {
             .entry(agent_id.to_string())
             .or_default()
             .insert(user_id.to_string(), sources);
+    }
+
+    /// Each summary's duplicate key and item, from earlier reads where the
+    /// record is the same one.
+    fn prepare(&self, summaries: &[Arc<ConversationSummary>]) -> Vec<(u64, ContextItem)> {
+        let mut map = self.prepared.lock().unwrap_or_else(|p| p.into_inner());
+        let out = summaries
+            .iter()
+            .map(|s| {
+                let at = Arc::as_ptr(s) as usize;
+                match map.get(&at) {
+                    Some(p) if Arc::ptr_eq(&p.summary, s) => (p.key, p.item.clone()),
+                    _ => {
+                        let key = recall_actors::context::dedup_key(&s.summary_text);
+                        let item = prepare_summary(s, &CharEstimate);
+                        map.insert(
+                            at,
+                            PreparedSummary {
+                                summary: s.clone(),
+                                key,
+                                item: item.clone(),
+                            },
+                        );
+                        (key, item)
+                    }
+                }
+            })
+            .collect();
+        // Records the store no longer hands out are held here alone.
+        if map.len() > 2 * summaries.len() + 1024 {
+            map.retain(|_, p| Arc::strong_count(&p.summary) > 1);
+        }
+        out
     }
 
     pub(super) fn stats(&self) -> ContextCacheStats {
@@ -306,10 +352,13 @@ impl Runtime {
             valid_until,
             blocks: prepare_blocks(&blocks, counter),
             facts: PreparedFacts::with_earlier(&facts, &facts.earlier, user_id, counter),
-            summaries: distinct_summaries(&summaries)
-                .into_iter()
-                .map(|s| prepare_summary(s, counter))
-                .collect(),
+            summaries: {
+                let prepared = self.inner.context_cache.prepare(&summaries);
+                distinct_summary_indices(&summaries, |i, _| prepared[i].0)
+                    .into_iter()
+                    .map(|i| prepared[i].1.clone())
+                    .collect()
+            },
             ended,
             latest,
             last_used: AtomicU64::new(0),

@@ -449,13 +449,15 @@ impl Runtime {
             gap.extend(view.gap);
         }
         gap.sort_by_key(|t| t.timestamp);
-        // The live call's latest words sharpen what is retrieved.
+        // The live call's latest user words sharpen what is retrieved (the
+        // last message before this one: more would mostly add common words,
+        // and every word costs its postings).
         let gap_queries: Vec<String> = gap
             .iter()
             .rev()
             .map(|t| t.user_message.clone())
             .filter(|m| !m.trim().is_empty())
-            .take(2)
+            .take(1)
             .collect();
         let gap = prepare_turns(&gap, counter);
         // A caller that holds the live call's messages itself (a voice

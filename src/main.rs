@@ -57,36 +57,7 @@ enum Command {
     /// virtual time (offline defaults), asks questions about them, and
     /// prints per category how often the context holds the answer, beside
     /// a recency window and BM25 over the raw turns with the same budget.
-    Eval {
-        /// dev, holdout (check it once, at the end) or all.
-        #[arg(long, default_value = "dev")]
-        split: String,
-        /// Context budgets in tokens, comma-separated; the first is the
-        /// headline one.
-        #[arg(long, default_value = "2000,4000", value_delimiter = ',')]
-        budgets: Vec<usize>,
-        /// The generator's seed.
-        #[arg(long, default_value_t = recall::eval::DEFAULT_SEED)]
-        seed: u64,
-        /// Only these personas (comma-separated ids).
-        #[arg(long, value_delimiter = ',')]
-        persona: Vec<String>,
-        /// Print one JSON object (with every question's outcome).
-        #[arg(long)]
-        json: bool,
-        /// Also print each question missed at the first budget, with the
-        /// answers expected and what the context held, tier by tier.
-        #[arg(long)]
-        misses: bool,
-        /// Write each persona's calls as a `recall simulate` script into
-        /// this folder, and stop.
-        #[arg(long)]
-        write_script: Option<PathBuf>,
-        /// A settings file layered over config/default.toml (environment
-        /// variables are not read: the figures are on the defaults).
-        #[arg(long)]
-        config: Option<PathBuf>,
-    },
+    Eval(EvalArgs),
     /// An agent's working context with a user (live sessions).
     Context {
         #[command(subcommand)]
@@ -410,25 +381,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Eval {
-            split,
-            budgets,
-            seed,
-            persona,
-            json,
-            misses,
-            write_script,
-            config,
-        } => eval(EvalArgs {
-            split,
-            budgets,
-            seed,
-            persona,
-            json,
-            misses,
-            write_script,
-            config,
-        }),
+        Command::Eval(args) => eval(args),
         command => {
             init_logging("warn", LogFormat::Human);
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -440,14 +393,35 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+#[derive(clap::Args)]
 struct EvalArgs {
+    /// dev, holdout (check it once, at the end) or all.
+    #[arg(long, default_value = "dev")]
     split: String,
+    /// Context budgets in tokens, comma-separated; the first is the
+    /// headline one.
+    #[arg(long, default_value = "2000,4000", value_delimiter = ',')]
     budgets: Vec<usize>,
+    /// The generator's seed.
+    #[arg(long, default_value_t = recall::eval::DEFAULT_SEED)]
     seed: u64,
+    /// Only these personas (comma-separated ids).
+    #[arg(long, value_delimiter = ',')]
     persona: Vec<String>,
+    /// Print one JSON object (with every question's outcome).
+    #[arg(long)]
     json: bool,
+    /// Also print each question missed at the first budget, with the
+    /// answers expected and what the context held, tier by tier.
+    #[arg(long)]
     misses: bool,
+    /// Write each persona's calls as a `recall simulate` script into
+    /// this folder, and stop.
+    #[arg(long)]
     write_script: Option<PathBuf>,
+    /// A settings file layered over config/default.toml (environment
+    /// variables are not read: the figures are on the defaults).
+    #[arg(long)]
     config: Option<PathBuf>,
 }
 

@@ -888,12 +888,11 @@ impl Runtime {
         current_message: &str,
         budget_tokens: usize,
     ) -> Result<AssembledContext, RecallError> {
-        self.assemble_context(
+        self.context_with(
             agent_id,
             user_id,
             current_message,
             budget_tokens,
-            true,
             ContextOptions::default(),
         )
         .await

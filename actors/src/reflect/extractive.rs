@@ -226,6 +226,12 @@ const SMALL_TALK: &[&str] = &[
 /// that make it about them ("I", "my" from the user; "you", "your" from the
 /// agent); `None` takes every sentence as about them (a summary's).
 pub fn disclosure(sentence: &str, person: Option<&[&str]>) -> f64 {
+    disclosure_with(sentence, person, None)
+}
+
+/// [`disclosure`], with whether the fact rules find a fact in the sentence
+/// when the caller already knows (the rules are the costly part).
+fn disclosure_with(sentence: &str, person: Option<&[&str]>, has_fact: Option<bool>) -> f64 {
     // A media description alone is read for what it shows; beside words,
     // the words are what count.
     let media = text::is_media(sentence);
@@ -261,7 +267,12 @@ pub fn disclosure(sentence: &str, person: Option<&[&str]>) -> f64 {
     let about = names_person || person.is_some_and(|p| std::ptr::eq(p, FIRST_PERSON));
     let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
     let mut signals = 0.0;
-    if !text::facts(&bare).is_empty() {
+    let has_fact = match has_fact {
+        // A media description is read without its brackets.
+        Some(found) if !media => found,
+        _ => !text::facts(&bare).is_empty(),
+    };
+    if has_fact {
         signals += 3.0;
     }
     // Names, places, dates and amounts, in the sentence minus its first
@@ -371,9 +382,25 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
         }
     }
     let user_sentences = text::sentences(&user_text);
+    // The fact rules run once a sentence: their findings score the
+    // sentence and, together (each fact once, in order), are the call's
+    // facts — what `text::facts` of the whole text gives.
+    let sentence_facts: Vec<Vec<crate::model::FactCandidate>> =
+        user_sentences.iter().map(|s| text::facts(s)).collect();
+    let mut facts: Vec<crate::model::FactCandidate> = Vec::new();
+    for f in sentence_facts.iter().flatten() {
+        let norm = crate::model::normalize_fact(&f.content);
+        if !facts
+            .iter()
+            .any(|o| crate::model::normalize_fact(&o.content) == norm)
+        {
+            facts.push(f.clone());
+        }
+    }
     let user_scores: Vec<f64> = user_sentences
         .iter()
-        .map(|s| disclosure(s, Some(FIRST_PERSON)))
+        .zip(&sentence_facts)
+        .map(|(s, f)| disclosure_with(s, Some(FIRST_PERSON), Some(!f.is_empty())))
         .collect();
     let informative = user_scores.iter().filter(|&&s| s >= INFORMATIVE).count();
     // All of the first few disclosures, half of a longer call's.
@@ -431,7 +458,7 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
         "topics": topics,
         "entities": entities,
         "emotional_tone": text::emotional_tone(&user_text),
-        "facts": text::facts(&user_text),
+        "facts": facts,
     })
     .to_string()
 }

@@ -902,6 +902,9 @@ const RULES: &[Rule] = &[
 struct Compiled {
     rule: Rule,
     els: Vec<El>,
+    /// The words of the rule's first required word element: a sentence
+    /// holding none of them cannot match, and is not tried.
+    anchor: Option<Vec<&'static str>>,
 }
 
 fn compile(pattern: &'static str) -> Vec<El> {
@@ -953,9 +956,17 @@ fn compile(pattern: &'static str) -> Vec<El> {
 static COMPILED: LazyLock<Vec<Compiled>> = LazyLock::new(|| {
     RULES
         .iter()
-        .map(|r| Compiled {
-            rule: *r,
-            els: compile(r.pattern),
+        .map(|r| {
+            let els = compile(r.pattern);
+            let anchor = els.iter().find_map(|e| match e {
+                El::Words(words, false) => Some(words.clone()),
+                _ => None,
+            });
+            Compiled {
+                rule: *r,
+                els,
+                anchor,
+            }
         })
         .collect()
 });
@@ -1427,9 +1438,17 @@ fn sentence_facts(sentence: &str, nested: bool) -> Vec<FactCandidate> {
     let question = !nested && is_question(&toks, sentence);
     let mut taken: Vec<Range<usize>> = Vec::new();
     let mut found: Vec<(usize, FactCandidate)> = Vec::new();
+    let words: std::collections::HashSet<&str> = toks.iter().map(|t| t.lower.as_str()).collect();
     for compiled in COMPILED.iter() {
         let rule = &compiled.rule;
         if question && !rule.in_questions {
+            continue;
+        }
+        if compiled
+            .anchor
+            .as_ref()
+            .is_some_and(|a| !a.iter().any(|w| words.contains(w)))
+        {
             continue;
         }
         for start in 0..toks.len() {

@@ -666,17 +666,7 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
         })?;
     }
     // Run on until every session has ended and every reflection finished.
-    let mut rx = rt.watch_stats();
-    loop {
-        rx.borrow_and_update();
-        rt.wait_idle().await?;
-        let s = rt.stats().await?.supervisor;
-        if s.live_sessions == 0 && s.idle() {
-            break;
-        }
-        // Paused time runs on to the next silence timer meanwhile.
-        let _ = rx.changed().await;
-    }
+    run_until_quiet(&rt).await?;
     // Then through the next rollup hour, so the last day is rolled up too.
     if rollups {
         tokio::time::sleep(rollup_settle).await;
@@ -736,6 +726,23 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
         topics,
         searches,
     })
+}
+
+/// Lets (paused) time run on until every session has ended and every
+/// reflection has finished: what a replay in virtual time waits for after
+/// its last event.
+pub(crate) async fn run_until_quiet(rt: &crate::Runtime) -> Result<(), RecallError> {
+    let mut rx = rt.watch_stats();
+    loop {
+        rx.borrow_and_update();
+        rt.wait_idle().await?;
+        let s = rt.stats().await?.supervisor;
+        if s.live_sessions == 0 && s.idle() {
+            return Ok(());
+        }
+        // Paused time runs on to the next silence timer meanwhile.
+        let _ = rx.changed().await;
+    }
 }
 
 #[cfg(test)]

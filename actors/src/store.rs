@@ -953,12 +953,6 @@ pub enum StoreMsg {
         reply: RpcReplyPort<Result<Vec<FactRecord>, StoreError>>,
     },
     GetFact(Uuid, RpcReplyPort<Result<Option<FactRecord>, StoreError>>),
-    /// Everything stored that an (agent, user)'s context is built from.
-    ContextSources {
-        agent_id: String,
-        user_id: String,
-        reply: RpcReplyPort<Result<ContextSources, StoreError>>,
-    },
     /// Change a fact's visibility, as `user_id` (its owner).
     SetFactVisibility {
         fact_id: Uuid,
@@ -1528,13 +1522,6 @@ impl Actor for StoreActor {
             }
             StoreMsg::GetFact(id, reply) => {
                 let _ = reply.send(t.fact(id));
-            }
-            StoreMsg::ContextSources {
-                agent_id,
-                user_id,
-                reply,
-            } => {
-                let _ = reply.send(t.context_sources(&agent_id, &user_id));
             }
             StoreMsg::SetFactVisibility {
                 fact_id,

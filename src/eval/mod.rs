@@ -375,16 +375,7 @@ async fn replay(set: &Dataset, dir: &Path, settings: Settings) -> Result<Runtime
         }
     }
     // Calls left to end on silence end; their reflections run.
-    let mut rx = rt.watch_stats();
-    loop {
-        rx.borrow_and_update();
-        rt.wait_idle().await?;
-        let s = rt.stats().await?.supervisor;
-        if s.live_sessions == 0 && s.idle() {
-            break;
-        }
-        let _ = rx.changed().await;
-    }
+    crate::simulate::run_until_quiet(&rt).await?;
     tokio::time::sleep(settle).await;
     rt.wait_idle().await?;
     rt.flush().await?;

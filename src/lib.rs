@@ -28,6 +28,8 @@ pub mod client;
 pub mod embeddings;
 pub mod eval;
 pub mod llm;
+#[cfg(feature = "local-embed")]
+pub mod local_embed;
 pub mod metrics;
 pub mod runtime;
 pub mod server;

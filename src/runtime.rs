@@ -73,6 +73,13 @@ pub enum StartupError {
     Reflector(#[source] ReflectError),
     #[error("cannot set up the embedder")]
     Embedder(#[source] EmbedError),
+    /// `embed.kind = "local"` and the model folder cannot be used.
+    #[cfg(feature = "local-embed")]
+    #[error("cannot load the local embedding model")]
+    LocalModel(#[source] crate::local_embed::ModelError),
+    /// `embed.kind = "local"` in a build without the model runner.
+    #[error("embed.kind = \"local\" needs recall built with the local-embed feature (cargo build --release --features local-embed)")]
+    LocalEmbedNotBuilt,
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("cannot spawn the {0} actor")]
@@ -263,6 +270,7 @@ impl RuntimeBuilder {
                         .map_err(StartupError::Embedder)?,
                 )
             }
+            (None, EmbedKind::Local) => local_embedder(&self.settings.embed.local).await?,
         };
         let rollup_prompts =
             Arc::new(
@@ -1517,4 +1525,33 @@ impl Runtime {
             None => false,
         }
     }
+}
+
+/// The in-process embedder of `embed.local` (the model is read on the
+/// blocking pool).
+#[cfg(feature = "local-embed")]
+async fn local_embedder(
+    settings: &recall_actors::settings::LocalEmbedSettings,
+) -> Result<Arc<dyn Embed>, StartupError> {
+    let settings = settings.clone();
+    let started = std::time::Instant::now();
+    let embed =
+        tokio::task::spawn_blocking(move || crate::local_embed::LocalEmbed::load(&settings))
+            .await
+            .map_err(|e| StartupError::Recovery(format!("loading the model panicked: {e}")))?
+            .map_err(StartupError::LocalModel)?;
+    tracing::info!(
+        embedder = embed.name(),
+        dimensions = embed.dimensions(),
+        ms = started.elapsed().as_millis() as u64,
+        "local embedding model loaded"
+    );
+    Ok(Arc::new(embed))
+}
+
+#[cfg(not(feature = "local-embed"))]
+async fn local_embedder(
+    _: &recall_actors::settings::LocalEmbedSettings,
+) -> Result<Arc<dyn Embed>, StartupError> {
+    Err(StartupError::LocalEmbedNotBuilt)
 }

@@ -156,6 +156,9 @@ pub enum EmbedKind {
     Hashing,
     /// An OpenAI-compatible `/v1/embeddings` endpoint.
     Openai,
+    /// A sentence-transformers model folder run in-process on the CPU
+    /// (needs the `local-embed` build feature).
+    Local,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -168,6 +171,8 @@ pub struct EmbedSettings {
     pub dimensions: usize,
     #[serde(default)]
     pub openai: OpenAiEmbedSettings,
+    #[serde(default)]
+    pub local: LocalEmbedSettings,
 }
 
 impl Default for EmbedSettings {
@@ -176,8 +181,43 @@ impl Default for EmbedSettings {
             kind: default_embed_kind(),
             dimensions: default_embed_dimensions(),
             openai: OpenAiEmbedSettings::default(),
+            local: LocalEmbedSettings::default(),
         }
     }
+}
+
+/// The in-process embedder: a sentence-transformers model folder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocalEmbedSettings {
+    /// The model folder (`config.json`, `tokenizer.json`,
+    /// `model.safetensors`, `modules.json`, `1_Pooling/config.json`).
+    #[serde(default)]
+    pub model_dir: String,
+    /// Texts per forward pass.
+    #[serde(default = "default_local_batch")]
+    pub batch: usize,
+    /// Forward passes running at once, each on a thread of the blocking
+    /// pool.
+    #[serde(default = "default_local_concurrency")]
+    pub concurrency: usize,
+}
+
+impl Default for LocalEmbedSettings {
+    fn default() -> Self {
+        LocalEmbedSettings {
+            model_dir: String::new(),
+            batch: default_local_batch(),
+            concurrency: default_local_concurrency(),
+        }
+    }
+}
+
+fn default_local_batch() -> usize {
+    32
+}
+fn default_local_concurrency() -> usize {
+    1
 }
 
 fn default_embed_kind() -> EmbedKind {
@@ -964,6 +1004,16 @@ impl Settings {
             });
         }
         positive("embed.openai.timeout_secs", e.openai.timeout_secs)?;
+        positive("embed.local.batch", e.local.batch as u64)?;
+        positive("embed.local.concurrency", e.local.concurrency as u64)?;
+        if e.kind == EmbedKind::Local && e.local.model_dir.trim().is_empty() {
+            return Err(SettingsError {
+                key: "embed.local.model_dir",
+                reason:
+                    "must name a sentence-transformers model folder when embed.kind is \"local\""
+                        .into(),
+            });
+        }
         positive("embed.openai.batch", e.openai.batch as u64)?;
         if !(e.openai.base_url.starts_with("http://") || e.openai.base_url.starts_with("https://"))
         {

@@ -1,0 +1,286 @@
+//! The in-process embedder (`embed.kind = "local"`) against a real
+//! all-MiniLM-L6-v2 folder (`scripts/fetch-model` puts one in
+//! `target/models/`; `RECALL_TEST_MODEL_DIR` names another): its vectors
+//! match an independent numpy forward pass (`scripts/reference_embed.py`,
+//! fixtures in `tests/fixtures/embed_reference.json`), paraphrases score
+//! above unrelated sentences, batches equal single texts, and a missing or
+//! malformed folder is a start-up error naming the file.
+//!
+//! Without the `local-embed` feature only the last check runs: asking for
+//! the local embedder is an error that says what to rebuild with.
+
+use recall::runtime::RuntimeBuilder;
+#[cfg(not(feature = "local-embed"))]
+use recall::runtime::StartupError;
+use recall::Settings;
+
+#[cfg(feature = "local-embed")]
+mod with_model {
+    use std::path::{Path, PathBuf};
+
+    use recall::engine::embed::{cosine, Embed};
+    use recall::engine::settings::LocalEmbedSettings;
+    use recall::local_embed::{LocalEmbed, ModelError};
+    use recall::runtime::{RuntimeBuilder, StartupError};
+    use recall::Settings;
+
+    fn model_dir() -> PathBuf {
+        let dir = std::env::var_os("RECALL_TEST_MODEL_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("target/models/all-MiniLM-L6-v2")
+            });
+        assert!(
+            dir.join("model.safetensors").is_file(),
+            "no model in {}: run scripts/fetch-model (or set RECALL_TEST_MODEL_DIR)",
+            dir.display()
+        );
+        dir
+    }
+
+    fn settings(dir: &Path) -> LocalEmbedSettings {
+        LocalEmbedSettings {
+            model_dir: dir.to_string_lossy().into(),
+            ..LocalEmbedSettings::default()
+        }
+    }
+
+    fn load() -> LocalEmbed {
+        LocalEmbed::load(&settings(&model_dir())).expect("the model loads")
+    }
+
+    #[derive(serde::Deserialize)]
+    struct Reference {
+        sentences: Vec<RefSentence>,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct RefSentence {
+        text: String,
+        vector: Vec<f32>,
+    }
+
+    #[tokio::test]
+    async fn vectors_match_the_independent_reference() {
+        let reference: Reference =
+            serde_json::from_str(include_str!("fixtures/embed_reference.json"))
+                .expect("the fixture parses");
+        let e = load();
+        assert_eq!(e.dimensions(), 384);
+        assert!(e.name().starts_with("local:"), "{}", e.name());
+        let texts: Vec<String> = reference.sentences.iter().map(|s| s.text.clone()).collect();
+        let got = e.embed(texts).await.expect("embeds");
+        assert_eq!(got.len(), reference.sentences.len());
+        for (s, v) in reference.sentences.iter().zip(&got) {
+            let distance = 1.0 - cosine(&s.vector, v);
+            assert!(
+                distance < 1e-4,
+                "{:?}: cosine distance {distance} to the reference",
+                s.text
+            );
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            assert!((norm - 1.0).abs() < 1e-4, "normalized: {norm}");
+        }
+    }
+
+    #[tokio::test]
+    async fn paraphrases_score_above_unrelated_sentences() {
+        let e = load();
+        let pairs = [
+            ("My dog is called Biscuit.", "We named our puppy Biscuit."),
+            (
+                "I'm preparing for my job interview at Google.",
+                "Google invited me to an onsite interview on Thursday.",
+            ),
+            (
+                "What am I allergic to?",
+                "Shellfish gives me hives, I'm allergic to it.",
+            ),
+            (
+                "Which city is my race in?",
+                "I signed up for a half marathon in Fort Worth.",
+            ),
+        ];
+        let unrelated = [
+            "The quarterly tax filing is due next week.",
+            "The kitchen tap has started dripping again.",
+            "We watched four episodes of the new series.",
+        ];
+        let mut texts: Vec<String> = pairs
+            .iter()
+            .flat_map(|(a, b)| [a.to_string(), b.to_string()])
+            .collect();
+        texts.extend(unrelated.iter().map(|s| s.to_string()));
+        let v = e.embed(texts).await.expect("embeds");
+        let other = &v[2 * pairs.len()..];
+        for (i, (a, b)) in pairs.iter().enumerate() {
+            let (va, vb) = (&v[2 * i], &v[2 * i + 1]);
+            let para = cosine(va, vb);
+            let worst = other
+                .iter()
+                .map(|u| cosine(va, u).max(cosine(vb, u)))
+                .fold(f32::MIN, f32::max);
+            assert!(
+                para > worst + 0.15,
+                "{a:?} ~ {b:?}: {para} against unrelated {worst}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_batch_gives_what_single_texts_give() {
+        let e = load();
+        let texts: Vec<String> = [
+            "short",
+            "A much longer sentence, so that the short ones in the batch are padded.",
+            "",
+            "Mochi, my rabbit, chewed through my laptop charger again.",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let batch = e.embed(texts.clone()).await.expect("embeds");
+        for (t, b) in texts.iter().zip(&batch) {
+            let single = e.embed(vec![t.clone()]).await.expect("embeds");
+            assert!(1.0 - cosine(&single[0], b) < 1e-5, "{t:?}");
+        }
+        assert!(e.embed(Vec::new()).await.expect("nothing").is_empty());
+    }
+
+    /// A copy of the model folder whose big file is a link, to break.
+    fn copy_of_model() -> tempfile::TempDir {
+        let src = model_dir();
+        let dir = tempfile::tempdir().expect("tempdir");
+        for f in [
+            "config.json",
+            "tokenizer.json",
+            "modules.json",
+            "sentence_bert_config.json",
+        ] {
+            std::fs::copy(src.join(f), dir.path().join(f)).expect("copy");
+        }
+        std::fs::create_dir(dir.path().join("1_Pooling")).expect("mkdir");
+        std::fs::copy(
+            src.join("1_Pooling/config.json"),
+            dir.path().join("1_Pooling/config.json"),
+        )
+        .expect("copy");
+        std::os::unix::fs::symlink(
+            src.join("model.safetensors"),
+            dir.path().join("model.safetensors"),
+        )
+        .expect("link");
+        dir
+    }
+
+    #[test]
+    fn a_missing_or_malformed_folder_names_the_file() {
+        let ok = copy_of_model();
+        LocalEmbed::load(&settings(ok.path())).expect("the copy loads");
+
+        let err = |dir: &Path| LocalEmbed::load(&settings(dir)).expect_err("must fail");
+
+        let d = copy_of_model();
+        std::fs::remove_file(d.path().join("tokenizer.json")).unwrap();
+        let e = err(d.path());
+        assert!(
+            matches!(&e, ModelError::Missing { file, .. } if *file == "tokenizer.json"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("tokenizer.json is missing"), "{e}");
+
+        let d = copy_of_model();
+        std::fs::remove_dir_all(d.path().join("1_Pooling")).unwrap();
+        assert!(err(d.path()).to_string().contains("1_Pooling/config.json"));
+
+        let d = copy_of_model();
+        std::fs::write(d.path().join("config.json"), "{ not json").unwrap();
+        let e = err(d.path());
+        assert!(
+            matches!(&e, ModelError::Malformed { path, .. } if path.ends_with("config.json")),
+            "{e}"
+        );
+
+        let d = copy_of_model();
+        std::fs::write(
+            d.path().join("1_Pooling/config.json"),
+            r#"{"pooling_mode_mean_tokens": true, "pooling_mode_cls_token": true}"#,
+        )
+        .unwrap();
+        assert!(err(d.path())
+            .to_string()
+            .contains("exactly one pooling mode"));
+
+        let d = copy_of_model();
+        std::fs::remove_file(d.path().join("model.safetensors")).unwrap();
+        std::fs::write(d.path().join("model.safetensors"), b"nonsense").unwrap();
+        let e = err(d.path());
+        assert!(e.to_string().contains("model.safetensors"), "{e}");
+
+        // Weights of another shape than config.json says.
+        let d = copy_of_model();
+        let cfg = std::fs::read_to_string(d.path().join("config.json")).unwrap();
+        std::fs::write(
+            d.path().join("config.json"),
+            cfg.replace("\"hidden_size\": 384", "\"hidden_size\": 512"),
+        )
+        .unwrap();
+        let e = err(d.path());
+        assert!(
+            e.to_string()
+                .contains("not the weights config.json describes"),
+            "{e}"
+        );
+
+        let e = err(Path::new("/nonexistent/model"));
+        assert!(e.to_string().contains("is not a folder"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn the_runtime_starts_on_the_local_embedder_or_says_why_not() {
+        let data = tempfile::tempdir().unwrap();
+        let mut s = Settings::default();
+        s.embed.kind = recall::engine::settings::EmbedKind::Local;
+        s.embed.local.model_dir = model_dir().to_string_lossy().into();
+        let rt = RuntimeBuilder::new(data.path())
+            .settings(s.clone())
+            .start()
+            .await
+            .expect("starts");
+        rt.shutdown().await.expect("stops");
+
+        let empty = tempfile::tempdir().unwrap();
+        s.embed.local.model_dir = empty.path().to_string_lossy().into();
+        let Err(err) = RuntimeBuilder::new(data.path()).settings(s).start().await else {
+            panic!("started without a model");
+        };
+        assert!(matches!(err, StartupError::LocalModel(_)), "{err}");
+        let chain = format!("{:#}", anyhow::Error::from(err));
+        assert!(chain.contains("modules.json is missing"), "{chain}");
+    }
+}
+
+#[tokio::test]
+async fn an_empty_model_dir_is_a_settings_error() {
+    let data = tempfile::tempdir().unwrap();
+    let mut s = Settings::default();
+    s.embed.kind = recall::engine::settings::EmbedKind::Local;
+    let Err(err) = RuntimeBuilder::new(data.path()).settings(s).start().await else {
+        panic!("started without a model folder");
+    };
+    assert!(err.to_string().contains("embed.local.model_dir"), "{err}");
+}
+
+#[cfg(not(feature = "local-embed"))]
+#[tokio::test]
+async fn without_the_feature_the_error_says_what_to_rebuild_with() {
+    let data = tempfile::tempdir().unwrap();
+    let mut s = Settings::default();
+    s.embed.kind = recall::engine::settings::EmbedKind::Local;
+    s.embed.local.model_dir = data.path().to_string_lossy().into();
+    let Err(err) = RuntimeBuilder::new(data.path()).settings(s).start().await else {
+        panic!("started without the feature");
+    };
+    assert!(matches!(err, StartupError::LocalEmbedNotBuilt), "{err}");
+    assert!(err.to_string().contains("--features local-embed"), "{err}");
+}

@@ -413,6 +413,7 @@ impl RuntimeBuilder {
                 search,
                 reader: std::sync::RwLock::new(Some(reader)),
                 embed,
+                query_vectors: Arc::new(context::QueryVectors::new(1024)),
                 live_topics,
                 rollup_stats,
                 stats: stats_rx,
@@ -444,6 +445,8 @@ struct Inner {
     /// runtime stops, so the folder is released with the Store.
     reader: std::sync::RwLock<Option<Trees>>,
     embed: Arc<dyn Embed>,
+    /// Messages' vectors, for retrieval by meaning.
+    query_vectors: Arc<context::QueryVectors>,
     live_topics: Arc<LiveTopics>,
     rollup_stats: watch::Receiver<RollupStats>,
     stats: watch::Receiver<SupervisorStats>,

@@ -14,11 +14,20 @@ use recall::runtime::RuntimeBuilder;
 use recall::runtime::StartupError;
 use recall::Settings;
 
+mod common;
+
 #[cfg(feature = "local-embed")]
 mod with_model {
     use std::path::{Path, PathBuf};
+    use std::sync::Arc;
 
+    use recall::engine::context::{AssembledContext, Tier};
     use recall::engine::embed::{cosine, Embed};
+    use recall::engine::reflect::extractive::ExtractiveReflect;
+    use recall::engine::settings::EmbedKind;
+    use recall::testkit::TestRuntime;
+
+    use super::common::CHATTER;
     use recall::engine::settings::LocalEmbedSettings;
     use recall::local_embed::{LocalEmbed, ModelError};
     use recall::runtime::{RuntimeBuilder, StartupError};
@@ -234,6 +243,72 @@ mod with_model {
 
         let e = err(Path::new("/nonexistent/model"));
         assert!(e.to_string().contains("is not a folder"), "{e}");
+    }
+
+    /// Thirty calls of small talk after one that says, once, a detail that
+    /// shares no word with the question asked about it later.
+    async fn memory_of(settings: Settings) -> anyhow::Result<TestRuntime> {
+        let rt = TestRuntime::start_full(settings, Arc::new(ExtractiveReflect)).await?;
+        let calls = std::iter::once(vec![
+            "Busy morning before work.",
+            "Pickles, our dachshund, dug up the whole tulip bed again.",
+            "Anyway, I should get going.",
+        ])
+        .chain((1..=30).map(|i| vec![CHATTER[i % 8], CHATTER[(i * 3 + 1) % 8]]));
+        for (i, lines) in calls.enumerate() {
+            let conn = format!("c{i}");
+            rt.start_session("kairix", "mark", &conn).await?;
+            for l in lines {
+                rt.record_turn(&conn, l, "That sounds like quite a day.")?;
+            }
+            rt.end_session(&conn)?;
+            for _ in 0..5 {
+                tokio::task::yield_now().await;
+            }
+            rt.wait_idle().await?;
+            tokio::time::advance(std::time::Duration::from_secs(86_400)).await;
+        }
+        Ok(rt)
+    }
+
+    fn retrieved(c: &AssembledContext) -> String {
+        c.tiers
+            .iter()
+            .filter(|t| t.tier == Tier::Retrieved)
+            .flat_map(|t| &t.items)
+            .map(|i| i.text.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retrieval_finds_by_meaning_what_shares_no_word_with_the_question() -> anyhow::Result<()>
+    {
+        let question = "What's the name of my dog?";
+        let mut local = Settings::for_test();
+        local.embed.kind = EmbedKind::Local;
+        local.embed.local.model_dir = model_dir().to_string_lossy().into();
+        let rt = memory_of(local).await?;
+        let c = rt.context("kairix", "mark", question, 2000).await?;
+        let found = retrieved(&c);
+        assert!(found.contains("Pickles, our dachshund"), "{found}");
+        // The same memory on the hashing embedder: no word is shared, so
+        // the words alone do not find it (what the model adds).
+        let hashing = memory_of(Settings::for_test()).await?;
+        let c = hashing.context("kairix", "mark", question, 2000).await?;
+        assert!(!retrieved(&c).contains("Pickles"), "{}", retrieved(&c));
+
+        // The turns have vectors, and a forget takes them with the turns.
+        let report = rt.forget_user("mark", None).await?;
+        assert!(
+            report.vectors >= report.turns + report.session_summaries,
+            "{report:?}"
+        );
+        let c = rt.context("kairix", "mark", question, 2000).await?;
+        assert!(!recall::engine::context::AssembledContext::to_messages(&c)
+            .iter()
+            .any(|m| m.content.contains("Pickles")));
+        Ok(())
     }
 
     #[tokio::test]

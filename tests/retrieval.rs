@@ -15,21 +15,9 @@ use recall::testkit::TestRuntime;
 use recall::Settings;
 
 mod common;
-use common::settle;
+use common::{settle, CHATTER};
 
 type Res = anyhow::Result<()>;
-
-/// Small talk, varied so that no two calls say the same.
-const CHATTER: [&str; 8] = [
-    "The weather was grey all morning, then it cleared up by lunch.",
-    "I watched a documentary about octopuses last night, weird animals.",
-    "Traffic on the ring road was terrible again today.",
-    "Made pancakes this morning, they came out a bit flat.",
-    "My neighbour is repainting his fence, bright blue this time.",
-    "I tried a new podcast about the history of maps.",
-    "The coffee machine at the office broke, chaos all day.",
-    "Spent the evening sorting old photos into albums.",
-];
 
 async fn call(rt: &TestRuntime, user: &str, conn: &str, lines: &[&str]) -> Res {
     rt.start_session("kairix", user, conn).await?;

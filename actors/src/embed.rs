@@ -33,6 +33,15 @@ pub trait Embed: Send + Sync + 'static {
     fn name(&self) -> &str;
     fn dimensions(&self) -> usize;
     fn embed(&self, texts: Vec<String>) -> BoxFuture<'static, Result<Vec<Vec<f32>>, EmbedError>>;
+
+    /// Whether close vectors mean close meaning beyond shared words (a
+    /// trained model's do). When they do, the raw turns of ended calls get
+    /// vectors too and retrieval searches by the message's vector beside
+    /// its words; the hashing embedder's vectors only restate shared words,
+    /// which BM25 already ranks, so it gets neither.
+    fn captures_meaning(&self) -> bool {
+        true
+    }
 }
 
 /// The offline embedder.
@@ -91,6 +100,10 @@ impl Default for HashingEmbed {
 impl Embed for HashingEmbed {
     fn name(&self) -> &str {
         "hashing"
+    }
+
+    fn captures_meaning(&self) -> bool {
+        false
     }
 
     fn dimensions(&self) -> usize {

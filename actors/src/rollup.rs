@@ -93,6 +93,8 @@ pub struct RollupReport {
     /// Topic summaries written (a new topic or a new member).
     pub topics_updated: u64,
     pub vectors: u64,
+    /// Raw turns given vectors (by an embedder that captures meaning).
+    pub turn_vectors: u64,
     pub failures: u64,
 }
 
@@ -102,6 +104,7 @@ impl RollupReport {
         self.weekly += o.weekly;
         self.revised += o.revised;
         self.topics_updated += o.topics_updated;
+        self.turn_vectors += o.turn_vectors;
         self.vectors += o.vectors;
         self.failures += o.failures;
     }
@@ -312,6 +315,44 @@ impl Ctx {
                 values,
             })
             .collect())
+    }
+
+    /// Gives the turns of a summary's call vectors of their user's words,
+    /// for retrieval by meaning. An embedding failure leaves them to
+    /// keyword search (logged); a store failure is an error.
+    async fn embed_turns(&self, s: &ConversationSummary) -> Result<u64, RollupError> {
+        // A session summary's id is its session's, unless a replay made a
+        // new version: its source range names the session then.
+        let session_id = s.source_range.map_or(s.summary_id, |r| r.session_id);
+        let turns = store_call!(self.store, |reply| StoreMsg::GetNumberedTurns(
+            session_id, reply
+        ))?;
+        let turns: Vec<(u32, String)> = turns
+            .into_iter()
+            .filter(|(_, t)| !t.user_message.trim().is_empty())
+            .map(|(seq, t)| (seq, t.user_message))
+            .collect();
+        if turns.is_empty() {
+            return Ok(0);
+        }
+        let texts = turns.iter().map(|(_, t)| t.clone()).collect();
+        let vectors = match self.vectors(texts).await {
+            Ok(v) => v,
+            Err(err) => {
+                warn!(%session_id, error = %err, "no vectors for the call's turns; they are found by their words only");
+                return Ok(0);
+            }
+        };
+        let items: Vec<(u32, StoredVector)> =
+            turns.into_iter().map(|(seq, _)| seq).zip(vectors).collect();
+        let n = items.len() as u64;
+        store_call!(self.store, |reply| StoreMsg::PutTurnVectors {
+            agent_id: s.agent_id.clone(),
+            session_id,
+            items,
+            reply
+        })?;
+        Ok(n)
     }
 
     async fn vector(&self, text: String) -> Option<StoredVector> {
@@ -875,6 +916,9 @@ impl Ctx {
                             report.failures += 1;
                             warn!(summary_id = %s.summary_id, error = %err, "taking in a summary failed; it stays in the inbox");
                             continue;
+                        }
+                        if self.embed.captures_meaning() {
+                            report.turn_vectors += self.embed_turns(s).await?;
                         }
                     }
                 }

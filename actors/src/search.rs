@@ -171,6 +171,11 @@ pub struct Ranking {
     /// match about as well, the newer wins (what someone said last about a
     /// thing is what holds now).
     pub recency: Option<Recency>,
+    /// Items nearest the query's vector (of the same embedder) added to
+    /// the keyword candidates, found by a scan of every admitted item's
+    /// vector: what shares no word with the query but means the same
+    /// ("my dog" and "Rusty, our beagle"). 0 adds none.
+    pub dense: usize,
 }
 
 /// The recency bonus: `weight` for an item from `now`, halving every
@@ -276,6 +281,15 @@ impl Quantized {
         }
     }
 
+    /// Cosine similarity with another quantized vector (integer dot
+    /// product: what a scan over every item runs).
+    fn cosine_q(&self, q: &Quantized) -> f32 {
+        if q.values.len() != self.values.len() || self.norm == 0.0 || q.norm == 0.0 {
+            return 0.0;
+        }
+        dot_i8(&self.values, &q.values) as f32 * self.scale * q.scale / (self.norm * q.norm)
+    }
+
     /// Cosine similarity with a full vector of norm `q_norm`.
     fn cosine(&self, q: &[f32], q_norm: f32) -> f32 {
         if q.len() != self.values.len() || self.norm == 0.0 || q_norm == 0.0 {
@@ -288,6 +302,22 @@ impl Quantized {
             .sum();
         dot * self.scale / (self.norm * q_norm)
     }
+}
+
+/// The dot product of two byte vectors, in blocks the compiler turns into
+/// SIMD multiply-adds (no sum overflows: 16 products of at most 2^14
+/// each fit an i32 many times over).
+fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+    let mut acc = [0i32; 16];
+    let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..16 {
+            acc[i] += x[i] as i32 * y[i] as i32;
+        }
+    }
+    let tail: i32 = ra.iter().zip(rb).map(|(x, y)| *x as i32 * *y as i32).sum();
+    acc.iter().sum::<i32>() + tail
 }
 
 /// One agent's documents and postings. Removed documents leave a hole
@@ -848,6 +878,32 @@ impl AgentIndex {
         let q_norm = vector.map_or(0.0, |qv| {
             qv.values.iter().map(|x| x * x).sum::<f32>().sqrt()
         });
+        // The items nearest the query's vector, beside the keyword hits.
+        let mut nearest: Vec<(f32, u32)> = Vec::new();
+        if let (Some(qv), Some(e), true) = (vector, query_embedder, ranking.dense > 0) {
+            let q = Quantized::new(e as u8, &qv.values);
+            let timed = filter.timed();
+            for (slot, (m, d)) in self.slots.iter().zip(&self.docs).enumerate() {
+                if !filter.admits_slot(m) {
+                    continue;
+                }
+                let Some(d) = d else { continue };
+                let Some(dv) = &d.vector else { continue };
+                if dv.embedder != q.embedder || (timed && !filter.admits_time(d)) {
+                    continue;
+                }
+                let sim = dv.cosine_q(&q);
+                if sim > 0.0 {
+                    nearest.push((sim, slot as u32));
+                }
+            }
+            if nearest.len() > ranking.dense {
+                nearest.select_nth_unstable_by(ranking.dense - 1, |a, b| {
+                    b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
+                });
+                nearest.truncate(ranking.dense);
+            }
+        }
         let similarity = |d: &Doc| match (vector, &d.vector, query_embedder) {
             (Some(qv), Some(dv), Some(e)) if dv.embedder as usize == e => {
                 dv.cosine(&qv.values, q_norm)
@@ -855,7 +911,7 @@ impl AgentIndex {
             _ => 0.0,
         };
         let w = ranking.keyword_weight;
-        let mut ranked: Vec<(f32, f32, f32, u32)> = if scores.is_empty() {
+        let mut ranked: Vec<(f32, f32, f32, u32)> = if scores.is_empty() && nearest.is_empty() {
             // No word of the query is indexed: similarity alone, over every
             // admitted item.
             let Some(qv) = vector else {
@@ -885,23 +941,50 @@ impl AgentIndex {
                 });
                 cands.truncate(keep);
             }
+            if !nearest.is_empty() {
+                let held: HashSet<u32> = cands.iter().map(|c| c.1).collect();
+                cands.extend(
+                    nearest
+                        .iter()
+                        .filter(|(_, slot)| !held.contains(slot))
+                        .map(|&(_, slot)| (0.0, slot)),
+                );
+            }
             let best = cands
                 .iter()
                 .map(|c| c.0)
                 .fold(0.0f32, f32::max)
                 .max(f32::MIN_POSITIVE);
-            cands
+            let scored: Vec<(f32, f32, f32, u32)> = cands
                 .into_iter()
                 .filter_map(|(bm25, slot)| {
                     let d = self.docs.get(slot as usize)?.as_ref()?;
-                    let sim = similarity(d);
                     let recent = ranking.recency.map_or(0.0, |r| r.bonus(d.end));
-                    Some((
-                        w * bm25 / best + (1.0 - w) * sim.max(0.0) + recent,
+                    Some((bm25, similarity(d), recent, slot))
+                })
+                .collect();
+            // With the nearest by vector among the candidates, similarity
+            // is scaled over them as BM25 is (a model's cosines sit in a
+            // narrow band: unscaled, any word match would outrank the
+            // closest meaning).
+            let (lo, span) = if nearest.is_empty() {
+                (0.0, 1.0)
+            } else {
+                let (lo, hi) = scored.iter().fold((f32::MAX, f32::MIN), |(lo, hi), c| {
+                    (lo.min(c.1), hi.max(c.1))
+                });
+                (lo, (hi - lo).max(f32::MIN_POSITIVE))
+            };
+            scored
+                .into_iter()
+                .map(|(bm25, sim, recent, slot)| {
+                    let closeness = ((sim - lo) / span).max(0.0);
+                    (
+                        w * bm25 / best + (1.0 - w) * closeness + recent,
                         bm25,
                         sim,
                         slot,
-                    ))
+                    )
                 })
                 .collect()
         };
@@ -1220,6 +1303,7 @@ mod tests {
     }
 
     const RANK: Ranking = Ranking {
+        dense: 0,
         keyword_weight: 0.6,
         candidates: 200,
         max_term_share: 1.0,

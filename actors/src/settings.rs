@@ -348,6 +348,16 @@ pub struct ContextSettings {
     /// The recency bonus halves every this many days.
     #[serde(default = "default_retrieval_half_life_days")]
     pub retrieval_half_life_days: f32,
+    /// With an embedder that captures meaning: the share of a hit's score
+    /// from its words (BM25 scaled to the best hit's); the rest is the
+    /// similarity of its vector to the message's.
+    #[serde(default = "default_retrieval_keyword_weight")]
+    pub retrieval_keyword_weight: f32,
+    /// How long a context read waits for the message's vector (an
+    /// embedder that captures meaning) before it ranks by words alone;
+    /// the vector, once made, is kept for the next read of the message.
+    #[serde(default = "default_query_embed_timeout_ms")]
+    pub query_embed_timeout_ms: u64,
 }
 
 impl Default for ContextSettings {
@@ -362,6 +372,8 @@ impl Default for ContextSettings {
             retrieval_candidates: default_retrieval_candidates(),
             retrieval_recency_weight: default_retrieval_recency_weight(),
             retrieval_half_life_days: default_retrieval_half_life_days(),
+            retrieval_keyword_weight: default_retrieval_keyword_weight(),
+            query_embed_timeout_ms: default_query_embed_timeout_ms(),
         }
     }
 }
@@ -377,6 +389,12 @@ fn default_retrieval_recency_weight() -> f32 {
 }
 fn default_retrieval_half_life_days() -> f32 {
     30.0
+}
+fn default_retrieval_keyword_weight() -> f32 {
+    0.5
+}
+fn default_query_embed_timeout_ms() -> u64 {
+    50
 }
 
 fn default_soft_decay_minutes() -> u64 {
@@ -825,6 +843,19 @@ impl Settings {
             return Err(SettingsError {
                 key: "context.retrieval_recency_weight",
                 reason: format!("must be between 0 and 1; got {w}"),
+            });
+        }
+        let w = self.context.retrieval_keyword_weight;
+        if !(0.0..=1.0).contains(&w) {
+            return Err(SettingsError {
+                key: "context.retrieval_keyword_weight",
+                reason: format!("must be between 0 and 1; got {w}"),
+            });
+        }
+        if self.context.query_embed_timeout_ms > 10_000 {
+            return Err(SettingsError {
+                key: "context.query_embed_timeout_ms",
+                reason: "at most 10000".into(),
             });
         }
         let h = self.context.retrieval_half_life_days;

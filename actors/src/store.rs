@@ -32,7 +32,7 @@ use crate::model::{
     Visibility,
 };
 use crate::period::Level;
-use crate::search::SearchIndex;
+use crate::search::{SearchIndex, TurnRef};
 use crate::settings::{FlushPolicy, StoreSettings};
 use chrono::NaiveDate;
 
@@ -1028,6 +1028,11 @@ pub enum StoreMsg {
         Uuid,
         RpcReplyPort<Result<Vec<ConversationTurn>, StoreError>>,
     ),
+    /// A session's turns with their sequence numbers.
+    GetNumberedTurns(
+        Uuid,
+        RpcReplyPort<Result<Vec<(u32, ConversationTurn)>, StoreError>>,
+    ),
     GetSummary(
         Uuid,
         RpcReplyPort<Result<Option<ConversationSummary>, StoreError>>,
@@ -1105,6 +1110,14 @@ pub enum StoreMsg {
     PutVectors {
         agent_id: String,
         items: Vec<(Uuid, StoredVector)>,
+        reply: RpcReplyPort<Result<(), StoreError>>,
+    },
+    /// Vectors of an ended call's turns, by sequence number (made by an
+    /// embedder that captures meaning, for retrieval).
+    PutTurnVectors {
+        agent_id: String,
+        session_id: Uuid,
+        items: Vec<(u32, StoredVector)>,
         reply: RpcReplyPort<Result<(), StoreError>>,
     },
     /// Replies once every message sent before it is handled: a reader
@@ -1654,6 +1667,9 @@ impl Actor for StoreActor {
             StoreMsg::GetTurns(id, reply) => {
                 let _ = reply.send(t.turns(id));
             }
+            StoreMsg::GetNumberedTurns(id, reply) => {
+                let _ = reply.send(t.numbered_turns(id));
+            }
             StoreMsg::GetSummary(id, reply) => {
                 let _ = reply.send(t.summary(id));
             }
@@ -1783,6 +1799,26 @@ impl Actor for StoreActor {
                         for (id, v) in items {
                             if stored.contains(&id) {
                                 ix.set_vector(id, v);
+                            }
+                        }
+                    });
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res.map(|_| ()));
+            }
+            StoreMsg::PutTurnVectors {
+                agent_id,
+                session_id,
+                items,
+                reply,
+            } => {
+                let res = t.put_turn_vectors(session_id, &items);
+                if let Ok(stored) = &res {
+                    let stored: std::collections::HashSet<u32> = stored.iter().copied().collect();
+                    state.search.update(&agent_id, move |ix| {
+                        for (seq, v) in items {
+                            if stored.contains(&seq) {
+                                ix.set_vector(TurnRef { session_id, seq }.doc_id(), v);
                             }
                         }
                     });

@@ -157,6 +157,7 @@ fn a_word_no_item_holds_does_not_prune_the_others() {
         ..Default::default()
     };
     let r = Ranking {
+        dense: 0,
         keyword_weight: 1.0,
         candidates: 40,
         max_term_share: 0.2,

@@ -21,6 +21,7 @@ use recall_actors::context::{
     select, AssembledContext, CharEstimate, ContextItem, PreparedFacts, Retrieved, Selection,
     Source, Tier, TokenCounter,
 };
+use recall_actors::embed::StoredVector;
 use recall_actors::model::{
     BlockLabel, ConversationSummary, ConversationTurn, MemoryBlock, SummaryType,
 };
@@ -82,6 +83,46 @@ pub(super) struct ContextCache {
     tick: AtomicU64,
     hits: AtomicU64,
     misses: AtomicU64,
+}
+
+/// Vectors by text, and the texts in the order they came.
+type HeldVectors = (
+    HashMap<String, Arc<StoredVector>>,
+    std::collections::VecDeque<String>,
+);
+
+/// Messages' vectors, by their text, most recent kept: a vector that came
+/// too late for one read serves the next read of the same message.
+pub(super) struct QueryVectors {
+    capacity: usize,
+    held: std::sync::Mutex<HeldVectors>,
+}
+
+impl QueryVectors {
+    pub(super) fn new(capacity: usize) -> Self {
+        QueryVectors {
+            capacity: capacity.max(1),
+            held: std::sync::Mutex::new((HashMap::new(), std::collections::VecDeque::new())),
+        }
+    }
+
+    fn get(&self, text: &str) -> Option<Arc<StoredVector>> {
+        let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        held.0.get(text).cloned()
+    }
+
+    fn put(&self, text: String, v: StoredVector) {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        let (map, order) = &mut *held;
+        if map.insert(text.clone(), Arc::new(v)).is_none() {
+            order.push_back(text);
+            while order.len() > self.capacity {
+                if let Some(old) = order.pop_front() {
+                    map.remove(&old);
+                }
+            }
+        }
+    }
 }
 
 /// How the context cache is doing.
@@ -582,14 +623,20 @@ impl Runtime {
             until: None,
             limit,
         };
+        let vector = self.query_vector(message).await;
         let index = self.agent_index(agent_id).await?;
         let hits = {
             let ix = index.read().unwrap_or_else(|p| p.into_inner());
             ix.search(
                 &query,
-                None,
+                vector.as_deref(),
                 Ranking {
-                    keyword_weight: 1.0,
+                    keyword_weight: if vector.is_some() {
+                        settings.retrieval_keyword_weight
+                    } else {
+                        1.0
+                    },
+                    dense: if vector.is_some() { limit } else { 0 },
                     candidates: limit,
                     // A word in more than a tenth of the agent's items
                     // (said in passing in many calls) ranks little and
@@ -677,6 +724,59 @@ impl Runtime {
             }
         }
         Ok(out)
+    }
+}
+
+impl Runtime {
+    /// The message's vector, from an embedder that captures meaning: kept
+    /// from an earlier read, or made now if it comes within
+    /// `context.query_embed_timeout_ms` (it is kept when it comes later).
+    /// `None` ranks by words alone.
+    async fn query_vector(&self, message: &str) -> Option<Arc<StoredVector>> {
+        let embed = self.inner.embed.clone();
+        if !embed.captures_meaning() {
+            return None;
+        }
+        let text = message.trim();
+        if let Some(v) = self.inner.query_vectors.get(text) {
+            metrics::counter!("recall_query_vectors_total", "source" => "cache").increment(1);
+            return Some(v);
+        }
+        let cache = self.inner.query_vectors.clone();
+        let key = text.to_string();
+        let job = tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let res = embed.embed(vec![key.clone()]).await;
+            metrics::histogram!("recall_query_embed_seconds")
+                .record(started.elapsed().as_secs_f64());
+            match res {
+                Ok(mut v) => {
+                    let v = StoredVector {
+                        embedder: embed.name().to_string(),
+                        values: v.pop()?,
+                    };
+                    cache.put(key.clone(), v);
+                    cache.get(&key)
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "no vector for the message; retrieval ranks by words");
+                    None
+                }
+            }
+        });
+        let wait =
+            std::time::Duration::from_millis(self.inner.settings.context.query_embed_timeout_ms);
+        match tokio::time::timeout(wait, job).await {
+            Ok(Ok(v)) => {
+                metrics::counter!("recall_query_vectors_total", "source" => "made").increment(1);
+                v
+            }
+            Ok(Err(_)) => None,
+            Err(_) => {
+                metrics::counter!("recall_query_vectors_total", "source" => "late").increment(1);
+                None
+            }
+        }
     }
 }
 

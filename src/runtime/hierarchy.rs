@@ -157,6 +157,12 @@ impl Runtime {
             candidates: settings.candidates,
             max_term_share: 1.0,
             recency: None,
+            // A model's vectors find what shares no word with the query.
+            dense: if embed.captures_meaning() {
+                settings.candidates
+            } else {
+                0
+            },
         };
         let mut hits = {
             let ix = index.read().unwrap_or_else(|p| p.into_inner());

@@ -9,6 +9,18 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use recall::Runtime;
 
+/// Small talk, varied so that no two calls say the same.
+pub const CHATTER: [&str; 8] = [
+    "The weather was grey all morning, then it cleared up by lunch.",
+    "I watched a documentary about octopuses last night, weird animals.",
+    "Traffic on the ring road was terrible again today.",
+    "Made pancakes this morning, they came out a bit flat.",
+    "My neighbour is repainting his fence, bright blue this time.",
+    "I tried a new podcast about the history of maps.",
+    "The coffee machine at the office broke, chaos all day.",
+    "Spent the evening sorting old photos into albums.",
+];
+
 /// Lets the actors handle what the last advance of paused time triggered,
 /// then waits until the runtime is idle.
 pub async fn settle(rt: &Runtime) {

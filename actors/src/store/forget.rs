@@ -127,6 +127,7 @@ impl Trees {
         let mut turns = sled::Batch::default();
         let mut queue = sled::Batch::default();
         let mut dead = sled::Batch::default();
+        let mut turn_vectors: Vec<Uuid> = Vec::new();
         let theirs = self.matching::<SessionRecord>(&self.sessions, keys::TREE_SESSIONS, |s| {
             ours(&s.agent_id, &s.user_id)
         })?;
@@ -135,7 +136,17 @@ impl Trees {
             sessions.remove(&key[..]);
             open.remove(&key[..]);
             for t in self.turns.scan_prefix(keys::turns_prefix(s.session_id)) {
-                turns.remove(t?.0);
+                let k = t?.0;
+                // The turn's vector (a meaning embedder's), by where it is.
+                if let Some(seq) = k.get(16..20).and_then(|b| <[u8; 4]>::try_from(b).ok()) {
+                    let id = crate::search::TurnRef {
+                        session_id: s.session_id,
+                        seq: u32::from_be_bytes(seq),
+                    }
+                    .doc_id();
+                    turn_vectors.push(id);
+                }
+                turns.remove(k);
                 r.turns += 1;
             }
             if self.queue.contains_key(key)? {
@@ -231,7 +242,7 @@ impl Trees {
 
         // Vectors and inbox rows of everything removed.
         let mut embeddings = sled::Batch::default();
-        for id in &r.removed_ids {
+        for id in r.removed_ids.iter().chain(&turn_vectors) {
             if self.embeddings.contains_key(keys::embedding(*id))? {
                 embeddings.remove(&keys::embedding(*id)[..]);
                 r.vectors += 1;

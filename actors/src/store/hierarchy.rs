@@ -266,6 +266,31 @@ impl Trees {
         Ok(stored)
     }
 
+    /// Stores the vectors of a session's turns (by sequence number), each
+    /// under its turn's id; a turn not stored (forgotten meanwhile) gets
+    /// none. Returns the turns stored.
+    pub fn put_turn_vectors(
+        &self,
+        session_id: Uuid,
+        items: &[(u32, StoredVector)],
+    ) -> Result<Vec<u32>, StoreError> {
+        let mut batch = sled::Batch::default();
+        let mut stored = Vec::new();
+        for (seq, v) in items {
+            if self.turns.contains_key(keys::turn(session_id, *seq))? {
+                let id = crate::search::TurnRef {
+                    session_id,
+                    seq: *seq,
+                }
+                .doc_id();
+                batch.insert(&keys::embedding(id), v.encode());
+                stored.push(*seq);
+            }
+        }
+        self.embeddings.apply_batch(batch)?;
+        Ok(stored)
+    }
+
     pub fn vector(&self, id: Uuid) -> Result<Option<StoredVector>, StoreError> {
         Ok(self
             .embeddings
@@ -305,11 +330,18 @@ impl Trees {
         // own context already).
         for s in self.sessions(Some(agent_id))? {
             if s.ended_at.is_some() {
-                ix.put_turns(
-                    &s.user_id,
-                    s.session_id,
-                    &self.numbered_turns(s.session_id)?,
-                );
+                let turns = self.numbered_turns(s.session_id)?;
+                ix.put_turns(&s.user_id, s.session_id, &turns);
+                for (seq, _) in &turns {
+                    let id = crate::search::TurnRef {
+                        session_id: s.session_id,
+                        seq: *seq,
+                    }
+                    .doc_id();
+                    if let Some(v) = self.vector(id)? {
+                        ix.set_vector(id, v);
+                    }
+                }
             }
         }
         Ok(ix)

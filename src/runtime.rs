@@ -45,9 +45,11 @@ use recall_actors::settings::EmbedKind;
 mod context;
 mod forget;
 mod hierarchy;
+mod reembed;
 mod replay;
 pub use context::{ContextCacheStats, ContextOptions};
 pub use hierarchy::TopicView;
+pub use reembed::ReembedProgress;
 pub use replay::{ReplayChange, ReplayFailure, ReplayProgress, ReplayReport, ReplayRequest};
 
 /// Timeout of calls into the actors, in ms.
@@ -414,6 +416,7 @@ impl RuntimeBuilder {
                 reader: std::sync::RwLock::new(Some(reader)),
                 embed,
                 query_vectors: Arc::new(context::QueryVectors::new(1024)),
+                reembed: watch::Sender::new(reembed::ReembedProgress::default()),
                 live_topics,
                 rollup_stats,
                 stats: stats_rx,
@@ -422,6 +425,7 @@ impl RuntimeBuilder {
         };
         let runtime = runtime.recover().await?;
         runtime.warm_indexes();
+        runtime.start_reembedding();
         Ok(runtime)
     }
 }
@@ -447,6 +451,8 @@ struct Inner {
     embed: Arc<dyn Embed>,
     /// Messages' vectors, for retrieval by meaning.
     query_vectors: Arc<context::QueryVectors>,
+    /// Re-embedding of what another embedder embedded.
+    reembed: watch::Sender<reembed::ReembedProgress>,
     live_topics: Arc<LiveTopics>,
     rollup_stats: watch::Receiver<RollupStats>,
     stats: watch::Receiver<SupervisorStats>,

@@ -232,6 +232,28 @@ impl TestRuntime {
     }
 }
 
+impl TestRuntime {
+    /// Stops cleanly, then starts again on the same folder with other
+    /// settings (another embedder, say).
+    pub async fn restart_with(self, settings: Settings) -> Result<Self, StartupError> {
+        self.runtime
+            .shutdown()
+            .await
+            .map_err(|e| StartupError::Recovery(format!("the stop before the restart: {e}")))?;
+        let runtime = RuntimeBuilder::new(self.dir.path())
+            .settings(settings.clone())
+            .reflect(self.reflect.clone())
+            .clock(self.clock)
+            .start()
+            .await?;
+        Ok(TestRuntime {
+            runtime,
+            settings,
+            ..self
+        })
+    }
+}
+
 impl Deref for TestRuntime {
     type Target = Runtime;
     fn deref(&self) -> &Runtime {

@@ -311,6 +311,53 @@ mod with_model {
         Ok(())
     }
 
+    /// Waits (in paused time) until the start's re-embedding is over.
+    async fn reembedded(rt: &TestRuntime) -> recall::runtime::ReembedProgress {
+        for _ in 0..100_000 {
+            let p = rt.reembed_progress();
+            if !p.running && (p.found > 0 || p.done == 0) {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                let q = rt.reembed_progress();
+                if !q.running {
+                    return q;
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("re-embedding never ended: {:?}", rt.reembed_progress());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn switching_to_the_model_re_embeds_what_is_stored() -> anyhow::Result<()> {
+        let question = "What's the name of my dog?";
+        let rt = memory_of(Settings::for_test()).await?;
+        let turns: usize = rt
+            .sessions(Some("kairix"))
+            .await?
+            .iter()
+            .map(|s| s.turn_count as usize)
+            .sum();
+        let mut local = Settings::for_test();
+        local.embed.kind = EmbedKind::Local;
+        local.embed.local.model_dir = model_dir().to_string_lossy().into();
+        let rt = rt.restart_with(local.clone()).await?;
+        let p = reembedded(&rt).await;
+        // every summary and fact (hashing vectors), and every turn (none)
+        assert!(p.found as usize > turns, "{p:?} for {turns} turns");
+        assert_eq!((p.done, p.failed), (p.found, 0), "{p:?}");
+        let c = rt.context("kairix", "mark", question, 2000).await?;
+        assert!(
+            retrieved(&c).contains("Pickles, our dachshund"),
+            "{}",
+            retrieved(&c)
+        );
+        // Nothing is left for the next start.
+        let rt = rt.restart_with(local).await?;
+        let p = reembedded(&rt).await;
+        assert_eq!(p.found, 0, "{p:?}");
+        Ok(())
+    }
+
     #[tokio::test]
     async fn the_runtime_starts_on_the_local_embedder_or_says_why_not() {
         let data = tempfile::tempdir().unwrap();

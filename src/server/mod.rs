@@ -277,9 +277,12 @@ async fn readyz(State(app): State<AppState>) -> Response {
     }
     match app.runtime.stats().await {
         // Ready, and saying so, even with damaged records: they are skipped.
+        // Ready while stored items are re-embedded (searches find those
+        // by their words meanwhile); the progress says how far it is.
         Ok(stats) => Json(json!({
             "status": "ready",
             "skipped_records": stats.store.skipped_records,
+            "reembedding": app.runtime.reembed_progress(),
         }))
         .into_response(),
         Err(e) => (

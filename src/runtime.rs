@@ -373,7 +373,9 @@ impl RuntimeBuilder {
                 block_limit: settings.blocks.background_context_limit,
                 clock,
                 embed: embed.clone(),
-                topic_threshold: settings.rollup.topic_threshold,
+                topic_threshold: settings
+                    .rollup
+                    .topic_threshold_for(embed.captures_meaning()),
                 live_topics: live_topics.clone(),
             },
         )

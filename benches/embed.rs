@@ -1,0 +1,324 @@
+//! The local embedding model (`embed.kind = "local"`, all-MiniLM-L6-v2 from
+//! `scripts/fetch-model`, or the folder `RECALL_BENCH_MODEL_DIR` names)
+//! against the hashing embedder, in the same process and run:
+//!
+//! - model load time (five loads) and the resident memory (VmRSS) the first
+//!   load and first forward pass add;
+//! - one 20-word sentence, embedded on the calling thread with the numeric
+//!   kernels on one thread (`RAYON_NUM_THREADS=1`, set before anything
+//!   runs): p50/p99 against the hashing embedder's `vector` on the same
+//!   sentences;
+//! - a batch of 64 sentences of 10–30 words: texts per second, against the
+//!   hashing embedder on the same batch;
+//! - retrieval's vector scan: an agent index of 100,000 turns with the
+//!   model's vectors (2,000 distinct sentences embedded, each vector used
+//!   for 50 turns), searched with a message's words and vector (`dense` =
+//!   40, as a context read does) against the same search by words alone,
+//!   interleaved; and the message's own embedding, which a context read
+//!   adds when the vector is not cached, reported beside it.
+//!
+//! Run with `scripts/fetch-model && cargo bench --features local-embed --bench embed`.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use chrono::{TimeZone, Utc};
+use recall::engine::embed::{HashingEmbed, StoredVector};
+use recall::engine::model::ConversationTurn;
+use recall::engine::search::{AgentIndex, DocKind, Ranking, SearchQuery, TurnRef};
+use recall::engine::settings::LocalEmbedSettings;
+use recall::local_embed::LocalEmbed;
+use uuid::Uuid;
+
+const SUBJECTS: [&str; 8] = [
+    "My sister",
+    "Our neighbour",
+    "The new manager",
+    "My oldest friend",
+    "Jonas",
+    "The vet",
+    "Grandma",
+    "A colleague from the Denver office",
+];
+const VERBS: [&str; 8] = [
+    "finally told me about",
+    "keeps complaining about",
+    "booked a weekend trip to see",
+    "was surprisingly excited about",
+    "spent the whole evening talking about",
+    "asked me twice this week about",
+    "sent a long message about",
+    "laughed for ages at",
+];
+const OBJECTS: [&str; 8] = [
+    "the half marathon in Fort Worth at the end of March",
+    "the broken dishwasher and the plumber who never came back",
+    "a rescue greyhound that sleeps most of the day on the sofa",
+    "the quarterly planning meeting that ran two hours over",
+    "learning Portuguese with an app before the summer holiday",
+    "the oxygen sensor the garage replaced on the old Subaru",
+    "moving the weekly football game to the new pitches",
+    "a recipe for posole that takes the whole afternoon",
+];
+
+/// A sentence of about `words` words, varied by `i`.
+fn sentence(i: usize, words: usize) -> String {
+    let mut s = format!(
+        "{} {} {}",
+        SUBJECTS[i % 8],
+        VERBS[(i / 8) % 8],
+        OBJECTS[(i / 64) % 8]
+    );
+    let mut k = i;
+    while s.split_whitespace().count() < words {
+        s.push_str(", and then ");
+        s.push_str(&OBJECTS[k % 8].to_lowercase());
+        k = k / 3 + 5;
+    }
+    s.split_whitespace()
+        .take(words)
+        .collect::<Vec<_>>()
+        .join(" ")
+        + "."
+}
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// (p50, p99, mean) in microseconds.
+fn figures(mut ns: Vec<u64>) -> (f64, f64, f64) {
+    ns.sort_unstable();
+    let at = |q: f64| ns[((ns.len() as f64 * q) as usize).min(ns.len() - 1)] as f64 / 1e3;
+    let mean = ns.iter().sum::<u64>() as f64 / ns.len() as f64 / 1e3;
+    (at(0.5), at(0.99), mean)
+}
+
+fn line(what: &str, f: (f64, f64, f64)) {
+    println!(
+        "{what:<58} p50 {:>9.1} µs  p99 {:>9.1} µs  mean {:>9.1} µs",
+        f.0, f.1, f.2
+    );
+}
+
+fn main() {
+    // The numeric kernels on one thread: the figures are per core.
+    std::env::set_var("RAYON_NUM_THREADS", "1");
+    let dir = std::env::var("RECALL_BENCH_MODEL_DIR").unwrap_or_else(|_| {
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/target/models/all-MiniLM-L6-v2"
+        )
+        .to_string()
+    });
+    let settings = LocalEmbedSettings {
+        model_dir: dir.clone(),
+        batch: 64,
+        ..LocalEmbedSettings::default()
+    };
+    println!("model {dir}; load average before: {}", load_average());
+
+    // Load time and memory.
+    let rss0 = rss_kib();
+    let t = Instant::now();
+    let model = LocalEmbed::load(&settings).expect("the model loads (scripts/fetch-model)");
+    let first_load = t.elapsed();
+    let rss_loaded = rss_kib();
+    model
+        .embed_blocking(&[sentence(0, 20)])
+        .expect("a forward pass");
+    let rss_ran = rss_kib();
+    let mut loads = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        black_box(LocalEmbed::load(&settings).expect("loads"));
+        loads.push(t.elapsed().as_nanos() as u64);
+    }
+    let l = figures(loads);
+    println!(
+        "model load: first {:.1} ms, then p50 {:.1} ms (of 5); resident memory +{:.1} MiB loaded, +{:.1} MiB after the first forward pass",
+        first_load.as_secs_f64() * 1e3,
+        l.0 / 1e3,
+        rss_loaded.saturating_sub(rss0) as f64 / 1024.0,
+        rss_ran.saturating_sub(rss0) as f64 / 1024.0
+    );
+
+    // One 20-word sentence, one thread.
+    let hashing = HashingEmbed::default();
+    let texts: Vec<String> = (0..400).map(|i| sentence(i * 7, 20)).collect();
+    let (mut local_ns, mut hash_ns) = (Vec::new(), Vec::new());
+    for (i, text) in texts.iter().enumerate() {
+        let one = std::slice::from_ref(text);
+        let t = Instant::now();
+        black_box(model.embed_blocking(one).expect("embeds"));
+        let local = t.elapsed().as_nanos() as u64;
+        let t = Instant::now();
+        black_box(hashing.vector(text));
+        let hash = t.elapsed().as_nanos() as u64;
+        if i >= 20 {
+            local_ns.push(local);
+            hash_ns.push(hash);
+        }
+    }
+    let (lf, hf) = (figures(local_ns), figures(hash_ns));
+    line("one 20-word sentence, local model (one thread)", lf);
+    line("one 20-word sentence, hashing embedder", hf);
+    println!(
+        "ratio local / hashing: p50 {:.0}x, p99 {:.0}x",
+        lf.0 / hf.0,
+        lf.1 / hf.1
+    );
+
+    // A batch of 64.
+    let batch: Vec<String> = (0..64).map(|i| sentence(i * 13 + 3, 10 + i % 21)).collect();
+    let rounds = 10;
+    let t = Instant::now();
+    for _ in 0..rounds {
+        black_box(model.embed_blocking(&batch).expect("embeds"));
+    }
+    let local_rate = (rounds * batch.len()) as f64 / t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    for _ in 0..rounds * 100 {
+        for s in &batch {
+            black_box(hashing.vector(s));
+        }
+    }
+    let hash_rate = (rounds * 100 * batch.len()) as f64 / t.elapsed().as_secs_f64();
+    println!(
+        "batch of 64 (10–30 words): local {local_rate:.0} texts/s, hashing {hash_rate:.0} texts/s (ratio {:.0}x)",
+        hash_rate / local_rate
+    );
+
+    // Retrieval's vector scan over 100,000 turns.
+    let distinct: Vec<String> = (0..2000).map(|i| sentence(i, 8 + i % 17)).collect();
+    let t = Instant::now();
+    let vectors = model.embed_blocking(&distinct).expect("embeds");
+    println!(
+        "embedded 2,000 distinct turns in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let mut ix = AgentIndex::default();
+    let session = Uuid::from_u128(7);
+    let start = Utc.with_ymd_and_hms(2026, 1, 1, 9, 0, 0).unwrap();
+    let turns: Vec<(u32, ConversationTurn)> = (0..100_000u32)
+        .map(|i| {
+            let t = ConversationTurn {
+                user_message: distinct[i as usize % 2000].clone(),
+                agent_response: "I see.".into(),
+                timestamp: start + chrono::Duration::minutes(i as i64),
+            };
+            (i, t)
+        })
+        .collect();
+    ix.put_turns("mark", session, &turns);
+    for i in 0..100_000u32 {
+        let id = TurnRef {
+            session_id: session,
+            seq: i,
+        }
+        .doc_id();
+        ix.set_vector(
+            id,
+            StoredVector {
+                embedder: model_name(&model),
+                values: vectors[i as usize % 2000].clone(),
+            },
+        );
+    }
+    let rss_ix = rss_kib();
+    println!(
+        "index of 100,000 turns with vectors: resident memory {:.1} MiB in all",
+        rss_ix as f64 / 1024.0
+    );
+    let questions = [
+        "What did the mechanic say was wrong with my car?",
+        "Which race did I sign up for?",
+        "What language am I learning?",
+        "Where do we play football now?",
+        "What's my dog like?",
+        "What recipe takes all afternoon?",
+        "Who keeps complaining about the dishwasher?",
+        "What happened at the planning meeting?",
+    ];
+    let qv: Vec<StoredVector> = model
+        .embed_blocking(&questions.map(String::from))
+        .expect("embeds")
+        .into_iter()
+        .map(|values| StoredVector {
+            embedder: model_name(&model),
+            values,
+        })
+        .collect();
+    let q = |text: &str| SearchQuery {
+        text: text.to_string(),
+        kinds: vec![DocKind::Turn],
+        user_id: Some("mark".into()),
+        limit: 40,
+        ..Default::default()
+    };
+    let words = Ranking {
+        keyword_weight: 1.0,
+        candidates: 40,
+        max_term_share: 0.1,
+        recency: None,
+        dense: 0,
+    };
+    let hybrid = Ranking {
+        keyword_weight: 0.5,
+        dense: 40,
+        ..words
+    };
+    let (mut with_vec, mut without, mut query_embed) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..400 {
+        let i = round % questions.len();
+        let query = q(questions[i]);
+        let t = Instant::now();
+        black_box(ix.search(&query, Some(&qv[i]), hybrid));
+        let a = t.elapsed().as_nanos() as u64;
+        let t = Instant::now();
+        black_box(ix.search(&query, None, words));
+        let b = t.elapsed().as_nanos() as u64;
+        if round >= 16 {
+            with_vec.push(a);
+            without.push(b);
+        }
+        if round < 100 {
+            let t = Instant::now();
+            black_box(
+                model
+                    .embed_blocking(std::slice::from_ref(&questions[i].to_string()))
+                    .expect("embeds"),
+            );
+            query_embed.push(t.elapsed().as_nanos() as u64);
+        }
+    }
+    let (w, wo, qe) = (figures(with_vec), figures(without), figures(query_embed));
+    line("search, 100k turns: words and vector (dense 40)", w);
+    line("search, 100k turns: words alone (baseline)", wo);
+    line("the message's embedding (a cache miss adds it)", qe);
+    println!(
+        "ratio words+vector / words: p50 {:.1}x, p99 {:.1}x",
+        w.0 / wo.0,
+        w.1 / wo.1
+    );
+    println!("load average after: {}", load_average());
+}
+
+fn model_name(m: &LocalEmbed) -> String {
+    use recall::engine::embed::Embed;
+    m.name().to_string()
+}

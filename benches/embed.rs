@@ -19,6 +19,8 @@
 //!
 //! Run with `scripts/fetch-model && cargo bench --features local-embed --bench embed`.
 
+mod common;
+
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -82,24 +84,6 @@ fn sentence(i: usize, words: usize) -> String {
         + "."
 }
 
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|n| n.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
 /// (p50, p99, mean) in microseconds.
 fn figures(mut ns: Vec<u64>) -> (f64, f64, f64) {
     ns.sort_unstable();
@@ -130,18 +114,21 @@ fn main() {
         batch: 64,
         ..LocalEmbedSettings::default()
     };
-    println!("model {dir}; load average before: {}", load_average());
+    println!(
+        "model {dir}; load average before: {}",
+        common::load_average()
+    );
 
     // Load time and memory.
-    let rss0 = rss_kib();
+    let rss0 = common::rss_kib();
     let t = Instant::now();
     let model = LocalEmbed::load(&settings).expect("the model loads (scripts/fetch-model)");
     let first_load = t.elapsed();
-    let rss_loaded = rss_kib();
+    let rss_loaded = common::rss_kib();
     model
         .embed_blocking(&[sentence(0, 20)])
         .expect("a forward pass");
-    let rss_ran = rss_kib();
+    let rss_ran = common::rss_kib();
     let mut loads = Vec::new();
     for _ in 0..5 {
         let t = Instant::now();
@@ -239,7 +226,7 @@ fn main() {
             },
         );
     }
-    let rss_ix = rss_kib();
+    let rss_ix = common::rss_kib();
     println!(
         "index of 100,000 turns with vectors: resident memory {:.1} MiB in all",
         rss_ix as f64 / 1024.0
@@ -315,7 +302,7 @@ fn main() {
         w.0 / wo.0,
         w.1 / wo.1
     );
-    println!("load average after: {}", load_average());
+    println!("load average after: {}", common::load_average());
 }
 
 fn model_name(m: &LocalEmbed) -> String {

@@ -42,6 +42,8 @@
 //! printed pid) and exits; with `RETRIEVAL_PROFILE_PATH=hit` as well, the
 //! cached read with a message instead.
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
@@ -572,25 +574,6 @@ fn line(what: &str, f: &Figures) {
     );
 }
 
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|n| n.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-/// The machine's load average (1, 5 and 15 minutes): what else ran.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
 fn query(text: &str) -> SearchQuery {
     SearchQuery {
         text: text.to_string(),
@@ -694,7 +677,7 @@ fn main() {
          summaries ({summaries} of every layer), {facts} facts; {} cores, load average {}",
         started.elapsed().as_secs_f64(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
-        load_average()
+        common::load_average()
     );
     assert_eq!(
         rt.search_indexes_built(),
@@ -744,9 +727,9 @@ fn main() {
                 .expect("context"),
         );
     });
-    let rss_before = rss_kib();
+    let rss_before = common::rss_kib();
     let (first, first_heap) = tokio.block_on(build(&rt));
-    let rss_after = rss_kib();
+    let rss_after = common::rss_kib();
     let items = tokio
         .block_on(rt.indexed_items(AGENT))
         .expect("items")
@@ -1031,7 +1014,7 @@ fn main() {
         "  context after a block write, with a message, in the same state",
         &figures(after_block),
     );
-    println!("load average at the end: {}", load_average());
+    println!("load average at the end: {}", common::load_average());
 
     let mut c = Criterion::default()
         .configure_from_args()

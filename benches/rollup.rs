@@ -11,6 +11,8 @@
 //! not waited for: `run_rollups` rolls every agent at once, 4 at a time).
 //! Run with `cargo bench --bench rollup`.
 
+mod common;
+
 use std::time::Instant;
 
 use chrono::{Duration, TimeZone, Utc};
@@ -29,18 +31,6 @@ const TEXTS: [&str; 4] = [
     "Ada planned a sailing weekend in Porto with her sister and booked the small boat for Saturday.",
     "Ada compared flats in Porto near the river and asked about the commute to her new office.",
 ];
-
-fn rss_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|n| n.parse().ok())
-        })
-        .unwrap_or(0)
-}
 
 fn fill(trees: &Trees) {
     let day = Utc
@@ -127,7 +117,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio");
-    let rss_before = rss_kib("VmRSS:");
+    let rss_before = common::status_kib("VmRSS:");
     let start_at = Utc
         .with_ymd_and_hms(2026, 3, 3, 4, 0, 0)
         .single()
@@ -143,7 +133,7 @@ fn main() {
     let t = Instant::now();
     let report = tokio.block_on(rt.run_rollups()).expect("rollups");
     let total = t.elapsed();
-    let peak = rss_kib("VmHWM:");
+    let peak = common::status_kib("VmHWM:");
     let dailies = tokio.block_on(async {
         let mut n = 0;
         for a in [0, AGENTS / 2, AGENTS - 1] {

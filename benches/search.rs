@@ -11,6 +11,8 @@
 //! mean, p50 and p99 of each and the p99 ratio, then runs the criterion
 //! group. Run with `cargo bench --bench search`.
 
+mod common;
+
 use std::collections::HashSet;
 use std::hint::black_box;
 use std::time::Instant;
@@ -115,18 +117,6 @@ fn summaries(vocab: &[String]) -> Vec<ConversationSummary> {
         .collect()
 }
 
-fn rss_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|n| n.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 fn percentiles(mut ns: Vec<u64>) -> (f64, u64, u64) {
     ns.sort_unstable();
     let mean = ns.iter().sum::<u64>() as f64 / ns.len() as f64;
@@ -223,13 +213,13 @@ fn main() {
         limit: LIMIT,
         ..Default::default()
     };
-    let rss_before = rss_kib("VmRSS:");
+    let rss_before = common::status_kib("VmRSS:");
     let t = Instant::now();
     let first = tokio
         .block_on(rt.search(AGENT, query(&queries[0])))
         .expect("search");
     let build = t.elapsed();
-    let rss_after = rss_kib("VmRSS:");
+    let rss_after = common::status_kib("VmRSS:");
     println!(
         "first search (builds the index from the store): {:.2} s, resident memory +{} MiB, {} results",
         build.as_secs_f64(),

@@ -406,3 +406,41 @@ async fn without_the_feature_the_error_says_what_to_rebuild_with() {
     assert!(matches!(err, StartupError::LocalEmbedNotBuilt), "{err}");
     assert!(err.to_string().contains("--features local-embed"), "{err}");
 }
+
+/// Re-embedding on an embedder that fails (an OpenAI-compatible address on
+/// loopback where nothing listens): the pass stops, counts what is left as
+/// failed, and the runtime goes on ranking by words.
+#[tokio::test(start_paused = true)]
+async fn reembedding_stops_when_the_embedder_fails() -> anyhow::Result<()> {
+    use recall::engine::reflect::extractive::ExtractiveReflect;
+    use recall::testkit::TestRuntime;
+    let rt = TestRuntime::start_full(Settings::for_test(), std::sync::Arc::new(ExtractiveReflect))
+        .await?;
+    rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn("c1", "We adopted a greyhound called Juniper.", "Lovely.")?;
+    rt.end_session("c1")?;
+    common::settle(&rt).await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let mut s = Settings::for_test();
+    s.embed.kind = recall::engine::settings::EmbedKind::Openai;
+    s.embed.openai.base_url = format!("http://127.0.0.1:{closed}/v1");
+    let rt = rt.restart_with(s).await?;
+    let mut p = rt.reembed_progress();
+    for _ in 0..10_000 {
+        p = rt.reembed_progress();
+        if !p.running && p.found > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(p.found >= 1, "{p:?}");
+    assert_eq!((p.done, p.failed, p.running), (0, p.found, false), "{p:?}");
+    let c = rt
+        .context("kairix", "mark", "what is the greyhound called?", 2000)
+        .await?;
+    let all: String = c.to_messages().iter().map(|m| m.content.clone()).collect();
+    assert!(all.contains("Juniper"), "{all}");
+    Ok(())
+}

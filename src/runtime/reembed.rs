@@ -11,8 +11,9 @@
 //! through the Store actor (which keeps the search index current). Progress
 //! is in [`Runtime::reembed_progress`], `/readyz` and the logs.
 //!
-//! A failed batch is counted and skipped (the next start tries again); a
-//! stopping runtime ends the task at its next store call.
+//! When the embedder fails, the pass stops and what is left is counted as
+//! failed (the next start tries again); a stopping runtime ends the task at
+//! its next store call.
 
 use std::collections::BTreeMap;
 
@@ -38,7 +39,8 @@ pub struct ReembedProgress {
     pub found: u64,
     /// Of those, embedded again and stored.
     pub done: u64,
-    /// Of those, left for the next start (the embedder failed).
+    /// Of those, left for the next start (the embedder failed, which
+    /// stops the pass).
     pub failed: u64,
 }
 
@@ -146,23 +148,26 @@ impl Runtime {
         }
         tracing::info!(items = n, embedder = %name, "re-embedding stored items made by another embedder; until each is done, searches find it by its words");
         let mut logged = 0u64;
-        for batch in work.chunks(BATCH) {
+        for (b, batch) in work.chunks(BATCH).enumerate() {
             let texts = batch.iter().map(|w| w.text.clone()).collect();
-            let vectors = match embed.embed(texts).await {
-                Ok(v) if v.len() == batch.len() => v,
-                Ok(v) => {
-                    tracing::warn!(asked = batch.len(), got = v.len(), "re-embedding: the embedder answered a batch with the wrong count; left for the next start");
-                    self.inner
-                        .reembed
-                        .send_modify(|p| p.failed += batch.len() as u64);
-                    continue;
-                }
+            let failure = match embed.embed(texts).await {
+                Ok(v) if v.len() == batch.len() => Ok(v),
+                Ok(v) => Err(format!(
+                    "asked for {} vectors, got {}",
+                    batch.len(),
+                    v.len()
+                )),
+                Err(err) => Err(err.to_string()),
+            };
+            let vectors = match failure {
+                Ok(v) => v,
                 Err(err) => {
-                    tracing::warn!(error = %err, "re-embedding: a batch failed; left for the next start");
-                    self.inner
-                        .reembed
-                        .send_modify(|p| p.failed += batch.len() as u64);
-                    continue;
+                    // An embedder that fails once (a server down) would
+                    // fail the rest too: all of it waits for the next start.
+                    let left = n - (b * BATCH) as u64;
+                    tracing::warn!(error = %err, left, "re-embedding stopped: the embedder failed; the rest waits for the next start");
+                    self.inner.reembed.send_modify(|p| p.failed += left);
+                    break;
                 }
             };
             // Grouped by agent, then by call for turns.

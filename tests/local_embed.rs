@@ -251,7 +251,9 @@ mod with_model {
         let rt = TestRuntime::start_full(settings, Arc::new(ExtractiveReflect)).await?;
         let calls = std::iter::once(vec![
             "Busy morning before work.",
-            "Pickles, our dachshund, dug up the whole tulip bed again.",
+            // Said so that no fact rule reads it: only meaning links
+            // "dachshund" to the dog asked about.
+            "Pickles dug up the whole tulip bed again, that dachshund is a menace.",
             "Anyway, I should get going.",
         ])
         .chain((1..=30).map(|i| vec![CHATTER[i % 8], CHATTER[(i * 3 + 1) % 8]]));
@@ -291,7 +293,7 @@ mod with_model {
         let rt = memory_of(local).await?;
         let c = rt.context("kairix", "mark", question, 2000).await?;
         let found = retrieved(&c);
-        assert!(found.contains("Pickles, our dachshund"), "{found}");
+        assert!(found.contains("that dachshund is a menace"), "{found}");
         // The same memory on the hashing embedder: no word is shared, so
         // the words alone do not find it (what the model adds).
         let hashing = memory_of(Settings::for_test()).await?;
@@ -347,7 +349,7 @@ mod with_model {
         assert_eq!((p.done, p.failed), (p.found, 0), "{p:?}");
         let c = rt.context("kairix", "mark", question, 2000).await?;
         assert!(
-            retrieved(&c).contains("Pickles, our dachshund"),
+            retrieved(&c).contains("that dachshund is a menace"),
             "{}",
             retrieved(&c)
         );

@@ -388,7 +388,13 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
     let sentence_facts: Vec<Vec<crate::model::FactCandidate>> =
         user_sentences.iter().map(|s| text::facts(s)).collect();
     let mut facts: Vec<crate::model::FactCandidate> = Vec::new();
-    for f in sentence_facts.iter().flatten() {
+    // A name given in answer to the agent ("What's his name?" —
+    // "Pretzel."), which no sentence of the user's says alone.
+    let answered = turns.windows(2).filter_map(|w| {
+        text::answered_name(&w[0].user_message, &w[0].agent_response, &w[1].user_message)
+    });
+    let answered: Vec<crate::model::FactCandidate> = answered.collect();
+    for f in sentence_facts.iter().flatten().chain(&answered) {
         let norm = crate::model::normalize_fact(&f.content);
         if !facts
             .iter()

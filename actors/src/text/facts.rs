@@ -159,7 +159,8 @@ const SKIPPABLE: &[&str] = &[
     "just", "really", "recently", "finally", "actually", "now", "also", "still", "currently",
     "already", "officially", "totally", "definitely", "usually", "often", "always", "sometimes",
     "normally", "basically", "literally", "absolutely", "seriously", "honestly", "mostly",
-    "generally", "truly", "kinda", "newly", "originally",
+    "generally", "truly", "kinda", "newly", "originally", "fully", "completely", "strictly",
+    "entirely",
 ];
 
 /// Words that always end a value: another clause begins.
@@ -309,9 +310,39 @@ const MANY_RELATIONS: &[&str] = &[
 ];
 
 const PETS: &[&str] = &[
-    "dog", "puppy", "pup", "cat", "kitten", "kitty", "rabbit", "bunny", "hamster", "parrot",
-    "bird", "budgie", "goldfish", "turtle", "tortoise", "horse", "pony", "lizard", "gecko",
-    "snake", "ferret", "hedgehog",
+    "dog",
+    "puppy",
+    "pup",
+    "cat",
+    "kitten",
+    "kitty",
+    "rabbit",
+    "bunny",
+    "hamster",
+    "parrot",
+    "bird",
+    "budgie",
+    "goldfish",
+    "turtle",
+    "tortoise",
+    "horse",
+    "pony",
+    "lizard",
+    "gecko",
+    "snake",
+    "ferret",
+    "hedgehog",
+    "guinea-pig",
+];
+
+/// Dog breeds, which name a pet as well as "dog" does ("Rusty, our
+/// beagle"): read as "beagle (dog)", so a question about the dog finds it.
+#[rustfmt::skip]
+const DOG_BREEDS: &[&str] = &[
+    "beagle", "corgi", "labrador", "poodle", "labradoodle", "cockapoo", "terrier",
+    "spaniel", "collie", "retriever", "dachshund", "husky", "pug", "greyhound", "whippet",
+    "lurcher", "schnauzer", "chihuahua", "rottweiler", "dalmatian", "bulldog",
+    "doberman", "shih-tzu", "pomeranian", "sheepdog", "staffie", "mutt",
 ];
 
 /// Adjectives allowed between "my" and a relation or pet.
@@ -432,7 +463,15 @@ struct Rule {
     in_questions: bool,
     /// Refuses a match on its captured value.
     check: Option<fn(&Captures) -> bool>,
+    /// Refuses a sentence holding any of these words.
+    unless: &'static [&'static str],
+    /// The longest clause value, in tokens.
+    max_value: usize,
 }
+
+/// The longest clause value most rules take: longer ones are rarely
+/// crisp facts.
+const MAX_VALUE: usize = 10;
 
 const fn rule(pattern: &'static str, category: FactCategory, reads: &'static str) -> Rule {
     Rule {
@@ -443,6 +482,8 @@ const fn rule(pattern: &'static str, category: FactCategory, reads: &'static str
         anywhere: false,
         in_questions: false,
         check: None,
+        unless: &[],
+        max_value: MAX_VALUE,
     }
 }
 
@@ -461,6 +502,16 @@ impl Rule {
     }
     const fn check(mut self, f: fn(&Captures) -> bool) -> Rule {
         self.check = Some(f);
+        self
+    }
+    const fn unless(mut self, words: &'static [&'static str]) -> Rule {
+        self.unless = words;
+        self
+    }
+    /// Values up to `n` tokens: a noun phrase that naturally carries a
+    /// place and a time ("a half marathon in Fort Worth at the end of March").
+    const fn longer(mut self, n: usize) -> Rule {
+        self.max_value = n;
         self
     }
 }
@@ -516,6 +567,70 @@ fn effort(caps: &Captures) -> bool {
                 | "focus"
         )
 }
+
+/// A span of time ("thirty-four years", "about a decade").
+fn duration(caps: &Captures) -> bool {
+    capture(caps, "v").is_some_and(|v| {
+        v.split_whitespace().any(|w| {
+            matches!(
+                w.to_lowercase().trim_end_matches(['.', ',']),
+                "year" | "years" | "decade" | "decades" | "month" | "months"
+            )
+        })
+    })
+}
+
+/// A role that names no place it points at ("a backend engineer there").
+fn standalone_role(caps: &Captures) -> bool {
+    capture(caps, "role").is_some_and(|r| {
+        !r.split_whitespace()
+            .any(|w| matches!(w.to_lowercase().as_str(), "there" | "here" | "then"))
+    })
+}
+
+/// An employer, not a meeting ("I'm joining the Zoom").
+fn employer(caps: &Captures) -> bool {
+    !capture(caps, "org").is_some_and(|o| {
+        o.split_whitespace().any(|w| {
+            matches!(
+                w.to_lowercase().as_str(),
+                "zoom" | "teams" | "meet" | "webex" | "slack" | "discord" | "call"
+            )
+        })
+    })
+}
+
+/// "a civil engineer" for "thirty-four years".
+fn past_role(caps: &Captures) -> bool {
+    duration(caps) && standalone_role(caps)
+}
+
+/// An outing that is a pastime ("I went bouldering"), not an errand of
+/// the mind ("I went looking for it").
+fn outing(caps: &Captures) -> bool {
+    !matches!(
+        first_word(caps, "ing").as_str(),
+        "looking"
+            | "searching"
+            | "trying"
+            | "asking"
+            | "talking"
+            | "thinking"
+            | "checking"
+            | "waiting"
+            | "back"
+            | "missing"
+            | "crazy"
+            | "home"
+    )
+}
+
+/// Words that put a "here in …" somewhere other than home.
+#[rustfmt::skip]
+const AWAY: &[&str] = &[
+    "holiday", "vacation", "trip", "visiting", "visit", "staying", "hotel", "conference",
+    "honeymoon", "travelling", "traveling", "layover", "stopover",
+];
 
 /// Not an article or preposition first ("I took up pottery", not "the offer").
 fn bare(caps: &Captures) -> bool {
@@ -604,6 +719,12 @@ const RULES: &[Rule] = &[
         .about("home"),
     rule("i am moving to {place}", Goal, "Is moving to {place}"),
     rule("we are moving to {place}", Goal, "Is moving to {place}"),
+    // "It's freezing here in Duluth": said in passing, where one is; a
+    // trip or a visit in the sentence says it is not home.
+    rule("here in {place}", Biographical, "Lives in {place}")
+        .about("home")
+        .anywhere()
+        .unless(AWAY),
     rule("i am from {place}", Biographical, "Is from {place}").about("hometown"),
     rule("i grew up in {place}", Biographical, "Grew up in {place}"),
     rule("i was born in {year}", Biographical, "Was born in {year}").about("birth_year"),
@@ -628,6 +749,18 @@ const RULES: &[Rule] = &[
     rule("i work as {role}", Occupation, "Works as {role}").about("role"),
     rule("i have been {role} for {v}", Occupation, "Has been {role} for {v}").about("role"),
     rule("i am working as {role}", Occupation, "Works as {role}").about("role"),
+    rule("i was {role} for {v}", Occupation, "Was {role} for {v}")
+        .check(past_role),
+    rule("i used to be {role} $", Occupation, "Used to be {role}").check(standalone_role),
+    rule("i used to work at|for {org}", Occupation, "Used to work at {org}"),
+    rule("i worked at|for {org} for {v}", Occupation, "Worked at {org} for {v}").check(duration),
+    rule("i retired as {role}", Occupation, "Retired as {role}").check(standalone_role),
+    rule(
+        "a|an|my old|former {word:colleague/coworker/co-worker/boss/manager} from {org}",
+        Occupation,
+        "Has a former {word} from {org}",
+    )
+    .anywhere(),
     rule("i am {role} at|for {org}", Occupation, "Is {role} at {org}").about("role"),
     rule(
         "i got|landed|accepted a|the new? job|position|offer at|with|from {org}",
@@ -635,6 +768,12 @@ const RULES: &[Rule] = &[
         "Got a job at {org}",
     )
     .about("employer"),
+    rule("i am joining {org}", Occupation, "Is joining {org}")
+        .about("employer")
+        .check(employer),
+    rule("i will be joining {org}", Occupation, "Is joining {org}")
+        .about("employer")
+        .check(employer),
     rule("i got hired at|by {org}", Occupation, "Got a job at {org}").about("employer"),
     rule("i was hired at|by {org}", Occupation, "Got a job at {org}").about("employer"),
     rule("i started a|my new? job at|with {org}", Occupation, "Got a job at {org}")
@@ -769,11 +908,20 @@ const RULES: &[Rule] = &[
     rule("i|we have|'ve got? a|an ~adj {pet} $", Biographical, "Has a {pet}"),
     rule("i|we adopted|rescued|got a|an ~adj {pet} $", Biographical, "Has a {pet}"),
     rule("i am a {word:dog/cat} person", Preference, "Is a {word} person"),
+    rule("{name} , my|our ~adj {pet} $", Biographical, "Has a {pet} named {name}").anywhere(),
+    rule("our ~adj {pet} {name}", Biographical, "Has a {pet} named {name}").anywhere(),
     // --- things
     rule("i drive {v}", Biographical, "Drives {v}").about("car").check(vehicle),
+    rule(
+        "i|we? traded|swapped|part-exchanged in? my|our|the old? {word:car/van/truck} for {v}",
+        Biographical,
+        "Traded their old {word} for {v}",
+    )
+    .about("car")
+    .check(vehicle),
     rule("my car is|'s {role}", Biographical, "Drives {role}").about("car"),
     rule(
-        "i|we bought a|an new? {word:car/truck/motorcycle/van/bike/boat/piano/camper}",
+        "i|we bought|got a|an new? {word:car/truck/motorcycle/motorbike/van/bike/e-bike/ebike/bicycle/scooter/moped/boat/piano/camper/caravan}",
         Milestone,
         "Bought a {word}",
     ),
@@ -787,8 +935,8 @@ const RULES: &[Rule] = &[
     rule("i am learning {v}", Hobby, "Is learning {v}"),
     rule("i have? started learning {v}", Hobby, "Is learning {v}"),
     rule("i am|have been? training for {v}", Goal, "Is training for {v}"),
-    rule("i signed up for {v}", Goal, "Signed up for {v}"),
-    rule("i registered for {v}", Goal, "Signed up for {v}"),
+    rule("i signed up for {v}", Goal, "Signed up for {v}").longer(14),
+    rule("i registered for {v}", Goal, "Signed up for {v}").longer(14),
     rule("i have? started {ing}", Habit, "Started {ing}"),
     rule("i took up {v}", Hobby, "Took up {v}").check(bare),
     rule("i quit|stopped {ing}", Habit, "Quit {ing}"),
@@ -837,7 +985,14 @@ const RULES: &[Rule] = &[
         "Is {word}",
     )
     .about("diet"),
+    rule(
+        "i have been {word:vegetarian/vegan/pescatarian/pescetarian}",
+        Constraint,
+        "Is {word}",
+    )
+    .about("diet"),
     rule("i am on a|an {v} diet", Constraint, "Is on a {v} diet").about("diet"),
+    rule("{thing} and i do not|never get along|on", Constraint, "Doesn't get along with {thing}"),
     rule("i eat {word:kosher/halal} $", Constraint, "Eats {word}").about("diet"),
     rule(
         "i am {word:diabetic/celiac/coeliac/asthmatic/epileptic/deaf/blind/colorblind/sober/autistic}",
@@ -897,6 +1052,9 @@ const RULES: &[Rule] = &[
         .anywhere(),
     rule("my ~adj {reln} , {name} $", Relationship, "Has a {rel} named {name}").anywhere(),
     rule("my ~adj {pet} {name}", Biographical, "Has a {pet} named {name}").anywhere(),
+    // --- after the names: "I went hiking with my brother Tomas" says the
+    // name first
+    rule("i went {ing}", Hobby, "Went {ing}").check(outing),
 ];
 
 struct Compiled {
@@ -1204,19 +1362,25 @@ fn relation_subject(rel: &str) -> &str {
 }
 
 /// Matches `els` against `toks` from `j`; the end and the captures.
-fn match_at(els: &[El], toks: &[Tok], j: usize, first: bool) -> Option<(usize, Captures)> {
+fn match_at(
+    els: &[El],
+    toks: &[Tok],
+    j: usize,
+    first: bool,
+    max_value: usize,
+) -> Option<(usize, Captures)> {
     let Some((el, rest)) = els.split_first() else {
         return Some((j, Vec::new()));
     };
     let with = |end: usize, key: &'static str, value: String| {
-        match_at(rest, toks, end, false).map(|(e, mut caps)| {
+        match_at(rest, toks, end, false, max_value).map(|(e, mut caps)| {
             caps.push((key, value));
             (e, caps)
         })
     };
     match el {
         El::End => boundary(toks, j)
-            .then(|| match_at(rest, toks, j, false))
+            .then(|| match_at(rest, toks, j, false, max_value))
             .flatten(),
         El::Words(words, optional) => {
             // Step over a couple of adverbs between the words of a pattern.
@@ -1234,16 +1398,16 @@ fn match_at(els: &[El], toks: &[Tok], j: usize, first: bool) -> Option<(usize, C
                 .get(k)
                 .is_some_and(|t| words.contains(&t.lower.as_str()))
             {
-                if let Some(m) = match_at(rest, toks, k + 1, false) {
+                if let Some(m) = match_at(rest, toks, k + 1, false, max_value) {
                     return Some(m);
                 }
             }
             if *optional {
-                return match_at(rest, toks, j, first);
+                return match_at(rest, toks, j, first, max_value);
             }
             None
         }
-        El::Slot(slot) => match_slot(*slot, rest, toks, j, &with),
+        El::Slot(slot) => match_slot(*slot, rest, toks, j, max_value, &with),
     }
 }
 
@@ -1254,13 +1418,14 @@ fn match_slot(
     rest: &[El],
     toks: &[Tok],
     j: usize,
+    max_value: usize,
     with: &Continue<'_>,
 ) -> Option<(usize, Captures)> {
     let key = slot.key();
     match slot {
         Slot::Clause | Slot::Ing | Slot::Role | Slot::Title | Slot::Raw => {
             let raw = slot == Slot::Raw;
-            let (max, strict) = if raw { (24, false) } else { (10, true) };
+            let (max, strict) = if raw { (24, false) } else { (max_value, true) };
             let end = clause_end(toks, j, max, strict)?;
             // With more pattern after it, the value is the shortest that
             // lets the rest match ("I have a {v} allergy").
@@ -1335,16 +1500,21 @@ fn match_slot(
         }
         Slot::Pet => {
             let t = toks.get(j)?;
-            PETS.contains(&t.lower.as_str())
-                .then(|| with(j + 1, key, t.lower.clone()))
-                .flatten()
+            let w = t.lower.as_str();
+            if PETS.contains(&w) {
+                with(j + 1, key, t.lower.clone())
+            } else if DOG_BREEDS.contains(&w) {
+                with(j + 1, key, format!("{w} (dog)"))
+            } else {
+                None
+            }
         }
         Slot::Thing => (j + 1..=(j + 2).min(toks.len())).find_map(|e| {
             let words = &toks[j..e];
             let plain = words.iter().all(|t| {
                 !t.punct
                     && !matches!(t.lower.as_str(), "is" | "'s" | "was")
-                    && t.lower.chars().all(char::is_alphabetic)
+                    && t.lower.chars().all(|c| c.is_alphabetic() || c == '-')
             });
             if plain {
                 with(e, key, render(words).to_lowercase())
@@ -1353,6 +1523,13 @@ fn match_slot(
             }
         }),
         Slot::Word(list) => {
+            // Adverbs step aside here too ("I've gone fully vegan").
+            let mut j = j;
+            while toks.get(j).is_some_and(|t| {
+                SKIPPABLE.contains(&t.lower.as_str()) && !list.split('/').any(|w| w == t.lower)
+            }) {
+                j += 1;
+            }
             let t = toks.get(j)?;
             (!list.is_empty() && list.split('/').any(|w| w == t.lower))
                 .then(|| with(j + 1, key, t.lower.clone()))
@@ -1416,6 +1593,25 @@ fn fill(template: &str, caps: &Captures, subject: bool) -> String {
     out
 }
 
+/// "a" before a vowel the template could not know of reads "an" ("Bought
+/// an e-bike").
+fn fix_articles(s: &str) -> String {
+    let words: Vec<&str> = s.split(' ').collect();
+    let mut out = Vec::with_capacity(words.len());
+    for (i, w) in words.iter().enumerate() {
+        let next_vowel = words
+            .get(i + 1)
+            .and_then(|n| n.chars().next())
+            .is_some_and(|c| matches!(c.to_ascii_lowercase(), 'a' | 'e' | 'i' | 'o'));
+        out.push(match *w {
+            "a" if next_vowel => "an",
+            "A" if next_vowel => "An",
+            w => w,
+        });
+    }
+    out.join(" ")
+}
+
 fn upper_first(s: &str) -> String {
     let mut c = s.chars();
     match c.next() {
@@ -1451,6 +1647,9 @@ fn sentence_facts(sentence: &str, nested: bool) -> Vec<FactCandidate> {
         {
             continue;
         }
+        if rule.unless.iter().any(|w| words.contains(w)) {
+            continue;
+        }
         for start in 0..toks.len() {
             if !rule.anywhere && !clause_start(&toks, start) {
                 continue;
@@ -1458,7 +1657,8 @@ fn sentence_facts(sentence: &str, nested: bool) -> Vec<FactCandidate> {
             if taken.iter().any(|r| r.contains(&start)) {
                 continue;
             }
-            let Some((end, caps)) = match_at(&compiled.els, &toks, start, true) else {
+            let Some((end, caps)) = match_at(&compiled.els, &toks, start, true, rule.max_value)
+            else {
                 continue;
             };
             if taken.iter().any(|r| r.start < end && start < r.end) {
@@ -1486,7 +1686,7 @@ fn sentence_facts(sentence: &str, nested: bool) -> Vec<FactCandidate> {
                     continue;
                 }
             }
-            let content = upper_first(&fill(rule.reads, &caps, false));
+            let content = upper_first(&fix_articles(&fill(rule.reads, &caps, false)));
             let subject = rule.subject.map(|s| fill(s, &caps, true));
             found.push((
                 start,
@@ -1520,12 +1720,91 @@ pub fn facts(user_text: &str) -> Vec<FactCandidate> {
     out
 }
 
+/// A name given in answer to the agent's question ("Have you settled on a
+/// name yet?" — "Pretzel."): what it names is the relation or pet the
+/// question speaks of ("What's your sister called?"), else the last one
+/// the user spoke of just before ("We picked up the puppy on Saturday!").
+/// `None` unless the question asks for a name and the answer opens with
+/// a name alone.
+pub fn answered_name(before: &str, asked: &str, answer: &str) -> Option<FactCandidate> {
+    let question = sentences(asked)
+        .into_iter()
+        .rev()
+        .find(|s| s.trim_end().ends_with('?'))?;
+    let q = tokenize(&question);
+    let asks_name = q.iter().any(|t| {
+        matches!(
+            t.lower.as_str(),
+            "name" | "named" | "called" | "calling" | "call"
+        )
+    });
+    if !asks_name {
+        return None;
+    }
+    let first = sentences(answer).into_iter().next()?;
+    let a = tokenize(&first);
+    let words: Vec<&Tok> = a.iter().filter(|t| !t.punct).collect();
+    let name_only = (1..=3).contains(&words.len()) && words.iter().all(|t| name_token(t));
+    if !name_only || a.iter().any(|t| t.lower == "?") {
+        return None;
+    }
+    let name = render(&words.iter().map(|t| (*t).clone()).collect::<Vec<_>>());
+    // The relation or pet spoken of: the question's, else the user's last.
+    let spoken_of = |toks: &[Tok]| -> Option<(String, Slot)> {
+        (0..toks.len()).rev().find_map(|j| {
+            if let Some((_, w)) = relation(toks, j, Slot::Rel1) {
+                return Some((w, Slot::Rel1));
+            }
+            if let Some((_, w)) = relation(toks, j, Slot::RelN) {
+                return Some((w, Slot::RelN));
+            }
+            let w = toks[j].lower.as_str();
+            if PETS.contains(&w) {
+                Some((w.to_string(), Slot::Pet))
+            } else if DOG_BREEDS.contains(&w) {
+                Some((format!("{w} (dog)"), Slot::Pet))
+            } else {
+                None
+            }
+        })
+    };
+    let (what, kind) = spoken_of(&q).or_else(|| {
+        sentences(before)
+            .iter()
+            .rev()
+            .find_map(|s| spoken_of(&tokenize(s)))
+    })?;
+    let (content, subject, category) = match kind {
+        Slot::Rel1 => (
+            format!("{} is named {name}", upper_first(&what)),
+            Some(relation_subject(&what).to_string()),
+            FactCategory::Relationship,
+        ),
+        Slot::RelN => (
+            format!("Has a {what} named {name}"),
+            None,
+            FactCategory::Relationship,
+        ),
+        _ => (
+            fix_articles(&format!("Has a {what} named {name}")),
+            None,
+            FactCategory::Biographical,
+        ),
+    };
+    Some(FactCandidate {
+        category,
+        content,
+        subject,
+    })
+}
+
 /// Whether a word names a relation or a pet (for scoring what a sentence
 /// discloses).
 pub fn is_relation_word(word: &str) -> bool {
     SINGLE_RELATIONS.iter().any(|(w, _)| *w == word)
         || MANY_RELATIONS.contains(&word)
         || PETS.contains(&word)
+        || DOG_BREEDS.contains(&word)
 }
 
 #[cfg(test)]
@@ -1805,6 +2084,122 @@ mod tests {
         assert_eq!(
             one("I don't live in Austin anymore."),
             ("No longer lives in Austin".into(), Some("home".into()))
+        );
+    }
+
+    #[test]
+    fn facts_said_in_passing_in_a_sentence_about_something_else() {
+        for (text, want) in [
+            (
+                "It was thirty-one below this morning here in Duluth.",
+                ("Lives in Duluth", Some("home")),
+            ),
+            (
+                "Rusty, our beagle, got out the back gate again.",
+                ("Has a beagle (dog) named Rusty", None),
+            ),
+            (
+                "Mochi, my rabbit, chewed through my charger.",
+                ("Has a rabbit named Mochi", None),
+            ),
+            (
+                "I was a civil engineer for thirty-four years, mostly bridges.",
+                ("Was a civil engineer for thirty-four years", None),
+            ),
+            (
+                "I've been vegetarian since I was fifteen, so pizza night is a negotiation.",
+                ("Is vegetarian", Some("diet")),
+            ),
+            ("I've gone fully vegan now.", ("Is vegan", Some("diet"))),
+            (
+                "I went bouldering twice this week.",
+                ("Went bouldering twice this week", None),
+            ),
+            (
+                "I signed up for a half marathon in Fort Worth at the end of March.",
+                (
+                    "Signed up for a half marathon in Fort Worth at the end of March",
+                    None,
+                ),
+            ),
+            ("I bought an e-bike!", ("Bought an e-bike", None)),
+            (
+                "Traded in the old car for a Kia Niro.",
+                ("Traded their old car for a Kia Niro", Some("car")),
+            ),
+            (
+                "Shellfish and I don't get along.",
+                ("Doesn't get along with shellfish", None),
+            ),
+            (
+                "Ran into an old colleague from MnDOT at the hardware store.",
+                ("Has a former colleague from MnDOT", None),
+            ),
+            (
+                "I'm joining Quokka, a small startup doing payments.",
+                ("Is joining Quokka", Some("employer")),
+            ),
+            (
+                "I used to work for Boeing.",
+                ("Used to work at Boeing", None),
+            ),
+        ] {
+            let (content, subject) = one(text);
+            assert_eq!((content.as_str(), subject.as_deref()), want, "{text}");
+        }
+        // Away from home, "here in" is not where one lives; a role that
+        // points elsewhere, or a time that is no span, is no past job.
+        for text in [
+            "It's so sunny here in Lisbon, the holiday is perfect.",
+            "We're staying with friends here in Rome.",
+            "I was a mess for weeks after that.",
+            "I was a kid for most of it, honestly.",
+            "I went looking for my keys for ages.",
+            "Traded in my lunch for a nap.",
+            "I'm joining the Zoom now.",
+        ] {
+            assert!(facts(text).is_empty(), "{text:?} gave {:?}", facts(text));
+        }
+    }
+
+    #[test]
+    fn a_name_given_in_answer_names_what_was_asked_about() {
+        let got = |before: &str, asked: &str, answer: &str| {
+            answered_name(before, asked, answer).map(|f| (f.content, f.subject))
+        };
+        assert_eq!(
+            got(
+                "We picked up the puppy on Saturday! He's a corgi mix.",
+                "Congratulations! Have you settled on a name yet?",
+                "Pretzel. Jonas lobbied hard for Waffles but I won."
+            ),
+            Some(("Has a corgi (dog) named Pretzel".into(), None))
+        );
+        assert_eq!(
+            got(
+                "My sister is coming to visit.",
+                "How lovely. What's your sister called?",
+                "Leela!"
+            ),
+            Some(("Has a sister named Leela".into(), None))
+        );
+        assert_eq!(
+            got("I had a chat with my boss.", "What's his name?", "Derek."),
+            Some(("Boss is named Derek".into(), Some("manager".into())))
+        );
+        // No name asked for, no name alone in the answer, nothing named.
+        assert_eq!(got("We got a puppy.", "How old is he?", "Ten weeks."), None);
+        assert_eq!(
+            got(
+                "We got a puppy.",
+                "What's his name?",
+                "We haven't decided yet."
+            ),
+            None
+        );
+        assert_eq!(
+            got("Busy day.", "What's the name of the cafe?", "Luigi's."),
+            None
         );
     }
 

@@ -39,8 +39,6 @@ static NO_TEXT: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(""));
 thread_local! {
     /// Per-thread score accumulator of [`AgentIndex::search`].
     static SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
-    /// Per-thread sign-bit distances of [`AgentIndex::search`]'s vector scan.
-    static DISTANCES: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// BM25 parameters (the usual ones).
@@ -174,10 +172,15 @@ pub struct Ranking {
     /// thing is what holds now).
     pub recency: Option<Recency>,
     /// Items nearest the query's vector (of the same embedder) added to
-    /// the keyword candidates, found by a scan of every admitted item's
-    /// vector: what shares no word with the query but means the same
-    /// ("my dog" and "Rusty, our beagle"). 0 adds none.
+    /// the keyword candidates: what shares no word with the query but
+    /// means the same ("my dog" and "Rusty, our beagle"). Found by sign
+    /// bits, then byte vectors, over every admitted item or, in an index
+    /// with `IVF_MIN` items of the embedder, over the lists of a partition
+    /// nearest the query (see `Ivf`). 0 adds none.
     pub dense: usize,
+    /// Reads every admitted item's sign bits even where the index keeps a
+    /// partition to probe (what the partition misses is measured so).
+    pub exhaustive: bool,
 }
 
 /// The recency bonus: `weight` for an item from `now`, halving every
@@ -344,8 +347,96 @@ pub struct AgentIndex {
     /// Per slot, what the scoring loop reads, packed so that it never
     /// touches a document: its length and who may see it.
     slots: Vec<SlotMeta>,
-    /// Per slot, the sign bits of its vector (zeros without one).
-    codes: Vec<[u64; CODE_WORDS]>,
+    /// Per slot, the first `HEAD_WORDS` words of its vector's sign bits
+    /// (zeros without one): all a scan reads of every item.
+    heads: Vec<[u64; HEAD_WORDS]>,
+    /// Per slot, the rest of the sign bits: read for the scan's shortlist.
+    tails: Vec<[u64; TAIL_WORDS]>,
+    /// Per embedder (by position in `embedders`), the live slots holding
+    /// its vector.
+    coded: Vec<usize>,
+    /// The partition the vector scan probes once an embedder has
+    /// `IVF_MIN` items, and per slot the list it is in (`NO_LIST`: none).
+    ivf: Option<Ivf>,
+    list_of: Vec<u16>,
+}
+
+/// An inverted file over sign codes: the coded slots of one embedder,
+/// parted by their nearest of `IVF_LISTS` centroids (binary k-means:
+/// each centroid is its members' majority bit). A search reads the
+/// centroids, then the lists of the closest until it has probed
+/// `IVF_PROBE` lists and holds enough admitted items: a few percent of a
+/// large index instead of all of it, at the cost of missing a near item
+/// filed under a centroid not probed (the bench reports the overlap with
+/// the full scan).
+#[derive(Debug)]
+struct Ivf {
+    embedder: u8,
+    centroids: Vec<[u64; CODE_WORDS]>,
+    /// Per centroid, its slots with their codes (a copy, so a probe reads
+    /// one list in order instead of the codes of slots all over).
+    lists: Vec<Vec<(u32, [u64; CODE_WORDS])>>,
+    /// Coded slots when the centroids were trained: trained again when
+    /// there are four times as many.
+    trained_on: usize,
+}
+
+/// Coded slots of one embedder from which the scan probes a partition.
+const IVF_MIN: usize = 20_000;
+const IVF_LISTS: usize = 256;
+const IVF_PROBE: usize = 16;
+/// Codes the centroids are trained on (evenly spaced), and rounds.
+const IVF_SAMPLE: usize = 8_192;
+const IVF_ROUNDS: usize = 4;
+const NO_LIST: u16 = u16::MAX;
+
+fn hamming(a: &[u64; CODE_WORDS], b: &[u64; CODE_WORDS]) -> u32 {
+    a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
+}
+
+fn nearest_centroid(centroids: &[[u64; CODE_WORDS]], code: &[u64; CODE_WORDS]) -> u16 {
+    let mut best = (u32::MAX, 0u16);
+    for (i, c) in centroids.iter().enumerate() {
+        let d = hamming(c, code);
+        if d < best.0 {
+            best = (d, i as u16);
+        }
+    }
+    best.1
+}
+
+/// Binary k-means over `codes`: `IVF_LISTS` centroids, seeded evenly
+/// spaced through a sample, refined `IVF_ROUNDS` times. Deterministic.
+fn train_centroids(codes: &[[u64; CODE_WORDS]]) -> Vec<[u64; CODE_WORDS]> {
+    let step = codes.len().div_ceil(IVF_SAMPLE).max(1);
+    let sample: Vec<&[u64; CODE_WORDS]> = codes.iter().step_by(step).collect();
+    let k = IVF_LISTS.min(sample.len()).max(1);
+    let mut centroids: Vec<[u64; CODE_WORDS]> =
+        (0..k).map(|i| *sample[i * sample.len() / k]).collect();
+    for _ in 0..IVF_ROUNDS {
+        let mut counts = vec![[0u32; CODE_BITS]; k];
+        let mut members = vec![0u32; k];
+        for code in &sample {
+            let c = nearest_centroid(&centroids, code) as usize;
+            members[c] += 1;
+            for (bit, n) in counts[c].iter_mut().enumerate() {
+                *n += ((code[bit / 64] >> (bit % 64)) & 1) as u32;
+            }
+        }
+        for (c, centroid) in centroids.iter_mut().enumerate() {
+            if members[c] == 0 {
+                continue;
+            }
+            let mut next = [0u64; CODE_WORDS];
+            for (bit, &n) in counts[c].iter().enumerate() {
+                if 2 * n > members[c] {
+                    next[bit / 64] |= 1 << (bit % 64);
+                }
+            }
+            *centroid = next;
+        }
+    }
+    centroids
 }
 
 /// A slot's length, kind, owner (the address of the index's copy of the
@@ -364,16 +455,31 @@ struct SlotMeta {
 
 /// A vector scan compares sign bits first: the Hamming distance of two
 /// vectors' signs tracks the angle between them (it is how binary
-/// quantization searches). The closest by it are scored again with the
-/// full (byte) vectors, so only the shortlist's order depends on the
-/// bits. Kept in the slot, the bits are scanned in one pass over memory
-/// that is read anyway; a vector longer than `CODE_BITS` numbers is
-/// shortlisted by its first `CODE_BITS` signs.
+/// quantization searches). It runs in three steps, each on fewer items
+/// with more of each: the first `HEAD_WORDS` words of every item's bits
+/// (a scan bound by memory: 16 bytes an item, not 48), then all
+/// `CODE_BITS` bits of the closest `COARSE_FACTOR` per item asked for,
+/// then the full (byte) vectors of the closest `SHORTLIST_FACTOR` per
+/// item asked for, so only the shortlists' order depends on the bits. A
+/// vector longer than `CODE_BITS` numbers is shortlisted by its first
+/// `CODE_BITS` signs.
 const CODE_WORDS: usize = 6;
+const HEAD_WORDS: usize = 2;
+const TAIL_WORDS: usize = CODE_WORDS - HEAD_WORDS;
 const CODE_BITS: usize = CODE_WORDS * 64;
 const NO_CODE: u8 = u8::MAX;
-/// Shortlisted by sign bits per item asked for.
-const SHORTLIST_FACTOR: usize = 8;
+/// Kept by the head bits per item asked for.
+const COARSE_FACTOR: usize = 32;
+/// Kept by all the bits per item asked for.
+const SHORTLIST_FACTOR: usize = 4;
+
+fn split_code(code: [u64; CODE_WORDS]) -> ([u64; HEAD_WORDS], [u64; TAIL_WORDS]) {
+    let mut head = [0; HEAD_WORDS];
+    let mut tail = [0; TAIL_WORDS];
+    head.copy_from_slice(&code[..HEAD_WORDS]);
+    tail.copy_from_slice(&code[HEAD_WORDS..]);
+    (head, tail)
+}
 
 fn sign_code<T: Copy + PartialOrd + Default>(v: &[T]) -> [u64; CODE_WORDS] {
     let mut code = [0u64; CODE_WORDS];
@@ -385,32 +491,97 @@ fn sign_code<T: Copy + PartialOrd + Default>(v: &[T]) -> [u64; CODE_WORDS] {
     code
 }
 
-/// The Hamming distance of each code to `q`, into `out`.
-fn hamming_all(codes: &[[u64; CODE_WORDS]], q: &[u64; CODE_WORDS], out: &mut Vec<u32>) {
-    out.clear();
-    out.resize(codes.len(), 0);
+/// The closest `keep` slots by Hamming distance of their codes to `q`
+/// among those `admit` lets through (asked only of slots close enough to
+/// be kept), as (distance, slot). One pass over the codes, pruned as the
+/// list grows: past the first `2 * keep` admitted, a slot is looked at only
+/// when it beats the farthest kept.
+fn head_shortlist<const N: usize>(
+    codes: &[[u64; N]],
+    q: &[u64; N],
+    keep: usize,
+    admit: impl FnMut(usize) -> bool,
+) -> Vec<(u32, u32)> {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("popcnt") {
         // SAFETY: the CPU has the instruction the function is compiled
         // with (checked just above).
-        unsafe { hamming_all_popcnt(codes, q, out) };
-        return;
+        return unsafe { head_shortlist_popcnt(codes, q, keep, admit) };
     }
-    hamming_all_portable(codes, q, out);
+    head_shortlist_portable(codes, q, keep, admit)
 }
 
-fn hamming_all_portable(codes: &[[u64; CODE_WORDS]], q: &[u64; CODE_WORDS], out: &mut [u32]) {
-    for (c, d) in codes.iter().zip(out.iter_mut()) {
-        *d = c.iter().zip(q).map(|(x, y)| (x ^ y).count_ones()).sum();
+#[inline(always)]
+fn head_shortlist_portable<const N: usize>(
+    codes: &[[u64; N]],
+    q: &[u64; N],
+    keep: usize,
+    mut admit: impl FnMut(usize) -> bool,
+) -> Vec<(u32, u32)> {
+    let mut short = Shortlist::new(keep);
+    for (slot, c) in codes.iter().enumerate() {
+        let d: u32 = c.iter().zip(q).map(|(x, y)| (x ^ y).count_ones()).sum();
+        short.offer(d, slot as u32, &mut admit);
+    }
+    short.finish()
+}
+
+/// The closest `keep` (distance, slot) pairs offered, pruned as they
+/// come: past the first `2 * keep` admitted, a slot is looked at only when
+/// it beats the farthest kept.
+struct Shortlist {
+    keep: usize,
+    short: Vec<(u32, u32)>,
+    cutoff: u32,
+    /// Slots admitted so far (those under the cutoff).
+    admitted: usize,
+}
+
+impl Shortlist {
+    fn new(keep: usize) -> Self {
+        let keep = keep.max(1);
+        Shortlist {
+            keep,
+            short: Vec::with_capacity(2 * keep),
+            cutoff: u32::MAX,
+            admitted: 0,
+        }
+    }
+
+    #[inline(always)]
+    fn offer(&mut self, d: u32, slot: u32, admit: &mut impl FnMut(usize) -> bool) {
+        if d >= self.cutoff || !admit(slot as usize) {
+            return;
+        }
+        self.admitted += 1;
+        self.short.push((d, slot));
+        if self.short.len() >= 2 * self.keep {
+            self.short.select_nth_unstable(self.keep - 1);
+            self.short.truncate(self.keep);
+            self.cutoff = self.short.iter().map(|s| s.0).max().unwrap_or(u32::MAX);
+        }
+    }
+
+    fn finish(mut self) -> Vec<(u32, u32)> {
+        if self.short.len() > self.keep {
+            self.short.select_nth_unstable(self.keep - 1);
+            self.short.truncate(self.keep);
+        }
+        self.short
     }
 }
 
-/// The same loop with the CPU's population count (without it, counting
+/// The same pass with the CPU's population count (without it, counting
 /// bits is a dozen instructions a word: most of a 100,000-item scan).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "popcnt")]
-fn hamming_all_popcnt(codes: &[[u64; CODE_WORDS]], q: &[u64; CODE_WORDS], out: &mut [u32]) {
-    hamming_all_portable(codes, q, out);
+fn head_shortlist_popcnt<const N: usize>(
+    codes: &[[u64; N]],
+    q: &[u64; N],
+    keep: usize,
+    admit: impl FnMut(usize) -> bool,
+) -> Vec<(u32, u32)> {
+    head_shortlist_portable(codes, q, keep, admit)
 }
 
 fn user_key(u: &Arc<str>) -> usize {
@@ -737,14 +908,22 @@ impl AgentIndex {
             return;
         };
         let q = self.quantize(Some(vector));
-        if let (Some(m), Some(c)) = (
+        if let (Some(m), Some(head), Some(tail)) = (
             self.slots.get_mut(slot as usize),
-            self.codes.get_mut(slot as usize),
+            self.heads.get_mut(slot as usize),
+            self.tails.get_mut(slot as usize),
         ) {
-            (m.code_embedder, *c) = match &q {
+            let code;
+            let old = m.code_embedder;
+            (m.code_embedder, code) = match &q {
                 Some(q) if q.embedder != NO_CODE => (q.embedder, sign_code(&q.values)),
                 _ => (NO_CODE, [0; CODE_WORDS]),
             };
+            (*head, *tail) = split_code(code);
+            let new = m.code_embedder;
+            if m.live {
+                self.recode(slot as usize, old, new);
+            }
         }
         if let Some(Some(d)) = self.docs.get_mut(slot as usize) {
             d.vector = q;
@@ -800,7 +979,10 @@ impl AgentIndex {
             user: user_key(&doc.user_id),
             code_embedder,
         });
-        self.codes.push(code);
+        let (head, tail) = split_code(code);
+        self.heads.push(head);
+        self.tails.push(tail);
+        self.recode(slot as usize, NO_CODE, code_embedder);
         self.docs.push(Some(doc));
         self.live += 1;
         self.total_len += len as u64;
@@ -813,6 +995,8 @@ impl AgentIndex {
         if let Some(doc) = self.docs.get_mut(slot as usize).and_then(Option::take) {
             if let Some(m) = self.slots.get_mut(slot as usize) {
                 m.live = false;
+                let old = std::mem::replace(&mut m.code_embedder, NO_CODE);
+                self.recode(slot as usize, old, NO_CODE);
             }
             self.live -= 1;
             self.total_len -= doc.len as u64;
@@ -839,8 +1023,30 @@ impl AgentIndex {
         }
         self.docs = docs;
         let slots = std::mem::take(&mut self.slots);
-        let codes = std::mem::take(&mut self.codes);
-        (self.slots, self.codes) = slots.into_iter().zip(codes).filter(|(m, _)| m.live).unzip();
+        let heads = std::mem::take(&mut self.heads);
+        let tails = std::mem::take(&mut self.tails);
+        let mut list_of = std::mem::take(&mut self.list_of);
+        list_of.resize(slots.len(), NO_LIST);
+        let mut kept = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (((m, h), t), l) in slots.into_iter().zip(heads).zip(tails).zip(list_of) {
+            if m.live {
+                kept.0.push(m);
+                kept.1.push(h);
+                kept.2.push(t);
+                kept.3.push(l);
+            }
+        }
+        (self.slots, self.heads, self.tails, self.list_of) = kept;
+        // The partition's lists, renumbered.
+        if let Some(mut ivf) = self.ivf.take() {
+            ivf.lists.iter_mut().for_each(Vec::clear);
+            for (slot, &l) in self.list_of.iter().enumerate() {
+                if l != NO_LIST {
+                    ivf.lists[l as usize].push((slot as u32, self.code(slot)));
+                }
+            }
+            self.ivf = Some(ivf);
+        }
         for list in self.postings.iter_mut() {
             list.retain_mut(|(slot, _)| {
                 let new = remap[*slot as usize];
@@ -956,39 +1162,49 @@ impl AgentIndex {
         let mut nearest: Vec<(f32, u32)> = Vec::new();
         if let (Some(qv), Some(e), true) = (vector, query_embedder, ranking.dense > 0) {
             let q = Quantized::new(e as u8, &qv.values);
-            let q_code = sign_code(&qv.values);
+            let (q_head, q_tail) = split_code(sign_code(&qv.values));
             let timed = filter.timed();
-            // The shortlist by sign bits: every code's distance in one
-            // pass, then the admitted closest, pruned as it grows.
-            let keep = ranking.dense * SHORTLIST_FACTOR;
-            let mut short: Vec<(u32, u32)> = Vec::with_capacity(4 * keep);
-            let mut cutoff = u32::MAX;
-            DISTANCES.with(|cell| {
-                let mut dist = cell.borrow_mut();
-                hamming_all(&self.codes, &q_code, &mut dist);
-                for (slot, (m, &d)) in self.slots.iter().zip(dist.iter()).enumerate() {
-                    if d > cutoff || m.code_embedder != q.embedder || !filter.admits_slot(m) {
-                        continue;
-                    }
-                    if timed
-                        && !self
+            // The head bits of every item in one pass, then the admitted
+            // closest, pruned as the list grows.
+            let admit = |slot: usize| {
+                let Some(m) = self.slots.get(slot) else {
+                    return false;
+                };
+                m.code_embedder == q.embedder
+                    && filter.admits_slot(m)
+                    && (!timed
+                        || self
                             .doc(slot as u32)
-                            .is_some_and(|doc| filter.admits_time(doc))
-                    {
-                        continue;
+                            .is_some_and(|doc| filter.admits_time(doc)))
+            };
+            let keep = ranking.dense * SHORTLIST_FACTOR;
+            let short = match &self.ivf {
+                Some(ivf) if ivf.embedder == q.embedder && !ranking.exhaustive => {
+                    let mut q_code = [0u64; CODE_WORDS];
+                    q_code[..HEAD_WORDS].copy_from_slice(&q_head);
+                    q_code[HEAD_WORDS..].copy_from_slice(&q_tail);
+                    self.ivf_shortlist(ivf, &q_code, keep, admit)
+                }
+                _ => {
+                    let coarse = ranking.dense * COARSE_FACTOR;
+                    let mut short = head_shortlist(&self.heads, &q_head, coarse, admit);
+                    // All the bits of those.
+                    for (d, slot) in short.iter_mut() {
+                        if let Some(t) = self.tails.get(*slot as usize) {
+                            *d += t
+                                .iter()
+                                .zip(&q_tail)
+                                .map(|(x, y)| (x ^ y).count_ones())
+                                .sum::<u32>();
+                        }
                     }
-                    short.push((d, slot as u32));
-                    if short.len() >= 4 * keep {
+                    if short.len() > keep {
                         short.select_nth_unstable(keep - 1);
                         short.truncate(keep);
-                        cutoff = short.iter().map(|s| s.0).max().unwrap_or(u32::MAX);
                     }
+                    short
                 }
-            });
-            if short.len() > keep {
-                short.select_nth_unstable(keep - 1);
-                short.truncate(keep);
-            }
+            };
             // Scored again with the byte vectors.
             for (_, slot) in short {
                 let Some(dv) = self.doc(slot).and_then(|d| d.vector.as_ref()) else {
@@ -1120,6 +1336,130 @@ impl AgentIndex {
 
     fn doc(&self, slot: u32) -> Option<&Doc> {
         self.docs.get(slot as usize)?.as_ref()
+    }
+
+    fn code(&self, slot: usize) -> [u64; CODE_WORDS] {
+        let mut code = [0u64; CODE_WORDS];
+        if let (Some(h), Some(t)) = (self.heads.get(slot), self.tails.get(slot)) {
+            code[..HEAD_WORDS].copy_from_slice(h);
+            code[HEAD_WORDS..].copy_from_slice(t);
+        }
+        code
+    }
+
+    /// A slot's code changed (or it died): its count and its list follow.
+    fn recode(&mut self, slot: usize, old: u8, new: u8) {
+        if old != NO_CODE {
+            if let Some(n) = self.coded.get_mut(old as usize) {
+                *n = n.saturating_sub(1);
+            }
+        }
+        if new != NO_CODE {
+            let e = new as usize;
+            if self.coded.len() <= e {
+                self.coded.resize(e + 1, 0);
+            }
+            self.coded[e] += 1;
+        }
+        if self.list_of.len() <= slot {
+            self.list_of.resize(slot + 1, NO_LIST);
+        }
+        let code = self.code(slot);
+        if let Some(ivf) = self.ivf.as_mut() {
+            let was = self.list_of[slot];
+            if was != NO_LIST {
+                if let Some(list) = ivf.lists.get_mut(was as usize) {
+                    if let Some(i) = list.iter().position(|e| e.0 as usize == slot) {
+                        list.swap_remove(i);
+                    }
+                }
+                self.list_of[slot] = NO_LIST;
+            }
+            if new == ivf.embedder {
+                let c = nearest_centroid(&ivf.centroids, &code);
+                ivf.lists[c as usize].push((slot as u32, code));
+                self.list_of[slot] = c;
+            }
+        }
+        self.train_if_due();
+    }
+
+    /// Trains the partition when an embedder reaches `IVF_MIN` coded
+    /// slots (the one with the most, if several), or has four times as
+    /// many as the partition was trained on; drops it below half the
+    /// threshold.
+    fn train_if_due(&mut self) {
+        let Some((e, &n)) = self
+            .coded
+            .iter()
+            .enumerate()
+            .max_by_key(|(i, n)| (**n, usize::MAX - i))
+        else {
+            return;
+        };
+        let due = match &self.ivf {
+            None => n >= IVF_MIN,
+            Some(ivf) if ivf.embedder as usize != e => {
+                n >= IVF_MIN && n > self.coded.get(ivf.embedder as usize).copied().unwrap_or(0)
+            }
+            Some(ivf) => n >= 4 * ivf.trained_on,
+        };
+        if self.ivf.as_ref().is_some_and(|ivf| {
+            self.coded.get(ivf.embedder as usize).copied().unwrap_or(0) < IVF_MIN / 2
+        }) {
+            self.ivf = None;
+            self.list_of.iter_mut().for_each(|l| *l = NO_LIST);
+        }
+        if !due {
+            return;
+        }
+        let slots: Vec<usize> = (0..self.slots.len())
+            .filter(|&s| self.slots[s].live && self.slots[s].code_embedder as usize == e)
+            .collect();
+        let codes: Vec<[u64; CODE_WORDS]> = slots.iter().map(|&s| self.code(s)).collect();
+        let centroids = train_centroids(&codes);
+        let mut lists = vec![Vec::new(); centroids.len()];
+        self.list_of.clear();
+        self.list_of.resize(self.slots.len(), NO_LIST);
+        for (&slot, code) in slots.iter().zip(&codes) {
+            let c = nearest_centroid(&centroids, code);
+            lists[c as usize].push((slot as u32, *code));
+            self.list_of[slot] = c;
+        }
+        self.ivf = Some(Ivf {
+            embedder: e as u8,
+            centroids,
+            lists,
+            trained_on: slots.len(),
+        });
+    }
+
+    /// The closest `keep` admitted slots by all their sign bits, probing
+    /// the partition's lists nearest the query first.
+    fn ivf_shortlist(
+        &self,
+        ivf: &Ivf,
+        q: &[u64; CODE_WORDS],
+        keep: usize,
+        mut admit: impl FnMut(usize) -> bool,
+    ) -> Vec<(u32, u32)> {
+        let mut order: Vec<(u32, usize)> = ivf
+            .centroids
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (hamming(c, q), i))
+            .collect();
+        order.sort_unstable();
+        let mut short = Shortlist::new(keep);
+        for (probed, &(_, list)) in order.iter().enumerate() {
+            if probed >= IVF_PROBE && short.admitted >= keep {
+                break;
+            }
+            for (slot, code) in &ivf.lists[list] {
+                short.offer(hamming(code, q), *slot, &mut admit);
+            }
+        }
+        short.finish()
     }
 }
 
@@ -1406,6 +1746,7 @@ mod tests {
 
     const RANK: Ranking = Ranking {
         dense: 0,
+        exhaustive: false,
         keyword_weight: 0.6,
         candidates: 200,
         max_term_share: 1.0,
@@ -1737,15 +2078,19 @@ mod tests {
         v.into_iter().map(|a| a / norm).collect()
     }
 
-    #[test]
-    fn the_vector_scan_finds_the_nearest_admitted_item_through_its_shortlist() {
-        let sv = |embedder: &str, values: Vec<f32>| StoredVector {
-            embedder: embedder.into(),
-            values,
-        };
+    fn turn_id(session: u128, seq: u32) -> Uuid {
+        TurnRef {
+            session_id: Uuid::from_u128(session),
+            seq,
+        }
+        .doc_id()
+    }
+
+    /// An index of `n` turns of mark's (call 1), each with a unit vector
+    /// of its own ("model"), and the turns.
+    fn mark_with_vectors(n: u32) -> (AgentIndex, Vec<(u32, ConversationTurn)>) {
         let mut ix = AgentIndex::default();
-        let session = Uuid::from_u128(1);
-        let turns: Vec<(u32, ConversationTurn)> = (0..2_000u32)
+        let turns: Vec<(u32, ConversationTurn)> = (0..n)
             .map(|i| {
                 (
                     i,
@@ -1758,17 +2103,122 @@ mod tests {
                 )
             })
             .collect();
-        ix.put_turns("mark", session, &turns);
-        let id = |seq: u32| {
-            TurnRef {
-                session_id: session,
-                seq,
-            }
-            .doc_id()
-        };
-        for i in 0..2_000u32 {
-            ix.set_vector(id(i), sv("model", unit(i as u64, 384)));
+        ix.put_turns("mark", Uuid::from_u128(1), &turns);
+        for i in 0..n {
+            let values = unit(i as u64, 384);
+            ix.set_vector(
+                turn_id(1, i),
+                StoredVector {
+                    embedder: "model".into(),
+                    values,
+                },
+            );
         }
+        (ix, turns)
+    }
+
+    /// A question with no word of the turns': found by vector alone.
+    fn vague_question() -> SearchQuery {
+        SearchQuery {
+            text: "what was that?".into(),
+            kinds: vec![DocKind::Turn],
+            user_id: Some("mark".into()),
+            limit: 5,
+            ..Default::default()
+        }
+    }
+
+    const NEAREST: Ranking = Ranking {
+        keyword_weight: 0.5,
+        candidates: 40,
+        max_term_share: 0.1,
+        recency: None,
+        dense: 5,
+        exhaustive: false,
+    };
+
+    /// Item `seed`'s vector, a little changed.
+    fn near(seed: u64) -> Vec<f32> {
+        let mut v = unit(seed, 384);
+        for (k, x) in v.iter_mut().enumerate() {
+            *x += if k % 7 == 0 { 0.01 } else { 0.0 };
+        }
+        v
+    }
+
+    /// Every live slot holding the partition's embedder's vector is in
+    /// the list its `list_of` names, with its code, and nothing else is.
+    fn partition_is_exact(ix: &AgentIndex) {
+        let Some(ivf) = &ix.ivf else { return };
+        let mut listed = 0;
+        for (slot, m) in ix.slots.iter().enumerate() {
+            let l = ix.list_of[slot];
+            if m.live && m.code_embedder == ivf.embedder {
+                assert_ne!(l, NO_LIST, "slot {slot} is in no list");
+                assert!(ivf.lists[l as usize].contains(&(slot as u32, ix.code(slot))));
+                listed += 1;
+            } else {
+                assert_eq!(l, NO_LIST, "slot {slot} is listed");
+            }
+        }
+        assert_eq!(ivf.lists.iter().map(Vec::len).sum::<usize>(), listed);
+        assert_eq!(ix.coded[ivf.embedder as usize], listed);
+    }
+
+    #[test]
+    fn a_large_index_probes_a_partition_that_follows_every_change() {
+        let sv = |values: Vec<f32>| StoredVector {
+            embedder: "model".into(),
+            values,
+        };
+        let n = IVF_MIN as u32 + 4_000;
+        let (mut ix, _) = mark_with_vectors(n);
+        let id = |seq: u32| turn_id(1, seq);
+        assert!(ix.ivf.is_some(), "no partition at {n} items");
+        partition_is_exact(&ix);
+        let (q, rank) = (vague_question(), NEAREST);
+        let near = |seed: u64| sv(near(seed));
+        let top = |ix: &AgentIndex, seed: u64, exhaustive: bool| {
+            ix.search(&q, Some(&near(seed)), Ranking { exhaustive, ..rank })
+                .first()
+                .and_then(|h| h.turn)
+                .map(|t| t.seq)
+        };
+        for seq in [3, 777, 12_345, n - 1] {
+            assert_eq!(top(&ix, seq as u64, false), Some(seq));
+            assert_eq!(top(&ix, seq as u64, true), Some(seq));
+        }
+        // A changed vector moves to its new list; a removed item leaves.
+        ix.set_vector(id(5), sv(unit(999_999, 384)));
+        partition_is_exact(&ix);
+        assert_eq!(top(&ix, 999_999, false), Some(5));
+        ix.remove(id(777));
+        partition_is_exact(&ix);
+        assert_ne!(top(&ix, 777, false), Some(777));
+        // Removals past a quarter renumber the slots: the lists follow.
+        for i in 6..8_000 {
+            ix.remove(id(i));
+        }
+        partition_is_exact(&ix);
+        assert!(ix.ivf.is_some());
+        assert_eq!(top(&ix, 12_345, false), Some(12_345));
+        // Below half the threshold the partition goes: a full scan again.
+        for i in 8_000..(n - IVF_MIN as u32 / 2 + 10) {
+            ix.remove(id(i));
+        }
+        assert!(ix.ivf.is_none());
+        assert!(ix.list_of.iter().all(|&l| l == NO_LIST));
+        assert_eq!(top(&ix, (n - 1) as u64, false), Some(n - 1));
+    }
+
+    #[test]
+    fn the_vector_scan_finds_the_nearest_admitted_item_through_its_shortlist() {
+        let sv = |embedder: &str, values: Vec<f32>| StoredVector {
+            embedder: embedder.into(),
+            values,
+        };
+        let (mut ix, turns) = mark_with_vectors(2_000);
+        let session = Uuid::from_u128(1);
         // The same vector as the target, but another user's or another
         // embedder's: never found.
         let other = Uuid::from_u128(2);
@@ -1781,25 +2231,9 @@ mod tests {
             .doc_id(),
             sv("model", unit(777, 384)),
         );
-        let q = SearchQuery {
-            text: "what was that?".into(),
-            kinds: vec![DocKind::Turn],
-            user_id: Some("mark".into()),
-            limit: 5,
-            ..Default::default()
-        };
-        let rank = Ranking {
-            keyword_weight: 0.5,
-            candidates: 40,
-            max_term_share: 0.1,
-            recency: None,
-            dense: 5,
-        };
+        let (q, rank) = (vague_question(), NEAREST);
         // The query: item 777's vector, a little changed.
-        let mut near = unit(777, 384);
-        for (k, x) in near.iter_mut().enumerate() {
-            *x += if k % 7 == 0 { 0.01 } else { 0.0 };
-        }
+        let near = near(777);
         let hits = ix.search(&q, Some(&sv("model", near.clone())), rank);
         assert_eq!(
             hits.first().and_then(|h| h.turn),
@@ -1825,7 +2259,7 @@ mod tests {
         // with their items.
         for i in 0..1_500u32 {
             if i != 777 {
-                ix.remove(id(i));
+                ix.remove(turn_id(1, i));
             }
         }
         let hits = ix.search(&q, Some(&sv("model", near)), rank);

@@ -637,6 +637,7 @@ impl Runtime {
                         1.0
                     },
                     dense: if vector.is_some() { limit } else { 0 },
+                    exhaustive: false,
                     candidates: limit,
                     // A word in more than a tenth of the agent's items
                     // (said in passing in many calls) ranks little and

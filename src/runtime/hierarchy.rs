@@ -163,6 +163,7 @@ impl Runtime {
             } else {
                 0
             },
+            exhaustive: false,
         };
         let mut hits = {
             let ix = index.read().unwrap_or_else(|p| p.into_inner());

@@ -1,7 +1,8 @@
 //! The evaluation's hand-written material: personas (the facts each states,
 //! the small talk that is theirs alone, the questions about them) and the
-//! pools of everyday small talk the generator draws from, one pool per
-//! split. Each is a plain text file under `src/eval/data/`, compiled in.
+//! pools of everyday small talk the generator draws from, each persona
+//! naming its pool. Each is a plain text file under `src/eval/data/`,
+//! compiled in.
 //!
 //! A persona file:
 //!
@@ -49,14 +50,20 @@ const PERSONAS: &[(&str, &str)] = &[
     ("tom.txt", include_str!("data/tom.txt")),
     ("priya.txt", include_str!("data/priya.txt")),
     ("walter.txt", include_str!("data/walter.txt")),
-    ("holdout_sam.txt", include_str!("data/holdout_sam.txt")),
-    ("holdout_rosa.txt", include_str!("data/holdout_rosa.txt")),
+    ("sam.txt", include_str!("data/sam.txt")),
+    ("rosa.txt", include_str!("data/rosa.txt")),
+    ("holdout_kiri.txt", include_str!("data/holdout_kiri.txt")),
+    (
+        "holdout_noreen.txt",
+        include_str!("data/holdout_noreen.txt"),
+    ),
 ];
 
 /// The small-talk pools, compiled in.
 const POOLS: &[(&str, &str)] = &[
     ("talk_dev.txt", include_str!("data/talk_dev.txt")),
     ("talk_holdout.txt", include_str!("data/talk_holdout.txt")),
+    ("talk_holdout2.txt", include_str!("data/talk_holdout2.txt")),
 ];
 
 /// A data file that cannot be read.

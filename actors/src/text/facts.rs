@@ -1634,7 +1634,13 @@ fn sentence_facts(sentence: &str, nested: bool) -> Vec<FactCandidate> {
     let question = !nested && is_question(&toks, sentence);
     let mut taken: Vec<Range<usize>> = Vec::new();
     let mut found: Vec<(usize, FactCandidate)> = Vec::new();
-    let words: std::collections::HashSet<&str> = toks.iter().map(|t| t.lower.as_str()).collect();
+    let mut words: std::collections::HashSet<&str> =
+        toks.iter().map(|t| t.lower.as_str()).collect();
+    let elided = elided_subject(&toks);
+    if let Some(v) = &elided {
+        words.extend(v.iter().take(2).map(|t| t.lower.as_str()));
+    }
+    let tries = toks.len() + usize::from(elided.is_some());
     for compiled in COMPILED.iter() {
         let rule = &compiled.rule;
         if question && !rule.in_questions {
@@ -1650,17 +1656,34 @@ fn sentence_facts(sentence: &str, nested: bool) -> Vec<FactCandidate> {
         if rule.unless.iter().any(|w| words.contains(w)) {
             continue;
         }
-        for start in 0..toks.len() {
-            if !rule.anywhere && !clause_start(&toks, start) {
-                continue;
-            }
+        for attempt in 0..tries {
+            // The sentence's own words from each start, then, for one
+            // opening without its subject, the same words after it.
+            let (start, view, at, prefix) = match &elided {
+                Some(v) if attempt == toks.len() => {
+                    if rule.anywhere {
+                        continue;
+                    }
+                    (0, v.as_slice(), 0, v.len() - toks.len())
+                }
+                _ => {
+                    if !rule.anywhere && !clause_start(&toks, attempt) {
+                        continue;
+                    }
+                    (attempt, toks.as_slice(), attempt, 0)
+                }
+            };
             if taken.iter().any(|r| r.contains(&start)) {
                 continue;
             }
-            let Some((end, caps)) = match_at(&compiled.els, &toks, start, true, rule.max_value)
-            else {
+            let Some((end, caps)) = match_at(&compiled.els, view, at, true, rule.max_value) else {
                 continue;
             };
+            // A match of the supplied subject alone says nothing.
+            if end <= at + prefix {
+                continue;
+            }
+            let end = start + (end - at - prefix);
             if taken.iter().any(|r| r.start < end && start < r.end) {
                 continue;
             }
@@ -1701,6 +1724,51 @@ fn sentence_facts(sentence: &str, nested: bool) -> Vec<FactCandidate> {
     // Stable: what one request held stays in its order.
     found.sort_by_key(|(start, _)| *start);
     found.into_iter().map(|(_, f)| f).collect()
+}
+
+/// Verbs a sentence often opens with, its subject ("I") left out: "Quit
+/// the café!", "Moved to Leeds last month".
+#[rustfmt::skip]
+const ELIDED_PAST: &[&str] = &[
+    "moved", "relocated", "quit", "started", "signed", "registered", "bought", "got", "switched",
+    "adopted", "rescued", "joined", "went", "took", "gave", "graduated", "retired", "traded",
+    "lost", "left", "booked", "applied", "landed", "accepted", "finished",
+];
+
+/// Words in -ing that open a sentence without being what the speaker is
+/// doing.
+#[rustfmt::skip]
+const NOT_DOING: &[&str] = &[
+    "thing", "something", "anything", "nothing", "everything", "morning", "evening", "during",
+    "spring", "string", "sibling", "bring", "wedding", "feeling", "being", "according",
+    "raining", "snowing", "pouring", "amazing", "boring", "interesting", "building", "ceiling",
+    "darling", "pudding", "king", "ring", "sing", "wing", "ping",
+];
+
+/// A sentence that opens with what the speaker did or is doing, its
+/// subject left out as people do in speech ("Learning Korean from
+/// videos", "Moved to Leeds in May"): its words after the subject
+/// ("I", or "I am" before a verb in -ing). Only at the sentence's start:
+/// after "and" the subject left out is the previous clause's ("My sister
+/// moved to Leeds and started nursing").
+fn elided_subject(toks: &[Tok]) -> Option<Vec<Tok>> {
+    let first = toks
+        .iter()
+        .find(|t| !SKIPPABLE.contains(&t.lower.as_str()))?;
+    let w = first.lower.as_str();
+    let prefix: &[(&str, &str)] = if ELIDED_PAST.contains(&w) {
+        &[("I", "i")]
+    } else if w.len() > 4 && w.ends_with("ing") && !NOT_DOING.contains(&w) && !first.punct {
+        &[("I", "i"), ("am", "am")]
+    } else {
+        return None;
+    };
+    let mut v: Vec<Tok> = prefix
+        .iter()
+        .map(|(text, lower)| Tok::word(text, lower, false))
+        .collect();
+    v.extend(toks.iter().cloned());
+    Some(v)
 }
 
 /// Facts stated in the first person, in the order they were said,
@@ -2157,6 +2225,32 @@ mod tests {
             "I went looking for my keys for ages.",
             "Traded in my lunch for a nap.",
             "I'm joining the Zoom now.",
+        ] {
+            assert!(facts(text).is_empty(), "{text:?} gave {:?}", facts(text));
+        }
+    }
+
+    #[test]
+    fn a_sentence_without_its_subject_is_the_speakers() {
+        assert_eq!(
+            contents("Learning Korean from YouTube videos, slowly."),
+            ["Is learning Korean from YouTube videos"]
+        );
+        assert_eq!(
+            one("Just moved to Denver last month!"),
+            ("Moved to Denver".into(), Some("home".into()))
+        );
+        assert_eq!(
+            contents("Quit my job at Initech!"),
+            ["Quit their job at Initech"]
+        );
+        // The subject left out after "and" is the clause's before it.
+        for text in [
+            "My sister moved to Leeds and started nursing.",
+            "Raining again, ugh.",
+            "Going to grab lunch.",
+            "Got it, thanks.",
+            "Something came up at work.",
         ] {
             assert!(facts(text).is_empty(), "{text:?} gave {:?}", facts(text));
         }

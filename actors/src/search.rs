@@ -953,7 +953,10 @@ impl AgentIndex {
                 self.embedders.len() - 1
             }
         };
-        Some(Quantized::new(u8::try_from(idx).ok()?, &v.values))
+        // Index `NO_CODE` and beyond would read as "no vector" or wrap:
+        // vectors of a 255th embedder are kept without a code.
+        let e = u8::try_from(idx).ok().filter(|&e| e != NO_CODE)?;
+        Some(Quantized::new(e, &v.values))
     }
 
     fn put(&mut self, mut doc: Doc, body: &str) {
@@ -1104,9 +1107,13 @@ impl AgentIndex {
         let n = self.live as f32;
         let avg = (self.total_len as f32 / n).max(1.0);
         let filter = self.filter(q);
-        let mut terms: Vec<String> = terms(&q.text).map(|(t, _)| t).collect();
-        terms.sort();
-        terms.dedup();
+        // Each query word as its stem and as said, kept or left out
+        // together, by how common the stem is.
+        let mut words: Vec<(String, String)> = content_words(&q.text)
+            .map(|w| (stem(&w), format!("={w}")))
+            .collect();
+        words.sort();
+        words.dedup();
         if ranking.max_term_share < 1.0 {
             let most = (n * ranking.max_term_share).max(1.0);
             let df = |t: &String| {
@@ -1115,11 +1122,14 @@ impl AgentIndex {
                     .map_or(0.0, |&id| self.df[id as usize] as f32)
             };
             // A word no item holds says nothing about which words are rare.
-            terms.retain(|t| df(t) > 0.0);
-            if terms.iter().any(|t| df(t) <= most) {
-                terms.retain(|t| df(t) <= most);
+            words.retain(|(stem, _)| df(stem) > 0.0);
+            if words.iter().any(|(stem, _)| df(stem) <= most) {
+                words.retain(|(stem, _)| df(stem) <= most);
             }
         }
+        let mut terms: Vec<String> = words.into_iter().flat_map(|(s, w)| [s, w]).collect();
+        terms.sort();
+        terms.dedup();
         // Scores accumulate in a per-thread buffer indexed by slot (every
         // term adds a positive amount, so zero means untouched), cleared
         // again before it is handed back.
@@ -1174,8 +1184,11 @@ impl AgentIndex {
         });
         // The items nearest the query's vector, beside the keyword hits.
         let mut nearest: Vec<(f32, u32)> = Vec::new();
-        if let (Some(qv), Some(e), true) = (vector, query_embedder, ranking.dense > 0) {
-            let q = Quantized::new(e as u8, &qv.values);
+        let query_code = query_embedder
+            .and_then(|e| u8::try_from(e).ok())
+            .filter(|&e| e != NO_CODE);
+        if let (Some(qv), Some(e), true) = (vector, query_code, ranking.dense > 0) {
+            let q = Quantized::new(e, &qv.values);
             let (q_head, q_tail) = split_code(sign_code(&qv.values));
             let timed = filter.timed();
             // The head bits of every item in one pass, then the admitted

@@ -660,9 +660,9 @@ impl Runtime {
         let mut seen_texts = std::collections::HashSet::new();
         // Turns shown, as hits or as the turn after one.
         let mut shown_turns = std::collections::HashSet::new();
-        // What the user said, once: the same words said again in another
-        // call ("Hi, I'm on my break") would only take the room of
-        // something else. The best-ranked copy is the one shown.
+        // What was said, once: the same exchange again in another call
+        // ("Hi, I'm on my break") would only take the room of something
+        // else. The best-ranked copy is the one shown.
         let mut said = std::collections::HashSet::new();
         // The turn after each hit, often the rest of what was said (the
         // name after "I had brunch with my oldest friend"): shown after
@@ -680,12 +680,15 @@ impl Runtime {
                     let Some(t) = trees.turn(r.session_id, r.seq)? else {
                         continue;
                     };
+                    // The agent's answer too: "Derek." said to two questions
+                    // is two things.
                     let words: Vec<String> = t
                         .user_message
                         .split_whitespace()
+                        .chain(t.agent_response.split_whitespace())
                         .map(str::to_lowercase)
                         .collect();
-                    if !words.is_empty() && !said.insert(words.join(" ")) {
+                    if !t.user_message.trim().is_empty() && !said.insert(words.join(" ")) {
                         continue;
                     }
                     let next = TurnRef {

@@ -385,8 +385,19 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
     // The fact rules run once a sentence: their findings score the
     // sentence and, together (each fact once, in order), are the call's
     // facts — what `text::facts` of the whole text gives.
-    let sentence_facts: Vec<Vec<crate::model::FactCandidate>> =
-        user_sentences.iter().map(|s| text::facts(s)).collect();
+    let sentence_facts: Vec<Vec<crate::model::FactCandidate>> = {
+        // Turn by turn: a turn starts afresh, so one that opens
+        // without its subject is the speaker's.
+        let by_turn: Vec<Vec<crate::model::FactCandidate>> = turns
+            .iter()
+            .flat_map(|t| text::facts_by_sentence(&text::sentences(&t.user_message)))
+            .collect();
+        if by_turn.len() == user_sentences.len() {
+            by_turn
+        } else {
+            text::facts_by_sentence(&user_sentences)
+        }
+    };
     let mut facts: Vec<crate::model::FactCandidate> = Vec::new();
     // A name given in answer to the agent ("What's his name?" —
     // "Pretzel."), which no sentence of the user's says alone.

@@ -261,7 +261,12 @@ const NOT_NAMES: &[&str] = &[
     "dutch", "polish", "russian", "ukrainian", "greek", "turkish", "chinese", "japanese", "korean",
     "vietnamese", "thai", "indian", "pakistani", "filipino", "nigerian", "kenyan", "african",
     "asian", "european", "australian", "jewish", "catholic", "christian", "muslim", "hindu",
-    "buddhist", "black", "white", "latino", "latina",
+    "buddhist", "black", "white", "latino", "latina", "luckily", "unluckily", "unfortunately",
+    "fortunately", "thankfully", "hopefully", "sadly", "honestly", "basically", "apparently",
+    "obviously", "seriously", "clearly", "naturally", "personally", "frankly", "funnily",
+    "weirdly", "oddly", "surprisingly", "ironically", "meanwhile", "actually", "nope", "yep",
+    "yeah", "nah", "maybe", "sure", "thanks", "later", "tonight", "tomorrow", "today",
+    "yesterday", "soon", "never", "always", "definitely", "absolutely", "exactly", "right",
 ];
 
 /// Relations a person has one of at a time, and the subject a fact about
@@ -588,21 +593,57 @@ fn standalone_role(caps: &Captures) -> bool {
     })
 }
 
-/// An employer, not a meeting ("I'm joining the Zoom").
+/// An employer, not a meeting ("I'm joining the Zoom") or people ("Mike
+/// and Sarah", "Dad").
 fn employer(caps: &Captures) -> bool {
     !capture(caps, "org").is_some_and(|o| {
         o.split_whitespace().any(|w| {
+            let w = w.to_lowercase();
             matches!(
-                w.to_lowercase().as_str(),
-                "zoom" | "teams" | "meet" | "webex" | "slack" | "discord" | "call"
-            )
+                w.as_str(),
+                "zoom" | "teams" | "meet" | "webex" | "slack" | "discord" | "call" | "and" | "&"
+            ) || NOT_NAMES.contains(&w.as_str())
+                || is_relation_word(&w)
         })
     })
 }
 
-/// "a civil engineer" for "thirty-four years".
+/// A kind of thing, not someone ("my sister and I don't get along").
+fn not_a_person(caps: &Captures) -> bool {
+    capture(caps, "thing").is_some_and(|t| {
+        !t.split_whitespace().any(|w| {
+            matches!(
+                w,
+                "my" | "our" | "his" | "her" | "their" | "he" | "she" | "we" | "they"
+            ) || is_relation_word(w)
+        })
+    })
+}
+
+/// "a civil engineer" for "thirty-four years", not "a mess" for months.
 fn past_role(caps: &Captures) -> bool {
-    duration(caps) && standalone_role(caps)
+    duration(caps)
+        && standalone_role(caps)
+        && !capture(caps, "role").is_some_and(|r| {
+            r.split_whitespace().any(|w| {
+                matches!(
+                    w.to_lowercase().as_str(),
+                    "mess"
+                        | "wreck"
+                        | "disaster"
+                        | "zombie"
+                        | "kid"
+                        | "child"
+                        | "baby"
+                        | "teenager"
+                        | "nightmare"
+                        | "fool"
+                        | "idiot"
+                        | "hermit"
+                        | "ghost"
+                )
+            })
+        })
 }
 
 /// An outing that is a pastime ("I went bouldering"), not an errand of
@@ -629,7 +670,8 @@ fn outing(caps: &Captures) -> bool {
 #[rustfmt::skip]
 const AWAY: &[&str] = &[
     "holiday", "vacation", "trip", "visiting", "visit", "staying", "hotel", "conference",
-    "honeymoon", "travelling", "traveling", "layover", "stopover",
+    "honeymoon", "travelling", "traveling", "layover", "stopover", "wedding", "funeral",
+    "interview", "anymore", "not", "never", "passing",
 ];
 
 /// Not an article or preposition first ("I took up pottery", not "the offer").
@@ -768,10 +810,10 @@ const RULES: &[Rule] = &[
         "Got a job at {org}",
     )
     .about("employer"),
-    rule("i am joining {org}", Occupation, "Is joining {org}")
+    rule("i am joining {org} $", Occupation, "Is joining {org}")
         .about("employer")
         .check(employer),
-    rule("i will be joining {org}", Occupation, "Is joining {org}")
+    rule("i will be joining {org} $", Occupation, "Is joining {org}")
         .about("employer")
         .check(employer),
     rule("i got hired at|by {org}", Occupation, "Got a job at {org}").about("employer"),
@@ -913,7 +955,7 @@ const RULES: &[Rule] = &[
     // --- things
     rule("i drive {v}", Biographical, "Drives {v}").about("car").check(vehicle),
     rule(
-        "i|we? traded|swapped|part-exchanged in? my|our|the old? {word:car/van/truck} for {v}",
+        "i|we traded|swapped|part-exchanged in? my|our|the old? {word:car/van/truck} for {v}",
         Biographical,
         "Traded their old {word} for {v}",
     )
@@ -992,7 +1034,8 @@ const RULES: &[Rule] = &[
     )
     .about("diet"),
     rule("i am on a|an {v} diet", Constraint, "Is on a {v} diet").about("diet"),
-    rule("{thing} and i do not|never get along|on", Constraint, "Doesn't get along with {thing}"),
+    rule("{thing} and i do not|never get along|on $", Constraint, "Doesn't get along with {thing}")
+        .check(not_a_person),
     rule("i eat {word:kosher/halal} $", Constraint, "Eats {word}").about("diet"),
     rule(
         "i am {word:diabetic/celiac/coeliac/asthmatic/epileptic/deaf/blind/colorblind/sober/autistic}",
@@ -1523,10 +1566,23 @@ fn match_slot(
             }
         }),
         Slot::Word(list) => {
-            // Adverbs step aside here too ("I've gone fully vegan").
+            // Adverbs of degree and time step aside here too ("I've gone
+            // fully vegan"), not manner ("I'm literally blind without them").
             let mut j = j;
             while toks.get(j).is_some_and(|t| {
-                SKIPPABLE.contains(&t.lower.as_str()) && !list.split('/').any(|w| w == t.lower)
+                matches!(
+                    t.lower.as_str(),
+                    "fully"
+                        | "completely"
+                        | "strictly"
+                        | "entirely"
+                        | "now"
+                        | "officially"
+                        | "finally"
+                        | "recently"
+                        | "just"
+                        | "also"
+                ) && !list.split('/').any(|w| w == t.lower)
             }) {
                 j += 1;
             }
@@ -1563,6 +1619,9 @@ fn slot_shape(slot: Slot, value: &[Tok]) -> bool {
                         | "feeling"
                         | "being"
                         | "going"
+                        | "raining"
+                        | "snowing"
+                        | "pouring"
                 )
         }
         Slot::Role => matches!(first, "a" | "an") && (2..=5).contains(&value.len()),
@@ -1599,10 +1658,17 @@ fn fix_articles(s: &str) -> String {
     let words: Vec<&str> = s.split(' ').collect();
     let mut out = Vec::with_capacity(words.len());
     for (i, w) in words.iter().enumerate() {
-        let next_vowel = words
+        let next = words
             .get(i + 1)
-            .and_then(|n| n.chars().next())
-            .is_some_and(|c| matches!(c.to_ascii_lowercase(), 'a' | 'e' | 'i' | 'o'));
+            .map(|n| n.to_lowercase())
+            .unwrap_or_default();
+        // "a one-day race", "a European trip": a vowel letter, not sound.
+        let next_vowel = next
+            .chars()
+            .next()
+            .is_some_and(|c| matches!(c, 'a' | 'e' | 'i' | 'o'))
+            && !next.starts_with("one")
+            && !next.starts_with("eu");
         out.push(match *w {
             "a" if next_vowel => "an",
             "A" if next_vowel => "An",
@@ -1629,14 +1695,18 @@ fn is_question(toks: &[Tok], sentence: &str) -> bool {
 
 /// The facts of one sentence, in the order they were said. `nested` is
 /// set for what a request to remember asked for.
-fn sentence_facts(sentence: &str, nested: bool) -> Vec<FactCandidate> {
+fn sentence_facts(sentence: &str, nested: bool, may_elide: bool) -> Vec<FactCandidate> {
     let toks = tokenize(sentence);
     let question = !nested && is_question(&toks, sentence);
     let mut taken: Vec<Range<usize>> = Vec::new();
     let mut found: Vec<(usize, FactCandidate)> = Vec::new();
     let mut words: std::collections::HashSet<&str> =
         toks.iter().map(|t| t.lower.as_str()).collect();
-    let elided = elided_subject(&toks);
+    let elided = if may_elide && !nested {
+        elided_subject(&toks)
+    } else {
+        None
+    };
     if let Some(v) = &elided {
         words.extend(v.iter().take(2).map(|t| t.lower.as_str()));
     }
@@ -1703,7 +1773,7 @@ fn sentence_facts(sentence: &str, nested: bool) -> Vec<FactCandidate> {
             // "Can you remember that my birthday is May 2nd?": the fact
             // itself, read like any other, when a rule knows it.
             if let Some(raw) = capture(&caps, "raw").filter(|_| !nested) {
-                let inner = sentence_facts(raw, true);
+                let inner = sentence_facts(raw, true, false);
                 if !inner.is_empty() {
                     found.extend(inner.into_iter().map(|f| (start, f)));
                     continue;
@@ -1756,9 +1826,43 @@ fn elided_subject(toks: &[Tok]) -> Option<Vec<Tok>> {
         .iter()
         .find(|t| !SKIPPABLE.contains(&t.lower.as_str()))?;
     let w = first.lower.as_str();
+    // "Moving to Denver would be a nightmare": the -ing word opens the
+    // subject when a verb of its own follows in the clause.
+    let is_subject = toks
+        .iter()
+        .skip_while(|t| !std::ptr::eq(*t, first))
+        .skip(1)
+        .take_while(|t| !t.punct)
+        .any(|t| {
+            matches!(
+                t.lower.as_str(),
+                "is" | "was"
+                    | "are"
+                    | "were"
+                    | "would"
+                    | "will"
+                    | "'s"
+                    | "can"
+                    | "could"
+                    | "might"
+                    | "should"
+                    | "makes"
+                    | "made"
+                    | "sounds"
+                    | "seems"
+                    | "has"
+                    | "had"
+                    | "takes"
+            )
+        });
     let prefix: &[(&str, &str)] = if ELIDED_PAST.contains(&w) {
         &[("I", "i")]
-    } else if w.len() > 4 && w.ends_with("ing") && !NOT_DOING.contains(&w) && !first.punct {
+    } else if w.len() > 4
+        && w.ends_with("ing")
+        && !NOT_DOING.contains(&w)
+        && !first.punct
+        && !is_subject
+    {
         &[("I", "i"), ("am", "am")]
     } else {
         return None;
@@ -1776,16 +1880,36 @@ fn elided_subject(toks: &[Tok]) -> Option<Vec<Tok>> {
 pub fn facts(user_text: &str) -> Vec<FactCandidate> {
     let mut out: Vec<FactCandidate> = Vec::new();
     for line in user_text.lines() {
-        for sentence in sentences(line) {
-            for f in sentence_facts(&sentence, false) {
-                let norm = normalize_fact(&f.content);
-                if !out.iter().any(|o| normalize_fact(&o.content) == norm) {
-                    out.push(f);
-                }
+        for f in facts_by_sentence(&sentences(line)).into_iter().flatten() {
+            let norm = normalize_fact(&f.content);
+            if !out.iter().any(|o| normalize_fact(&o.content) == norm) {
+                out.push(f);
             }
         }
     }
     out
+}
+
+/// The facts of each of a run of sentences said one after another. A
+/// sentence without its subject is read as the speaker's only when the one
+/// before it was theirs too, or short, or there was none ("My brother's
+/// doing great. Moved to Denver in March." is the brother's move).
+pub fn facts_by_sentence(sentences: &[String]) -> Vec<Vec<FactCandidate>> {
+    let mut may_elide = true;
+    sentences
+        .iter()
+        .map(|s| {
+            let found = sentence_facts(s, false, may_elide);
+            let toks = tokenize(s);
+            let words: Vec<&Tok> = toks.iter().filter(|t| !t.punct).collect();
+            may_elide = words.len() <= 3
+                || words
+                    .first()
+                    .is_some_and(|t| matches!(t.lower.as_str(), "i" | "we"))
+                || elided_subject(&toks).is_some();
+            found
+        })
+        .collect()
 }
 
 /// A name given in answer to the agent's question ("Have you settled on a
@@ -1800,13 +1924,16 @@ pub fn answered_name(before: &str, asked: &str, answer: &str) -> Option<FactCand
         .rev()
         .find(|s| s.trim_end().ends_with('?'))?;
     let q = tokenize(&question);
-    let asks_name = q.iter().any(|t| {
-        matches!(
-            t.lower.as_str(),
-            "name" | "named" | "called" | "calling" | "call"
-        )
-    });
-    if !asks_name {
+    let has = |w: &str| q.iter().any(|t| t.lower == w);
+    let asks_name = has("name")
+        || has("named")
+        || has("called")
+        || ((has("call") || has("calling")) && has("what"));
+    // "What's your name?" asks for the user's own.
+    let own = q
+        .windows(2)
+        .any(|p| p[0].lower == "your" && p[1].lower == "name");
+    if !asks_name || own {
         return None;
     }
     let first = sentences(answer).into_iter().next()?;
@@ -2225,6 +2352,17 @@ mod tests {
             "I went looking for my keys for ages.",
             "Traded in my lunch for a nap.",
             "I'm joining the Zoom now.",
+            "I'm joining Mike and Sarah for dinner.",
+            "I'm joining Dad at the clinic.",
+            "I was a mess for months after the divorce.",
+            "My sister and I don't get on the same flight.",
+            "My dad sold his bike and traded the old car for a Tesla.",
+            "I'm literally blind without my glasses.",
+            "I'm here in Chicago for a wedding.",
+            "I don't live here in Ohio anymore.",
+            "My brother's doing great. Moved to Denver in March.",
+            "Moving to Denver would be a nightmare.",
+            "Started raining on the way home.",
         ] {
             assert!(facts(text).is_empty(), "{text:?} gave {:?}", facts(text));
         }
@@ -2295,6 +2433,12 @@ mod tests {
             got("Busy day.", "What's the name of the cafe?", "Luigi's."),
             None
         );
+        // The user's own name, and "call" that asks for none.
+        assert_eq!(
+            got("My dog keeps barking.", "What's your name?", "Priya."),
+            None
+        );
+        assert_eq!(got("", "Did you call your mom back?", "Nope."), None);
     }
 
     #[test]

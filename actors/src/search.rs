@@ -588,29 +588,15 @@ fn user_key(u: &Arc<str>) -> usize {
     Arc::as_ptr(u) as *const u8 as usize
 }
 
-/// The stems of a text's content words, lowercased, by the English
-/// Snowball stemmer ("interviewers" and "interview" meet): what an item is
-/// indexed under, beside the words as said (see [`terms`]).
+/// The tokens an item is indexed under and a query is split into: content
+/// words, lowercased, reduced to their English Snowball stem
+/// ("interviewers" and "interview" meet).
 pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
-    content_words(text).map(|w| stem(&w))
-}
-
-/// Content words, lowercased: what is indexed and scored, as stems and
-/// as said (see [`terms`]).
-fn content_words(text: &str) -> impl Iterator<Item = String> + '_ {
-    text::words(text).filter(|w| w.chars().count() >= 2 && !text::is_stopword(w))
-}
-
-/// The terms a text is indexed and scored under: each content word's
-/// English Snowball stem and the word itself (marked with a leading `=`),
-/// with whether it is the stem. The stem joins inflections
-/// ("interviewers", "interview"); the word itself lets an exact match
-/// outscore a match of the stem alone, which the stemmer also makes of
-/// words that only look related ("final" and "finally" share "final").
-fn terms(text: &str) -> impl Iterator<Item = (String, bool)> + '_ {
-    content_words(text).flat_map(|w| {
-        let s = stem(&w);
-        [(s, true), (format!("={w}"), false)]
+    text::words(text).filter_map(|w| {
+        if w.chars().count() < 2 || text::is_stopword(&w) {
+            return None;
+        }
+        Some(stem(&w))
     })
 }
 
@@ -963,8 +949,8 @@ impl AgentIndex {
         self.remove(doc.id);
         let mut tf: HashMap<String, u16> = HashMap::new();
         let mut len = 0u32;
-        for (t, is_stem) in terms(body) {
-            len += u32::from(is_stem);
+        for t in tokens(body) {
+            len += 1;
             let n = tf.entry(t).or_insert(0);
             *n = n.saturating_add(1);
         }
@@ -1107,13 +1093,9 @@ impl AgentIndex {
         let n = self.live as f32;
         let avg = (self.total_len as f32 / n).max(1.0);
         let filter = self.filter(q);
-        // Each query word as its stem and as said, kept or left out
-        // together, by how common the stem is.
-        let mut words: Vec<(String, String)> = content_words(&q.text)
-            .map(|w| (stem(&w), format!("={w}")))
-            .collect();
-        words.sort();
-        words.dedup();
+        let mut terms: Vec<String> = tokens(&q.text).collect();
+        terms.sort();
+        terms.dedup();
         if ranking.max_term_share < 1.0 {
             let most = (n * ranking.max_term_share).max(1.0);
             let df = |t: &String| {
@@ -1122,14 +1104,11 @@ impl AgentIndex {
                     .map_or(0.0, |&id| self.df[id as usize] as f32)
             };
             // A word no item holds says nothing about which words are rare.
-            words.retain(|(stem, _)| df(stem) > 0.0);
-            if words.iter().any(|(stem, _)| df(stem) <= most) {
-                words.retain(|(stem, _)| df(stem) <= most);
+            terms.retain(|t| df(t) > 0.0);
+            if terms.iter().any(|t| df(t) <= most) {
+                terms.retain(|t| df(t) <= most);
             }
         }
-        let mut terms: Vec<String> = words.into_iter().flat_map(|(s, w)| [s, w]).collect();
-        terms.sort();
-        terms.dedup();
         // Scores accumulate in a per-thread buffer indexed by slot (every
         // term adds a positive amount, so zero means untouched), cleared
         // again before it is handed back.

@@ -646,26 +646,6 @@ fn past_role(caps: &Captures) -> bool {
         })
 }
 
-/// An outing that is a pastime ("I went bouldering"), not an errand of
-/// the mind ("I went looking for it").
-fn outing(caps: &Captures) -> bool {
-    !matches!(
-        first_word(caps, "ing").as_str(),
-        "looking"
-            | "searching"
-            | "trying"
-            | "asking"
-            | "talking"
-            | "thinking"
-            | "checking"
-            | "waiting"
-            | "back"
-            | "missing"
-            | "crazy"
-            | "home"
-    )
-}
-
 /// Words that put a "here in …" somewhere other than home.
 #[rustfmt::skip]
 const AWAY: &[&str] = &[
@@ -1095,9 +1075,6 @@ const RULES: &[Rule] = &[
         .anywhere(),
     rule("my ~adj {reln} , {name} $", Relationship, "Has a {rel} named {name}").anywhere(),
     rule("my ~adj {pet} {name}", Biographical, "Has a {pet} named {name}").anywhere(),
-    // --- after the names: "I went hiking with my brother Tomas" says the
-    // name first
-    rule("i went {ing}", Hobby, "Went {ing}").check(outing),
 ];
 
 struct Compiled {
@@ -2307,10 +2284,6 @@ mod tests {
             ),
             ("I've gone fully vegan now.", ("Is vegan", Some("diet"))),
             (
-                "I went bouldering twice this week.",
-                ("Went bouldering twice this week", None),
-            ),
-            (
                 "I signed up for a half marathon in Fort Worth at the end of March.",
                 (
                     "Signed up for a half marathon in Fort Worth at the end of March",
@@ -2349,7 +2322,6 @@ mod tests {
             "We're staying with friends here in Rome.",
             "I was a mess for weeks after that.",
             "I was a kid for most of it, honestly.",
-            "I went looking for my keys for ages.",
             "Traded in my lunch for a nap.",
             "I'm joining the Zoom now.",
             "I'm joining Mike and Sarah for dinner.",

@@ -203,9 +203,9 @@ impl Recency {
 /// user as the index's own copy of the id (compared by address).
 struct Filter {
     kinds: u8,
-    /// The user's key (the address of the index's copy of the id); `Some(0)`
-    /// for a user the index holds nothing of.
-    user: Option<usize>,
+    /// The user's number in the index; `Some(0)` for a user the index
+    /// holds nothing of.
+    user: Option<u32>,
     since: Option<DateTime<Utc>>,
     until: Option<DateTime<Utc>>,
 }
@@ -219,11 +219,11 @@ impl DocKind {
 impl Filter {
     /// Kind and owner, from the packed slot alone.
     fn admits_slot(&self, m: &SlotMeta) -> bool {
-        if !m.live || self.kinds & m.kind_bit == 0 {
+        if !m.live() || self.kinds & m.kind_bit() == 0 {
             return false;
         }
         match self.user {
-            Some(u) => m.user == u || (m.shared && m.kind_bit == DocKind::Fact.bit()),
+            Some(u) => m.user == u || (m.shared() && m.kind_bit() == DocKind::Fact.bit()),
             None => true,
         }
     }
@@ -342,8 +342,10 @@ pub struct AgentIndex {
     total_len: u64,
     /// Names of the embedders of the vectors held (rarely more than one).
     embedders: Vec<String>,
-    /// User ids, shared by their documents.
-    users: HashSet<Arc<str>>,
+    /// User ids, shared by their documents, and their numbers (from 1;
+    /// a forgotten user's number is not given again).
+    users: HashMap<Arc<str>, u32>,
+    next_user: u32,
     /// Per slot, what the scoring loop reads, packed so that it never
     /// touches a document: its length and who may see it.
     slots: Vec<SlotMeta>,
@@ -443,14 +445,32 @@ fn train_centroids(codes: &[[u64; CODE_WORDS]]) -> Vec<[u64; CODE_WORDS]> {
 /// user id) and whether it is shared or empty.
 #[derive(Debug, Clone, Copy)]
 struct SlotMeta {
-    len: u32,
-    kind_bit: u8,
-    shared: bool,
-    live: bool,
-    user: usize,
+    /// The owner's number in `AgentIndex::users`.
+    user: u32,
+    /// In words, at most `u16::MAX` (a longer item scores as that long).
+    len: u16,
+    /// The kind's bit, `SHARED` and `LIVE`.
+    bits: u8,
     /// The embedder of the slot's vector ([`NO_CODE`]: none; its sign
     /// bits are in `AgentIndex::codes`).
     code_embedder: u8,
+}
+
+const SHARED: u8 = 0x40;
+const LIVE: u8 = 0x80;
+
+impl SlotMeta {
+    fn live(&self) -> bool {
+        self.bits & LIVE != 0
+    }
+
+    fn shared(&self) -> bool {
+        self.bits & SHARED != 0
+    }
+
+    fn kind_bit(&self) -> u8 {
+        self.bits & !(SHARED | LIVE)
+    }
 }
 
 /// A vector scan compares sign bits first: the Hamming distance of two
@@ -582,10 +602,6 @@ fn head_shortlist_popcnt<const N: usize>(
     admit: impl FnMut(usize) -> bool,
 ) -> Vec<(u32, u32)> {
     head_shortlist_portable(codes, q, keep, admit)
-}
-
-fn user_key(u: &Arc<str>) -> usize {
-    Arc::as_ptr(u) as *const u8 as usize
 }
 
 /// The tokens an item is indexed under and a query is split into: content
@@ -894,11 +910,12 @@ impl AgentIndex {
     }
 
     fn user(&mut self, user_id: &str) -> Arc<str> {
-        if let Some(u) = self.users.get(user_id) {
+        if let Some((u, _)) = self.users.get_key_value(user_id) {
             return u.clone();
         }
         let u: Arc<str> = Arc::from(user_id);
-        self.users.insert(u.clone());
+        self.next_user += 1;
+        self.users.insert(u.clone(), self.next_user);
         u
     }
 
@@ -921,7 +938,7 @@ impl AgentIndex {
             };
             (*head, *tail) = split_code(code);
             let new = m.code_embedder;
-            if m.live {
+            if m.live() {
                 self.recode(slot as usize, old, new);
             }
         }
@@ -975,11 +992,9 @@ impl AgentIndex {
             _ => (NO_CODE, [0; CODE_WORDS]),
         };
         self.slots.push(SlotMeta {
-            len,
-            kind_bit: doc.kind.bit(),
-            shared: doc.shared,
-            live: true,
-            user: user_key(&doc.user_id),
+            user: self.users.get(&*doc.user_id).copied().unwrap_or(0),
+            len: u16::try_from(len).unwrap_or(u16::MAX),
+            bits: doc.kind.bit() | LIVE | if doc.shared { SHARED } else { 0 },
             code_embedder,
         });
         let (head, tail) = split_code(code);
@@ -997,7 +1012,7 @@ impl AgentIndex {
         };
         if let Some(doc) = self.docs.get_mut(slot as usize).and_then(Option::take) {
             if let Some(m) = self.slots.get_mut(slot as usize) {
-                m.live = false;
+                m.bits &= !LIVE;
                 let old = std::mem::replace(&mut m.code_embedder, NO_CODE);
                 self.recode(slot as usize, old, NO_CODE);
             }
@@ -1032,7 +1047,7 @@ impl AgentIndex {
         list_of.resize(slots.len(), NO_LIST);
         let mut kept = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (((m, h), t), l) in slots.into_iter().zip(heads).zip(tails).zip(list_of) {
-            if m.live {
+            if m.live() {
                 kept.0.push(m);
                 kept.1.push(h);
                 kept.2.push(t);
@@ -1073,7 +1088,7 @@ impl AgentIndex {
             user: q
                 .user_id
                 .as_ref()
-                .map(|u| self.users.get(u.as_str()).map_or(0, user_key)),
+                .map(|u| self.users.get(u.as_str()).copied().unwrap_or(0)),
             since: q.since,
             until: q.until,
         }
@@ -1420,7 +1435,7 @@ impl AgentIndex {
             return;
         }
         let slots: Vec<usize> = (0..self.slots.len())
-            .filter(|&s| self.slots[s].live && self.slots[s].code_embedder as usize == e)
+            .filter(|&s| self.slots[s].live() && self.slots[s].code_embedder as usize == e)
             .collect();
         let codes: Vec<[u64; CODE_WORDS]> = slots.iter().map(|&s| self.code(s)).collect();
         let centroids = train_centroids(&codes);
@@ -2159,7 +2174,7 @@ mod tests {
         let mut listed = 0;
         for (slot, m) in ix.slots.iter().enumerate() {
             let l = ix.list_of[slot];
-            if m.live && m.code_embedder == ivf.embedder {
+            if m.live() && m.code_embedder == ivf.embedder {
                 assert_ne!(l, NO_LIST, "slot {slot} is in no list");
                 assert!(ivf.lists[l as usize].contains(&(slot as u32, ix.code(slot))));
                 listed += 1;

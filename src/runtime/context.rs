@@ -682,13 +682,7 @@ impl Runtime {
                     };
                     // The agent's answer too: "Derek." said to two questions
                     // is two things.
-                    let words: Vec<String> = t
-                        .user_message
-                        .split_whitespace()
-                        .chain(t.agent_response.split_whitespace())
-                        .map(str::to_lowercase)
-                        .collect();
-                    if !t.user_message.trim().is_empty() && !said.insert(words.join(" ")) {
+                    if !t.user_message.trim().is_empty() && !said.insert(exchange_key(&t)) {
                         continue;
                     }
                     let next = TurnRef {
@@ -821,6 +815,25 @@ struct Ask<'a> {
     /// first of them shown (a turn's sequence number is its place).
     skip_session: Option<(Uuid, u32)>,
     now: DateTime<Utc>,
+}
+
+/// What a turn's exchange says, as a key: its words (the user's, then
+/// the agent's) lowercased, spacing ignored. Hashed as it is read:
+/// two different exchanges share a key with odds of one in 2^64.
+fn exchange_key(t: &ConversationTurn) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for w in t
+        .user_message
+        .split_whitespace()
+        .chain(t.agent_response.split_whitespace())
+    {
+        for c in w.chars().flat_map(char::to_lowercase) {
+            c.hash(&mut h);
+        }
+        ' '.hash(&mut h);
+    }
+    h.finish()
 }
 
 /// A stored turn as a retrieved item: when, the user's words, and the

@@ -41,6 +41,7 @@ use recall_actors::prompt::RollupPrompts;
 use recall_actors::rollup::{RollupActor, RollupArgs, RollupError, RollupMsg, RollupStats};
 use recall_actors::search::SearchIndex;
 use recall_actors::settings::EmbedKind;
+use recall_actors::static_embed::StaticEmbed;
 
 mod context;
 mod forget;
@@ -264,6 +265,9 @@ impl RuntimeBuilder {
             (Some(e), _) => e.clone(),
             (None, EmbedKind::Hashing) => {
                 Arc::new(HashingEmbed::new(self.settings.embed.dimensions))
+            }
+            (None, EmbedKind::Static) => {
+                Arc::new(StaticEmbed::builtin().map_err(StartupError::Embedder)?)
             }
             (None, EmbedKind::Openai) => {
                 let key = self.key_from(&self.settings.embed.openai.api_key_env);

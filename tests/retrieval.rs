@@ -193,3 +193,48 @@ async fn a_forgotten_users_turns_leave_the_index() -> Res {
     assert!(turns[0].text.contains("Pixel"), "{}", turns[0].text);
     Ok(())
 }
+
+/// Thirty calls of small talk after one that says, once, a detail that
+/// shares no word with the question asked about it later.
+async fn memory_of(settings: Settings, detail: &str) -> anyhow::Result<TestRuntime> {
+    let rt = TestRuntime::start_full(settings, Arc::new(ExtractiveReflect)).await?;
+    call(
+        &rt,
+        "mark",
+        "c0",
+        &[
+            "Busy morning before work.",
+            detail,
+            "Anyway, I should get going.",
+        ],
+    )
+    .await?;
+    for i in 1..=30 {
+        days(1).await;
+        let lines = [CHATTER[i % 8], CHATTER[(i * 3 + 1) % 8]];
+        call(&rt, "mark", &format!("c{i}"), &lines).await?;
+    }
+    Ok(rt)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_built_in_word_vectors_find_what_shares_no_word_with_the_question() -> Res {
+    // Said so that no fact rule reads it, and no word of it is in the
+    // question: only the vectors link "bicycle" to "bike".
+    let detail = "The old bicycle finally gave up, the chain snapped on the hill.";
+    let question = "What happened to my bike?";
+    let mut settings = Settings::for_test();
+    settings.embed.kind = recall::engine::settings::EmbedKind::Static;
+    let rt = memory_of(settings, detail).await?;
+    let c = rt.context("kairix", "mark", question, 2000).await?;
+    assert!(
+        tier_text(&c, Tier::Retrieved).contains("chain snapped"),
+        "{}",
+        all_text(&c)
+    );
+    // On the hashing embedder the words alone do not find it.
+    let hashing = memory_of(Settings::for_test(), detail).await?;
+    let c = hashing.context("kairix", "mark", question, 2000).await?;
+    assert!(!all_text(&c).contains("chain snapped"), "{}", all_text(&c));
+    Ok(())
+}

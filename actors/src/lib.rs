@@ -40,6 +40,7 @@ pub mod rollup;
 pub mod search;
 pub mod session;
 pub mod settings;
+pub mod static_embed;
 pub mod store;
 pub mod supervisor;
 pub mod text;

@@ -176,6 +176,8 @@ impl RollupSettings {
 pub enum EmbedKind {
     /// Offline feature hashing of words and character 4-grams.
     Hashing,
+    /// Static word vectors distilled from a sentence model, built in.
+    Static,
     /// An OpenAI-compatible `/v1/embeddings` endpoint.
     Openai,
     /// A sentence-transformers model folder run in-process on the CPU

@@ -486,7 +486,7 @@ pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
         .filter(|w| !w.is_empty())
 }
 
-fn content_word(w: &str) -> bool {
+pub(crate) fn content_word(w: &str) -> bool {
     w.chars().count() >= 3
         && !is_stopword(w)
         && !w.starts_with(|c: char| c.is_ascii_digit())

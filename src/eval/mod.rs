@@ -64,7 +64,7 @@ pub enum EvalError {
     #[error("split {0:?}: dev, holdout or all")]
     Selection(String),
     #[error(
-        "the evaluation runs offline: reflector.kind must be extractive and embed.kind hashing or local"
+        "the evaluation runs offline: reflector.kind must be extractive and embed.kind hashing, static or local"
     )]
     NotOffline,
     #[error("cannot start the tokio runtime")]
@@ -251,7 +251,7 @@ pub fn run_blocking(opts: EvalOptions) -> Result<Report, EvalError> {
 
 /// Replays the set in virtual time and asks every question. Must run on a
 /// tokio runtime with paused time. Runs offline only: the extractive
-/// summarizer and the hashing or the local embedder.
+/// summarizer and the hashing, static or local embedder.
 pub async fn run(opts: EvalOptions) -> Result<Report, EvalError> {
     if opts.budgets.is_empty()
         || opts

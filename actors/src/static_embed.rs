@@ -1,0 +1,205 @@
+//! The default embedder: static word vectors distilled from a sentence
+//! model (all-MiniLM-L6-v2, by `examples/distill_static.rs`), built into
+//! the binary. A text's vector is the sum of its words' vectors,
+//! L2-normalized: each word's vector is what the model made of the word
+//! alone, reduced to 256 principal components and weighted by the word's
+//! rarity, so "job" lands near "career" and "work" without a model run
+//! (the Model2Vec idea). A word the table lacks is looked up by its stem
+//! ("bouldering" by "boulder"), else it adds nothing: the keyword ranking
+//! beside the vectors still matches it.
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+
+use crate::embed::{Embed, EmbedError};
+use crate::reflect::BoxFuture;
+use crate::search::stem;
+use crate::text;
+
+/// The table: `RCSW1\n`, little-endian `u32` dimensions and words, then
+/// per word its length, bytes, scale (`f32`) and numbers (`i8`).
+static TABLE_BYTES: &[u8] = include_bytes!("../data/static-words.bin");
+
+static BUILTIN: LazyLock<Result<Arc<Table>, String>> =
+    LazyLock::new(|| Table::parse(TABLE_BYTES).map(Arc::new));
+
+#[derive(Debug)]
+struct Table {
+    dims: usize,
+    words: HashMap<Box<str>, u32>,
+    /// A word's stem to the most frequent word of that stem.
+    stems: HashMap<String, u32>,
+    scales: Vec<f32>,
+    values: Vec<i8>,
+}
+
+impl Table {
+    fn parse(bytes: &[u8]) -> Result<Table, String> {
+        let bad = |what: &str| format!("the static word table is malformed: {what}");
+        let rest = bytes
+            .strip_prefix(b"RCSW1\n")
+            .ok_or_else(|| bad("no header"))?;
+        let u32_at =
+            |b: &[u8]| -> Option<u32> { Some(u32::from_le_bytes(b.get(..4)?.try_into().ok()?)) };
+        let dims = u32_at(rest).ok_or_else(|| bad("no dimensions"))? as usize;
+        let count = u32_at(&rest[4..]).ok_or_else(|| bad("no count"))? as usize;
+        let mut at = 8;
+        let mut table = Table {
+            dims,
+            words: HashMap::with_capacity(count),
+            stems: HashMap::with_capacity(count),
+            scales: Vec::with_capacity(count),
+            values: Vec::with_capacity(count * dims),
+        };
+        for i in 0..count as u32 {
+            let len = *rest.get(at).ok_or_else(|| bad("cut short"))? as usize;
+            let word = rest
+                .get(at + 1..at + 1 + len)
+                .and_then(|w| std::str::from_utf8(w).ok())
+                .ok_or_else(|| bad("a word is not UTF-8"))?;
+            at += 1 + len;
+            let scale = rest
+                .get(at..at + 4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .ok_or_else(|| bad("cut short"))?;
+            at += 4;
+            let values = rest.get(at..at + dims).ok_or_else(|| bad("cut short"))?;
+            at += dims;
+            table.words.insert(word.into(), i);
+            table.stems.entry(stem(word)).or_insert(i);
+            table.scales.push(scale);
+            table.values.extend(values.iter().map(|b| *b as i8));
+        }
+        if at != rest.len() {
+            return Err(bad("bytes after the last word"));
+        }
+        Ok(table)
+    }
+
+    fn row(&self, word: &str) -> Option<usize> {
+        self.words
+            .get(word)
+            .or_else(|| self.stems.get(&stem(word)))
+            .map(|&i| i as usize)
+    }
+
+    fn vector(&self, text: &str) -> Vec<f32> {
+        let mut v = vec![0f32; self.dims];
+        for w in text::words(text) {
+            for part in w
+                .split(|c: char| !c.is_alphabetic())
+                .filter(|p| text::content_word(p))
+            {
+                let Some(row) = self.row(part) else {
+                    continue;
+                };
+                let scale = self.scales[row];
+                let values = &self.values[row * self.dims..(row + 1) * self.dims];
+                for (x, b) in v.iter_mut().zip(values) {
+                    *x += *b as f32 * scale;
+                }
+            }
+        }
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        if norm > 0.0 {
+            v.iter_mut().for_each(|x| *x /= norm);
+        }
+        v
+    }
+}
+
+/// Static word vectors from the table built into the binary.
+#[derive(Debug, Clone)]
+pub struct StaticEmbed {
+    table: Arc<Table>,
+}
+
+impl StaticEmbed {
+    /// The built-in table (parsed once per process).
+    pub fn builtin() -> Result<StaticEmbed, EmbedError> {
+        match &*BUILTIN {
+            Ok(table) => Ok(StaticEmbed {
+                table: table.clone(),
+            }),
+            Err(e) => Err(EmbedError::Failed(e.clone())),
+        }
+    }
+
+    /// The vector of one text (all zeros when none of its words is known).
+    pub fn vector(&self, text: &str) -> Vec<f32> {
+        self.table.vector(text)
+    }
+}
+
+impl Embed for StaticEmbed {
+    fn name(&self) -> &str {
+        "static-minilm-256"
+    }
+
+    fn dimensions(&self) -> usize {
+        self.table.dims
+    }
+
+    fn embed(&self, texts: Vec<String>) -> BoxFuture<'static, Result<Vec<Vec<f32>>, EmbedError>> {
+        let table = self.table.clone();
+        Box::pin(async move { Ok(texts.iter().map(|t| table.vector(t)).collect()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::cosine;
+
+    #[test]
+    fn related_words_land_closer_than_unrelated_ones() {
+        let e = StaticEmbed::builtin().unwrap();
+        let sim = |a: &str, b: &str| cosine(&e.vector(a), &e.vector(b));
+        // (query, a text near it in meaning, one that is not)
+        let pairs = [
+            (
+                "What bike did I buy?",
+                "I got a new bicycle yesterday",
+                "We had pasta for dinner",
+            ),
+            (
+                "Where do you live now?",
+                "We moved to Denver last spring",
+                "My sister plays violin",
+            ),
+            (
+                "Any pets?",
+                "Our dog is called Biscuit",
+                "The meeting ran late",
+            ),
+            ("job", "career", "banana"),
+            ("dog", "puppy", "meeting"),
+            (
+                "Where does your sister work?",
+                "My sister Leela is a nurse",
+                "I bought a new laptop",
+            ),
+        ];
+        for (q, near, far) in pairs {
+            let (a, b) = (sim(q, near), sim(q, far));
+            assert!(a > b + 0.05, "{q}: {a} (near) vs {b} (far)");
+        }
+        // What a sentence model gets from context, word vectors miss: a
+        // nurse is a job only in a sentence.
+        assert!(sim("work", "nurse") < 0.2);
+        // inflections meet through the stem; unknown words add nothing
+        assert!(sim("bouldering", "boulder") > 0.99);
+        assert!(e.vector("zzqx").iter().all(|x| *x == 0.0));
+    }
+
+    #[test]
+    fn a_malformed_table_is_refused_with_what_is_wrong() {
+        assert!(Table::parse(b"nope").unwrap_err().contains("no header"));
+        let mut cut = TABLE_BYTES[..TABLE_BYTES.len() - 3].to_vec();
+        assert!(Table::parse(&cut).unwrap_err().contains("cut short"));
+        cut.extend_from_slice(&TABLE_BYTES[TABLE_BYTES.len() - 3..]);
+        cut.push(0);
+        assert!(Table::parse(&cut)
+            .unwrap_err()
+            .contains("after the last word"));
+    }
+}

@@ -1,5 +1,5 @@
 //! Distils a sentence-transformers model folder into the static word
-//! vectors of the default embedder (`embed.kind = "static"`), the way
+//! vectors of the built-in offline embedder (`embed.kind = "static"`), the way
 //! Model2Vec does: every whole word of the model's vocabulary is run
 //! through the model alone, the vectors are reduced by principal
 //! components, weighted by how rare the word is (Zipf: the vocabulary is
@@ -57,6 +57,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     eprintln!();
 
+    let width = vectors.first().map_or(0, Vec::len);
+    if dims == 0 || dims > width {
+        return Err(format!("DIMENSIONS must be 1 to the model's {width}").into());
+    }
     let projected = principal_components(&vectors, dims);
     let mut file = std::io::BufWriter::new(std::fs::File::create(&out)?);
     file.write_all(b"RCSW1\n")?;

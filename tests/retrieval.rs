@@ -12,7 +12,7 @@ use recall::engine::model::Visibility;
 use recall::engine::reflect::extractive::ExtractiveReflect;
 use recall::engine::search::{DocKind, SearchQuery};
 use recall::testkit::TestRuntime;
-use recall::Settings;
+use recall::{Runtime, Settings};
 
 mod common;
 use common::{settle, CHATTER};
@@ -211,7 +211,10 @@ async fn memory_of(settings: Settings, detail: &str) -> anyhow::Result<TestRunti
     .await?;
     for i in 1..=30 {
         days(1).await;
-        let lines = [CHATTER[i % 8], CHATTER[(i * 3 + 1) % 8]];
+        let lines = [
+            CHATTER[i % CHATTER.len()],
+            CHATTER[(i * 3 + 1) % CHATTER.len()],
+        ];
         call(&rt, "mark", &format!("c{i}"), &lines).await?;
     }
     Ok(rt)
@@ -232,6 +235,7 @@ async fn the_built_in_word_vectors_find_what_shares_no_word_with_the_question() 
         "{}",
         all_text(&c)
     );
+    Runtime::clone(&rt).shutdown().await?;
     // On the hashing embedder the words alone do not find it.
     let hashing = memory_of(Settings::for_test(), detail).await?;
     let c = hashing.context("kairix", "mark", question, 2000).await?;

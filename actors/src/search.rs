@@ -200,7 +200,7 @@ impl Recency {
 }
 
 /// A query's filters, resolved once per search: kinds as a bit set, the
-/// user as the index's own copy of the id (compared by address).
+/// user as the index's number for it.
 struct Filter {
     kinds: u8,
     /// The user's number in the index; `Some(0)` for a user the index
@@ -441,8 +441,8 @@ fn train_centroids(codes: &[[u64; CODE_WORDS]]) -> Vec<[u64; CODE_WORDS]> {
     centroids
 }
 
-/// A slot's length, kind, owner (the address of the index's copy of the
-/// user id) and whether it is shared or empty.
+/// A slot's length, kind, owner (by number) and whether it is shared or
+/// empty, in 8 bytes.
 #[derive(Debug, Clone, Copy)]
 struct SlotMeta {
     /// The owner's number in `AgentIndex::users`.
@@ -458,6 +458,9 @@ struct SlotMeta {
 
 const SHARED: u8 = 0x40;
 const LIVE: u8 = 0x80;
+// The kinds' bits stay below SHARED, and a slot is 8 bytes (what the
+// keyword loop reads per posting).
+const _: () = assert!(DocKind::Turn as u8 <= 5 && std::mem::size_of::<SlotMeta>() == 8);
 
 impl SlotMeta {
     fn live(&self) -> bool {
@@ -914,7 +917,12 @@ impl AgentIndex {
             return u.clone();
         }
         let u: Arc<str> = Arc::from(user_id);
-        self.next_user += 1;
+        // 0 is "no user" and numbers are not reused. Cannot overflow: 2^32
+        // users of one agent's index would hold more than any memory.
+        self.next_user = self
+            .next_user
+            .checked_add(1)
+            .expect("fewer than 2^32 users per index");
         self.users.insert(u.clone(), self.next_user);
         u
     }

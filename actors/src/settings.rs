@@ -71,7 +71,7 @@ pub struct RollupSettings {
     /// similarity, else it starts a new topic.
     #[serde(default = "default_topic_threshold")]
     pub topic_threshold: f32,
-    /// The same with an embedder that captures meaning (local, openai):
+    /// The same with an embedder that captures meaning (static, local, openai):
     /// a model finds one user's calls closer to each other than shared
     /// words do (all-MiniLM-L6-v2 put 46 calls of one persona in one
     /// topic at 0.3).

@@ -1,4 +1,4 @@
-//! The default embedder: static word vectors distilled from a sentence
+//! An offline embedder: static word vectors distilled from a sentence
 //! model (all-MiniLM-L6-v2, by `examples/distill_static.rs`), built into
 //! the binary. A text's vector is the sum of its words' vectors,
 //! L2-normalized: each word's vector is what the model made of the word
@@ -24,6 +24,9 @@ static BUILTIN: LazyLock<Result<Arc<Table>, String>> =
 
 #[derive(Debug)]
 struct Table {
+    /// `static-<dimensions>-<FNV-1a of the table's bytes>`: a new table is
+    /// another embedder, and what is stored is embedded again.
+    name: String,
     dims: usize,
     words: HashMap<Box<str>, u32>,
     /// A word's stem to the most frequent word of that stem.
@@ -42,8 +45,18 @@ impl Table {
             |b: &[u8]| -> Option<u32> { Some(u32::from_le_bytes(b.get(..4)?.try_into().ok()?)) };
         let dims = u32_at(rest).ok_or_else(|| bad("no dimensions"))? as usize;
         let count = u32_at(&rest[4..]).ok_or_else(|| bad("no count"))? as usize;
+        if dims == 0 {
+            return Err(bad("zero dimensions"));
+        }
+        // A word takes at least its length byte, one letter, a scale and
+        // its numbers: a count the bytes cannot hold is refused before
+        // anything is allocated for it.
+        if count > rest.len() / (dims + 6) {
+            return Err(bad("more words than bytes"));
+        }
         let mut at = 8;
         let mut table = Table {
+            name: format!("static-{dims}-{:08x}", crate::embed::fnv1a(bytes) as u32),
             dims,
             words: HashMap::with_capacity(count),
             stems: HashMap::with_capacity(count),
@@ -54,13 +67,16 @@ impl Table {
             let len = *rest.get(at).ok_or_else(|| bad("cut short"))? as usize;
             let word = rest
                 .get(at + 1..at + 1 + len)
-                .and_then(|w| std::str::from_utf8(w).ok())
-                .ok_or_else(|| bad("a word is not UTF-8"))?;
+                .ok_or_else(|| bad("cut short"))?;
+            let word = std::str::from_utf8(word).map_err(|_| bad("a word is not UTF-8"))?;
             at += 1 + len;
             let scale = rest
                 .get(at..at + 4)
                 .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                 .ok_or_else(|| bad("cut short"))?;
+            if !scale.is_finite() {
+                return Err(bad("a scale is not a number"));
+            }
             at += 4;
             let values = rest.get(at..at + dims).ok_or_else(|| bad("cut short"))?;
             at += dims;
@@ -85,6 +101,11 @@ impl Table {
     fn vector(&self, text: &str) -> Vec<f32> {
         let mut v = vec![0f32; self.dims];
         for w in text::words(text) {
+            // A stopword whole ("didn't"), then its parts ("cross-check"):
+            // "didn" would pull every negated sentence together.
+            if !text::content_word(&w) {
+                continue;
+            }
             for part in w
                 .split(|c: char| !c.is_alphabetic())
                 .filter(|p| text::content_word(p))
@@ -132,7 +153,7 @@ impl StaticEmbed {
 
 impl Embed for StaticEmbed {
     fn name(&self) -> &str {
-        "static-minilm-256"
+        &self.table.name
     }
 
     fn dimensions(&self) -> usize {
@@ -186,6 +207,9 @@ mod tests {
         // What a sentence model gets from context, word vectors miss: a
         // nurse is a job only in a sentence.
         assert!(sim("work", "nurse") < 0.2);
+        // a stopword adds nothing, whole or in parts
+        assert!(e.vector("didn't wasn't").iter().all(|x| *x == 0.0));
+        assert!(e.name().starts_with("static-256-"), "{}", e.name());
         // inflections meet through the stem; unknown words add nothing
         assert!(sim("bouldering", "boulder") > 0.99);
         assert!(e.vector("zzqx").iter().all(|x| *x == 0.0));
@@ -194,6 +218,23 @@ mod tests {
     #[test]
     fn a_malformed_table_is_refused_with_what_is_wrong() {
         assert!(Table::parse(b"nope").unwrap_err().contains("no header"));
+        let header = |dims: u32, count: u32| {
+            let mut b = b"RCSW1\n".to_vec();
+            b.extend_from_slice(&dims.to_le_bytes());
+            b.extend_from_slice(&count.to_le_bytes());
+            b
+        };
+        assert!(Table::parse(&header(0, 1))
+            .unwrap_err()
+            .contains("zero dimensions"));
+        assert!(Table::parse(&header(256, u32::MAX))
+            .unwrap_err()
+            .contains("more words"));
+        let mut nan = header(1, 1);
+        nan.extend_from_slice(&[2, b'o', b'k']);
+        nan.extend_from_slice(&f32::NAN.to_le_bytes());
+        nan.push(1);
+        assert!(Table::parse(&nan).unwrap_err().contains("not a number"));
         let mut cut = TABLE_BYTES[..TABLE_BYTES.len() - 3].to_vec();
         assert!(Table::parse(&cut).unwrap_err().contains("cut short"));
         cut.extend_from_slice(&TABLE_BYTES[TABLE_BYTES.len() - 3..]);

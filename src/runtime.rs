@@ -377,9 +377,7 @@ impl RuntimeBuilder {
                 block_limit: settings.blocks.background_context_limit,
                 clock,
                 embed: embed.clone(),
-                topic_threshold: settings
-                    .rollup
-                    .topic_threshold_for(embed.captures_meaning()),
+                topic_threshold: settings.rollup.topic_threshold_for(embed.closeness()),
                 live_topics: live_topics.clone(),
             },
         )

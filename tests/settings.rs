@@ -463,3 +463,31 @@ fn invalid_server_and_log_settings_name_their_key() {
         "server.token",
     );
 }
+
+#[test]
+fn topic_thresholds_out_of_range_are_named_and_each_embedder_gets_its_own() {
+    for key in [
+        "topic_threshold",
+        "topic_threshold_meaning",
+        "topic_threshold_static",
+    ] {
+        expect_file_key_error(
+            &format!("[rollup]\n{key} = 0.0\n"),
+            &format!("rollup.{key}"),
+        );
+        expect_file_key_error(
+            &format!("[rollup]\n{key} = 1.5\n"),
+            &format!("rollup.{key}"),
+        );
+    }
+    use recall::engine::embed::{Closeness, Embed, HashingEmbed};
+    use recall::engine::static_embed::StaticEmbed;
+    let r = recall::Settings::default().rollup;
+    let hashing = HashingEmbed::default();
+    let words = StaticEmbed::builtin().expect("the built-in table");
+    assert_eq!(hashing.closeness(), Closeness::Words);
+    assert_eq!(words.closeness(), Closeness::WordVectors);
+    assert_eq!(r.topic_threshold_for(hashing.closeness()), 0.3);
+    assert_eq!(r.topic_threshold_for(words.closeness()), 0.5);
+    assert_eq!(r.topic_threshold_for(Closeness::Sentences), 0.7);
+}

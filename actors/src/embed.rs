@@ -42,6 +42,27 @@ pub trait Embed: Send + Sync + 'static {
     fn captures_meaning(&self) -> bool {
         true
     }
+
+    /// How close its vectors of two calls on one subject sit: which of
+    /// the rollup's topic thresholds applies.
+    fn closeness(&self) -> Closeness {
+        if self.captures_meaning() {
+            Closeness::Sentences
+        } else {
+            Closeness::Words
+        }
+    }
+}
+
+/// The scale of an embedder's similarities, for topic thresholds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closeness {
+    /// Shared words only (hashing): `rollup.topic_threshold`.
+    Words,
+    /// Summed word vectors (static): `rollup.topic_threshold_static`.
+    WordVectors,
+    /// A sentence model's vectors: `rollup.topic_threshold_meaning`.
+    Sentences,
 }
 
 /// The offline embedder.

@@ -685,9 +685,7 @@ impl Ctx {
         if topics.iter().any(|t| t.member_ids.contains(&s.summary_id)) {
             return Ok(false);
         }
-        let threshold = self
-            .settings
-            .topic_threshold_for(self.embed.captures_meaning());
+        let threshold = self.settings.topic_threshold_for(self.embed.closeness());
         // A replayed session's new version takes its old version's place in
         // the old version's topic: the old one's keywords and turns leave it
         // (its centroid keeps the old vector: the two are close, and the sum

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
-use crate::embed::{Embed, EmbedError};
+use crate::embed::{Closeness, Embed, EmbedError};
 use crate::reflect::BoxFuture;
 use crate::search::stem;
 use crate::text;
@@ -158,6 +158,10 @@ impl Embed for StaticEmbed {
 
     fn dimensions(&self) -> usize {
         self.table.dims
+    }
+
+    fn closeness(&self) -> Closeness {
+        Closeness::WordVectors
     }
 
     fn embed(&self, texts: Vec<String>) -> BoxFuture<'static, Result<Vec<Vec<f32>>, EmbedError>> {

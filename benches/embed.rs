@@ -10,6 +10,9 @@
 //!   sentences;
 //! - a batch of 64 sentences of 10–30 words: texts per second, against the
 //!   hashing embedder on the same batch;
+//! - the built-in static word vectors (`embed.kind = "static"`) on the same
+//!   sentences and batch, and the time and memory their table's first
+//!   parse takes;
 //! - retrieval's vector scan: an agent index of 100,000 turns with the
 //!   model's vectors (2,000 distinct sentences embedded, each vector used
 //!   for 50 turns), searched with a message's words and vector (`dense` =
@@ -29,6 +32,7 @@ use recall::engine::embed::{HashingEmbed, StoredVector};
 use recall::engine::model::ConversationTurn;
 use recall::engine::search::{AgentIndex, DocKind, Ranking, SearchQuery, TurnRef};
 use recall::engine::settings::LocalEmbedSettings;
+use recall::engine::static_embed::StaticEmbed;
 use recall::local_embed::LocalEmbed;
 use uuid::Uuid;
 
@@ -144,10 +148,20 @@ fn main() {
         rss_ran.saturating_sub(rss0) as f64 / 1024.0
     );
 
+    // The static table's parse (once per process) and its memory.
+    let rss_before = common::rss_kib();
+    let t = Instant::now();
+    let words = StaticEmbed::builtin().expect("the built-in table parses");
+    println!(
+        "static word vectors: table parsed in {:.1} ms, resident memory +{:.1} MiB",
+        t.elapsed().as_secs_f64() * 1e3,
+        common::rss_kib().saturating_sub(rss_before) as f64 / 1024.0
+    );
+
     // One 20-word sentence, one thread.
     let hashing = HashingEmbed::default();
     let texts: Vec<String> = (0..400).map(|i| sentence(i * 7, 20)).collect();
-    let (mut local_ns, mut hash_ns) = (Vec::new(), Vec::new());
+    let (mut local_ns, mut hash_ns, mut static_ns) = (Vec::new(), Vec::new(), Vec::new());
     for (i, text) in texts.iter().enumerate() {
         let one = std::slice::from_ref(text);
         let t = Instant::now();
@@ -156,14 +170,24 @@ fn main() {
         let t = Instant::now();
         black_box(hashing.vector(text));
         let hash = t.elapsed().as_nanos() as u64;
+        let t = Instant::now();
+        black_box(words.vector(text));
+        let word = t.elapsed().as_nanos() as u64;
         if i >= 20 {
             local_ns.push(local);
             hash_ns.push(hash);
+            static_ns.push(word);
         }
     }
-    let (lf, hf) = (figures(local_ns), figures(hash_ns));
+    let (lf, hf, sf) = (figures(local_ns), figures(hash_ns), figures(static_ns));
     line("one 20-word sentence, local model (one thread)", lf);
     line("one 20-word sentence, hashing embedder", hf);
+    line("one 20-word sentence, static word vectors", sf);
+    println!(
+        "ratio static / hashing: p50 {:.1}x, p99 {:.1}x",
+        sf.0 / hf.0,
+        sf.1 / hf.1
+    );
     println!(
         "ratio local / hashing: p50 {:.0}x, p99 {:.0}x",
         lf.0 / hf.0,
@@ -185,6 +209,14 @@ fn main() {
         }
     }
     let hash_rate = (rounds * 100 * batch.len()) as f64 / t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    for _ in 0..rounds * 100 {
+        for s in &batch {
+            black_box(words.vector(s));
+        }
+    }
+    let static_rate = (rounds * 100 * batch.len()) as f64 / t.elapsed().as_secs_f64();
+    println!("batch of 64 (10–30 words): static word vectors {static_rate:.0} texts/s");
     println!(
         "batch of 64 (10–30 words): local {local_rate:.0} texts/s, hashing {hash_rate:.0} texts/s (ratio {:.0}x)",
         hash_rate / local_rate

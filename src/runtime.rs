@@ -328,7 +328,7 @@ impl RuntimeBuilder {
         }
 
         let generations = Arc::new(Generations::default());
-        let search = Arc::new(SearchIndex::default());
+        let search = Arc::new(SearchIndex::new(&embed));
         // Readers that scan (context sources, index builds, retrieved
         // turns) read a clone of the trees off the Store actor, after a
         // barrier when they must see its earlier writes.

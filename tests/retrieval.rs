@@ -228,13 +228,31 @@ async fn the_built_in_word_vectors_find_what_shares_no_word_with_the_question() 
     let question = "What happened to my bike?";
     let mut settings = Settings::for_test();
     settings.embed.kind = recall::engine::settings::EmbedKind::Static;
-    let rt = memory_of(settings, detail).await?;
+    let rt = memory_of(settings.clone(), detail).await?;
     let c = rt.context("kairix", "mark", question, 2000).await?;
     assert!(
         tier_text(&c, Tier::Retrieved).contains("chain snapped"),
         "{}",
         all_text(&c)
     );
+    // The index made the turns' vectors itself; a restart builds it again
+    // from the stored turns alone, and finds the same.
+    let rt = rt.restart_with(settings).await?;
+    let c = rt.context("kairix", "mark", question, 2000).await?;
+    assert!(
+        tier_text(&c, Tier::Retrieved).contains("chain snapped"),
+        "{}",
+        all_text(&c)
+    );
+    // No turn's vector was stored: a forget finds vectors of summaries
+    // and facts only.
+    let report = rt.forget_user("mark", None).await?;
+    assert!(report.turns > 60, "{report:?}");
+    let summaries = report.session_summaries
+        + report.daily_summaries
+        + report.weekly_summaries
+        + report.topic_summaries;
+    assert!(report.vectors <= summaries + report.facts, "{report:?}");
     Runtime::clone(&rt).shutdown().await?;
     // On the hashing embedder the words alone do not find it.
     let hashing = memory_of(Settings::for_test(), detail).await?;

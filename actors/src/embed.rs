@@ -43,6 +43,15 @@ pub trait Embed: Send + Sync + 'static {
         true
     }
 
+    /// A text's vector made on the spot, for an embedder that is a table
+    /// look-up (microseconds, no I/O): the search index then makes the
+    /// vectors of raw turns itself as it indexes them, and they are never
+    /// stored. `None` (the default): vectors come through [`Embed::embed`]
+    /// and are stored.
+    fn embed_now(&self, _text: &str) -> Option<Vec<f32>> {
+        None
+    }
+
     /// How close its vectors of two calls on one subject sit: which of
     /// the rollup's topic thresholds applies.
     fn closeness(&self) -> Closeness {

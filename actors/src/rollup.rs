@@ -324,6 +324,10 @@ impl Ctx {
         // A session summary's id is its session's, unless a replay made a
         // new version: its source range names the session then.
         let session_id = s.source_range.map_or(s.summary_id, |r| r.session_id);
+        if self.embed.embed_now("").is_some() {
+            // The search index makes them as it indexes the turns.
+            return Ok(0);
+        }
         let turns = store_call!(self.store, |reply| StoreMsg::GetNumberedTurns(
             session_id, reply
         ))?;

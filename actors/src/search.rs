@@ -865,8 +865,30 @@ impl AgentIndex {
         session_id: Uuid,
         turns: &[(u32, ConversationTurn)],
     ) {
+        self.put_turns_with(user_id, session_id, turns, None);
+    }
+
+    /// [`put_turns`](Self::put_turns), each turn with the vector of its
+    /// user's words made by `inline` ([`Embed::embed_now`]), if given: what
+    /// the Rollup actor embeds and stores for another embedder.
+    pub fn put_turns_with(
+        &mut self,
+        user_id: &str,
+        session_id: Uuid,
+        turns: &[(u32, ConversationTurn)],
+        inline: Option<&dyn crate::embed::Embed>,
+    ) {
         let user = self.user(user_id);
         for (seq, t) in turns {
+            let vector = inline
+                .filter(|_| !t.user_message.trim().is_empty())
+                .and_then(|e| {
+                    Some(StoredVector {
+                        embedder: e.name().to_string(),
+                        values: e.embed_now(&t.user_message)?,
+                    })
+                });
+            let vector = self.quantize(vector);
             let r = TurnRef {
                 session_id,
                 seq: *seq,
@@ -883,7 +905,7 @@ impl AgentIndex {
                     len: 0,
                     terms: Box::default(),
                     text: NO_TEXT.clone(),
-                    vector: None,
+                    vector,
                     turn: Some(r),
                 },
                 &body,
@@ -1515,6 +1537,9 @@ enum Slot {
 /// and searching callers.
 #[derive(Default)]
 pub struct SearchIndex {
+    /// An embedder that makes vectors on the spot ([`Embed::embed_now`]):
+    /// turns get theirs as they are indexed.
+    inline: Option<Arc<dyn crate::embed::Embed>>,
     agents: Mutex<HashMap<String, Slot>>,
     next_build: std::sync::atomic::AtomicU64,
     /// Builds under way, so a shutdown can wait until none holds the store.
@@ -1557,6 +1582,20 @@ impl Drop for Running {
 }
 
 impl SearchIndex {
+    /// An index whose turns get `embed`'s vectors as they are indexed, if
+    /// it makes them on the spot.
+    pub fn new(embed: &Arc<dyn crate::embed::Embed>) -> SearchIndex {
+        SearchIndex {
+            inline: embed.embed_now("").is_some().then(|| embed.clone()),
+            ..SearchIndex::default()
+        }
+    }
+
+    /// The embedder turns get their vectors from as they are indexed.
+    pub fn inline(&self) -> Option<Arc<dyn crate::embed::Embed>> {
+        self.inline.clone()
+    }
+
     fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
         self.agents.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -164,6 +164,10 @@ impl Embed for StaticEmbed {
         Closeness::WordVectors
     }
 
+    fn embed_now(&self, text: &str) -> Option<Vec<f32>> {
+        Some(self.table.vector(text))
+    }
+
     fn embed(&self, texts: Vec<String>) -> BoxFuture<'static, Result<Vec<Vec<f32>>, EmbedError>> {
         let table = self.table.clone();
         Box::pin(async move { Ok(texts.iter().map(|t| table.vector(t)).collect()) })

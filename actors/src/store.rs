@@ -1178,8 +1178,9 @@ impl Generations {
 /// read back from the tree just written: tens of microseconds).
 fn index_ended(search: &SearchIndex, t: &Trees, rec: &SessionRecord) {
     let (trees, user, id) = (t.clone(), rec.user_id.clone(), rec.session_id);
+    let inline = search.inline();
     search.update(&rec.agent_id, move |ix| match trees.numbered_turns(id) {
-        Ok(turns) => ix.put_turns(&user, id, &turns),
+        Ok(turns) => ix.put_turns_with(&user, id, &turns, inline.as_deref()),
         Err(err) => warn!(session_id = %id, error = %err, "turns not indexed"),
     });
 }

@@ -203,10 +203,13 @@ impl Runtime {
     ) -> Result<Arc<std::sync::RwLock<AgentIndex>>, RecallError> {
         let trees = self.reader()?;
         let agent = agent_id.to_string();
+        let inline = self.inner.search.inline();
         Ok(self
             .inner
             .search
-            .ensure(agent_id, move || trees.build_search_index(&agent))
+            .ensure(agent_id, move || {
+                trees.build_search_index(&agent, inline.as_deref())
+            })
             .await?)
     }
 

@@ -131,7 +131,8 @@ impl Runtime {
     async fn reembed(&self) -> Result<(), String> {
         let embed = self.inner.embed.clone();
         let name = embed.name().to_string();
-        let turns = embed.captures_meaning();
+        // Turns get vectors stored unless the index makes them itself.
+        let turns = embed.captures_meaning() && embed.embed_now("").is_none();
         self.inner.reembed.send_modify(|p| p.running = true);
         let trees = self.reader().map_err(|e| e.to_string())?;
         let (n, work) = {

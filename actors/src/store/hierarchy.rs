@@ -308,8 +308,14 @@ impl Trees {
     }
 
     /// Builds an agent's search index from its current summaries of every
-    /// type and its facts, with their stored vectors.
-    pub fn build_search_index(&self, agent_id: &str) -> Result<AgentIndex, StoreError> {
+    /// type and its facts, with their stored vectors, and the turns of
+    /// ended calls, with their stored vectors or, given an embedder that
+    /// makes them on the spot, its.
+    pub fn build_search_index(
+        &self,
+        agent_id: &str,
+        inline: Option<&dyn crate::embed::Embed>,
+    ) -> Result<AgentIndex, StoreError> {
         let mut ix = AgentIndex::default();
         for kind in SummaryType::ALL {
             for s in self.summaries(agent_id, kind, None)? {
@@ -331,7 +337,10 @@ impl Trees {
         for s in self.sessions(Some(agent_id))? {
             if s.ended_at.is_some() {
                 let turns = self.numbered_turns(s.session_id)?;
-                ix.put_turns(&s.user_id, s.session_id, &turns);
+                ix.put_turns_with(&s.user_id, s.session_id, &turns, inline);
+                if inline.is_some() {
+                    continue;
+                }
                 for (seq, _) in &turns {
                     let id = crate::search::TurnRef {
                         session_id: s.session_id,

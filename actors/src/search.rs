@@ -458,8 +458,8 @@ struct SlotMeta {
 
 const SHARED: u8 = 0x40;
 const LIVE: u8 = 0x80;
-// The kinds' bits stay below SHARED, and a slot is 8 bytes (what the
-// keyword loop reads per posting).
+// The kinds' bits (Turn, the last kind, is 5) stay below SHARED, and a
+// slot is 8 bytes (what the keyword loop reads per posting).
 const _: () = assert!(DocKind::Turn as u8 <= 5 && std::mem::size_of::<SlotMeta>() == 8);
 
 impl SlotMeta {
@@ -869,8 +869,9 @@ impl AgentIndex {
     }
 
     /// [`put_turns`](Self::put_turns), each turn with the vector of its
-    /// user's words made by `inline` ([`Embed::embed_now`]), if given: what
-    /// the Rollup actor embeds and stores for another embedder.
+    /// user's words made by `inline`, if given
+    /// ([`Embed::embed_now`](crate::embed::Embed::embed_now)): what the
+    /// Rollup actor embeds and stores for another embedder.
     pub fn put_turns_with(
         &mut self,
         user_id: &str,
@@ -1537,8 +1538,9 @@ enum Slot {
 /// and searching callers.
 #[derive(Default)]
 pub struct SearchIndex {
-    /// An embedder that makes vectors on the spot ([`Embed::embed_now`]):
-    /// turns get theirs as they are indexed.
+    /// An embedder that makes vectors on the spot
+    /// ([`Embed::embed_now`](crate::embed::Embed::embed_now)): turns get
+    /// theirs as they are indexed.
     inline: Option<Arc<dyn crate::embed::Embed>>,
     agents: Mutex<HashMap<String, Slot>>,
     next_build: std::sync::atomic::AtomicU64,

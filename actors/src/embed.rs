@@ -52,6 +52,12 @@ pub trait Embed: Send + Sync + 'static {
         None
     }
 
+    /// Whether it makes vectors on the spot ([`Embed::embed_now`]): then
+    /// no turn's vector is embedded through the port or stored.
+    fn embeds_inline(&self) -> bool {
+        self.embed_now("").is_some()
+    }
+
     /// How close its vectors of two calls on one subject sit: which of
     /// the rollup's topic thresholds applies.
     fn closeness(&self) -> Closeness {

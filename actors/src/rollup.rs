@@ -321,13 +321,13 @@ impl Ctx {
     /// for retrieval by meaning. An embedding failure leaves them to
     /// keyword search (logged); a store failure is an error.
     async fn embed_turns(&self, s: &ConversationSummary) -> Result<u64, RollupError> {
-        // A session summary's id is its session's, unless a replay made a
-        // new version: its source range names the session then.
-        let session_id = s.source_range.map_or(s.summary_id, |r| r.session_id);
-        if self.embed.embed_now("").is_some() {
+        if self.embed.embeds_inline() {
             // The search index makes them as it indexes the turns.
             return Ok(0);
         }
+        // A session summary's id is its session's, unless a replay made a
+        // new version: its source range names the session then.
+        let session_id = s.source_range.map_or(s.summary_id, |r| r.session_id);
         let turns = store_call!(self.store, |reply| StoreMsg::GetNumberedTurns(
             session_id, reply
         ))?;

@@ -1588,7 +1588,7 @@ impl SearchIndex {
     /// it makes them on the spot.
     pub fn new(embed: &Arc<dyn crate::embed::Embed>) -> SearchIndex {
         SearchIndex {
-            inline: embed.embed_now("").is_some().then(|| embed.clone()),
+            inline: embed.embeds_inline().then(|| embed.clone()),
             ..SearchIndex::default()
         }
     }

@@ -132,7 +132,7 @@ impl Runtime {
         let embed = self.inner.embed.clone();
         let name = embed.name().to_string();
         // Turns get vectors stored unless the index makes them itself.
-        let turns = embed.captures_meaning() && embed.embed_now("").is_none();
+        let turns = embed.captures_meaning() && !embed.embeds_inline();
         self.inner.reembed.send_modify(|p| p.running = true);
         let trees = self.reader().map_err(|e| e.to_string())?;
         let (n, work) = {

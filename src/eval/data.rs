@@ -52,10 +52,12 @@ const PERSONAS: &[(&str, &str)] = &[
     ("walter.txt", include_str!("data/walter.txt")),
     ("sam.txt", include_str!("data/sam.txt")),
     ("rosa.txt", include_str!("data/rosa.txt")),
-    ("holdout_kiri.txt", include_str!("data/holdout_kiri.txt")),
+    ("kiri.txt", include_str!("data/kiri.txt")),
+    ("noreen.txt", include_str!("data/noreen.txt")),
+    ("holdout_gus.txt", include_str!("data/holdout_gus.txt")),
     (
-        "holdout_noreen.txt",
-        include_str!("data/holdout_noreen.txt"),
+        "holdout_cornelia.txt",
+        include_str!("data/holdout_cornelia.txt"),
     ),
 ];
 
@@ -64,6 +66,7 @@ const POOLS: &[(&str, &str)] = &[
     ("talk_dev.txt", include_str!("data/talk_dev.txt")),
     ("talk_holdout.txt", include_str!("data/talk_holdout.txt")),
     ("talk_holdout2.txt", include_str!("data/talk_holdout2.txt")),
+    ("talk_holdout3.txt", include_str!("data/talk_holdout3.txt")),
 ];
 
 /// A data file that cannot be read.

@@ -658,16 +658,18 @@ impl Runtime {
         // A day, week or topic of one call reads like its session summary:
         // show the words once.
         let mut seen_texts = std::collections::HashSet::new();
-        // Turns shown, as hits or as the turn after one.
+        // Turns shown, as hits or as the turn either side of one.
         let mut shown_turns = std::collections::HashSet::new();
         // What was said, once: the same exchange again in another call
         // ("Hi, I'm on my break") would only take the room of something
         // else. The best-ranked copy is the one shown.
         let mut said = std::collections::HashSet::new();
-        // The turn after each hit, often the rest of what was said (the
-        // name after "I had brunch with my oldest friend"): shown after
-        // every hit, if room is left.
-        let mut after: Vec<Retrieved> = Vec::new();
+        // The turns either side of each hit: the one before often holds
+        // what a reply answers ("little sister. she's fine" answers the
+        // agent's "And Mere is...?"), the one after the rest of what was
+        // said (the name after "I had brunch with my oldest friend").
+        // Shown after every hit, in the hits' order, if room is left.
+        let mut around: Vec<Retrieved> = Vec::new();
         for h in hits {
             let item = match (h.kind, h.turn) {
                 (DocKind::Turn, Some(r)) => {
@@ -685,17 +687,22 @@ impl Runtime {
                     if !t.user_message.trim().is_empty() && !said.insert(exchange_key(&t)) {
                         continue;
                     }
+                    let before = r.seq.checked_sub(1).map(|seq| TurnRef {
+                        session_id: r.session_id,
+                        seq,
+                    });
                     let next = TurnRef {
                         session_id: r.session_id,
                         seq: r.seq.saturating_add(1),
                     };
-                    if shown(next) {
-                        // already in the turns tier
-                    } else if let Some(n) = trees.turn(next.session_id, next.seq)? {
-                        after.push(Retrieved {
-                            item: retrieved_turn(user_id, next, &n),
-                            at: n.timestamp,
-                        });
+                    // Those in the turns tier already are not shown again.
+                    for n in before.into_iter().chain([next]).filter(|n| !shown(*n)) {
+                        if let Some(t) = trees.turn(n.session_id, n.seq)? {
+                            around.push(Retrieved {
+                                item: retrieved_turn(user_id, n, &t),
+                                at: t.timestamp,
+                            });
+                        }
                     }
                     retrieved_turn(user_id, r, &t)
                 }
@@ -726,7 +733,7 @@ impl Runtime {
                 at: h.period_start,
             });
         }
-        for a in after {
+        for a in around {
             if let Source::StoredTurn { session, seq } = a.item.source {
                 if shown_turns.insert((session, seq)) {
                     out.push(a);

@@ -56,14 +56,17 @@ fn by<'a>(facts: &'a [FactRecord], content: &str) -> &'a FactRecord {
         .unwrap_or_else(|| panic!("no fact {content:?} in {facts:?}"))
 }
 
-/// The facts tier of the context for "where do I live?".
+/// The facts the context for "where do I live?" shows, in the facts tier or retrieved.
 async fn facts_text(rt: &Runtime) -> anyhow::Result<String> {
     let c = rt
         .context("kairix", "mark", "where do I live?", 4000)
         .await?;
+    use recall::engine::context::Tier;
+    // A fact the message asks about is shown in the retrieved tier, the
+    // rest in the facts tier: each once.
     Ok(c.tiers
         .iter()
-        .filter(|t| t.tier == recall::engine::context::Tier::Facts)
+        .filter(|t| matches!(t.tier, Tier::Facts | Tier::Retrieved))
         .flat_map(|t| &t.items)
         .map(|i| i.text.to_string())
         .collect::<Vec<_>>()

@@ -255,7 +255,9 @@ async fn the_built_in_word_vectors_find_what_shares_no_word_with_the_question() 
     assert!(report.vectors <= summaries + report.facts, "{report:?}");
     Runtime::clone(&rt).shutdown().await?;
     // On the hashing embedder the words alone do not find it.
-    let hashing = memory_of(Settings::for_test(), detail).await?;
+    let mut settings = Settings::for_test();
+    settings.embed.kind = recall::engine::settings::EmbedKind::Hashing;
+    let hashing = memory_of(settings, detail).await?;
     let c = hashing.context("kairix", "mark", question, 2000).await?;
     assert!(!all_text(&c).contains("chain snapped"), "{}", all_text(&c));
     Ok(())

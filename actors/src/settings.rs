@@ -252,7 +252,7 @@ fn default_local_concurrency() -> usize {
 }
 
 fn default_embed_kind() -> EmbedKind {
-    EmbedKind::Hashing
+    EmbedKind::Static
 }
 fn default_embed_dimensions() -> usize {
     256

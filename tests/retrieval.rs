@@ -262,3 +262,46 @@ async fn the_built_in_word_vectors_find_what_shares_no_word_with_the_question() 
     assert!(!all_text(&c).contains("chain snapped"), "{}", all_text(&c));
     Ok(())
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_retrieved_reply_comes_with_the_turn_before_it() -> Res {
+    // The reply names the relation, the turn before it the name: a
+    // question about the one finds the other only beside it. On words
+    // alone, so that nothing but the neighbour brings the name.
+    let mut settings = Settings::for_test();
+    settings.embed.kind = recall::engine::settings::EmbedKind::Hashing;
+    let rt = TestRuntime::start_full(settings, Arc::new(ExtractiveReflect)).await?;
+    call(
+        &rt,
+        "mark",
+        "c0",
+        &[
+            "her dog got out at dawn, my sister says",
+            "Busy morning before work.",
+            "oona rang. the gale took her trampoline into the next street",
+            "younger sister. she's fine. the trampoline isn't",
+            "Anyway, I should get going.",
+        ],
+    )
+    .await?;
+    for i in 1..=20 {
+        days(1).await;
+        call(&rt, "mark", &format!("c{i}"), &[CHATTER[i % CHATTER.len()]]).await?;
+    }
+    let c = rt
+        .context("kairix", "mark", "What's my younger sister's name?", 2000)
+        .await?;
+    let retrieved = tier_text(&c, Tier::Retrieved);
+    // The hit, the turn before it (the name) and the one after; the
+    // call's first turn, a hit on "sister" too, has no turn before it.
+    for said in [
+        "younger sister. she's fine",
+        "oona rang",
+        "Anyway, I should get going",
+        "her dog got out",
+    ] {
+        assert!(retrieved.contains(said), "{said:?} in\n{}", all_text(&c));
+    }
+    assert_eq!(retrieved.matches("oona rang").count(), 1, "{retrieved}");
+    Ok(())
+}

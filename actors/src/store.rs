@@ -477,6 +477,31 @@ impl Trees {
         self.get(&self.turns, keys::TREE_TURNS, &keys::turn(id, seq))
     }
 
+    /// The stored turns of a session from `seq - 1` to `seq + 1`, in order,
+    /// each with its number: one walk of the tree instead of three
+    /// look-ups, for a retrieved turn and the turns either side of it.
+    pub fn turns_around(
+        &self,
+        id: Uuid,
+        seq: u32,
+    ) -> Result<Vec<(u32, ConversationTurn)>, StoreError> {
+        let from = keys::turn(id, seq.saturating_sub(1));
+        let to = keys::turn(id, seq.saturating_add(1));
+        let mut out = Vec::with_capacity(3);
+        for item in self.turns.range(from..=to) {
+            let (k, v) = item?;
+            // Every key of the range is a turn key: the session's 16 bytes
+            // and a big-endian sequence number.
+            let Some(n) = k.get(16..20).and_then(|b| <[u8; 4]>::try_from(b).ok()) else {
+                continue;
+            };
+            if let Some(t) = self.decode(keys::TREE_TURNS, &k, &v) {
+                out.push((u32::from_be_bytes(n), t));
+            }
+        }
+        Ok(out)
+    }
+
     pub fn sessions(&self, agent_id: Option<&str>) -> Result<Vec<SessionRecord>, StoreError> {
         let mut all: Vec<SessionRecord> =
             self.scan(&self.sessions, keys::TREE_SESSIONS, self.sessions.iter())?;

@@ -679,7 +679,25 @@ impl Runtime {
                     if shown(r) || !shown_turns.insert((r.session_id, r.seq)) {
                         continue;
                     }
-                    let Some(t) = trees.turn(r.session_id, r.seq)? else {
+                    let mut hit = None;
+                    let mut sides = Vec::with_capacity(2);
+                    for (seq, t) in trees.turns_around(r.session_id, r.seq)? {
+                        let at = TurnRef {
+                            session_id: r.session_id,
+                            seq,
+                        };
+                        if seq == r.seq {
+                            hit = Some(t);
+                        } else if !shown(at) {
+                            // (those in the turns tier already are not
+                            // shown again)
+                            sides.push(Retrieved {
+                                item: retrieved_turn(user_id, at, &t),
+                                at: t.timestamp,
+                            });
+                        }
+                    }
+                    let Some(t) = hit else {
                         continue;
                     };
                     // The agent's answer too: "Derek." said to two questions
@@ -687,23 +705,7 @@ impl Runtime {
                     if !t.user_message.trim().is_empty() && !said.insert(exchange_key(&t)) {
                         continue;
                     }
-                    let before = r.seq.checked_sub(1).map(|seq| TurnRef {
-                        session_id: r.session_id,
-                        seq,
-                    });
-                    let next = TurnRef {
-                        session_id: r.session_id,
-                        seq: r.seq.saturating_add(1),
-                    };
-                    // Those in the turns tier already are not shown again.
-                    for n in before.into_iter().chain([next]).filter(|n| !shown(*n)) {
-                        if let Some(t) = trees.turn(n.session_id, n.seq)? {
-                            around.push(Retrieved {
-                                item: retrieved_turn(user_id, n, &t),
-                                at: t.timestamp,
-                            });
-                        }
-                    }
+                    around.extend(sides);
                     retrieved_turn(user_id, r, &t)
                 }
                 (DocKind::Fact, _) => match src.facts.get(h.id) {

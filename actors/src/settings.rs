@@ -183,7 +183,8 @@ impl RollupSettings {
 pub enum EmbedKind {
     /// Offline feature hashing of words and character 4-grams.
     Hashing,
-    /// Static word vectors distilled from a sentence model, built in.
+    /// Static word vectors distilled from a sentence model, built in: the
+    /// default.
     Static,
     /// An OpenAI-compatible `/v1/embeddings` endpoint.
     Openai,

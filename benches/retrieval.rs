@@ -37,9 +37,8 @@
 //!
 //! Prints every figure (mean, p50, p99; max for writes) and the ratios, then
 //! runs the criterion group. Run with `cargo bench --bench retrieval`.
-//! It runs on the default embedder, the static word vectors (every turn
-//! gets a vector, retrieval ranks by words and vectors); with
-//! `RETRIEVAL_EMBED=hashing`, on the hashing embedder (words alone).
+//! With `RETRIEVAL_EMBED=static` it runs on the static word vectors
+//! (every turn gets a vector, retrieval ranks by words and vectors).
 //! With `RETRIEVAL_PROFILE_SECS=n` it only fills, then runs the miss path
 //! with a message in a loop for n seconds (for a profiler to attach to the
 //! printed pid) and exits; with `RETRIEVAL_PROFILE_PATH=hit` as well, the
@@ -656,9 +655,9 @@ fn main() {
         .expect("tokio runtime");
     let dir = tempfile::tempdir().expect("temp dir");
     let mut builder = RuntimeBuilder::new(dir.path());
-    if std::env::var("RETRIEVAL_EMBED").as_deref() == Ok("hashing") {
+    if std::env::var("RETRIEVAL_EMBED").as_deref() == Ok("static") {
         let mut settings = recall::Settings::default();
-        settings.embed.kind = recall::engine::settings::EmbedKind::Hashing;
+        settings.embed.kind = recall::engine::settings::EmbedKind::Static;
         builder = builder.settings(settings);
     }
     let rt = tokio.block_on(builder.start()).expect("runtime start");

@@ -181,10 +181,10 @@ impl RollupSettings {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EmbedKind {
-    /// Offline feature hashing of words and character 4-grams.
-    Hashing,
-    /// Static word vectors distilled from a sentence model, built in: the
+    /// Offline feature hashing of words and character 4-grams: the
     /// default.
+    Hashing,
+    /// Static word vectors distilled from a sentence model, built in.
     Static,
     /// An OpenAI-compatible `/v1/embeddings` endpoint.
     Openai,
@@ -253,7 +253,7 @@ fn default_local_concurrency() -> usize {
 }
 
 fn default_embed_kind() -> EmbedKind {
-    EmbedKind::Static
+    EmbedKind::Hashing
 }
 fn default_embed_dimensions() -> usize {
     256

@@ -415,6 +415,10 @@ struct EvalArgs {
     /// answers expected and what the context held, tier by tier.
     #[arg(long)]
     misses: bool,
+    /// Replay every user message in lower case, as a speech recognizer
+    /// that gives no case writes it.
+    #[arg(long)]
+    lowercase_users: bool,
     /// Write each persona's calls as a `recall simulate` script into
     /// this folder, and stop.
     #[arg(long)]
@@ -446,6 +450,7 @@ fn eval(a: EvalArgs) -> anyhow::Result<()> {
         seed: a.seed,
         settings,
         personas: a.persona,
+        lowercase_users: a.lowercase_users,
     })?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

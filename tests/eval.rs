@@ -191,6 +191,7 @@ fn a_run_on_one_persona_reports_every_category() {
         seed: DEFAULT_SEED,
         settings: Settings::default(),
         personas: vec!["tom".into()],
+        lowercase_users: false,
     })
     .expect("the evaluation runs");
     assert_eq!(report.counts.personas, 1);
@@ -229,4 +230,24 @@ fn a_run_on_one_persona_reports_every_category() {
         assert!(text.contains(c.as_str()));
     }
     assert!(text.contains("recall@2000") && text.contains("bm25@4000"));
+}
+
+#[test]
+fn lowercase_users_takes_the_case_of_the_users_words_only() {
+    let set = all(DEFAULT_SEED);
+    let mut lower = all(DEFAULT_SEED);
+    lower.lowercase_users();
+    let turns = |d: &Dataset| -> Vec<recall::eval::generate::Turn> {
+        d.personas.iter().flat_map(|p| p.turns().cloned()).collect()
+    };
+    let (before, after) = (turns(&set), turns(&lower));
+    assert_eq!(before.len(), after.len());
+    assert!(before
+        .iter()
+        .any(|t| t.user.chars().any(char::is_uppercase)));
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(a.user, b.user.to_lowercase());
+        assert_eq!(a.agent, b.agent);
+        assert_eq!((a.at, &a.fact), (b.at, &b.fact));
+    }
 }

@@ -132,6 +132,21 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// Every user message in lower case, as a speech recognizer that gives
+    /// no case writes it (the agent's answers, an LLM's, keep theirs).
+    pub fn lowercase_users(&mut self) {
+        for t in self
+            .personas
+            .iter_mut()
+            .flat_map(|p| p.calls.iter_mut())
+            .flat_map(|c| c.turns.iter_mut())
+        {
+            t.user = t.user.to_lowercase();
+        }
+    }
+}
+
+impl Dataset {
     /// Every persona's calls, as script events in time order (persona by
     /// persona at equal times).
     pub fn events(&self) -> Vec<Event> {

@@ -133,6 +133,8 @@ pub struct EvalOptions {
     pub settings: Settings,
     /// Only these personas (all of the selection when empty).
     pub personas: Vec<String>,
+    /// Replay every user message in lower case ([`Dataset::lowercase_users`]).
+    pub lowercase_users: bool,
 }
 
 /// The set for a selection and seed, without running anything.
@@ -227,6 +229,8 @@ pub struct Counts {
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub selection: Selection,
+    /// The user messages were replayed in lower case.
+    pub lowercase_users: bool,
     pub seed: u64,
     pub budgets: Vec<usize>,
     pub counts: Counts,
@@ -266,7 +270,10 @@ pub async fn run(opts: EvalOptions) -> Result<Report, EvalError> {
     {
         return Err(EvalError::NotOffline);
     }
-    let set = dataset(opts.selection, opts.seed, &opts.personas)?;
+    let mut set = dataset(opts.selection, opts.seed, &opts.personas)?;
+    if opts.lowercase_users {
+        set.lowercase_users();
+    }
     let dir = tempfile::tempdir().map_err(EvalError::TempDir)?;
     let rt = replay(&set, dir.path(), opts.settings).await?;
     let outcomes = ask(&rt, &set, &opts.budgets).await;
@@ -298,6 +305,7 @@ pub async fn run(opts: EvalOptions) -> Result<Report, EvalError> {
     };
     Ok(Report {
         mean_tokens,
+        lowercase_users: opts.lowercase_users,
         selection: opts.selection,
         seed: opts.seed,
         overall: row("overall", &all, opts.budgets.len()),
@@ -506,9 +514,14 @@ impl Report {
         let c = &self.counts;
         let _ = writeln!(
             out,
-            "answer recall, split {}, seed {}: {} personas, {} calls, {} turns, {} questions\n",
+            "answer recall, split {}, seed {}{}: {} personas, {} calls, {} turns, {} questions\n",
             self.selection.as_str(),
             self.seed,
+            if self.lowercase_users {
+                ", user messages in lower case"
+            } else {
+                ""
+            },
             c.personas,
             c.calls,
             c.turns,

@@ -32,7 +32,7 @@ pub struct ExtractiveReflect;
 
 /// Bumped when the same turns summarize differently, so that a replay
 /// re-derives what older rules made.
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 
 impl Reflect for ExtractiveReflect {
     fn name(&self) -> &'static str {
@@ -361,8 +361,100 @@ fn session_text(headline: &str, quotes: &[&str], agent: Option<&str>) -> String 
     parts.join(" ")
 }
 
+/// The words a call writes with a capital inside a sentence, lower-cased:
+/// the agent's "Poor Nugget." and "And Mere is...?", the user's own "my
+/// sister Mere" in a message written with capitals. Not a sentence's
+/// first word (any word is capitalized there), not a stopword, "I", an
+/// acronym ("ED", "OK") or a word of one or two letters.
+fn names_written<'a>(texts: impl Iterator<Item = &'a str>) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for t in texts {
+        for sentence in text::sentences(t) {
+            for w in sentence
+                .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-'))
+                .filter(|w| !w.is_empty())
+                .skip(1)
+            {
+                let w = w.split('\'').next().unwrap_or(w);
+                let mut chars = w.chars();
+                let capital = chars.next().is_some_and(char::is_uppercase)
+                    && chars.clone().any(char::is_lowercase)
+                    && chars.all(|c| c.is_lowercase() || c == '-');
+                let lower = w.to_lowercase();
+                if capital && w.chars().count() > 2 && !text::is_stopword(&lower) {
+                    out.insert(lower);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A message written without a single capital (a lowercase writer, or a
+/// speech recognizer that gives no case) with the case the rest of the
+/// call gives its words: "I" for "i", and "Nugget" for "nugget" when the
+/// call writes it so elsewhere. The fact rules read names, places and
+/// employers by their capitals; without this, "my dog is called
+/// nugget" says nothing. `None` when the message has capitals of its own
+/// (it is read as written).
+fn truecased(message: &str, names: &HashSet<String>) -> Option<String> {
+    if message.chars().any(char::is_uppercase) {
+        return None;
+    }
+    let mut out = String::with_capacity(message.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        if word == "i" || names.contains(word.as_str()) {
+            let mut chars = word.chars();
+            if let Some(first) = chars.next() {
+                out.extend(first.to_uppercase());
+                out.push_str(chars.as_str());
+            }
+        } else {
+            out.push_str(word);
+        }
+        word.clear();
+    };
+    for c in message.chars() {
+        if c.is_alphanumeric() {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    Some(out)
+}
+
 /// The reflection JSON for a session's turns.
 pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
+    // What a caseless message would have capitalized, from how the rest
+    // of the call writes its words.
+    let names = names_written(turns.iter().flat_map(|t| {
+        let user =
+            (t.user_message.chars().any(char::is_uppercase)).then_some(t.user_message.as_str());
+        user.into_iter().chain([t.agent_response.as_str()])
+    }));
+    let cased: Vec<ConversationTurn>;
+    let turns = if turns
+        .iter()
+        .any(|t| !t.user_message.chars().any(char::is_uppercase))
+    {
+        cased = turns
+            .iter()
+            .map(|t| match truecased(&t.user_message, &names) {
+                Some(m) => ConversationTurn {
+                    user_message: m,
+                    ..t.clone()
+                },
+                None => t.clone(),
+            })
+            .collect();
+        &cased[..]
+    } else {
+        turns
+    };
     let user_text: String = turns
         .iter()
         .map(|t| t.user_message.as_str())
@@ -812,6 +904,51 @@ mod tests {
         let turns = vec![turn("Hi!", "Hello!"), turn("Thanks, bye.", "Bye!")];
         let s = summary_of(&summarize("mark", &turns));
         assert!(!s.is_empty());
+    }
+
+    #[test]
+    fn names_are_what_a_call_writes_with_a_capital_inside_a_sentence() {
+        let names = names_written(
+            ["Poor Nugget. And Mere is...? OK, an ED visit with McDonald's Lachie-Rose."]
+                .into_iter(),
+        );
+        for n in ["nugget", "mere"] {
+            assert!(names.contains(n), "{n} in {names:?}");
+        }
+        // a sentence's first word, a stopword, an acronym, a two-letter word
+        for n in ["poor", "and", "ok", "ed", "an"] {
+            assert!(!names.contains(n), "{n} in {names:?}");
+        }
+    }
+
+    #[test]
+    fn a_caseless_message_takes_the_case_the_call_gives_its_words() {
+        let names: HashSet<String> = ["nugget".to_string()].into();
+        assert_eq!(
+            truecased("nugget ate soap, i'm told. nuggets everywhere", &names).as_deref(),
+            Some("Nugget ate soap, I'm told. nuggets everywhere")
+        );
+        // a message with a capital of its own is read as written
+        assert_eq!(truecased("Nugget ate soap, i'm told", &names), None);
+        assert_eq!(truecased("", &names).as_deref(), Some(""));
+    }
+
+    #[test]
+    fn a_lowercase_writers_facts_are_read_when_the_agent_writes_the_name() {
+        let turns = vec![
+            turn(
+                "we picked up the puppy saturday",
+                "Lovely! What's she called?",
+            ),
+            turn("biscuit. chews everything", "What a good name, Biscuit!"),
+            turn("my sister mere is a nurse", "That's a demanding job."),
+        ];
+        let r = parse_reflection(&summarize("ada", &turns), "");
+        let facts: Vec<&str> = r.facts.iter().map(|f| f.content.as_str()).collect();
+        assert!(facts.iter().any(|f| f.contains("Biscuit")), "{facts:?}");
+        // "mere" is not written with a capital anywhere in the call: no
+        // name is made up for it.
+        assert!(!facts.iter().any(|f| f.contains("Mere")), "{facts:?}");
     }
 
     #[test]

@@ -875,6 +875,31 @@ impl Trees {
         agent_id: &str,
         user_id: &str,
     ) -> Result<ContextSources, StoreError> {
+        // The summaries (the largest records) are scanned on a thread of
+        // their own while this one reads the sessions, facts and blocks:
+        // a read after a write waits for the longer of the two, not both.
+        let (summaries, rest) = std::thread::scope(|scope| {
+            let summaries = scope.spawn(|| self.user_summaries(agent_id, user_id));
+            let rest = self.context_sources_but_summaries(agent_id, user_id);
+            // A panic there is a panic here, as it would be inline.
+            let summaries = summaries
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            (summaries, rest)
+        });
+        Ok(ContextSources {
+            summaries: summaries?,
+            ..rest?
+        })
+    }
+
+    /// A user's current summaries with an agent, of every type, oldest
+    /// first (by period end, creation, id).
+    fn user_summaries(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+    ) -> Result<Vec<std::sync::Arc<ConversationSummary>>, StoreError> {
         // Decoded again only where a write changed the bytes: a read after
         // the previous call's summary lands decodes that summary, not the
         // thousand before it.
@@ -896,6 +921,15 @@ impl Trees {
                 b.summary_id,
             ))
         });
+        Ok(summaries)
+    }
+
+    /// [`Trees::context_sources`] without the summaries.
+    fn context_sources_but_summaries(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+    ) -> Result<ContextSources, StoreError> {
         let mut ended: Vec<std::sync::Arc<SessionRecord>> = self
             .scan_decoded(
                 &self.decoded_sessions,
@@ -920,7 +954,7 @@ impl Trees {
             agent_blocks: self.blocks(agent_id)?,
             user_blocks: self.user_blocks(agent_id, user_id)?,
             facts: CurrentFacts::of(sorted_facts(visible)),
-            summaries,
+            summaries: Vec::new(),
             persistent_context: self.agent(agent_id)?.persistent_context,
             ended,
             topics: self.topics(agent_id, Some(user_id))?,

@@ -230,6 +230,28 @@ fn a_run_on_one_persona_reports_every_category() {
         assert!(text.contains(c.as_str()));
     }
     assert!(text.contains("recall@2000") && text.contains("bm25@4000"));
+    assert!(!text.contains("lower case") && !report.lowercase_users);
+}
+
+#[test]
+fn a_run_without_case_replays_and_asks_in_lower_case() {
+    let report = eval::run_blocking(EvalOptions {
+        selection: Selection::Split(Split::Dev),
+        budgets: vec![2000],
+        seed: DEFAULT_SEED,
+        settings: Settings::default(),
+        personas: vec!["tom".into()],
+        lowercase_users: true,
+    })
+    .expect("the evaluation runs");
+    assert!(report.lowercase_users);
+    assert!(report.to_text().contains("user messages in lower case"));
+    for o in &report.outcomes {
+        assert_eq!(o.question, o.question.to_lowercase());
+        for (_, said) in &o.told {
+            assert_eq!(*said, said.to_lowercase(), "{}", o.question);
+        }
+    }
 }
 
 #[test]
@@ -250,4 +272,15 @@ fn lowercase_users_takes_the_case_of_the_users_words_only() {
         assert_eq!(a.agent, b.agent);
         assert_eq!((a.at, &a.fact), (b.at, &b.fact));
     }
+    let questions = |d: &Dataset| -> Vec<String> {
+        d.personas
+            .iter()
+            .flat_map(|p| p.questions.iter().map(|q| q.text.clone()))
+            .collect()
+    };
+    let (before, after) = (questions(&set), questions(&lower));
+    assert_eq!(
+        after,
+        before.iter().map(|q| q.to_lowercase()).collect::<Vec<_>>()
+    );
 }

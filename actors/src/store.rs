@@ -878,13 +878,19 @@ impl Trees {
         // The summaries (the largest records) are scanned on a thread of
         // their own while this one reads the sessions, facts and blocks:
         // a read after a write waits for the longer of the two, not both.
+        // (Inline when no thread can be had.)
         let (summaries, rest) = std::thread::scope(|scope| {
-            let summaries = scope.spawn(|| self.user_summaries(agent_id, user_id));
+            let summaries = std::thread::Builder::new()
+                .name("recall-context".into())
+                .spawn_scoped(scope, || self.user_summaries(agent_id, user_id));
             let rest = self.context_sources_but_summaries(agent_id, user_id);
-            // A panic there is a panic here, as it would be inline.
-            let summaries = summaries
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            let summaries = match summaries {
+                // A panic there is a panic here, as it would be inline.
+                Ok(handle) => handle
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                Err(_) => self.user_summaries(agent_id, user_id),
+            };
             (summaries, rest)
         });
         Ok(ContextSources {

@@ -133,8 +133,16 @@ pub struct Dataset {
 
 impl Dataset {
     /// Every user message in lower case, as a speech recognizer that gives
-    /// no case writes it (the agent's answers, an LLM's, keep theirs).
+    /// no case writes it, the questions too (the agent's answers, an
+    /// LLM's, keep theirs).
     pub fn lowercase_users(&mut self) {
+        for q in self
+            .personas
+            .iter_mut()
+            .flat_map(|p| p.questions.iter_mut())
+        {
+            q.text = q.text.to_lowercase();
+        }
         for t in self
             .personas
             .iter_mut()

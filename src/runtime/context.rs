@@ -665,11 +665,12 @@ impl Runtime {
         // else. The best-ranked copy is the one shown.
         let mut said = std::collections::HashSet::new();
         // The turns either side of each hit: the one before often holds
-        // what a reply answers ("little sister. she's fine" answers the
-        // agent's "And Mere is...?"), the one after the rest of what was
-        // said (the name after "I had brunch with my oldest friend").
-        // Shown after every hit, in the hits' order, if room is left.
-        let mut around: Vec<Retrieved> = Vec::new();
+        // what a reply is about ("little sister. she's fine" follows "mere
+        // rang. the wind took her trampoline"), the one after the rest of
+        // what was said (the name after "I had brunch with my oldest
+        // friend"). Shown after every hit, in the hits' order, if room is
+        // left, each exchange once like the hits.
+        let mut around: Vec<(Retrieved, Option<u64>)> = Vec::new();
         for h in hits {
             let item = match (h.kind, h.turn) {
                 (DocKind::Turn, Some(r)) => {
@@ -691,10 +692,14 @@ impl Runtime {
                         } else if !shown(at) {
                             // (those in the turns tier already are not
                             // shown again)
-                            sides.push(Retrieved {
-                                item: retrieved_turn(user_id, at, &t),
-                                at: t.timestamp,
-                            });
+                            let key = (!t.user_message.trim().is_empty()).then(|| exchange_key(&t));
+                            sides.push((
+                                Retrieved {
+                                    item: retrieved_turn(user_id, at, &t),
+                                    at: t.timestamp,
+                                },
+                                key,
+                            ));
                         }
                     }
                     let Some(t) = hit else {
@@ -735,9 +740,11 @@ impl Runtime {
                 at: h.period_start,
             });
         }
-        for a in around {
+        for (a, key) in around {
             if let Source::StoredTurn { session, seq } = a.item.source {
-                if shown_turns.insert((session, seq)) {
+                // A greeting said in every call comes beside many hits:
+                // once is enough.
+                if shown_turns.insert((session, seq)) && key.is_none_or(|k| said.insert(k)) {
                     out.push(a);
                 }
             }

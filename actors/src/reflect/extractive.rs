@@ -364,14 +364,16 @@ fn session_text(headline: &str, quotes: &[&str], agent: Option<&str>) -> String 
 /// The words a call writes with a capital inside a sentence, lower-cased:
 /// the agent's "Poor Nugget." and "And Mere is...?", the user's own "my
 /// sister Mere" in a message written with capitals. Not a sentence's
-/// first word (any word is capitalized there), not a stopword, "I", an
-/// acronym ("ED", "OK") or a word of one or two letters.
+/// first word, nor one after a colon (any word is capitalized there), not
+/// a stopword, an acronym ("ED", "OK") or a word of one or two letters
+/// ("I"). Each part of a hyphenated name on its own, as
+/// [`truecased`] reads words.
 fn names_written<'a>(texts: impl Iterator<Item = &'a str>) -> HashSet<String> {
     let mut out = HashSet::new();
     for t in texts {
-        for sentence in text::sentences(t) {
+        for sentence in t.split(':').flat_map(text::sentences) {
             for w in sentence
-                .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-'))
+                .split(|c: char| !(c.is_alphanumeric() || c == '\''))
                 .filter(|w| !w.is_empty())
                 .skip(1)
             {
@@ -379,7 +381,7 @@ fn names_written<'a>(texts: impl Iterator<Item = &'a str>) -> HashSet<String> {
                 let mut chars = w.chars();
                 let capital = chars.next().is_some_and(char::is_uppercase)
                     && chars.clone().any(char::is_lowercase)
-                    && chars.all(|c| c.is_lowercase() || c == '-');
+                    && chars.all(char::is_lowercase);
                 let lower = w.to_lowercase();
                 if capital && w.chars().count() > 2 && !text::is_stopword(&lower) {
                     out.insert(lower);
@@ -396,12 +398,30 @@ fn names_written<'a>(texts: impl Iterator<Item = &'a str>) -> HashSet<String> {
 /// call writes it so elsewhere. The fact rules read names, places and
 /// employers by their capitals; without this, "my dog is called
 /// nugget" says nothing. `None` when the message has capitals of its own
-/// (it is read as written).
+/// (it is read as written). Addresses and paths (a run of characters with
+/// `@` or `/`) are left as they are. A name that is also a word ("Mark"
+/// and "a bad mark") is capitalized as a word too: the rules still need a
+/// name's place in a sentence ("my dog is called …") to read it.
 fn truecased(message: &str, names: &HashSet<String>) -> Option<String> {
     if message.chars().any(char::is_uppercase) {
         return None;
     }
     let mut out = String::with_capacity(message.len());
+    for (i, chunk) in message.split(' ').enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        if chunk.contains(['@', '/']) {
+            out.push_str(chunk);
+        } else {
+            truecase_words(chunk, names, &mut out);
+        }
+    }
+    Some(out)
+}
+
+/// [`truecased`] of a run of text without spaces, into `out`.
+fn truecase_words(message: &str, names: &HashSet<String>, out: &mut String) {
     let mut word = String::new();
     let flush = |word: &mut String, out: &mut String| {
         if word == "i" || names.contains(word.as_str()) {
@@ -419,12 +439,11 @@ fn truecased(message: &str, names: &HashSet<String>) -> Option<String> {
         if c.is_alphanumeric() {
             word.push(c);
         } else {
-            flush(&mut word, &mut out);
+            flush(&mut word, out);
             out.push(c);
         }
     }
-    flush(&mut word, &mut out);
-    Some(out)
+    flush(&mut word, out);
 }
 
 /// The reflection JSON for a session's turns.
@@ -909,14 +928,15 @@ mod tests {
     #[test]
     fn names_are_what_a_call_writes_with_a_capital_inside_a_sentence() {
         let names = names_written(
-            ["Poor Nugget. And Mere is...? OK, an ED visit with McDonald's Lachie-Rose."]
+            ["Poor Nugget. And Mere is...? OK, an ED visit with Lachie-Rose. Tip: Try it."]
                 .into_iter(),
         );
-        for n in ["nugget", "mere"] {
+        for n in ["nugget", "mere", "lachie", "rose"] {
             assert!(names.contains(n), "{n} in {names:?}");
         }
-        // a sentence's first word, a stopword, an acronym, a two-letter word
-        for n in ["poor", "and", "ok", "ed", "an"] {
+        // a sentence's first word, a stopword, an acronym, a two-letter
+        // word, the first word after a colon
+        for n in ["poor", "and", "ok", "ed", "an", "try"] {
             assert!(!names.contains(n), "{n} in {names:?}");
         }
     }
@@ -930,6 +950,11 @@ mod tests {
         );
         // a message with a capital of its own is read as written
         assert_eq!(truecased("Nugget ate soap, i'm told", &names), None);
+        // addresses and paths are left as they are
+        assert_eq!(
+            truecased("mail nugget@example.org or see /i/nugget", &names).as_deref(),
+            Some("mail nugget@example.org or see /i/nugget")
+        );
         assert_eq!(truecased("", &names).as_deref(), Some(""));
     }
 

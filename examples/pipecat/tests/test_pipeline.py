@@ -486,6 +486,10 @@ def test_context_injector_adds_the_users_memory(recall_server: RecallServer) -> 
             )
             await client.end_session(connection_id)
             await client.wait_for_summary(started["session_id"], timeout_secs=SUMMARY_SECS)
+            # The summary joins a topic after it lands, which changes the
+            # memory's rendering: settle that now, so that the injector's
+            # read and the comparison read below see the same memory.
+            await client.run_rollups()
 
             system_prompt: LLMContextMessage = {
                 "role": "system",

@@ -448,18 +448,16 @@ fn truecase_words(message: &str, names: &HashSet<String>, out: &mut String) {
 
 /// The reflection JSON for a session's turns.
 pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
-    // What a caseless message would have capitalized, from how the rest
-    // of the call writes its words.
-    let names = names_written(turns.iter().flat_map(|t| {
-        let user =
-            (t.user_message.chars().any(char::is_uppercase)).then_some(t.user_message.as_str());
-        user.into_iter().chain([t.agent_response.as_str()])
-    }));
+    let has_capitals = |m: &str| m.chars().any(char::is_uppercase);
     let cased: Vec<ConversationTurn>;
-    let turns = if turns
-        .iter()
-        .any(|t| !t.user_message.chars().any(char::is_uppercase))
-    {
+    let turns = if turns.iter().any(|t| !has_capitals(&t.user_message)) {
+        // What a caseless message would have capitalized, from how the
+        // rest of the call writes its words (looked for only when a
+        // message needs it).
+        let names = names_written(turns.iter().flat_map(|t| {
+            let user = has_capitals(&t.user_message).then_some(t.user_message.as_str());
+            user.into_iter().chain([t.agent_response.as_str()])
+        }));
         cased = turns
             .iter()
             .map(|t| match truecased(&t.user_message, &names) {

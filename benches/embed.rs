@@ -296,6 +296,7 @@ fn main() {
         recency: None,
         dense: 0,
         exhaustive: false,
+        related: None,
     };
     let hybrid = Ranking {
         keyword_weight: 0.5,
@@ -306,6 +307,7 @@ fn main() {
     // partition's probe misses of it, and what it saves.
     let full_scan = Ranking {
         exhaustive: true,
+        related: None,
         ..hybrid
     };
     // Two regimes, 300 rounds each: right after the message's embedding

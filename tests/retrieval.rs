@@ -254,12 +254,24 @@ async fn the_built_in_word_vectors_find_what_shares_no_word_with_the_question() 
         + report.topic_summaries;
     assert!(report.vectors <= summaries + report.facts, "{report:?}");
     Runtime::clone(&rt).shutdown().await?;
-    // On the hashing embedder the words alone do not find it.
+    // On the hashing embedder the question's own words do not find it ...
     let mut settings = Settings::for_test();
     settings.embed.kind = recall::engine::settings::EmbedKind::Hashing;
-    let hashing = memory_of(settings, detail).await?;
+    settings.context.retrieval_related_words = 0;
+    let hashing = memory_of(settings.clone(), detail).await?;
     let c = hashing.context("kairix", "mark", question, 2000).await?;
     assert!(!all_text(&c).contains("chain snapped"), "{}", all_text(&c));
+    Runtime::clone(&hashing).shutdown().await?;
+    // ... the words nearest them in meaning do ("bike" to "bicycle"),
+    // with no vector per item.
+    settings.context.retrieval_related_words = 10;
+    let related = memory_of(settings, detail).await?;
+    let c = related.context("kairix", "mark", question, 2000).await?;
+    assert!(
+        tier_text(&c, Tier::Retrieved).contains("chain snapped"),
+        "{}",
+        all_text(&c)
+    );
     Ok(())
 }
 

@@ -491,3 +491,23 @@ fn topic_thresholds_out_of_range_are_named_and_each_embedder_gets_its_own() {
     assert_eq!(r.topic_threshold_for(words.closeness()), 0.5);
     assert_eq!(r.topic_threshold_for(Closeness::Sentences), 0.7);
 }
+
+#[test]
+fn related_word_settings_out_of_range_are_named() {
+    for bad in ["0.0", "-0.5", "1.5", "nan"] {
+        expect_file_key_error(
+            &format!("[context]\nretrieval_related_similarity = {bad}\n"),
+            "context.retrieval_related_similarity",
+        );
+    }
+    expect_file_key_error(
+        "[context]\nretrieval_related_words = 100000\n",
+        "context.retrieval_related_words",
+    );
+    // off, and the tightest threshold, are accepted
+    let (_dir, path) = settings_file(
+        "[context]\nretrieval_related_words = 0\nretrieval_related_similarity = 1.0\n",
+    );
+    let s = load_from(Some(&path), no_env()).expect("valid");
+    assert_eq!(s.context.retrieval_related_words, 0);
+}

@@ -181,6 +181,22 @@ pub struct Ranking {
     /// Reads every admitted item's sign bits even where the index keeps a
     /// partition to probe (what the partition misses is measured so).
     pub exhaustive: bool,
+    /// Each query word also matches the words nearest it in meaning that
+    /// the index holds (by the built-in static word vectors): "What insect
+    /// am I allergic to?" finds "a wasp got me", "which city" the city's
+    /// name. `None` matches the query's own words only.
+    pub related: Option<RelatedWords>,
+}
+
+/// How a query's words are widened to the words near them in meaning.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RelatedWords {
+    /// At most this many per query word, the closest the index holds
+    /// (each weighted by its similarity, so it counts for less than the
+    /// word itself).
+    pub per_word: usize,
+    /// Only words at least this close (cosine of their static vectors).
+    pub min_similarity: f32,
 }
 
 /// The recency bonus: `weight` for an item from `now`, halving every
@@ -1142,17 +1158,55 @@ impl AgentIndex {
         let mut terms: Vec<String> = tokens(&q.text).collect();
         terms.sort();
         terms.dedup();
+        // The words asked, before the common ones are left out: a word no
+        // item holds, or one too common to rank by, may still have rare
+        // relatives ("insect" never said, "wasp" once).
+        let asked = terms.clone();
+        let most = if ranking.max_term_share < 1.0 {
+            (n * ranking.max_term_share).max(1.0)
+        } else {
+            n
+        };
+        let df = |t: &str| {
+            self.term_ids
+                .get(t)
+                .map_or(0.0, |&id| self.df[id as usize] as f32)
+        };
         if ranking.max_term_share < 1.0 {
-            let most = (n * ranking.max_term_share).max(1.0);
-            let df = |t: &String| {
-                self.term_ids
-                    .get(t.as_str())
-                    .map_or(0.0, |&id| self.df[id as usize] as f32)
-            };
             // A word no item holds says nothing about which words are rare.
             terms.retain(|t| df(t) > 0.0);
             if terms.iter().any(|t| df(t) <= most) {
                 terms.retain(|t| df(t) <= most);
+            }
+        }
+        // Each word counted at its weight: the query's own at 1, a related
+        // word at its similarity to the query's words, summed when it is
+        // near several ("hometown" to "city" and "live"), never above 1.
+        let mut weighted: Vec<(u32, f32)> = terms
+            .iter()
+            .filter_map(|t| Some((*self.term_ids.get(t.as_str())?, 1.0)))
+            .collect();
+        if let Some(rel) = ranking.related.filter(|r| r.per_word > 0) {
+            for t in &asked {
+                let near = crate::static_embed::related_stems(t, rel.min_similarity);
+                let held = near
+                    .iter()
+                    .filter_map(|r| {
+                        let s = r.stem();
+                        if asked.binary_search_by(|a| a.as_str().cmp(s)).is_ok() {
+                            return None;
+                        }
+                        let &id = self.term_ids.get(s)?;
+                        let df = self.df[id as usize] as f32;
+                        (df > 0.0 && df <= most).then_some((id, r.similarity))
+                    })
+                    .take(rel.per_word);
+                for (id, sim) in held {
+                    match weighted.iter_mut().find(|w| w.0 == id) {
+                        Some(w) => w.1 = (w.1 + sim).min(1.0),
+                        None => weighted.push((id, sim)),
+                    }
+                }
             }
         }
         // Scores accumulate in a per-thread buffer indexed by slot (every
@@ -1165,12 +1219,9 @@ impl AgentIndex {
                 acc.resize(self.docs.len(), 0.0);
             }
             let mut touched: Vec<u32> = Vec::new();
-            for t in &terms {
-                let Some(&id) = self.term_ids.get(t.as_str()) else {
-                    continue;
-                };
+            for &(id, weight) in &weighted {
                 let df = self.df[id as usize] as f32;
-                let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+                let idf = weight * (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
                 let timed = filter.timed();
                 for &(slot, tf) in &self.postings[id as usize] {
                     let Some(m) = self.slots.get(slot as usize) else {
@@ -1817,6 +1868,7 @@ mod tests {
     const RANK: Ranking = Ranking {
         dense: 0,
         exhaustive: false,
+        related: None,
         keyword_weight: 0.6,
         candidates: 200,
         max_term_share: 1.0,
@@ -1893,6 +1945,55 @@ mod tests {
                 .len(),
             1
         );
+    }
+
+    #[test]
+    fn a_query_word_finds_the_words_near_it_in_meaning() {
+        let mut ix = AgentIndex::default();
+        let wasp = summary(
+            "mark",
+            "Mark said a wasp stung him on the job.",
+            &["wasp"],
+            0,
+        );
+        let pasta = summary("mark", "Mark cooked pasta for dinner.", &["pasta"], 1);
+        let common = summary("mark", "Mark went for a walk.", &["walk"], 2);
+        for s in [&wasp, &pasta, &common] {
+            ix.put_summary(s, None);
+        }
+        let related = Ranking {
+            related: Some(RelatedWords {
+                per_word: 10,
+                min_similarity: 0.3,
+            }),
+            ..RANK
+        };
+        // "insect" is never said: alone it finds nothing
+        let q = query("Which insect am I allergic to?", Some("mark"));
+        assert!(ix.search(&q, None, RANK).is_empty());
+        let hits = ix.search(&q, None, related);
+        assert_eq!(
+            hits.first().map(|h| h.id),
+            Some(wasp.summary_id),
+            "{hits:?}"
+        );
+        assert!(hits.iter().all(|h| h.id != pasta.summary_id));
+        // a related word counts for less than the word itself
+        let own = ix.search(&query("wasp", Some("mark")), None, related);
+        assert!(hits[0].keyword_score < own[0].keyword_score);
+        // none wanted, none taken
+        let off = Ranking {
+            related: Some(RelatedWords {
+                per_word: 0,
+                min_similarity: 0.3,
+            }),
+            ..RANK
+        };
+        assert!(ix.search(&q, None, off).is_empty());
+        // another user's items stay theirs
+        assert!(ix
+            .search(&query("insect", Some("ada")), None, related)
+            .is_empty());
     }
 
     #[test]
@@ -2205,6 +2306,7 @@ mod tests {
         recency: None,
         dense: 5,
         exhaustive: false,
+        related: None,
     };
 
     /// Item `seed`'s vector, a little changed.

@@ -390,6 +390,17 @@ pub struct ContextSettings {
     /// the vector, once made, is kept for the next read of the message.
     #[serde(default = "default_query_embed_timeout_ms")]
     pub query_embed_timeout_ms: u64,
+    /// Each word of the message also matches up to this many of the words
+    /// the user's memory holds that are nearest it in meaning (by the
+    /// built-in static word vectors, whatever the embedder): "insect"
+    /// finds "wasp", "city" the city's name. 0 matches the message's own
+    /// words only.
+    #[serde(default = "default_retrieval_related_words")]
+    pub retrieval_related_words: usize,
+    /// How close a word must be to count as related (cosine of the static
+    /// vectors; a related word weighs its similarity).
+    #[serde(default = "default_retrieval_related_similarity")]
+    pub retrieval_related_similarity: f32,
 }
 
 impl Default for ContextSettings {
@@ -406,6 +417,8 @@ impl Default for ContextSettings {
             retrieval_half_life_days: default_retrieval_half_life_days(),
             retrieval_keyword_weight: default_retrieval_keyword_weight(),
             query_embed_timeout_ms: default_query_embed_timeout_ms(),
+            retrieval_related_words: default_retrieval_related_words(),
+            retrieval_related_similarity: default_retrieval_related_similarity(),
         }
     }
 }
@@ -424,6 +437,12 @@ fn default_retrieval_half_life_days() -> f32 {
 }
 fn default_retrieval_keyword_weight() -> f32 {
     0.5
+}
+fn default_retrieval_related_words() -> usize {
+    10
+}
+fn default_retrieval_related_similarity() -> f32 {
+    0.3
 }
 fn default_query_embed_timeout_ms() -> u64 {
     50
@@ -895,6 +914,19 @@ impl Settings {
             return Err(SettingsError {
                 key: "context.retrieval_half_life_days",
                 reason: format!("must be a positive number of days; got {h}"),
+            });
+        }
+        let r = self.context.retrieval_related_similarity;
+        if !(r > 0.0 && r <= 1.0) {
+            return Err(SettingsError {
+                key: "context.retrieval_related_similarity",
+                reason: format!("must be above 0 and at most 1; got {r}"),
+            });
+        }
+        if self.context.retrieval_related_words > crate::static_embed::RELATED_MAX {
+            return Err(SettingsError {
+                key: "context.retrieval_related_words",
+                reason: format!("at most {}", crate::static_embed::RELATED_MAX),
             });
         }
         if self.context.retrieval_candidates > 1000 {

@@ -33,6 +33,10 @@ struct Table {
     stems: HashMap<String, u32>,
     scales: Vec<f32>,
     values: Vec<i8>,
+    /// Each word's stem, and the length of its numbers (for cosines
+    /// between words).
+    row_stems: Vec<Box<str>>,
+    norms: Vec<f32>,
 }
 
 impl Table {
@@ -62,6 +66,8 @@ impl Table {
             stems: HashMap::with_capacity(count),
             scales: Vec::with_capacity(count),
             values: Vec::with_capacity(count * dims),
+            row_stems: Vec::with_capacity(count),
+            norms: Vec::with_capacity(count),
         };
         for i in 0..count as u32 {
             let len = *rest.get(at).ok_or_else(|| bad("cut short"))? as usize;
@@ -81,9 +87,17 @@ impl Table {
             let values = rest.get(at..at + dims).ok_or_else(|| bad("cut short"))?;
             at += dims;
             table.words.insert(word.into(), i);
-            table.stems.entry(stem(word)).or_insert(i);
+            let stemmed = stem(word);
+            table.stems.entry(stemmed.clone()).or_insert(i);
+            table.row_stems.push(stemmed.into());
             table.scales.push(scale);
             table.values.extend(values.iter().map(|b| *b as i8));
+            let norm = values
+                .iter()
+                .map(|b| (*b as i8 as f32).powi(2))
+                .sum::<f32>()
+                .sqrt();
+            table.norms.push(norm);
         }
         if at != rest.len() {
             return Err(bad("bytes after the last word"));
@@ -96,6 +110,50 @@ impl Table {
             .get(word)
             .or_else(|| self.stems.get(&stem(word)))
             .map(|&i| i as usize)
+    }
+
+    fn row_values(&self, row: usize) -> &[i8] {
+        &self.values[row * self.dims..(row + 1) * self.dims]
+    }
+
+    /// The stems of the words near a stem's word, closest first (see
+    /// [`related_stems`]).
+    fn related(&self, stem_: &str, min_similarity: f32) -> Vec<(u32, f32)> {
+        let Some(row) = self
+            .stems
+            .get(stem_)
+            .or_else(|| self.words.get(stem_))
+            .map(|&r| r as usize)
+        else {
+            return Vec::new();
+        };
+        let own = &self.row_stems[row];
+        let q = self.row_values(row);
+        let qn = self.norms[row];
+        if qn == 0.0 {
+            return Vec::new();
+        }
+        // One pass over the table in integers, over each stem's own word
+        // (its most frequent: "city" for "citi", not "cities").
+        let mut near: Vec<(f32, u32)> = (0..self.norms.len())
+            .filter_map(|j| {
+                let dot: i32 = q
+                    .iter()
+                    .zip(self.row_values(j))
+                    .map(|(a, b)| *a as i32 * *b as i32)
+                    .sum();
+                let sim = dot as f32 / (qn * self.norms[j]).max(f32::MIN_POSITIVE);
+                (sim >= min_similarity
+                    && self.row_stems[j] != *own
+                    && self.stems.get(&*self.row_stems[j]) == Some(&(j as u32)))
+                .then_some((sim, j as u32))
+            })
+            .collect();
+        near.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        near.into_iter()
+            .take(RELATED_MAX)
+            .map(|(sim, j)| (j, sim))
+            .collect()
     }
 
     fn vector(&self, text: &str) -> Vec<f32> {
@@ -126,6 +184,69 @@ impl Table {
         }
         v
     }
+}
+
+/// At most this many related words are kept per word.
+pub const RELATED_MAX: usize = 512;
+
+/// A word near another in meaning (see [`related_stems`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RelatedStem {
+    row: u32,
+    /// The cosine of the two words' static vectors.
+    pub similarity: f32,
+}
+
+impl RelatedStem {
+    /// The word's stem (the form the search index keys its words by).
+    pub fn stem(&self) -> &'static str {
+        match &*BUILTIN {
+            Ok(table) => table.row_stems.get(self.row as usize).map_or("", |s| &**s),
+            Err(_) => "",
+        }
+    }
+}
+
+/// Related words kept, by threshold and stem.
+type RelatedCache = HashMap<(u32, Box<str>), Arc<[RelatedStem]>>;
+
+static RELATED: LazyLock<std::sync::Mutex<RelatedCache>> =
+    LazyLock::new(|| std::sync::Mutex::new(HashMap::new()));
+
+/// How many words' related words are kept (at most [`RELATED_MAX`] of 8
+/// bytes each: 16 MiB at the very most); past it the kept set starts
+/// again.
+const RELATED_KEPT: usize = 4096;
+
+/// The words near a word in meaning, by the built-in table: those whose
+/// vectors lie within `min_similarity` (cosine) of the word's, closest
+/// first, one per stem, at most [`RELATED_MAX`], the word's own stem left
+/// out. "insect" gives "insects", "pest", "mosquito", … "wasp"; "city"
+/// gives "urban", "town", … and city names. `stem_` is a stem or a whole
+/// word; one the table lacks has none. Worked out once per word and
+/// threshold (one pass over the table's 21,719 words) and kept.
+pub fn related_stems(stem_: &str, min_similarity: f32) -> Arc<[RelatedStem]> {
+    let Ok(table) = BUILTIN.as_ref() else {
+        return Arc::from(Vec::new());
+    };
+    let key = (min_similarity.to_bits(), Box::<str>::from(stem_));
+    {
+        let kept = RELATED.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(found) = kept.get(&key) {
+            return found.clone();
+        }
+    }
+    let found: Arc<[RelatedStem]> = table
+        .related(stem_, min_similarity)
+        .into_iter()
+        .map(|(row, similarity)| RelatedStem { row, similarity })
+        .collect();
+    let mut kept = RELATED.lock().unwrap_or_else(|p| p.into_inner());
+    if kept.len() >= RELATED_KEPT {
+        kept.clear();
+    }
+    kept.insert(key, found.clone());
+    found
 }
 
 /// Static word vectors from the table built into the binary.
@@ -221,6 +342,40 @@ mod tests {
         // inflections meet through the stem; unknown words add nothing
         assert!(sim("bouldering", "boulder") > 0.99);
         assert!(e.vector("zzqx").iter().all(|x| *x == 0.0));
+    }
+
+    #[test]
+    fn related_words_are_the_nearest_in_meaning_as_stems() {
+        let near = related_stems("insect", 0.3);
+        let stems: Vec<&str> = near.iter().map(RelatedStem::stem).collect();
+        // a kind of insect, as the index keys it (a stem)
+        assert!(stems.contains(&"wasp"), "{stems:?}");
+        // the word itself, in any form, is not its own relative
+        assert!(!stems.iter().any(|s| *s == "insect"), "{stems:?}");
+        // closest first, each stem once, every one at the threshold
+        assert!(near.windows(2).all(|w| w[0].similarity >= w[1].similarity));
+        let mut unique = stems.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), stems.len());
+        assert!(near
+            .iter()
+            .all(|r| r.similarity >= 0.3 && r.similarity <= 1.0 + 1e-6));
+        assert!(near.len() <= RELATED_MAX);
+        // a stem finds the word ("citi" is how "city" is indexed)
+        let city: Vec<&str> = related_stems(&stem("city"), 0.3)
+            .iter()
+            .map(RelatedStem::stem)
+            .collect();
+        assert!(city.contains(&"urban"), "{city:?}");
+        // an unknown word has none; a higher threshold keeps fewer
+        assert!(related_stems("zzqx", 0.3).is_empty());
+        assert!(related_stems("insect", 0.6).len() < near.len());
+        // kept: the same answer the second time
+        assert!(Arc::ptr_eq(
+            &related_stems("insect", 0.3),
+            &related_stems("insect", 0.3)
+        ));
     }
 
     #[test]

@@ -159,6 +159,7 @@ fn a_word_no_item_holds_does_not_prune_the_others() {
     let r = Ranking {
         dense: 0,
         exhaustive: false,
+        related: None,
         keyword_weight: 1.0,
         candidates: 40,
         max_term_share: 0.2,

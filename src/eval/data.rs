@@ -54,11 +54,10 @@ const PERSONAS: &[(&str, &str)] = &[
     ("rosa.txt", include_str!("data/rosa.txt")),
     ("kiri.txt", include_str!("data/kiri.txt")),
     ("noreen.txt", include_str!("data/noreen.txt")),
-    ("holdout_gus.txt", include_str!("data/holdout_gus.txt")),
-    (
-        "holdout_cornelia.txt",
-        include_str!("data/holdout_cornelia.txt"),
-    ),
+    ("gus.txt", include_str!("data/gus.txt")),
+    ("cornelia.txt", include_str!("data/cornelia.txt")),
+    ("holdout_benji.txt", include_str!("data/holdout_benji.txt")),
+    ("holdout_jinty.txt", include_str!("data/holdout_jinty.txt")),
 ];
 
 /// The small-talk pools, compiled in.
@@ -67,6 +66,7 @@ const POOLS: &[(&str, &str)] = &[
     ("talk_holdout.txt", include_str!("data/talk_holdout.txt")),
     ("talk_holdout2.txt", include_str!("data/talk_holdout2.txt")),
     ("talk_holdout3.txt", include_str!("data/talk_holdout3.txt")),
+    ("talk_holdout4.txt", include_str!("data/talk_holdout4.txt")),
 ];
 
 /// A data file that cannot be read.

@@ -25,7 +25,7 @@ use recall_actors::embed::StoredVector;
 use recall_actors::model::{
     BlockLabel, ConversationSummary, ConversationTurn, MemoryBlock, SummaryType,
 };
-use recall_actors::search::{DocKind, Ranking, Recency, SearchQuery, TurnRef};
+use recall_actors::search::{DocKind, Ranking, Recency, RelatedWords, SearchQuery, TurnRef};
 use recall_actors::session::SessionMsg;
 use recall_actors::store::{ContextSources, StoreError, StoreMsg};
 use recall_actors::watchdog::{render_context, topic_order, Hierarchy};
@@ -638,6 +638,10 @@ impl Runtime {
                     },
                     dense: if vector.is_some() { limit } else { 0 },
                     exhaustive: false,
+                    related: Some(RelatedWords {
+                        per_word: settings.retrieval_related_words,
+                        min_similarity: settings.retrieval_related_similarity,
+                    }),
                     candidates: limit,
                     // A word in more than a tenth of the agent's items
                     // (said in passing in many calls) ranks little and

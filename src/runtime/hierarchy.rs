@@ -164,6 +164,7 @@ impl Runtime {
                 0
             },
             exhaustive: false,
+            related: None,
         };
         let mut hits = {
             let ix = index.read().unwrap_or_else(|p| p.into_inner());

@@ -647,12 +647,13 @@ impl Filler<'_> {
 /// Retrieved items come first, in rank order, within their share of the
 /// budget. Then the other tiers, most important first: facts (newest
 /// extracted first), blocks (most essential first), turns (newest first),
-/// summaries (newest first), skipping what retrieval already shows. An
-/// item that does not fit is skipped, or cut at a sentence boundary to
-/// fill the room left (facts are never cut), and the walk goes on, so a
-/// long item never ends the selection. What room is left then takes the
-/// remaining retrieved items. Linear in the items; copies only handles,
-/// and the text of the few items cut.
+/// the remaining retrieved items (what the message found is worth more
+/// to its answer than a summary it did not find), summaries (newest
+/// first), skipping what retrieval already shows. An item that does not
+/// fit is skipped, or cut at a sentence boundary to fill the room left
+/// (facts are never cut), and the walk goes on, so a long item never
+/// ends the selection. Linear in the items; copies only handles, and the
+/// text of the few items cut.
 pub fn select(
     sel: &Selection<'_>,
     counter: &dyn TokenCounter,
@@ -745,22 +746,11 @@ pub fn select(
         }
     }
     let summary_items: Vec<&ContextItem> = sel.summaries.iter().flat_map(|c| c.iter()).collect();
-    let mut summaries: Vec<Option<ContextItem>> = vec![None; summary_items.len()];
-    for (slot, it) in summaries.iter_mut().zip(&summary_items).rev() {
-        let also = also_retrieved(&it.source);
-        if also && taken.contains(&it.source) {
-            continue;
-        }
-        match f.place(it, it.source, true, &mut room) {
-            Placed::Whole => *slot = Some((*it).clone()),
-            Placed::Cut(c) => *slot = Some(c),
-            Placed::Left => continue,
-        }
-        if also {
-            taken.insert(it.source);
-        }
-    }
-    // What the other tiers left: the rest of the retrieved items.
+    // What the facts, blocks and turns left: the rest of the retrieved
+    // items, then the summaries. What the message found is worth more to
+    // its answer than a summary it did not find (the user's latest calls
+    // are in the `background_context` block already); a message that
+    // retrieves nothing leaves the room to the summaries.
     for (slot, r) in retrieved.iter_mut().zip(sel.retrieved) {
         if slot.is_some() || taken.contains(&r.item.source) {
             continue;
@@ -776,6 +766,21 @@ pub fn select(
         }
     }
 
+    let mut summaries: Vec<Option<ContextItem>> = vec![None; summary_items.len()];
+    for (slot, it) in summaries.iter_mut().zip(&summary_items).rev() {
+        let also = also_retrieved(&it.source);
+        if also && taken.contains(&it.source) {
+            continue;
+        }
+        match f.place(it, it.source, true, &mut room) {
+            Placed::Whole => *slot = Some((*it).clone()),
+            Placed::Cut(c) => *slot = Some(c),
+            Placed::Left => continue,
+        }
+        if also {
+            taken.insert(it.source);
+        }
+    }
     // What was left out whole, lowest priority first (cut items were
     // reported as they were cut).
     let mut trimmed = std::mem::take(&mut f.trimmed);

@@ -38,7 +38,9 @@
 //! Prints every figure (mean, p50, p99; max for writes) and the ratios, then
 //! runs the criterion group. Run with `cargo bench --bench retrieval`.
 //! With `RETRIEVAL_EMBED=static` it runs on the static word vectors
-//! (every turn gets a vector, retrieval ranks by words and vectors).
+//! (every turn gets a vector, retrieval ranks by words and vectors); with
+//! `RETRIEVAL_RELATED_WORDS=0`, without related words (the baseline of
+//! what they cost).
 //! With `RETRIEVAL_PROFILE_SECS=n` it only fills, then runs the miss path
 //! with a message in a loop for n seconds (for a profiler to attach to the
 //! printed pid) and exits; with `RETRIEVAL_PROFILE_PATH=hit` as well, the
@@ -654,12 +656,14 @@ fn main() {
         .build()
         .expect("tokio runtime");
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut builder = RuntimeBuilder::new(dir.path());
+    let mut settings = recall::Settings::default();
     if std::env::var("RETRIEVAL_EMBED").as_deref() == Ok("static") {
-        let mut settings = recall::Settings::default();
         settings.embed.kind = recall::engine::settings::EmbedKind::Static;
-        builder = builder.settings(settings);
     }
+    if let Ok(n) = std::env::var("RETRIEVAL_RELATED_WORDS") {
+        settings.context.retrieval_related_words = n.parse().expect("a count");
+    }
+    let builder = RuntimeBuilder::new(dir.path()).settings(settings);
     let rt = tokio.block_on(builder.start()).expect("runtime start");
     let flush_window = rt.settings().store.flush_interval_ms;
     let started = Instant::now();

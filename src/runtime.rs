@@ -278,6 +278,14 @@ impl RuntimeBuilder {
             }
             (None, EmbedKind::Local) => local_embedder(&self.settings.embed.local).await?,
         };
+        // Related words (retrieval) read the built-in word table: parsed
+        // now, once per process, not in the first read that asks.
+        if self.settings.context.retrieval_related_words > 0 {
+            tokio::task::spawn_blocking(StaticEmbed::builtin)
+                .await
+                .map_err(|e| StartupError::Embedder(EmbedError::Failed(e.to_string())))?
+                .map_err(StartupError::Embedder)?;
+        }
         let rollup_prompts =
             Arc::new(
                 RollupPrompts::builtin().map_err(|source| StartupError::Prompt {

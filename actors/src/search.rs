@@ -197,6 +197,9 @@ pub struct RelatedWords {
     pub per_word: usize,
     /// Only words at least this close (cosine of their static vectors).
     pub min_similarity: f32,
+    /// The related words are taken rarest first while the items holding
+    /// them number at most this many in all: a cap on what they cost.
+    pub max_postings: usize,
 }
 
 /// The recency bonus: `weight` for an item from `now`, halving every
@@ -1187,6 +1190,7 @@ impl AgentIndex {
             .filter_map(|t| Some((*self.term_ids.get(t.as_str())?, 1.0)))
             .collect();
         if let Some(rel) = ranking.related.filter(|r| r.per_word > 0) {
+            let own = weighted.len();
             for t in &asked {
                 let near = crate::static_embed::related_stems(t, rel.min_similarity);
                 let held = near
@@ -1202,12 +1206,27 @@ impl AgentIndex {
                     })
                     .take(rel.per_word);
                 for (id, sim) in held {
-                    match weighted.iter_mut().find(|w| w.0 == id) {
+                    match weighted[own..].iter_mut().find(|w| w.0 == id) {
                         Some(w) => w.1 = (w.1 + sim).min(1.0),
                         None => weighted.push((id, sim)),
                     }
                 }
             }
+            // Rarest first, while their postings stay within the budget:
+            // a related word as common as "day" says little and costs the
+            // most (each of its items is scored).
+            let related = &mut weighted[own..];
+            related.sort_by_key(|&(id, _)| (self.df[id as usize], id));
+            let mut postings = 0usize;
+            let mut admitted = 0;
+            for &(id, _) in related.iter() {
+                postings += self.df[id as usize] as usize;
+                if postings > rel.max_postings {
+                    break;
+                }
+                admitted += 1;
+            }
+            weighted.truncate(own + admitted);
         }
         // Scores accumulate in a per-thread buffer indexed by slot (every
         // term adds a positive amount, so zero means untouched), cleared
@@ -1965,6 +1984,7 @@ mod tests {
             related: Some(RelatedWords {
                 per_word: 10,
                 min_similarity: 0.3,
+                max_postings: 10_000,
             }),
             ..RANK
         };
@@ -1986,6 +2006,7 @@ mod tests {
             related: Some(RelatedWords {
                 per_word: 0,
                 min_similarity: 0.3,
+                max_postings: 10_000,
             }),
             ..RANK
         };
@@ -1994,6 +2015,39 @@ mod tests {
         assert!(ix
             .search(&query("insect", Some("ada")), None, related)
             .is_empty());
+        // related words are taken rarest first, within the postings cap:
+        // "mosquito" in four items does not fit a cap of three, "wasp" does
+        let mosquitoes: Vec<ConversationSummary> = (0..4)
+            .map(|i| {
+                summary(
+                    "mark",
+                    "Mark swatted a mosquito in the kitchen.",
+                    &["mosquito"],
+                    10 + i,
+                )
+            })
+            .collect();
+        for b in &mosquitoes {
+            ix.put_summary(b, None);
+        }
+        let uncapped = ix.search(&q, None, related);
+        assert!(
+            uncapped.iter().any(|h| h.id == mosquitoes[0].summary_id),
+            "{uncapped:?}"
+        );
+        let capped = Ranking {
+            related: related.related.map(|r| RelatedWords {
+                max_postings: 3,
+                ..r
+            }),
+            ..RANK
+        };
+        let hits = ix.search(&q, None, capped);
+        assert_eq!(
+            hits.iter().map(|h| h.id).collect::<Vec<_>>(),
+            [wasp.summary_id],
+            "{hits:?}"
+        );
     }
 
     #[test]

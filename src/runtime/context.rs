@@ -641,6 +641,7 @@ impl Runtime {
                     related: Some(RelatedWords {
                         per_word: settings.retrieval_related_words,
                         min_similarity: settings.retrieval_related_similarity,
+                        max_postings: RELATED_POSTINGS,
                     }),
                     candidates: limit,
                     // A word in more than a tenth of the agent's items
@@ -809,6 +810,12 @@ impl Runtime {
         }
     }
 }
+
+/// What the related words of a message may cost: the items holding them,
+/// in all, the rarest words taken first (no question of the answer-recall
+/// set reaches it; at 100,000 turns it keeps their cost to a fraction of
+/// the read's).
+const RELATED_POSTINGS: usize = 5_000;
 
 /// How a context is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

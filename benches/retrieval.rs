@@ -816,7 +816,8 @@ fn main() {
         "money",
         "weather",
     ];
-    let related = |w: &str| recall::engine::static_embed::related_stems(w, 0.3).len();
+    let threshold = rt.settings().context.retrieval_related_similarity;
+    let related = |w: &str| recall::engine::static_embed::related_stems(w, threshold).len();
     let mut first = Vec::with_capacity(words.len());
     let mut again = Vec::with_capacity(words.len());
     for w in words {

@@ -403,7 +403,7 @@ fn names_written<'a>(texts: impl Iterator<Item = &'a str>) -> HashSet<String> {
 /// and "a bad mark") is capitalized as a word too: the rules still need a
 /// name's place in a sentence ("my dog is called …") to read it.
 fn truecased(message: &str, names: &HashSet<String>) -> Option<String> {
-    if message.chars().any(char::is_uppercase) {
+    if has_capitals(message) {
         return None;
     }
     let mut out = String::with_capacity(message.len());
@@ -418,6 +418,11 @@ fn truecased(message: &str, names: &HashSet<String>) -> Option<String> {
         }
     }
     Some(out)
+}
+
+/// Whether a message has a capital letter anywhere.
+fn has_capitals(message: &str) -> bool {
+    message.chars().any(char::is_uppercase)
 }
 
 /// [`truecased`] of a run of text without spaces, into `out`.
@@ -448,7 +453,6 @@ fn truecase_words(message: &str, names: &HashSet<String>, out: &mut String) {
 
 /// The reflection JSON for a session's turns.
 pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
-    let has_capitals = |m: &str| m.chars().any(char::is_uppercase);
     let cased: Vec<ConversationTurn>;
     let turns = if turns.iter().any(|t| !has_capitals(&t.user_message)) {
         // What a caseless message would have capitalized, from how the

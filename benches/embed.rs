@@ -297,6 +297,7 @@ fn main() {
         dense: 0,
         exhaustive: false,
         related: None,
+        distinct: false,
     };
     let hybrid = Ranking {
         keyword_weight: 0.5,
@@ -308,6 +309,7 @@ fn main() {
     let full_scan = Ranking {
         exhaustive: true,
         related: None,
+        distinct: false,
         ..hybrid
     };
     // Two regimes, 300 rounds each: right after the message's embedding

@@ -317,3 +317,62 @@ async fn a_retrieved_reply_comes_with_the_turn_before_it() -> Res {
     assert_eq!(retrieved.matches("oona rang").count(), 1, "{retrieved}");
     Ok(())
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_to_the_agents_question_comes_with_the_hit_that_asked_it() -> Res {
+    // "Which one?" is asked by the agent, the name is the user's next turn:
+    // the two are one statement and come together, ahead of weaker hits,
+    // when the budget holds only a few (the whole budget to retrieval, and
+    // an answer too long to fit in what the hits leave). On words alone,
+    // so that nothing but the question brings the name.
+    let mut settings = Settings::for_test();
+    settings.embed.kind = recall::engine::settings::EmbedKind::Hashing;
+    settings.context.retrieval_share = 1.0;
+    let rt = TestRuntime::start_full(settings, Arc::new(ExtractiveReflect)).await?;
+    rt.start_session("kairix", "mark", "c0").await?;
+    rt.record_turn(
+        "c0",
+        "I had brunch with my oldest friend today",
+        "Oh lovely! Which one?",
+    )?;
+    rt.record_turn(
+        "c0",
+        "Priyanka. Since we were four. She still steals my chips at every single dinner and still denies it with a straight face, every time",
+        "Ha, a classic.",
+    )?;
+    rt.end_session("c0")?;
+    settle(&rt).await;
+    // Other calls about an old friend, each in other words and at length,
+    // among small talk: more hits than the budget holds.
+    let places = ["harbour", "market", "station", "park", "museum", "hotel"];
+    let waits = ["twenty", "thirty", "forty", "fifty", "ninety"];
+    for i in 0..40 {
+        days(1).await;
+        let conn = format!("c{}", i + 1);
+        let line = if i % 3 == 0 {
+            format!(
+                "My oldest friend near the {} said the queue went round the corner and the eggs took {} minutes, call {i}",
+                places[i % places.len()],
+                waits[i % waits.len()],
+            )
+        } else {
+            CHATTER[i % CHATTER.len()].to_string()
+        };
+        call(&rt, "mark", &conn, &[line.as_str()]).await?;
+    }
+    let c = rt
+        .context("kairix", "mark", "Who's my oldest friend?", 150)
+        .await?;
+    let retrieved = tier_text(&c, Tier::Retrieved);
+    assert!(
+        retrieved.contains("brunch with my oldest friend"),
+        "{}",
+        all_text(&c)
+    );
+    assert!(retrieved.contains("Priyanka"), "{}", all_text(&c));
+    // the agent's question is shown with the turn that asked it
+    assert!(retrieved.contains("Which one?"), "{retrieved}");
+    // an answer that asks nothing is not
+    assert!(!retrieved.contains("classic"), "{retrieved}");
+    Ok(())
+}

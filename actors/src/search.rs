@@ -16,6 +16,7 @@
 //! touches only the postings of its words.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, LazyLock, Mutex, RwLock};
 
 use chrono::{DateTime, Utc};
@@ -186,6 +187,11 @@ pub struct Ranking {
     /// am I allergic to?" finds "a wasp got me", "which city" the city's
     /// name. `None` matches the query's own words only.
     pub related: Option<RelatedWords>,
+    /// Items with the same words as a better-ranked one (a line said in
+    /// many calls, "the neighbour's dog barked all night") take one place
+    /// among the candidates, the newest copy's, instead of crowding out
+    /// what was said once.
+    pub distinct: bool,
 }
 
 /// How a query's words are widened to the words near them in meaning.
@@ -274,6 +280,9 @@ struct Doc {
     text: Arc<str>,
     vector: Option<Quantized>,
     turn: Option<TurnRef>,
+    /// A hash of its words in order (the same for two items that say the
+    /// same thing, whatever their case and punctuation).
+    words: u64,
 }
 
 /// A vector kept in a quarter of the memory: one signed byte per number
@@ -514,6 +523,9 @@ const NO_CODE: u8 = u8::MAX;
 const COARSE_FACTOR: usize = 32;
 /// Kept by all the bits per item asked for.
 const SHORTLIST_FACTOR: usize = 4;
+/// How far past the candidates wanted [`Ranking::distinct`] looks for
+/// items that are not repeats.
+const REPEATS_WIDEN: usize = 4;
 
 fn split_code(code: [u64; CODE_WORDS]) -> ([u64; HEAD_WORDS], [u64; TAIL_WORDS]) {
     let mut head = [0; HEAD_WORDS];
@@ -850,6 +862,7 @@ impl AgentIndex {
                 text: s.to_archival_text().into(),
                 vector: quantized,
                 turn: None,
+                words: 0,
             },
             &body,
         );
@@ -871,6 +884,7 @@ impl AgentIndex {
                 text: fact_text(f).into(),
                 vector: quantized,
                 turn: None,
+                words: 0,
             },
             &f.content,
         );
@@ -927,6 +941,7 @@ impl AgentIndex {
                     text: NO_TEXT.clone(),
                     vector,
                     turn: Some(r),
+                    words: 0,
                 },
                 &body,
             );
@@ -1016,12 +1031,15 @@ impl AgentIndex {
         self.remove(doc.id);
         let mut tf: HashMap<String, u16> = HashMap::new();
         let mut len = 0u32;
+        let mut words = std::hash::DefaultHasher::new();
         for t in tokens(body) {
             len += 1;
+            t.hash(&mut words);
             let n = tf.entry(t).or_insert(0);
             *n = n.saturating_add(1);
         }
         doc.len = len;
+        doc.words = words.finish();
         let slot = self.docs.len() as u32;
         let mut terms = Vec::with_capacity(tf.len());
         for (t, n) in tf {
@@ -1054,6 +1072,26 @@ impl AgentIndex {
         self.docs.push(Some(doc));
         self.live += 1;
         self.total_len += len as u64;
+    }
+
+    /// The `keep` best of `cands` (score, slot) with different words: of
+    /// items that say the same, the best scored, the newest on a tie
+    /// (the later slot). Looked for among the `keep * REPEATS_WIDEN` best.
+    fn distinct_best(&self, cands: &mut Vec<(f32, u32)>, keep: usize) {
+        let wide = keep.saturating_mul(REPEATS_WIDEN);
+        let order = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1));
+        if cands.len() > wide {
+            cands.select_nth_unstable_by(wide - 1, order);
+            cands.truncate(wide);
+        }
+        cands.sort_unstable_by(order);
+        let mut seen = HashSet::with_capacity(keep);
+        let mut kept = 0;
+        cands.retain(|&(_, slot)| {
+            let fresh = kept < keep && self.doc(slot).is_some_and(|d| seen.insert(d.words));
+            kept += usize::from(fresh);
+            fresh
+        });
     }
 
     pub fn remove(&mut self, id: Uuid) {
@@ -1375,7 +1413,9 @@ impl AgentIndex {
         } else {
             let mut cands = scores;
             let keep = ranking.candidates.max(q.limit);
-            if cands.len() > keep {
+            if ranking.distinct {
+                self.distinct_best(&mut cands, keep);
+            } else if cands.len() > keep {
                 cands.select_nth_unstable_by(keep - 1, |a, b| {
                     b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
                 });
@@ -1888,6 +1928,7 @@ mod tests {
         dense: 0,
         exhaustive: false,
         related: None,
+        distinct: false,
         keyword_weight: 0.6,
         candidates: 200,
         max_term_share: 1.0,
@@ -2268,6 +2309,57 @@ mod tests {
     }
 
     #[test]
+    fn a_line_said_in_many_calls_takes_one_candidate_place() {
+        let mut ix = AgentIndex::default();
+        let at = DateTime::<Utc>::from_timestamp(1_790_000_000, 0).unwrap();
+        let turn = |u: &str| ConversationTurn {
+            user_message: u.into(),
+            agent_response: "Oh no.".into(),
+            timestamp: at,
+        };
+        // the same small talk in six calls (case and punctuation aside),
+        // then the detail, said once, in longer words
+        for i in 0..6u128 {
+            let line = if i % 2 == 0 {
+                "The neighbours' dog barked all night."
+            } else {
+                "the neighbours dog barked all night"
+            };
+            ix.put_turns("mark", Uuid::from_u128(i), &[(0, turn(line))]);
+        }
+        let once = Uuid::from_u128(100);
+        ix.put_turns(
+            "mark",
+            once,
+            &[(
+                0,
+                turn("Our dog is a beagle called Rusty, he is five this spring"),
+            )],
+        );
+        let mut q = query("my dog", Some("mark"));
+        q.kinds = vec![DocKind::Turn];
+        q.limit = 2;
+        let few = Ranking {
+            candidates: 2,
+            ..RANK
+        };
+        // without: the repeats fill every place
+        let hits = ix.search(&q, None, few);
+        assert!(hits.iter().all(|h| h.turn.unwrap().session_id != once));
+        // with: one place for the line, the newest copy, and one for the detail
+        let hits = ix.search(
+            &q,
+            None,
+            Ranking {
+                distinct: true,
+                ..few
+            },
+        );
+        let sessions: Vec<Uuid> = hits.iter().map(|h| h.turn.unwrap().session_id).collect();
+        assert_eq!(sessions, vec![Uuid::from_u128(5), once], "{hits:?}");
+    }
+
+    #[test]
     fn no_keyword_match_falls_back_to_similarity() {
         let mut ix = AgentIndex::default();
         let a = summary(
@@ -2361,6 +2453,7 @@ mod tests {
         dense: 5,
         exhaustive: false,
         related: None,
+        distinct: false,
     };
 
     /// Item `seed`'s vector, a little changed.

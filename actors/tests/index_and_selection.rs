@@ -160,6 +160,7 @@ fn a_word_no_item_holds_does_not_prune_the_others() {
         dense: 0,
         exhaustive: false,
         related: None,
+        distinct: false,
         keyword_weight: 1.0,
         candidates: 40,
         max_term_share: 0.2,

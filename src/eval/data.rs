@@ -58,6 +58,11 @@ const PERSONAS: &[(&str, &str)] = &[
     ("cornelia.txt", include_str!("data/cornelia.txt")),
     ("holdout_benji.txt", include_str!("data/holdout_benji.txt")),
     ("holdout_jinty.txt", include_str!("data/holdout_jinty.txt")),
+    (
+        "holdout_lorcan.txt",
+        include_str!("data/holdout_lorcan.txt"),
+    ),
+    ("holdout_bogna.txt", include_str!("data/holdout_bogna.txt")),
 ];
 
 /// The small-talk pools, compiled in.
@@ -67,6 +72,7 @@ const POOLS: &[(&str, &str)] = &[
     ("talk_holdout2.txt", include_str!("data/talk_holdout2.txt")),
     ("talk_holdout3.txt", include_str!("data/talk_holdout3.txt")),
     ("talk_holdout4.txt", include_str!("data/talk_holdout4.txt")),
+    ("talk_holdout5.txt", include_str!("data/talk_holdout5.txt")),
 ];
 
 /// A data file that cannot be read.

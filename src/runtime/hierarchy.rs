@@ -165,6 +165,7 @@ impl Runtime {
             },
             exhaustive: false,
             related: None,
+            distinct: false,
         };
         let mut hits = {
             let ix = index.read().unwrap_or_else(|p| p.into_inner());

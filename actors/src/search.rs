@@ -361,7 +361,10 @@ fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
 pub struct AgentIndex {
     docs: Vec<Option<Doc>>,
     by_id: HashMap<Uuid, u32>,
-    term_ids: HashMap<Box<str>, u32>,
+    /// Hashed by foldhash, seeded at random per index: a query looks up
+    /// each of its words and each of their related words (thousands), and
+    /// SipHash made those the search's largest cost after the postings.
+    term_ids: HashMap<Box<str>, u32, foldhash::fast::RandomState>,
     /// Per term: (document slot, term frequency).
     postings: Vec<Vec<(u32, u16)>>,
     /// Per term: live documents holding it.
@@ -1229,16 +1232,21 @@ impl AgentIndex {
             .collect();
         if let Some(rel) = ranking.related.filter(|r| r.per_word > 0) {
             let own = weighted.len();
+            // The asked words the index holds, by number (a related word
+            // that is one of them counts as itself, once).
+            let asked_ids: Vec<u32> = asked
+                .iter()
+                .filter_map(|t| self.term_ids.get(t.as_str()).copied())
+                .collect();
             for t in &asked {
                 let near = crate::static_embed::related_stems(t, rel.min_similarity);
                 let held = near
                     .iter()
                     .filter_map(|r| {
-                        let s = r.stem();
-                        if asked.binary_search_by(|a| a.as_str().cmp(s)).is_ok() {
+                        let &id = self.term_ids.get(r.stem())?;
+                        if asked_ids.contains(&id) {
                             return None;
                         }
-                        let &id = self.term_ids.get(s)?;
                         let df = self.df[id as usize] as f32;
                         (df > 0.0 && df <= most).then_some((id, r.similarity))
                     })

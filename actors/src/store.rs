@@ -483,25 +483,24 @@ impl Trees {
     }
 
     /// The stored turns of a session from `seq - 1` to `seq + 1`, in order,
-    /// each with its number: one walk of the tree instead of three
-    /// look-ups, for a retrieved turn and the turns either side of it.
+    /// each with its number: a retrieved turn and the turns either side of
+    /// it. Three point reads: a range would copy the whole leaf it starts
+    /// in (every key of it), which costs more than the three turns.
     pub fn turns_around(
         &self,
         id: Uuid,
         seq: u32,
     ) -> Result<Vec<(u32, ConversationTurn)>, StoreError> {
-        let from = keys::turn(id, seq.saturating_sub(1));
-        let to = keys::turn(id, seq.saturating_add(1));
         let mut out = Vec::with_capacity(3);
-        for item in self.turns.range(from..=to) {
-            let (k, v) = item?;
-            // Every key of the range is a turn key: the session's 16 bytes
-            // and a big-endian sequence number.
-            let Some(n) = k.get(16..20).and_then(|b| <[u8; 4]>::try_from(b).ok()) else {
-                continue;
-            };
-            if let Some(t) = self.decode(keys::TREE_TURNS, &k, &v) {
-                out.push((u32::from_be_bytes(n), t));
+        for n in [seq.checked_sub(1), Some(seq), seq.checked_add(1)]
+            .into_iter()
+            .flatten()
+        {
+            let k = keys::turn(id, n);
+            if let Some(v) = self.turns.get(k)? {
+                if let Some(t) = self.decode(keys::TREE_TURNS, &k, &v) {
+                    out.push((n, t));
+                }
             }
         }
         Ok(out)

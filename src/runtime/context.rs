@@ -874,22 +874,28 @@ struct Ask<'a> {
 }
 
 /// What a turn's exchange says, as a key: its words (the user's, then
-/// the agent's) lowercased, spacing ignored. Hashed as it is read:
-/// two different exchanges share a key with odds of one in 2^64.
+/// the agent's) lowercased, spacing ignored, hashed: two different
+/// exchanges share a key with odds of one in 2^64.
 fn exchange_key(t: &ConversationTurn) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    // The words in one buffer, hashed once (a hash per character costs
+    // more than the rest of a retrieved turn).
+    let mut words = String::with_capacity(t.user_message.len() + t.agent_response.len() + 1);
     for w in t
         .user_message
         .split_whitespace()
         .chain(t.agent_response.split_whitespace())
     {
-        for c in w.chars().flat_map(char::to_lowercase) {
-            c.hash(&mut h);
+        if w.is_ascii() {
+            let from = words.len();
+            words.push_str(w);
+            words[from..].make_ascii_lowercase();
+        } else {
+            words.extend(w.chars().flat_map(char::to_lowercase));
         }
-        ' '.hash(&mut h);
+        words.push(' ');
     }
-    h.finish()
+    BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(&words)
 }
 
 /// Whether the agent's answer asks the user something (what the user's

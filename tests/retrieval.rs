@@ -338,7 +338,7 @@ async fn an_answer_to_the_agents_question_comes_with_the_hit_that_asked_it() -> 
     rt.record_turn(
         "c0",
         "Priyanka. Since we were four. She still steals my chips at every single dinner and still denies it with a straight face, every time",
-        "Ha, a classic.",
+        "Ha, a classic. Friends since 1994, then!",
     )?;
     rt.end_session("c0")?;
     settle(&rt).await;
@@ -372,7 +372,8 @@ async fn an_answer_to_the_agents_question_comes_with_the_hit_that_asked_it() -> 
     assert!(retrieved.contains("Priyanka"), "{}", all_text(&c));
     // the agent's question is shown with the turn that asked it
     assert!(retrieved.contains("Which one?"), "{retrieved}");
-    // an answer that asks nothing is not
+    // of an answer that asks nothing, only what says a number back
+    assert!(retrieved.contains("Friends since 1994"), "{retrieved}");
     assert!(!retrieved.contains("classic"), "{retrieved}");
     Ok(())
 }

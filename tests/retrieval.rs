@@ -361,7 +361,7 @@ async fn an_answer_to_the_agents_question_comes_with_the_hit_that_asked_it() -> 
         call(&rt, "mark", &conn, &[line.as_str()]).await?;
     }
     let c = rt
-        .context("kairix", "mark", "Who's my oldest friend?", 150)
+        .context("kairix", "mark", "Who's my oldest friend?", 260)
         .await?;
     let retrieved = tier_text(&c, Tier::Retrieved);
     assert!(

@@ -280,8 +280,9 @@ struct Doc {
     text: Arc<str>,
     vector: Option<Quantized>,
     turn: Option<TurnRef>,
-    /// A hash of its words in order (the same for two items that say the
-    /// same thing, whatever their case and punctuation).
+    /// A hash of its indexed words in order (stems, stopwords left out):
+    /// the same for two items that say the same thing, whatever their
+    /// case and punctuation.
     words: u64,
 }
 

@@ -2278,15 +2278,19 @@ mod tests {
         assert!(IRREGULAR.windows(2).all(|w| w[0].0 < w[1].0), "sorted");
     }
 
+    /// A turn of the user's words and the agent's answer, at a fixed time.
+    fn said(user: &str, agent: &str) -> ConversationTurn {
+        ConversationTurn {
+            user_message: user.into(),
+            agent_response: agent.into(),
+            timestamp: DateTime::<Utc>::from_timestamp(1_790_000_000, 0).unwrap(),
+        }
+    }
+
     #[test]
     fn turns_are_searched_when_asked_for_and_leave_with_their_user() {
         let mut ix = AgentIndex::default();
-        let at = DateTime::<Utc>::from_timestamp(1_790_000_000, 0).unwrap();
-        let turn = |u: &str| ConversationTurn {
-            user_message: u.into(),
-            agent_response: "Noted.".into(),
-            timestamp: at,
-        };
+        let turn = |u: &str| said(u, "Noted.");
         let s1 = Uuid::from_u128(1);
         let s2 = Uuid::from_u128(2);
         ix.put_turns(
@@ -2320,12 +2324,7 @@ mod tests {
     #[test]
     fn a_line_said_in_many_calls_takes_one_candidate_place() {
         let mut ix = AgentIndex::default();
-        let at = DateTime::<Utc>::from_timestamp(1_790_000_000, 0).unwrap();
-        let turn = |u: &str| ConversationTurn {
-            user_message: u.into(),
-            agent_response: "Oh no.".into(),
-            timestamp: at,
-        };
+        let turn = |u: &str| said(u, "Oh no.");
         // the same small talk in six calls (case and punctuation aside),
         // then the detail, said once, in longer words
         for i in 0..6u128 {

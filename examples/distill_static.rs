@@ -8,10 +8,18 @@
 //! per word. A text's vector is then the sum of its words' vectors:
 //! meaning learned by the model, at the cost of a table look-up.
 //!
+//! The model's vocabulary alone misses everyday words it splits into
+//! pieces ("cilantro", "terrier", "decaf"). A word-frequency list (one
+//! `word count` per line, most frequent first; `scripts/fetch-words`
+//! fetches SymSpell's English list) adds them: the table's words are then
+//! the list's, in its order, one per stem (the most frequent form), then
+//! the model's whole words the list lacks.
+//!
 //! ```text
-//! scripts/fetch-model
+//! scripts/fetch-model && scripts/fetch-words
 //! cargo run --release --features local-embed --example distill_static -- \
-//!     target/models/all-MiniLM-L6-v2 actors/data/static-words.bin 256
+//!     target/models/all-MiniLM-L6-v2 actors/data/static-words.bin 256 \
+//!     target/words/frequency_dictionary_en_82_765.txt
 //! ```
 //!
 //! The file: `RCSW1\n`, then little-endian `u32` dimensions and `u32`
@@ -20,15 +28,17 @@
 
 use std::io::Write;
 
+use recall::engine::search::stem;
 use recall::engine::settings::LocalEmbedSettings;
 use recall::local_embed::LocalEmbed;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let usage = "usage: distill_static MODEL_DIR OUT [DIMENSIONS]";
+    let usage = "usage: distill_static MODEL_DIR OUT [DIMENSIONS [WORD_LIST]]";
     let model_dir = args.next().ok_or(usage)?;
     let out = args.next().ok_or(usage)?;
     let dims: usize = args.next().map_or(Ok(256), |d| d.parse())?;
+    let list = args.next().map(std::fs::read_to_string).transpose()?;
 
     let tokenizer: serde_json::Value =
         serde_json::from_slice(&std::fs::read(format!("{model_dir}/tokenizer.json"))?)?;
@@ -37,19 +47,48 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ok_or("tokenizer.json has no model.vocab")?;
     // Whole words (no "##" pieces, no marks, no single letters), in the
     // vocabulary's order.
+    let whole =
+        |w: &str| w.len() >= 2 && w.len() < 256 && w.chars().all(|c| c.is_ascii_lowercase());
     let mut words: Vec<(u64, &str)> = vocab
         .iter()
-        .filter(|(w, _)| w.len() >= 2 && w.chars().all(|c| c.is_ascii_lowercase()))
+        .filter(|(w, _)| whole(w))
         .filter_map(|(w, id)| Some((id.as_u64()?, w.as_str())))
         .collect();
     words.sort();
-    eprintln!("{} words", words.len());
+    let mut texts: Vec<String> = Vec::new();
+    if let Some(list) = &list {
+        // The list's words in its order, one per stem; then the model's.
+        let mut stems = std::collections::HashSet::new();
+        let mut seen = std::collections::HashSet::new();
+        for line in list.lines() {
+            let Some(word) = line.split_whitespace().next() else {
+                continue;
+            };
+            if whole(word) && stems.insert(stem(word)) {
+                seen.insert(word.to_string());
+                texts.push(word.to_string());
+            }
+        }
+        let from_list = texts.len();
+        for (_, w) in &words {
+            if !seen.contains(*w) {
+                texts.push(w.to_string());
+            }
+        }
+        eprintln!(
+            "{} words: {from_list} from the list, {} more from the model",
+            texts.len(),
+            texts.len() - from_list
+        );
+    } else {
+        texts = words.iter().map(|(_, w)| w.to_string()).collect();
+        eprintln!("{} words", texts.len());
+    }
 
     let model = LocalEmbed::load(&LocalEmbedSettings {
         model_dir: model_dir.clone(),
         ..Default::default()
     })?;
-    let texts: Vec<String> = words.iter().map(|(_, w)| w.to_string()).collect();
     let mut vectors: Vec<Vec<f32>> = Vec::with_capacity(texts.len());
     for chunk in texts.chunks(256) {
         vectors.extend(model.embed_blocking(chunk)?);

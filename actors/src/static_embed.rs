@@ -1,6 +1,7 @@
 //! An offline embedder: static word vectors distilled from a sentence
-//! model (all-MiniLM-L6-v2, by `examples/distill_static.rs`), built into
-//! the binary. A text's vector is the sum of its words' vectors,
+//! model (all-MiniLM-L6-v2, by `examples/distill_static.rs`, for the words
+//! of an English frequency list and the model's own), built into the
+//! binary. A text's vector is the sum of its words' vectors,
 //! L2-normalized: each word's vector is what the model made of the word
 //! alone, reduced to 256 principal components and weighted by the word's
 //! rarity, so "job" lands near "career" and "work" without a model run
@@ -137,11 +138,7 @@ impl Table {
         // (its most frequent: "city" for "citi", not "cities").
         let mut near: Vec<(f32, u32)> = (0..self.norms.len())
             .filter_map(|j| {
-                let dot: i32 = q
-                    .iter()
-                    .zip(self.row_values(j))
-                    .map(|(a, b)| *a as i32 * *b as i32)
-                    .sum();
+                let dot = dot_i8(q, self.row_values(j));
                 let sim = dot as f32 / (qn * self.norms[j]).max(f32::MIN_POSITIVE);
                 (sim >= min_similarity
                     && self.row_stems[j] != *own
@@ -186,6 +183,26 @@ impl Table {
     }
 }
 
+/// The dot product of two rows, in lanes the compiler turns into vector
+/// instructions (a plain `zip().map().sum()` runs at a third of the speed).
+fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+    const LANES: usize = 16;
+    let mut acc = [0i32; LANES];
+    let (a_chunks, b_chunks) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let tail: i32 = a_chunks
+        .remainder()
+        .iter()
+        .zip(b_chunks.remainder())
+        .map(|(x, y)| *x as i32 * *y as i32)
+        .sum();
+    for (x, y) in a_chunks.zip(b_chunks) {
+        for k in 0..LANES {
+            acc[k] += x[k] as i32 * y[k] as i32;
+        }
+    }
+    acc.iter().sum::<i32>() + tail
+}
+
 /// At most this many related words are kept per word.
 pub const RELATED_MAX: usize = 512;
 
@@ -224,7 +241,7 @@ const RELATED_KEPT: usize = 4096;
 /// out. "insect" gives "insects", "pest", "mosquito", … "wasp"; "city"
 /// gives "urban", "town", … and city names. `stem_` is a stem or a whole
 /// word; one the table lacks has none. Worked out once per word and
-/// threshold (one pass over the table's 21,719 words) and kept.
+/// threshold (one pass over the table's 55,197 words) and kept.
 pub fn related_stems(stem_: &str, min_similarity: f32) -> Arc<[RelatedStem]> {
     let Ok(table) = BUILTIN.as_ref() else {
         return Arc::from(Vec::new());

@@ -366,6 +366,10 @@ pub struct AgentIndex {
     /// each of its words and each of their related words (thousands), and
     /// SipHash made those the search's largest cost after the postings.
     term_ids: HashMap<Box<str>, u32, foldhash::fast::RandomState>,
+    /// Per row of the static word table, the term of that row's stem
+    /// (`NO_TERM`: none; empty until a term has a row): a related word
+    /// found by number, not by hashing its stem again.
+    row_terms: Vec<u32>,
     /// Per term: (document slot, term frequency).
     postings: Vec<Vec<(u32, u16)>>,
     /// Per term: live documents holding it.
@@ -487,6 +491,9 @@ struct SlotMeta {
     /// bits are in `AgentIndex::codes`).
     code_embedder: u8,
 }
+
+/// No term (in `AgentIndex::row_terms`).
+const NO_TERM: u32 = u32::MAX;
 
 const SHARED: u8 = 0x40;
 const LIVE: u8 = 0x80;
@@ -1047,12 +1054,24 @@ impl AgentIndex {
         let slot = self.docs.len() as u32;
         let mut terms = Vec::with_capacity(tf.len());
         for (t, n) in tf {
-            let next = self.postings.len() as u32;
-            let id = *self.term_ids.entry(t.into_boxed_str()).or_insert(next);
-            if id == next {
-                self.postings.push(Vec::new());
-                self.df.push(0);
-            }
+            let id = match self.term_ids.get(t.as_str()) {
+                Some(&id) => id,
+                None => {
+                    let id = self.postings.len() as u32;
+                    if let Some(row) = crate::static_embed::stem_row(&t) {
+                        if self.row_terms.is_empty() {
+                            self.row_terms = vec![NO_TERM; crate::static_embed::table_rows()];
+                        }
+                        if let Some(r) = self.row_terms.get_mut(row as usize) {
+                            *r = id;
+                        }
+                    }
+                    self.term_ids.insert(t.into_boxed_str(), id);
+                    self.postings.push(Vec::new());
+                    self.df.push(0);
+                    id
+                }
+            };
             self.postings[id as usize].push((slot, n));
             self.df[id as usize] += 1;
             terms.push(id);
@@ -1244,7 +1263,10 @@ impl AgentIndex {
                 let held = near
                     .iter()
                     .filter_map(|r| {
-                        let &id = self.term_ids.get(r.stem())?;
+                        let id = *self.row_terms.get(r.row() as usize)?;
+                        if id == NO_TERM {
+                            return None;
+                        }
                         if asked_ids.contains(&id) {
                             return None;
                         }

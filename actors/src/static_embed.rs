@@ -215,6 +215,11 @@ pub struct RelatedStem {
 }
 
 impl RelatedStem {
+    /// The word's row in the built-in table (see [`stem_row`]).
+    pub fn row(&self) -> u32 {
+        self.row
+    }
+
     /// The word's stem (the form the search index keys its words by).
     pub fn stem(&self) -> &'static str {
         match &*BUILTIN {
@@ -222,6 +227,17 @@ impl RelatedStem {
             Err(_) => "",
         }
     }
+}
+
+/// The row of a stem's own word in the built-in table: the row a
+/// [`RelatedStem`] of that stem has. `None` for a stem the table lacks.
+pub fn stem_row(stem_: &str) -> Option<u32> {
+    BUILTIN.as_ref().ok()?.stems.get(stem_).copied()
+}
+
+/// The built-in table's number of rows (0 if it failed to parse).
+pub fn table_rows() -> usize {
+    BUILTIN.as_ref().map_or(0, |t| t.norms.len())
 }
 
 /// Related words kept, by threshold and stem.

@@ -880,25 +880,34 @@ struct Ask<'a> {
 /// the agent's) lowercased, spacing ignored, hashed: two different
 /// exchanges share a key with odds of one in 2^64.
 fn exchange_key(t: &ConversationTurn) -> u64 {
-    use std::hash::{BuildHasher, BuildHasherDefault};
-    // The words in one buffer, hashed once (a hash per character costs
-    // more than the rest of a retrieved turn).
-    let mut words = String::with_capacity(t.user_message.len() + t.agent_response.len() + 1);
-    for w in t
-        .user_message
-        .split_whitespace()
-        .chain(t.agent_response.split_whitespace())
-    {
-        if w.is_ascii() {
-            let from = words.len();
-            words.push_str(w);
-            words[from..].make_ascii_lowercase();
-        } else {
-            words.extend(w.chars().flat_map(char::to_lowercase));
-        }
-        words.push(' ');
+    use std::hash::{BuildHasher, Hasher};
+    thread_local! {
+        static WORDS: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
     }
-    BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(&words)
+    // The words in one buffer (kept per thread), hashed once with a fast
+    // hash: a hash per character, or a new buffer per turn, costs more
+    // than the rest of a retrieved turn.
+    WORDS.with(|cell| {
+        let mut words = cell.borrow_mut();
+        words.clear();
+        for w in t
+            .user_message
+            .split_whitespace()
+            .chain(t.agent_response.split_whitespace())
+        {
+            if w.is_ascii() {
+                let from = words.len();
+                words.push_str(w);
+                words[from..].make_ascii_lowercase();
+            } else {
+                words.extend(w.chars().flat_map(char::to_lowercase));
+            }
+            words.push(' ');
+        }
+        let mut h = foldhash::quality::FixedState::with_seed(0x7265_6361_6c6c).build_hasher();
+        h.write(words.as_bytes());
+        h.finish()
+    })
 }
 
 /// Whether the agent's answer asks the user something (what the user's
@@ -927,14 +936,18 @@ fn retrieved_turn(user_id: &str, r: TurnRef, t: &ConversationTurn) -> ContextIte
         at.minute(),
         t.user_message.trim()
     );
-    let said: Vec<String> = recall_actors::text::sentences(&t.agent_response)
-        .into_iter()
-        .filter(|s| s.trim_end().ends_with('?') || s.chars().any(|c| c.is_ascii_digit()))
-        .take(2)
-        .collect();
-    if !said.is_empty() {
-        text.push_str("\n  agent: ");
-        text.push_str(&said.join(" "));
+    // (most answers neither ask nor say a number: not split at all)
+    let answer = &t.agent_response;
+    if answer.bytes().any(|b| b == b'?' || b.is_ascii_digit()) {
+        let said: Vec<String> = recall_actors::text::sentences(answer)
+            .into_iter()
+            .filter(|s| s.trim_end().ends_with('?') || s.chars().any(|c| c.is_ascii_digit()))
+            .take(2)
+            .collect();
+        if !said.is_empty() {
+            text.push_str("\n  agent: ");
+            text.push_str(&said.join(" "));
+        }
     }
     ContextItem {
         tier: Tier::Retrieved,

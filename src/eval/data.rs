@@ -63,6 +63,11 @@ const PERSONAS: &[(&str, &str)] = &[
         include_str!("data/holdout_lorcan.txt"),
     ),
     ("holdout_bogna.txt", include_str!("data/holdout_bogna.txt")),
+    ("holdout_ngozi.txt", include_str!("data/holdout_ngozi.txt")),
+    (
+        "holdout_hollis.txt",
+        include_str!("data/holdout_hollis.txt"),
+    ),
 ];
 
 /// The small-talk pools, compiled in.
@@ -73,6 +78,7 @@ const POOLS: &[(&str, &str)] = &[
     ("talk_holdout3.txt", include_str!("data/talk_holdout3.txt")),
     ("talk_holdout4.txt", include_str!("data/talk_holdout4.txt")),
     ("talk_holdout5.txt", include_str!("data/talk_holdout5.txt")),
+    ("talk_holdout6.txt", include_str!("data/talk_holdout6.txt")),
 ];
 
 /// A data file that cannot be read.

@@ -13,7 +13,7 @@
 //! `word count` per line, most frequent first; `scripts/fetch-words`
 //! fetches SymSpell's English list) adds them: the table's words are then
 //! the list's, in its order, one per stem (the most frequent form), then
-//! the model's whole words the list lacks.
+//! the model's whole words of the stems the list lacks, one per stem.
 //!
 //! ```text
 //! scripts/fetch-model && scripts/fetch-words
@@ -57,21 +57,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     words.sort();
     let mut texts: Vec<String> = Vec::new();
     if let Some(list) = &list {
-        // The list's words in its order, one per stem; then the model's.
+        // The list's words in its order, one per stem; then the model's
+        // words of stems the list lacks. (Another form of a stem the
+        // list holds would land at the end and weigh as the rarest word
+        // there is; the table finds it by its stem.)
         let mut stems = std::collections::HashSet::new();
-        let mut seen = std::collections::HashSet::new();
         for line in list.lines() {
             let Some(word) = line.split_whitespace().next() else {
                 continue;
             };
             if whole(word) && stems.insert(stem(word)) {
-                seen.insert(word.to_string());
                 texts.push(word.to_string());
             }
         }
         let from_list = texts.len();
         for (_, w) in &words {
-            if !seen.contains(*w) {
+            if stems.insert(stem(w)) {
                 texts.push(w.to_string());
             }
         }

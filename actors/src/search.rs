@@ -366,10 +366,11 @@ pub struct AgentIndex {
     /// each of its words and each of their related words (thousands), and
     /// SipHash made those the search's largest cost after the postings.
     term_ids: HashMap<Box<str>, u32, foldhash::fast::RandomState>,
-    /// Per row of the static word table, the term of that row's stem
-    /// (`NO_TERM`: none; empty until a term has a row): a related word
-    /// found by number, not by hashing its stem again.
-    row_terms: Vec<u32>,
+    /// Row of the static word table -> the term of that row's stem, for
+    /// the terms the table holds: a related word found by its number, not
+    /// by hashing its stem again (it grows with the agent's words, not
+    /// with the table).
+    row_terms: HashMap<u32, u32, foldhash::fast::RandomState>,
     /// Per term: (document slot, term frequency).
     postings: Vec<Vec<(u32, u16)>>,
     /// Per term: live documents holding it.
@@ -491,9 +492,6 @@ struct SlotMeta {
     /// bits are in `AgentIndex::codes`).
     code_embedder: u8,
 }
-
-/// No term (in `AgentIndex::row_terms`).
-const NO_TERM: u32 = u32::MAX;
 
 const SHARED: u8 = 0x40;
 const LIVE: u8 = 0x80;
@@ -1059,12 +1057,7 @@ impl AgentIndex {
                 None => {
                     let id = self.postings.len() as u32;
                     if let Some(row) = crate::static_embed::stem_row(&t) {
-                        if self.row_terms.is_empty() {
-                            self.row_terms = vec![NO_TERM; crate::static_embed::table_rows()];
-                        }
-                        if let Some(r) = self.row_terms.get_mut(row as usize) {
-                            *r = id;
-                        }
+                        self.row_terms.insert(row, id);
                     }
                     self.term_ids.insert(t.into_boxed_str(), id);
                     self.postings.push(Vec::new());
@@ -1263,10 +1256,7 @@ impl AgentIndex {
                 let held = near
                     .iter()
                     .filter_map(|r| {
-                        let id = *self.row_terms.get(r.row() as usize)?;
-                        if id == NO_TERM {
-                            return None;
-                        }
+                        let &id = self.row_terms.get(&r.row())?;
                         if asked_ids.contains(&id) {
                             return None;
                         }

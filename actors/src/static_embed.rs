@@ -329,6 +329,40 @@ mod tests {
     use crate::embed::cosine;
 
     #[test]
+    fn everyday_words_the_model_splits_have_vectors() {
+        let e = StaticEmbed::builtin().unwrap();
+        let sim = |a: &str, b: &str| cosine(&e.vector(a), &e.vector(b));
+        // The model's own vocabulary holds none of these whole; the
+        // frequency list brings them in.
+        for (word, near, far) in [
+            ("decaf", "coffee", "tractor"),
+            ("terrier", "dog", "invoice"),
+            ("cilantro", "parsley", "guitar"),
+        ] {
+            assert!(
+                e.vector(word).iter().any(|x| *x != 0.0),
+                "{word} has a vector"
+            );
+            assert!(
+                sim(word, near) > sim(word, far) + 0.1,
+                "{word}: {near} {} vs {far} {}",
+                sim(word, near),
+                sim(word, far)
+            );
+        }
+    }
+
+    #[test]
+    fn every_stem_has_one_word_in_the_table() {
+        // A second form of a stem would be a row that only weighs (by its
+        // place in the table) and is never a related word.
+        let table = BUILTIN.as_ref().unwrap();
+        for (row, s) in table.row_stems.iter().enumerate() {
+            assert_eq!(table.stems.get(&**s), Some(&(row as u32)), "{s}");
+        }
+    }
+
+    #[test]
     fn related_words_land_closer_than_unrelated_ones() {
         let e = StaticEmbed::builtin().unwrap();
         let sim = |a: &str, b: &str| cosine(&e.vector(a), &e.vector(b));

@@ -68,6 +68,14 @@ const PERSONAS: &[(&str, &str)] = &[
         "holdout_hollis.txt",
         include_str!("data/holdout_hollis.txt"),
     ),
+    (
+        "holdout_gerrit.txt",
+        include_str!("data/holdout_gerrit.txt"),
+    ),
+    (
+        "holdout_noemie.txt",
+        include_str!("data/holdout_noemie.txt"),
+    ),
 ];
 
 /// The small-talk pools, compiled in.
@@ -79,6 +87,7 @@ const POOLS: &[(&str, &str)] = &[
     ("talk_holdout4.txt", include_str!("data/talk_holdout4.txt")),
     ("talk_holdout5.txt", include_str!("data/talk_holdout5.txt")),
     ("talk_holdout6.txt", include_str!("data/talk_holdout6.txt")),
+    ("talk_holdout7.txt", include_str!("data/talk_holdout7.txt")),
 ];
 
 /// A data file that cannot be read.

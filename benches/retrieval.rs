@@ -44,7 +44,8 @@
 //! With `RETRIEVAL_PROFILE_SECS=n` it only fills, then runs the miss path
 //! with a message in a loop for n seconds (for a profiler to attach to the
 //! printed pid) and exits; with `RETRIEVAL_PROFILE_PATH=hit` as well, the
-//! cached read with a message instead.
+//! cached read with a message instead, and with `summary`, a short call
+//! ended and reflected on before each read.
 
 mod common;
 
@@ -70,7 +71,7 @@ const BUILDS: usize = 5;
 const WRITES: usize = 500;
 const ROUNDS: usize = 3;
 const WRITE_PACE: Duration = Duration::from_millis(2);
-const SUMMARY_MISSES: usize = 20;
+const SUMMARY_MISSES: usize = 60;
 const SHORT_TURNS: usize = 10;
 
 const MESSAGES: [&str; 8] = [
@@ -701,20 +702,28 @@ fn main() {
     {
         tokio.block_on(async {
             rt.indexed_items(AGENT).await.expect("index");
-            let hit = std::env::var("RETRIEVAL_PROFILE_PATH").is_ok_and(|p| p == "hit");
+            let path = std::env::var("RETRIEVAL_PROFILE_PATH").unwrap_or_default();
             println!(
                 "profile: pid {}, {} with a message for {secs} s",
                 std::process::id(),
-                if hit { "cached reads" } else { "the miss path" }
+                match path.as_str() {
+                    "hit" => "cached reads",
+                    "summary" => "reads after a new session summary",
+                    _ => "the miss path",
+                }
             );
             let until = Instant::now() + Duration::from_secs(secs);
             let mut n = 0;
+            let mut rng = Rng(0x2545_f491_4f6c_dd1d);
             while Instant::now() < until {
                 let m = MESSAGES[n % MESSAGES.len()];
-                let ctx = if hit {
-                    rt.context(AGENT, USER, m, BUDGET).await
-                } else {
-                    rt.context_uncached(AGENT, USER, m, BUDGET).await
+                let ctx = match path.as_str() {
+                    "hit" => rt.context(AGENT, USER, m, BUDGET).await,
+                    "summary" => {
+                        short_call(&rt, &mut rng, &format!("profile-{n}")).await;
+                        rt.context(AGENT, USER, m, BUDGET).await
+                    }
+                    _ => rt.context_uncached(AGENT, USER, m, BUDGET).await,
                 };
                 black_box(ctx.expect("context"));
                 n += 1;

@@ -1498,6 +1498,15 @@ impl Runtime {
     }
 
     /// A handle on the Store's trees for a read off its actor.
+    /// Whether the store's in-memory mirrors (sessions, facts) hold what
+    /// its trees hold, once every write sent before is done (for tests).
+    #[doc(hidden)]
+    pub async fn store_mirrors_match(&self) -> Result<bool, RecallError> {
+        call_t!(self.inner.store, StoreMsg::Barrier, CALL_TIMEOUT_MS)
+            .map_err(unavailable("store"))?;
+        Ok(self.reader()?.mirrors_match()?)
+    }
+
     pub(crate) fn reader(&self) -> Result<Trees, RecallError> {
         self.inner
             .reader

@@ -205,8 +205,22 @@ async fn a_replay_finds_facts_with_the_new_rules_in_the_order_of_the_calls() -> 
         user_id: Some("mark".into()),
         since: None,
     };
+    // The store's in-memory facts are built before the replay writes.
+    rt.context("kairix", "mark", "where do I live?", 2000)
+        .await?;
     let report = rt.replay(&request, |_| true).await?;
     assert_eq!(report.progress.changed, 3, "{report:?}");
+    assert!(rt.store_mirrors_match().await?);
+    let c = rt
+        .context("kairix", "mark", "where do I live?", 2000)
+        .await?;
+    assert!(
+        c.tiers
+            .iter()
+            .flat_map(|t| &t.items)
+            .any(|i| i.text.contains("Moved to Denver")),
+        "{c:?}"
+    );
     let facts = rt.facts("kairix", "mark").await?;
     let (austin, denver) = (by(&facts, "Lives in Austin"), by(&facts, "Moved to Denver"));
     assert_eq!(austin.history.superseded_by, Some(denver.fact_id));

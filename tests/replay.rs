@@ -115,6 +115,9 @@ async fn a_replay_makes_linked_versions_revises_rollups_and_changes_nothing_twic
         "2026-03-02T10:00:00Z",
     )
     .await?;
+    // The store's in-memory records are built first, so every write after
+    // (rollups, topics, the replay's versions) must keep them.
+    rt.context("kairix", "mark", "the trip?", 2000).await?;
     for day in 2..5 {
         run_until(&rt, utc(&format!("2026-03-0{day}T11:00:00Z"))).await;
         for user in ["mark", "ada"] {
@@ -256,6 +259,9 @@ async fn a_replay_makes_linked_versions_revises_rollups_and_changes_nothing_twic
         .await?;
     assert!(hits.iter().all(|h| !old_ids.contains(&h.id)), "{hits:?}");
     assert!(hits.iter().any(|h| new_ids.contains(&h.id)), "{hits:?}");
+
+    // The store's in-memory records kept up with every write since.
+    assert!(rt.store_mirrors_match().await?);
 
     // Twice: nothing changes and nothing is asked.
     let again = rt.replay(&request(Some("mark")), |_| true).await?;

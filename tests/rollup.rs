@@ -246,6 +246,8 @@ async fn a_late_session_summary_supersedes_its_days_rollup() -> Res {
     )
     .await?;
     assert_eq!(rt.dead_letters().await?.len(), 1);
+    // The store's in-memory records, built now, keep up with the rollups.
+    rt.context("kairix", "mark", "Lisbon?", 2000).await?;
     run_until(&rt, utc("2026-03-03T10:00:00Z")).await;
     settle(&rt).await;
     let first = of_type(&rt, SummaryType::Daily).await?;
@@ -321,6 +323,7 @@ async fn a_late_session_summary_supersedes_its_days_rollup() -> Res {
     let again = rt.run_rollups().await?;
     assert_eq!((again.daily, again.revised), (0, 0));
     assert_eq!(of_type(&rt, SummaryType::Daily).await?.len(), 2);
+    assert!(rt.store_mirrors_match().await?);
     Ok(())
 }
 
@@ -342,9 +345,12 @@ async fn topic_run() -> anyhow::Result<Vec<(String, usize)>> {
             "Congratulations",
         ),
     ];
+    // The store's in-memory records, built first, keep up with the topics.
+    rt.context("kairix", "mark", "the interview?", 2000).await?;
     for (i, (u, a)) in calls.iter().enumerate() {
         call(&rt, "mark", &format!("c{i}"), &[(u, a)]).await?;
     }
+    assert!(rt.store_mirrors_match().await?);
     let topics = rt.topics("kairix", Some("mark")).await?;
     for t in &topics {
         assert_eq!(t.member_count, t.source_summary_ids.len());

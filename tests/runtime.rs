@@ -1107,6 +1107,8 @@ async fn cached_equals_fresh(cache_entries: usize) -> Res {
         // Sessions the silence timeout ended while time moved are reflected
         // on the blocking pool: let that land before reading twice.
         settle(&rt).await;
+        // The store's in-memory sessions and facts are its trees'.
+        assert!(rt.store_mirrors_match().await?, "step {step}");
         // Messages that retrieve from what the users said, and one that
         // retrieves nothing.
         let asks = [
@@ -1142,6 +1144,58 @@ async fn cached_equals_fresh(cache_entries: usize) -> Res {
         stats.hits > 100 && stats.misses > 50,
         "both paths exercised: {stats:?}"
     );
+    // With room for both users, a write re-reads only what it changed.
+    assert!(
+        cache_entries == 1 || stats.partial_misses > 20,
+        "partial misses exercised: {stats:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_write_rereads_only_the_parts_it_changed() -> Res {
+    let rt = TestRuntime::start_full(Settings::for_test(), Arc::new(ExtractiveReflect)).await?;
+    rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn(
+        "c1",
+        "I live in Porto and my dog is called Biscuit",
+        "Lovely",
+    )?;
+    rt.end_session("c1")?;
+    settle(&rt).await;
+    let ask = "what's my dog called?";
+    let first = rt.context("kairix", "mark", ask, 4000).await?;
+    let stats = rt.context_cache_stats();
+    assert_eq!(stats.partial_misses, 0, "a first read reads every part");
+    // A block write: the next read keeps the facts, summaries and calls
+    // and reads the blocks again.
+    rt.set_block("kairix", BlockLabel::Human, "Mark, a runner")
+        .await?;
+    let after = rt.context("kairix", "mark", ask, 4000).await?;
+    let stats2 = rt.context_cache_stats();
+    assert_eq!(stats2.misses, stats.misses + 1);
+    assert_eq!(stats2.partial_misses, 1);
+    assert_ne!(first, after, "the new block is shown");
+    assert!(after
+        .tiers
+        .iter()
+        .flat_map(|t| &t.items)
+        .any(|i| i.text.contains("Mark, a runner")));
+    assert_eq!(
+        after,
+        rt.context_uncached("kairix", "mark", ask, 4000).await?
+    );
+    // A fact's visibility: the facts are read again, the rest kept.
+    let fact = rt.facts("kairix", "mark").await?.remove(0);
+    rt.set_fact_visibility(
+        fact.fact_id,
+        "mark",
+        recall::engine::model::Visibility::Shared,
+    )
+    .await?;
+    let c = rt.context("kairix", "mark", ask, 4000).await?;
+    assert_eq!(rt.context_cache_stats().partial_misses, 2);
+    assert_eq!(c, rt.context_uncached("kairix", "mark", ask, 4000).await?);
     Ok(())
 }
 

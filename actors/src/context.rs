@@ -271,60 +271,91 @@ pub struct PreparedFacts {
     items: Vec<ContextItem>,
     /// Display indices, oldest extracted first.
     by_age: Vec<u32>,
+    /// Display index by fact id.
+    at: HashMap<Uuid, u32, foldhash::fast::RandomState>,
+}
+
+/// A fact as the context shows it to `user_id`, with the value it
+/// replaced: "- [home] Lives in Denver (earlier: Lives in Austin, until
+/// 2026-03-02)", and whose it is when another user shared it.
+pub fn fact_item(
+    f: &Fact,
+    earlier: Option<&EarlierValue>,
+    user_id: &str,
+    counter: &dyn TokenCounter,
+) -> ContextItem {
+    let whose = if f.user_id != user_id && f.visibility == Visibility::Shared {
+        format!(" (shared by {})", f.user_id)
+    } else {
+        String::new()
+    };
+    let before = earlier
+        .map(|e| {
+            format!(
+                " (earlier: {}, until {})",
+                e.content.trim(),
+                e.until.format("%Y-%m-%d")
+            )
+        })
+        .unwrap_or_default();
+    item(
+        counter,
+        Tier::Facts,
+        Source::Fact(f.fact_id),
+        Role::System,
+        format!(
+            "- [{}] {}{before}{whose}",
+            f.category.as_str(),
+            f.content.trim()
+        ),
+    )
 }
 
 impl PreparedFacts {
     pub fn new(facts: &[Fact], user_id: &str, counter: &dyn TokenCounter) -> Self {
-        Self::with_earlier(facts, &HashMap::new(), user_id, counter)
+        Self::with_earlier(facts.iter(), &HashMap::new(), user_id, counter)
     }
 
     /// Facts with, for those that replaced an earlier value on their
     /// subject, that value and until when it held: "Lives in Denver
     /// (earlier: Lives in Austin, until 2026-03-02)".
-    pub fn with_earlier(
-        facts: &[Fact],
+    pub fn with_earlier<'a>(
+        facts: impl IntoIterator<Item = &'a Fact>,
         earlier: &HashMap<Uuid, EarlierValue>,
         user_id: &str,
         counter: &dyn TokenCounter,
     ) -> Self {
-        let mut sorted: Vec<&Fact> = facts.iter().collect();
-        sorted.sort_by(|a, b| {
+        Self::from_items(
+            facts
+                .into_iter()
+                .map(|f| (f, fact_item(f, earlier.get(&f.fact_id), user_id, counter)))
+                .collect(),
+        )
+    }
+
+    /// Facts with their items (each as [`fact_item`] makes it), put in
+    /// display order.
+    pub fn from_items(mut facts: Vec<(&Fact, ContextItem)>) -> Self {
+        facts.sort_by(|(a, _), (b, _)| {
             (a.category, a.extracted_at, a.fact_id).cmp(&(b.category, b.extracted_at, b.fact_id))
         });
-        let items: Vec<ContextItem> = sorted
+        let mut by_age: Vec<u32> = (0..facts.len() as u32).collect();
+        by_age.sort_by_key(|&i| {
+            (
+                facts[i as usize].0.extracted_at,
+                facts[i as usize].0.fact_id,
+            )
+        });
+        let at = facts
             .iter()
-            .map(|f| {
-                let whose = if f.user_id != user_id && f.visibility == Visibility::Shared {
-                    format!(" (shared by {})", f.user_id)
-                } else {
-                    String::new()
-                };
-                let before = earlier
-                    .get(&f.fact_id)
-                    .map(|e| {
-                        format!(
-                            " (earlier: {}, until {})",
-                            e.content.trim(),
-                            e.until.format("%Y-%m-%d")
-                        )
-                    })
-                    .unwrap_or_default();
-                item(
-                    counter,
-                    Tier::Facts,
-                    Source::Fact(f.fact_id),
-                    Role::System,
-                    format!(
-                        "- [{}] {}{before}{whose}",
-                        f.category.as_str(),
-                        f.content.trim()
-                    ),
-                )
-            })
+            .enumerate()
+            .map(|(i, (f, _))| (f.fact_id, i as u32))
             .collect();
-        let mut by_age: Vec<u32> = (0..sorted.len() as u32).collect();
-        by_age.sort_by_key(|&i| (sorted[i as usize].extracted_at, sorted[i as usize].fact_id));
-        PreparedFacts { items, by_age }
+        PreparedFacts {
+            items: facts.into_iter().map(|(_, item)| item).collect(),
+            by_age,
+            at,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -337,9 +368,7 @@ impl PreparedFacts {
 
     /// The prepared fact with this id, if the user may see it.
     pub fn get(&self, fact_id: Uuid) -> Option<&ContextItem> {
-        self.items
-            .iter()
-            .find(|i| i.source == Source::Fact(fact_id))
+        self.at.get(&fact_id).map(|&i| &self.items[i as usize])
     }
 }
 

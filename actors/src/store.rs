@@ -40,7 +40,7 @@ mod facts;
 mod forget;
 mod hierarchy;
 mod replay;
-use facts::sorted_facts;
+
 pub use facts::{dedup_facts, reconcile_facts, FactChanges};
 pub use forget::{ForgetReport, PendingForget};
 pub use hierarchy::InboxEntry;
@@ -171,39 +171,40 @@ pub struct Trees {
     pub fill_inbox: bool,
     /// Tree and key of each record skipped because it did not decode.
     skipped: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<Vec<u8>>>>,
-    /// Records a context read decoded, kept with their bytes.
-    decoded_summaries: std::sync::Arc<Decoded<ConversationSummary>>,
-    decoded_sessions: std::sync::Arc<Decoded<SessionRecord>>,
-    decoded_facts: std::sync::Arc<Decoded<FactRecord>>,
+    /// Every session record, summary, fact and topic, in memory once a
+    /// context read first asks (see [`Mirror`]).
+    mirror_sessions: std::sync::Arc<Mirror<SessionRecord>>,
+    mirror_summaries: std::sync::Arc<Mirror<ConversationSummary>>,
+    mirror_facts: std::sync::Arc<Mirror<FactRecord>>,
+    mirror_topics: std::sync::Arc<Mirror<Topic>>,
 }
 
-/// Records decoded by earlier scans, each with the bytes it was decoded
-/// from: a scan that finds the same bytes under a key takes the record
-/// instead of decoding it again (a context read after a write decodes only
-/// what the write changed). Entries no scan has met in the last
-/// [`Decoded::KEEP_SCANS`] scans are dropped.
-pub struct Decoded<T> {
-    inner: std::sync::Mutex<DecodedInner<T>>,
+/// The records a [`Mirror`] holds, by key.
+type Mirrored<T> = Option<std::collections::BTreeMap<sled::IVec, std::sync::Arc<T>>>;
+
+/// Every record of a tree, decoded and held in memory from the first read
+/// that asks (one scan of the tree), then kept as the tree by the writes:
+/// each write names the keys it wrote ([`Trees::mirror_note`]), and those
+/// are read back. A context read after a write takes the records from here
+/// instead of iterating the tree, which sled does at about a microsecond a
+/// record. Dropped (and built again at the next read) where a write cannot
+/// say what it wrote.
+pub struct Mirror<T> {
+    records: std::sync::Mutex<Mirrored<T>>,
 }
 
-struct DecodedInner<T> {
-    map: HashMap<sled::IVec, (sled::IVec, std::sync::Arc<T>, u64)>,
-    scans: u64,
-}
-
-impl<T> Default for Decoded<T> {
+impl<T> Default for Mirror<T> {
     fn default() -> Self {
-        Decoded {
-            inner: std::sync::Mutex::new(DecodedInner {
-                map: HashMap::new(),
-                scans: 0,
-            }),
+        Mirror {
+            records: std::sync::Mutex::new(None),
         }
     }
 }
 
-impl<T> Decoded<T> {
-    const KEEP_SCANS: u64 = 256;
+impl<T> Mirror<T> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Mirrored<T>> {
+        self.records.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl Trees {
@@ -294,9 +295,10 @@ impl Trees {
             fact_tombstones: tree(keys::TREE_FACT_TOMBSTONES)?,
             fill_inbox: true,
             skipped: Default::default(),
-            decoded_summaries: Default::default(),
-            decoded_sessions: Default::default(),
-            decoded_facts: Default::default(),
+            mirror_sessions: Default::default(),
+            mirror_summaries: Default::default(),
+            mirror_facts: Default::default(),
+            mirror_topics: Default::default(),
             db,
         };
         match trees.meta.get(keys::SCHEMA_KEY)? {
@@ -390,43 +392,158 @@ impl Trees {
         Ok(out)
     }
 
-    /// Like [`Trees::scan`], taking records the cache holds for the same
-    /// bytes instead of decoding them again.
-    fn scan_decoded<T: DeserializeOwned>(
+    /// The records of a mirrored tree under `prefix` that satisfy `keep`,
+    /// in key order; the first read scans the tree into the mirror.
+    fn mirrored<T: DeserializeOwned>(
         &self,
-        cache: &Decoded<T>,
+        mirror: &Mirror<T>,
+        tree: &sled::Tree,
         name: &str,
-        iter: impl Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>,
+        prefix: &[u8],
+        keep: impl Fn(&T) -> bool,
     ) -> Result<Vec<std::sync::Arc<T>>, StoreError> {
-        let mut c = cache.inner.lock().unwrap_or_else(|p| p.into_inner());
-        c.scans += 1;
-        let now = c.scans;
-        let mut out = Vec::new();
-        for item in iter {
-            let (k, v) = item?;
-            if let Some((bytes, rec, seen)) = c.map.get_mut(&k) {
-                // The same allocation is the same bytes (the cache holds
-                // it, so its address cannot be reused meanwhile): no
-                // comparison of every byte when sled hands back the value
-                // it gave before.
-                let same = bytes.len() == v.len() && std::ptr::eq(bytes.as_ptr(), v.as_ptr());
-                if same || *bytes == v {
-                    *seen = now;
-                    out.push(rec.clone());
-                    continue;
+        // Built under the lock: a write that lands meanwhile notes its keys
+        // after the build, so nothing it wrote is missed.
+        let mut held = mirror.lock();
+        let records = match &mut *held {
+            Some(r) => r,
+            None => {
+                let mut records = std::collections::BTreeMap::new();
+                for item in tree.iter() {
+                    let (k, v) = item?;
+                    if let Some(rec) = self.decode::<T>(name, &k, &v) {
+                        records.insert(k, std::sync::Arc::new(rec));
+                    }
+                }
+                held.insert(records)
+            }
+        };
+        Ok(records
+            .range::<[u8], _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .filter(|(_, r)| keep(r))
+            .map(|(_, r)| r.clone())
+            .collect())
+    }
+
+    /// After a write to a mirrored tree: the keys it wrote, read back into
+    /// the mirror (a key gone or undecodable leaves it). A read that fails
+    /// drops the mirror, to be built again.
+    fn mirror_note<T: DeserializeOwned, K: AsRef<[u8]>>(
+        &self,
+        mirror: &Mirror<T>,
+        tree: &sled::Tree,
+        name: &str,
+        keys: impl IntoIterator<Item = K>,
+    ) {
+        let mut held = mirror.lock();
+        let Some(records) = &mut *held else {
+            return;
+        };
+        for key in keys {
+            let key = key.as_ref();
+            match tree.get(key) {
+                Ok(Some(v)) => match self.decode::<T>(name, key, &v) {
+                    Some(rec) => {
+                        records.insert(sled::IVec::from(key), std::sync::Arc::new(rec));
+                    }
+                    None => {
+                        records.remove(key);
+                    }
+                },
+                Ok(None) => {
+                    records.remove(key);
+                }
+                Err(err) => {
+                    warn!(tree = name, error = %err, "a mirrored record did not read back; the mirror is built again");
+                    *held = None;
+                    return;
                 }
             }
-            if let Some(rec) = self.decode::<T>(name, &k, &v) {
-                let rec = std::sync::Arc::new(rec);
-                c.map.insert(k, (v, rec.clone(), now));
-                out.push(rec);
+        }
+    }
+
+    /// After a write to the sessions tree.
+    pub(crate) fn note_sessions<K: AsRef<[u8]>>(&self, keys: impl IntoIterator<Item = K>) {
+        self.mirror_note(
+            &self.mirror_sessions,
+            &self.sessions,
+            keys::TREE_SESSIONS,
+            keys,
+        );
+    }
+
+    /// After a write to the facts tree.
+    pub(crate) fn note_facts<K: AsRef<[u8]>>(&self, keys: impl IntoIterator<Item = K>) {
+        self.mirror_note(&self.mirror_facts, &self.facts, keys::TREE_FACTS, keys);
+    }
+
+    /// After a write to the summaries tree.
+    pub(crate) fn note_summaries<K: AsRef<[u8]>>(&self, keys: impl IntoIterator<Item = K>) {
+        self.mirror_note(
+            &self.mirror_summaries,
+            &self.summaries,
+            keys::TREE_SUMMARIES,
+            keys,
+        );
+    }
+
+    /// After a write to the topics tree.
+    pub(crate) fn note_topics<K: AsRef<[u8]>>(&self, keys: impl IntoIterator<Item = K>) {
+        self.mirror_note(&self.mirror_topics, &self.topics, keys::TREE_TOPICS, keys);
+    }
+
+    /// After a write that cannot name its keys (a forget): every mirror is
+    /// built again at the next read.
+    pub(crate) fn drop_mirrors(&self) {
+        *self.mirror_sessions.lock() = None;
+        *self.mirror_summaries.lock() = None;
+        *self.mirror_facts.lock() = None;
+        *self.mirror_topics.lock() = None;
+    }
+
+    /// Whether each mirror that is built holds what its tree holds (for
+    /// tests).
+    #[doc(hidden)]
+    pub fn mirrors_match(&self) -> Result<bool, StoreError> {
+        fn same<T: DeserializeOwned + PartialEq>(
+            t: &Trees,
+            mirror: &Mirror<T>,
+            tree: &sled::Tree,
+            name: &str,
+        ) -> Result<bool, StoreError> {
+            let held = mirror.lock();
+            let Some(records) = &*held else {
+                return Ok(true);
+            };
+            let mut stored = Vec::new();
+            for item in tree.iter() {
+                let (k, v) = item?;
+                if let Some(rec) = t.decode::<T>(name, &k, &v) {
+                    stored.push((k, rec));
+                }
             }
+            Ok(stored.len() == records.len()
+                && stored
+                    .iter()
+                    .zip(records.iter())
+                    .all(|((k, r), (mk, mr))| k == mk && r == &**mr))
         }
-        if now % Decoded::<T>::KEEP_SCANS == 0 {
-            c.map
-                .retain(|_, (_, _, seen)| now - *seen < Decoded::<T>::KEEP_SCANS);
-        }
-        Ok(out)
+        Ok(same(
+            self,
+            &self.mirror_sessions,
+            &self.sessions,
+            keys::TREE_SESSIONS,
+        )? && same(
+            self,
+            &self.mirror_summaries,
+            &self.summaries,
+            keys::TREE_SUMMARIES,
+        )? && same(self, &self.mirror_facts, &self.facts, keys::TREE_FACTS)?
+            && same(self, &self.mirror_topics, &self.topics, keys::TREE_TOPICS)?)
     }
 
     /// Every record of `tree` that decodes and satisfies `keep`, with its
@@ -666,6 +783,7 @@ impl Trees {
             }
             Ok(())
         })?;
+        self.note_sessions([keys::session(record.session_id)]);
         Ok(())
     }
 
@@ -764,6 +882,10 @@ impl Trees {
                     Ok(true)
                 },
             )?;
+        if stored {
+            self.note_summaries([skey]);
+            self.note_facts(fact_rows.iter().map(|(k, _, _)| k));
+        }
         Ok(stored)
     }
 
@@ -830,10 +952,12 @@ pub struct ContextSources {
     pub topics: Vec<Topic>,
 }
 
-/// Current facts, read as a `Vec<Fact>`, and the values they replaced.
+/// Current facts, oldest extracted first, and the values they replaced.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CurrentFacts {
-    pub facts: Vec<Fact>,
+    /// The records as the store decoded them (shared with its cache, so a
+    /// read after a write decodes only what changed).
+    pub facts: Vec<std::sync::Arc<FactRecord>>,
     /// For a fact of `facts` that replaced an earlier value on its subject
     /// (`home`: "Lives in Austin" then "Moved to Denver"), the latest value
     /// it replaced and until when that held, by the current fact's id.
@@ -843,14 +967,11 @@ pub struct CurrentFacts {
 impl CurrentFacts {
     /// The current facts among `visible` (every fact a user may see,
     /// current and earlier) and what each replaced.
-    pub fn of(visible: Vec<FactRecord>) -> CurrentFacts {
+    pub fn of(mut visible: Vec<std::sync::Arc<FactRecord>>) -> CurrentFacts {
+        visible.sort_by_key(|f| (f.extracted_at, f.fact_id));
         CurrentFacts {
-            earlier: facts::earlier_values(&visible),
-            facts: visible
-                .into_iter()
-                .filter(FactRecord::is_current)
-                .map(|f| f.fact)
-                .collect(),
+            earlier: facts::earlier_values(visible.iter().map(|f| &**f)),
+            facts: visible.into_iter().filter(|f| f.is_current()).collect(),
         }
     }
 
@@ -859,30 +980,91 @@ impl CurrentFacts {
     pub fn earlier(&self, fact_id: Uuid) -> Option<&EarlierValue> {
         self.earlier.get(&fact_id)
     }
-}
 
-impl std::ops::Deref for CurrentFacts {
-    type Target = Vec<Fact>;
-    fn deref(&self) -> &Vec<Fact> {
-        &self.facts
+    /// The facts themselves.
+    pub fn iter(&self) -> impl Iterator<Item = &Fact> {
+        self.facts.iter().map(|f| &f.fact)
+    }
+
+    pub fn len(&self) -> usize {
+        self.facts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.facts.is_empty()
     }
 }
 
+/// What a context needs of a user's blocks and the agent's record.
+#[derive(Debug, Clone, Default)]
+pub struct StoredBlocks {
+    /// The agent-wide blocks.
+    pub agent_blocks: Vec<MemoryBlock>,
+    /// The blocks drawn from this user's conversations.
+    pub user_blocks: Vec<MemoryBlock>,
+    pub persistent_context: Vec<String>,
+}
+
+/// The parts of an (agent, user)'s context sources that were asked for
+/// ([`Trees::context_parts`]); `None` where not asked.
+#[derive(Debug, Default)]
+pub struct ContextParts {
+    pub blocks: Option<StoredBlocks>,
+    /// As [`ContextSources::facts`].
+    pub facts: Option<CurrentFacts>,
+    /// As [`ContextSources::summaries`].
+    pub summaries: Option<Vec<std::sync::Arc<ConversationSummary>>>,
+    /// As [`ContextSources::ended`].
+    pub ended: Option<Vec<std::sync::Arc<SessionRecord>>>,
+    pub topics: Option<Vec<Topic>>,
+}
+
 impl Trees {
+    /// Everything an (agent, user)'s context is assembled from.
     pub fn context_sources(
         &self,
         agent_id: &str,
         user_id: &str,
     ) -> Result<ContextSources, StoreError> {
+        let parts = self.context_parts(agent_id, user_id, Parts::ALL)?;
+        let blocks = parts.blocks.unwrap_or_default();
+        Ok(ContextSources {
+            agent_blocks: blocks.agent_blocks,
+            user_blocks: blocks.user_blocks,
+            persistent_context: blocks.persistent_context,
+            facts: parts.facts.unwrap_or_default(),
+            summaries: parts.summaries.unwrap_or_default(),
+            ended: parts.ended.unwrap_or_default(),
+            topics: parts.topics.unwrap_or_default(),
+        })
+    }
+
+    /// The asked parts of an (agent, user)'s context sources: a read after
+    /// a write reads again only what the write changed.
+    pub fn context_parts(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+        parts: Parts,
+    ) -> Result<ContextParts, StoreError> {
+        if !parts.contains(Parts::SUMMARIES) {
+            return self.context_parts_but_summaries(agent_id, user_id, parts);
+        }
         // The summaries (the largest records) are scanned on a thread of
-        // their own while this one reads the sessions, facts and blocks:
-        // a read after a write waits for the longer of the two, not both.
-        // (Inline when no thread can be had.)
+        // their own while this one reads the other parts: a read after a
+        // write waits for the longer of the two, not both. (Inline when no
+        // thread can be had, or nothing else is asked.)
+        if parts == Parts::SUMMARIES {
+            return Ok(ContextParts {
+                summaries: Some(self.user_summaries(agent_id, user_id)?),
+                ..Default::default()
+            });
+        }
         let (summaries, rest) = std::thread::scope(|scope| {
             let summaries = std::thread::Builder::new()
                 .name("recall-context".into())
                 .spawn_scoped(scope, || self.user_summaries(agent_id, user_id));
-            let rest = self.context_sources_but_summaries(agent_id, user_id);
+            let rest = self.context_parts_but_summaries(agent_id, user_id, parts);
             let summaries = match summaries {
                 // A panic there is a panic here, as it would be inline.
                 Ok(handle) => handle
@@ -892,8 +1074,8 @@ impl Trees {
             };
             (summaries, rest)
         });
-        Ok(ContextSources {
-            summaries: summaries?,
+        Ok(ContextParts {
+            summaries: Some(summaries?),
             ..rest?
         })
     }
@@ -905,19 +1087,15 @@ impl Trees {
         agent_id: &str,
         user_id: &str,
     ) -> Result<Vec<std::sync::Arc<ConversationSummary>>, StoreError> {
-        // Decoded again only where a write changed the bytes: a read after
-        // the previous call's summary lands decodes that summary, not the
-        // thousand before it.
         let mut summaries = Vec::new();
         for kind in SummaryType::ALL {
-            let iter = self
-                .summaries
-                .scan_prefix(keys::summaries_prefix(agent_id, kind));
-            summaries.extend(
-                self.scan_decoded(&self.decoded_summaries, keys::TREE_SUMMARIES, iter)?
-                    .into_iter()
-                    .filter(|s| s.user_id == user_id && s.is_current()),
-            );
+            summaries.extend(self.mirrored(
+                &self.mirror_summaries,
+                &self.summaries,
+                keys::TREE_SUMMARIES,
+                &keys::summaries_prefix(agent_id, kind),
+                |s| s.user_id == user_id && s.is_current(),
+            )?);
         }
         summaries.sort_by(|a, b| {
             (a.period_end, a.created_at, a.summary_id).cmp(&(
@@ -929,41 +1107,58 @@ impl Trees {
         Ok(summaries)
     }
 
-    /// [`Trees::context_sources`] without the summaries.
-    fn context_sources_but_summaries(
+    /// [`Trees::context_parts`] without the summaries.
+    fn context_parts_but_summaries(
         &self,
         agent_id: &str,
         user_id: &str,
-    ) -> Result<ContextSources, StoreError> {
-        let mut ended: Vec<std::sync::Arc<SessionRecord>> = self
-            .scan_decoded(
-                &self.decoded_sessions,
+        parts: Parts,
+    ) -> Result<ContextParts, StoreError> {
+        let mut out = ContextParts::default();
+        if parts.contains(Parts::SESSIONS) {
+            let mut ended = self.mirrored(
+                &self.mirror_sessions,
+                &self.sessions,
                 keys::TREE_SESSIONS,
-                self.sessions.iter(),
-            )?
-            .into_iter()
-            .filter(|s| s.agent_id == agent_id && s.user_id == user_id && s.ended_at.is_some())
-            .collect();
-        ended.sort_by_key(|s| (s.ended_at, s.session_id));
-        let visible: Vec<FactRecord> = self
-            .scan_decoded(
-                &self.decoded_facts,
+                &[],
+                |s| s.agent_id == agent_id && s.user_id == user_id && s.ended_at.is_some(),
+            )?;
+            ended.sort_by_key(|s| (s.ended_at, s.session_id));
+            out.ended = Some(ended);
+        }
+        if parts.contains(Parts::FACTS) {
+            let visible = self.mirrored(
+                &self.mirror_facts,
+                &self.facts,
                 keys::TREE_FACTS,
-                self.facts.scan_prefix(keys::agent_facts_prefix(agent_id)),
-            )?
-            .into_iter()
-            .filter(|f| f.user_id == user_id || f.visibility == Visibility::Shared)
-            .map(|f| (*f).clone())
-            .collect();
-        Ok(ContextSources {
-            agent_blocks: self.blocks(agent_id)?,
-            user_blocks: self.user_blocks(agent_id, user_id)?,
-            facts: CurrentFacts::of(sorted_facts(visible)),
-            summaries: Vec::new(),
-            persistent_context: self.agent(agent_id)?.persistent_context,
-            ended,
-            topics: self.topics(agent_id, Some(user_id))?,
-        })
+                &keys::agent_facts_prefix(agent_id),
+                |f| f.user_id == user_id || f.visibility == Visibility::Shared,
+            )?;
+            out.facts = Some(CurrentFacts::of(visible));
+        }
+        if parts.contains(Parts::BLOCKS) {
+            out.blocks = Some(StoredBlocks {
+                agent_blocks: self.blocks(agent_id)?,
+                user_blocks: self.user_blocks(agent_id, user_id)?,
+                persistent_context: self.agent(agent_id)?.persistent_context,
+            });
+        }
+        if parts.contains(Parts::TOPICS) {
+            let mut topics: Vec<Topic> = self
+                .mirrored(
+                    &self.mirror_topics,
+                    &self.topics,
+                    keys::TREE_TOPICS,
+                    &keys::topics_prefix(agent_id, user_id),
+                    |_| true,
+                )?
+                .iter()
+                .map(|t| (**t).clone())
+                .collect();
+            topics.sort_by_key(|t| (t.created_at, t.topic_id));
+            out.topics = Some(topics);
+        }
+        Ok(out)
     }
 }
 
@@ -1215,29 +1410,85 @@ impl StoreMsg {
     }
 }
 
-/// Per-agent change counters. The Store bumps an agent's after every
-/// write that changes what its contexts are assembled from (summaries,
-/// facts, blocks, ended sessions, persistent context) — after the write, so
-/// a reader that saw the old count and then read the data can only be
-/// stale in the safe direction: it sees a newer count next time and
-/// re-reads. Turn appends do not bump: live turns are read from the session
-/// actors.
-#[derive(Debug, Default)]
-pub struct Generations(std::sync::Mutex<std::collections::HashMap<String, u64>>);
+/// The parts of an agent's context sources a write may change, as a set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Parts(u8);
 
-impl Generations {
-    /// The agent's counter (0 before its first change).
-    pub fn get(&self, agent_id: &str) -> u64 {
-        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        map.get(agent_id).copied().unwrap_or(0)
+impl Parts {
+    /// The agent's blocks, users' blocks and the agent's record (its
+    /// persistent context).
+    pub const BLOCKS: Parts = Parts(1);
+    /// Session records (a call ended).
+    pub const SESSIONS: Parts = Parts(1 << 1);
+    /// Summaries of every type.
+    pub const SUMMARIES: Parts = Parts(1 << 2);
+    /// Facts.
+    pub const FACTS: Parts = Parts(1 << 3);
+    /// Topics.
+    pub const TOPICS: Parts = Parts(1 << 4);
+    pub const NONE: Parts = Parts(0);
+    pub const ALL: Parts = Parts((1 << 5) - 1);
+    const COUNT: usize = 5;
+
+    pub fn contains(self, other: Parts) -> bool {
+        self.0 & other.0 == other.0
     }
 
-    pub fn bump(&self, agent_id: &str) {
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl std::ops::BitOr for Parts {
+    type Output = Parts;
+    fn bitor(self, other: Parts) -> Parts {
+        Parts(self.0 | other.0)
+    }
+}
+
+/// An agent's change counters, one per part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stamp([u64; Parts::COUNT]);
+
+impl Stamp {
+    /// The parts whose counter differs from `earlier`'s.
+    pub fn changed_since(&self, earlier: &Stamp) -> Parts {
+        let mut out = Parts::NONE;
+        for i in 0..Parts::COUNT {
+            if self.0[i] != earlier.0[i] {
+                out = out | Parts(1 << i);
+            }
+        }
+        out
+    }
+}
+
+/// Per-agent change counters, one per part of what contexts are assembled
+/// from (blocks, ended sessions, summaries, facts, topics). The Store bumps
+/// the parts a write changed, after the write, so a reader that saw the old
+/// counts and then read the data can only be stale in the safe direction:
+/// it sees newer counts next time and re-reads those parts. Turn appends do
+/// not bump: live turns are read from the session actors.
+#[derive(Debug, Default)]
+pub struct Generations(std::sync::Mutex<std::collections::HashMap<String, Stamp>>);
+
+impl Generations {
+    /// The agent's counters (all 0 before its first change).
+    pub fn get(&self, agent_id: &str) -> Stamp {
+        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(agent_id).copied().unwrap_or_default()
+    }
+
+    /// Moves the counters of `parts` for the agent.
+    pub fn bump(&self, agent_id: &str, parts: Parts) {
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        match map.get_mut(agent_id) {
-            Some(n) => *n += 1,
-            None => {
-                map.insert(agent_id.to_string(), 1);
+        let stamp = match map.get_mut(agent_id) {
+            Some(s) => s,
+            None => map.entry(agent_id.to_string()).or_default(),
+        };
+        for i in 0..Parts::COUNT {
+            if parts.contains(Parts(1 << i)) {
+                stamp.0[i] += 1;
             }
         }
     }
@@ -1401,6 +1652,7 @@ impl Actor for StoreActor {
                             })
                             .map_err(StoreError::from)
                     });
+                t.note_sessions([keys::session(rec.session_id)]);
                 match res {
                     Ok(()) => state.wrote(&myself),
                     Err(e) => state.failed("open_session", &e),
@@ -1424,7 +1676,7 @@ impl Actor for StoreActor {
             StoreMsg::EndSession(rec) => {
                 let at = rec.ended_at.unwrap_or(rec.started_at);
                 let res = t.end_session(&rec, at);
-                state.generations.bump(&rec.agent_id);
+                state.generations.bump(&rec.agent_id, Parts::SESSIONS);
                 match res {
                     Ok(()) => {
                         index_ended(&state.search, &t, &rec);
@@ -1461,7 +1713,7 @@ impl Actor for StoreActor {
                     Ok(Some(rec))
                 })();
                 if let Ok(Some(rec)) = &res {
-                    state.generations.bump(&rec.agent_id);
+                    state.generations.bump(&rec.agent_id, Parts::SESSIONS);
                     index_ended(&state.search, &t, rec);
                 }
                 if res.is_ok() {
@@ -1486,7 +1738,7 @@ impl Actor for StoreActor {
                 let res = t.forget_user(&user_id, agent_id.as_deref());
                 if let Ok(r) = &res {
                     for agent in &r.agents {
-                        state.generations.bump(agent);
+                        state.generations.bump(agent, Parts::ALL);
                         let (ids, user) = (r.removed_ids.clone(), user_id.clone());
                         state.search.update(agent, move |ix| {
                             for id in ids {
@@ -1514,7 +1766,7 @@ impl Actor for StoreActor {
                 let res = t.revise_session(&summary, &facts);
                 if let Ok(r) = &res {
                     if r.stored {
-                        state.generations.bump(&summary.agent_id);
+                        state.generations.bump(&summary.agent_id, Parts::ALL);
                         let (old, added, moved) = (
                             r.old.as_ref().map(|o| o.summary_id),
                             r.facts_added.clone(),
@@ -1567,7 +1819,12 @@ impl Actor for StoreActor {
                 reply,
             } => {
                 let res = t.complete_reflection(&summary, &blocks, &facts);
-                state.generations.bump(&summary.agent_id);
+                // The summary, its facts, the blocks it updated and the
+                // agent's record.
+                state.generations.bump(
+                    &summary.agent_id,
+                    Parts::SUMMARIES | Parts::FACTS | Parts::BLOCKS,
+                );
                 if let Ok(true) = res {
                     // The facts that survived de-duplication, and those on
                     // their subjects, as they now stand.
@@ -1614,7 +1871,7 @@ impl Actor for StoreActor {
             } => {
                 let res = t.set_fact_visibility(fact_id, &user_id, visibility);
                 if let Ok(f) = &res {
-                    state.generations.bump(&f.agent_id);
+                    state.generations.bump(&f.agent_id, Parts::FACTS);
                     let (f2, t2) = (f.clone(), t.clone());
                     state
                         .search
@@ -1632,7 +1889,7 @@ impl Actor for StoreActor {
             } => {
                 let res = t.delete_fact(fact_id, &user_id);
                 if let Ok((f, moved)) = &res {
-                    state.generations.bump(&f.agent_id);
+                    state.generations.bump(&f.agent_id, Parts::FACTS);
                     let (id, moved, t2) = (f.fact_id, moved.clone(), t.clone());
                     state.search.update(&f.agent_id, move |ix| {
                         ix.remove(id);
@@ -1682,7 +1939,7 @@ impl Actor for StoreActor {
                             .map_err(StoreError::from)
                     })
                     .map(|_| ());
-                state.generations.bump(&block.agent_id);
+                state.generations.bump(&block.agent_id, Parts::BLOCKS);
                 if res.is_ok() {
                     state.wrote(&myself);
                 }
@@ -1701,7 +1958,7 @@ impl Actor for StoreActor {
                         .insert(keys::agent(&agent_id), serde_json::to_vec(&meta)?)?;
                     Ok(())
                 })();
-                state.generations.bump(&agent_id);
+                state.generations.bump(&agent_id, Parts::BLOCKS);
                 if res.is_ok() {
                     state.wrote(&myself);
                 }
@@ -1788,7 +2045,7 @@ impl Actor for StoreActor {
             } => {
                 let res = t.put_rollup(&summary, supersedes, vector.as_ref());
                 if let Ok(true) = res {
-                    state.generations.bump(&summary.agent_id);
+                    state.generations.bump(&summary.agent_id, Parts::SUMMARIES);
                     let s = summary.clone();
                     state.search.update(&summary.agent_id, move |ix| {
                         if let Some(old) = supersedes {
@@ -1848,7 +2105,10 @@ impl Actor for StoreActor {
             } => {
                 let res = t.put_topic(&topic, &summary, vector.as_ref());
                 if res.is_ok() {
-                    state.generations.bump(&summary.agent_id);
+                    // The topic and its summary.
+                    state
+                        .generations
+                        .bump(&summary.agent_id, Parts::TOPICS | Parts::SUMMARIES);
                     let s = summary.clone();
                     state
                         .search
@@ -1967,6 +2227,53 @@ mod tests {
     fn summary(id: Uuid, text: &str) -> ConversationSummary {
         let t = Utc.with_ymd_and_hms(2026, 1, 5, 9, 0, 0).unwrap();
         ConversationSummary::session(id, "kairix", "mark", t, text)
+    }
+
+    #[test]
+    fn generations_move_only_the_parts_written() {
+        let g = Generations::default();
+        let start = g.get("kairix");
+        assert_eq!(start, Stamp::default());
+        g.bump("kairix", Parts::FACTS);
+        let facts = g.get("kairix");
+        assert_eq!(facts.changed_since(&start), Parts::FACTS);
+        g.bump("kairix", Parts::SUMMARIES | Parts::BLOCKS);
+        let now = g.get("kairix");
+        assert_eq!(now.changed_since(&facts), Parts::SUMMARIES | Parts::BLOCKS);
+        assert_eq!(
+            now.changed_since(&start),
+            Parts::SUMMARIES | Parts::BLOCKS | Parts::FACTS
+        );
+        assert!(now.changed_since(&now).is_empty());
+        g.bump("kairix", Parts::ALL);
+        assert_eq!(g.get("kairix").changed_since(&now), Parts::ALL);
+        // another agent's counters are its own
+        assert_eq!(g.get("juniper"), Stamp::default());
+    }
+
+    #[test]
+    fn context_parts_reads_only_what_is_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let trees = Trees::open(dir.path(), &StoreSettings::default()).unwrap();
+        let (id, summary) = call("mark", 1);
+        trees
+            .complete_reflection(
+                &summary,
+                &[],
+                &[fact("mark", "Has a dog called Biscuit", Some("dog"), id)],
+            )
+            .unwrap();
+        let only = trees.context_parts("kairix", "mark", Parts::FACTS).unwrap();
+        assert_eq!(only.facts.as_ref().map(CurrentFacts::len), Some(1));
+        assert!(only.summaries.is_none() && only.blocks.is_none());
+        assert!(only.ended.is_none() && only.topics.is_none());
+        let all = trees.context_parts("kairix", "mark", Parts::ALL).unwrap();
+        assert_eq!(all.summaries.map(|s| s.len()), Some(1));
+        assert!(all.blocks.is_some() && all.ended.is_some() && all.topics.is_some());
+        let summaries = trees
+            .context_parts("kairix", "mark", Parts::SUMMARIES)
+            .unwrap();
+        assert!(summaries.summaries.is_some() && summaries.facts.is_none());
     }
 
     #[test]

@@ -17,17 +17,20 @@ use std::sync::{Arc, RwLock};
 use chrono::{DateTime, Datelike, Duration, Timelike, Utc};
 use ractor::call_t;
 use recall_actors::context::{
-    distinct_summary_indices, live_summary_item, prepare_blocks, prepare_summary, prepare_turns,
-    select, AssembledContext, CharEstimate, ContextItem, PreparedFacts, Retrieved, Selection,
-    Source, Tier, TokenCounter,
+    distinct_summary_indices, fact_item, live_summary_item, prepare_blocks, prepare_summary,
+    prepare_turns, select, AssembledContext, CharEstimate, ContextItem, PreparedFacts, Retrieved,
+    Selection, Source, Tier, TokenCounter,
 };
 use recall_actors::embed::StoredVector;
 use recall_actors::model::{
-    BlockLabel, ConversationSummary, ConversationTurn, MemoryBlock, SummaryType,
+    BlockLabel, ConversationSummary, ConversationTurn, EarlierValue, FactRecord, MemoryBlock,
+    SummaryType, Topic,
 };
 use recall_actors::search::{DocKind, Ranking, Recency, RelatedWords, SearchQuery, TurnRef};
 use recall_actors::session::SessionMsg;
-use recall_actors::store::{ContextSources, StoreError, StoreMsg};
+use recall_actors::store::{
+    ContextParts, CurrentFacts, Parts, Stamp, StoreError, StoreMsg, StoredBlocks,
+};
 use recall_actors::watchdog::{render_context, topic_order, Hierarchy};
 use uuid::Uuid;
 
@@ -48,19 +51,29 @@ struct PreviousTurns {
     turn_count: u32,
 }
 
-/// The stored sources of one (agent, user)'s context, prepared.
+/// The stored sources of one (agent, user)'s context, prepared. Each part
+/// is shared with the entry it was kept from when the Store reports no
+/// change to it (see [`Parts`]).
 pub(super) struct Sources {
-    generation: u64,
+    stamp: Stamp,
     /// The rendered background context holds until then.
     valid_until: Option<DateTime<Utc>>,
+    /// What the blocks (with this user's background context) are rendered
+    /// from.
+    stored_blocks: Arc<StoredBlocks>,
+    stored_summaries: Arc<Vec<Arc<ConversationSummary>>>,
+    /// Each of `stored_summaries` by its id: a retrieved summary is shown
+    /// from here, not read from the store again.
+    summary_at: Arc<HashMap<Uuid, usize, foldhash::fast::RandomState>>,
+    topics: Arc<Vec<Topic>>,
     blocks: Vec<ContextItem>,
-    facts: PreparedFacts,
+    facts: Arc<PreparedFacts>,
     /// Oldest first.
-    summaries: Vec<ContextItem>,
+    summaries: Arc<Vec<ContextItem>>,
     /// By end time.
-    ended: Vec<EndedCall>,
+    ended: Arc<Vec<EndedCall>>,
     /// The latest ended call's turns.
-    latest: Option<PreviousTurns>,
+    latest: Option<Arc<PreviousTurns>>,
     last_used: AtomicU64,
 }
 
@@ -74,15 +87,28 @@ struct PreparedSummary {
     item: ContextItem,
 }
 
+/// A stored fact rendered for a viewer (its owner, or another user it is
+/// shared with), with the value it replaced, kept with the record.
+struct PreparedFact {
+    fact: Arc<FactRecord>,
+    earlier: Option<EarlierValue>,
+    item: ContextItem,
+}
+
 /// Prepared sources per agent and user, least recently used evicted.
 pub(super) struct ContextCache {
     /// By the address of the record (held, so the address is not reused).
-    prepared: std::sync::Mutex<HashMap<usize, PreparedSummary>>,
+    prepared: std::sync::Mutex<HashMap<usize, PreparedSummary, foldhash::fast::RandomState>>,
+    /// By the address of the record and whether the viewer is another
+    /// user than its owner.
+    prepared_facts:
+        std::sync::Mutex<HashMap<(usize, bool), PreparedFact, foldhash::fast::RandomState>>,
     capacity: usize,
     entries: RwLock<HashMap<String, HashMap<String, Arc<Sources>>>>,
     tick: AtomicU64,
     hits: AtomicU64,
     misses: AtomicU64,
+    partial_misses: AtomicU64,
 }
 
 /// Vectors by text, and the texts in the order they came.
@@ -134,17 +160,22 @@ pub struct ContextCacheStats {
     pub hits: u64,
     /// Reads that went to the store (absent, changed, or expired).
     pub misses: u64,
+    /// Misses that kept what was held and read again only the parts a
+    /// write changed (or none, when only time moved).
+    pub partial_misses: u64,
 }
 
 impl ContextCache {
     pub(super) fn new(capacity: usize) -> Self {
         ContextCache {
-            prepared: std::sync::Mutex::new(HashMap::new()),
+            prepared: std::sync::Mutex::new(HashMap::default()),
+            prepared_facts: std::sync::Mutex::new(HashMap::default()),
             capacity,
             entries: RwLock::new(HashMap::new()),
             tick: AtomicU64::new(0),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            partial_misses: AtomicU64::new(0),
         }
     }
 
@@ -205,16 +236,17 @@ impl ContextCache {
             .insert(user_id.to_string(), sources);
     }
 
-    /// Each summary's duplicate key and item, from earlier reads where the
-    /// record is the same one.
-    fn prepare(&self, summaries: &[Arc<ConversationSummary>]) -> Vec<(u64, ContextItem)> {
+    /// The summaries a context shows of `summaries` (see
+    /// [`distinct_summary_indices`]), prepared; a record an earlier read
+    /// prepared is not rendered again.
+    fn prepare_summaries(&self, summaries: &[Arc<ConversationSummary>]) -> Vec<ContextItem> {
         let mut map = self.prepared.lock().unwrap_or_else(|p| p.into_inner());
-        let out = summaries
+        let keys: Vec<u64> = summaries
             .iter()
             .map(|s| {
                 let at = Arc::as_ptr(s) as usize;
                 match map.get(&at) {
-                    Some(p) if Arc::ptr_eq(&p.summary, s) => (p.key, p.item.clone()),
+                    Some(p) if Arc::ptr_eq(&p.summary, s) => p.key,
                     _ => {
                         let key = recall_actors::context::dedup_key(&s.summary_text);
                         let item = prepare_summary(s, &CharEstimate);
@@ -223,12 +255,19 @@ impl ContextCache {
                             PreparedSummary {
                                 summary: s.clone(),
                                 key,
-                                item: item.clone(),
+                                item,
                             },
                         );
-                        (key, item)
+                        key
                     }
                 }
+            })
+            .collect();
+        let out = distinct_summary_indices(summaries, |i, _| keys[i])
+            .into_iter()
+            .filter_map(|i| {
+                let at = Arc::as_ptr(&summaries[i]) as usize;
+                map.get(&at).map(|p| p.item.clone())
             })
             .collect();
         // Records the store no longer hands out are held here alone.
@@ -238,19 +277,61 @@ impl ContextCache {
         out
     }
 
+    /// The current facts `user_id` may see, prepared, rendering only the
+    /// records (or earlier values) earlier reads did not.
+    fn prepare_facts(&self, facts: &CurrentFacts, user_id: &str) -> PreparedFacts {
+        let mut map = self
+            .prepared_facts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let items = facts
+            .facts
+            .iter()
+            .map(|f| {
+                let earlier = facts.earlier(f.fact_id);
+                let at = (Arc::as_ptr(f) as usize, f.user_id != user_id);
+                let item = match map.get(&at) {
+                    Some(p) if Arc::ptr_eq(&p.fact, f) && p.earlier.as_ref() == earlier => {
+                        p.item.clone()
+                    }
+                    _ => {
+                        let item = fact_item(&f.fact, earlier, user_id, &CharEstimate);
+                        map.insert(
+                            at,
+                            PreparedFact {
+                                fact: f.clone(),
+                                earlier: earlier.cloned(),
+                                item: item.clone(),
+                            },
+                        );
+                        item
+                    }
+                };
+                (&f.fact, item)
+            })
+            .collect();
+        // Records the store no longer holds are held here alone.
+        if map.len() > 2 * facts.len() + 1024 {
+            map.retain(|_, p| Arc::strong_count(&p.fact) > 1);
+        }
+        PreparedFacts::from_items(items)
+    }
+
     pub(super) fn stats(&self) -> ContextCacheStats {
         let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
         ContextCacheStats {
             entries: entries.values().map(HashMap::len).sum(),
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
+            partial_misses: self.partial_misses.load(Ordering::Relaxed),
         }
     }
 }
 
 impl Runtime {
     /// The stored sources of a context, from the cache while the agent's
-    /// generation has not moved and the background context still holds.
+    /// parts have not moved and the background context still holds; after
+    /// a write, only the parts it changed are read again.
     async fn context_sources(
         &self,
         agent_id: &str,
@@ -258,12 +339,13 @@ impl Runtime {
         now: DateTime<Utc>,
         cached: bool,
     ) -> Result<Arc<Sources>, RecallError> {
-        // Read before the store: a write after this moves the count, so a
-        // stale entry is never taken for current.
-        let generation = self.inner.generations.get(agent_id);
+        // Read before the store: a write after this moves the counts, so a
+        // stale part is never taken for current.
+        let stamp = self.inner.generations.get(agent_id);
+        let mut kept = None;
         if cached {
             if let Some(s) = self.inner.context_cache.get(agent_id, user_id) {
-                if s.generation == generation && s.valid_until.is_none_or(|t| now <= t) {
+                if s.stamp == stamp && s.valid_until.is_none_or(|t| now <= t) {
                     self.inner
                         .context_cache
                         .hits
@@ -271,6 +353,7 @@ impl Runtime {
                     metrics::counter!("recall_context_cache_hits_total").increment(1);
                     return Ok(s);
                 }
+                kept = Some(s);
             }
             self.inner
                 .context_cache
@@ -278,19 +361,33 @@ impl Runtime {
                 .fetch_add(1, Ordering::Relaxed);
             metrics::counter!("recall_context_cache_misses_total").increment(1);
         }
-        // The barrier makes every write sent before this read visible; the
-        // scan itself runs off the Store actor, so turn writes never wait
-        // behind it.
-        call_t!(self.inner.store, StoreMsg::Barrier, CALL_TIMEOUT_MS)
-            .map_err(unavailable("store"))?;
-        let trees = self.reader()?;
-        let (a, u) = (agent_id.to_string(), user_id.to_string());
-        let stored: ContextSources =
-            tokio::task::spawn_blocking(move || trees.context_sources(&a, &u))
+        let parts = match &kept {
+            Some(s) => stamp.changed_since(&s.stamp),
+            None => Parts::ALL,
+        };
+        if parts != Parts::ALL {
+            self.inner
+                .context_cache
+                .partial_misses
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        let stored = if parts.is_empty() {
+            // Only time moved: the background context is rendered again.
+            ContextParts::default()
+        } else {
+            // The barrier makes every write sent before this read visible;
+            // the scan itself runs off the Store actor, so turn writes never
+            // wait behind it.
+            call_t!(self.inner.store, StoreMsg::Barrier, CALL_TIMEOUT_MS)
+                .map_err(unavailable("store"))?;
+            let trees = self.reader()?;
+            let (a, u) = (agent_id.to_string(), user_id.to_string());
+            tokio::task::spawn_blocking(move || trees.context_parts(&a, &u, parts))
                 .await
-                .map_err(StoreError::ReadAborted)??;
+                .map_err(StoreError::ReadAborted)??
+        };
         let sources = Arc::new(
-            self.prepare_sources(agent_id, user_id, now, generation, stored)
+            self.prepare_sources(agent_id, user_id, now, stamp, stored, kept.as_deref())
                 .await?,
         );
         if cached {
@@ -301,40 +398,131 @@ impl Runtime {
         Ok(sources)
     }
 
+    /// Prepares what was read, taking every part not read from `kept`.
     async fn prepare_sources(
         &self,
         agent_id: &str,
         user_id: &str,
         now: DateTime<Utc>,
-        generation: u64,
-        stored: ContextSources,
+        stamp: Stamp,
+        stored: ContextParts,
+        kept: Option<&Sources>,
     ) -> Result<Sources, RecallError> {
-        let counter = &CharEstimate;
-        let ContextSources {
-            agent_blocks,
-            user_blocks,
+        let ContextParts {
+            blocks: stored_blocks,
             facts,
-            summaries,
-            persistent_context,
+            summaries: stored_summaries,
             ended,
             topics,
         } = stored;
+        // A part not read is kept (with no entry to keep from, every part
+        // was read).
+        let stored_blocks = match (stored_blocks, kept) {
+            (None, Some(k)) => k.stored_blocks.clone(),
+            (b, _) => Arc::new(b.unwrap_or_default()),
+        };
+        let topics = match (topics, kept) {
+            (None, Some(k)) => k.topics.clone(),
+            (t, _) => Arc::new(t.unwrap_or_default()),
+        };
+        let (stored_summaries, summary_at, summaries) = match (stored_summaries, kept) {
+            (None, Some(k)) => (
+                k.stored_summaries.clone(),
+                k.summary_at.clone(),
+                k.summaries.clone(),
+            ),
+            (list, _) => {
+                let list = list.unwrap_or_default();
+                let items = self.inner.context_cache.prepare_summaries(&list);
+                let at = list
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| (s.summary_id, i))
+                    .collect();
+                (Arc::new(list), Arc::new(at), Arc::new(items))
+            }
+        };
+        let facts = match (facts, kept) {
+            (None, Some(k)) => k.facts.clone(),
+            (f, _) => Arc::new(
+                self.inner
+                    .context_cache
+                    .prepare_facts(&f.unwrap_or_default(), user_id),
+            ),
+        };
+        let (ended, latest) = match (ended, kept) {
+            (None, Some(k)) => (k.ended.clone(), k.latest.clone()),
+            (list, _) => {
+                let ended: Vec<EndedCall> = list
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|r| {
+                        Some(EndedCall {
+                            session_id: r.session_id,
+                            ended_at: r.ended_at?,
+                        })
+                    })
+                    .collect();
+                let latest = match ended.last() {
+                    Some(call) => Some(Arc::new(self.previous_turns(call).await?)),
+                    None => None,
+                };
+                (Arc::new(ended), latest)
+            }
+        };
+        let (blocks, valid_until) = self.render_blocks(
+            agent_id,
+            user_id,
+            now,
+            &stored_blocks,
+            &stored_summaries,
+            &topics,
+        );
+        Ok(Sources {
+            stamp,
+            valid_until,
+            stored_blocks,
+            stored_summaries,
+            summary_at,
+            topics,
+            blocks,
+            facts,
+            summaries,
+            ended,
+            latest,
+            last_used: AtomicU64::new(0),
+        })
+    }
+
+    /// The blocks a user's context shows, prepared, and until when the
+    /// rendered background context holds.
+    fn render_blocks(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+        now: DateTime<Utc>,
+        stored: &StoredBlocks,
+        summaries: &[Arc<ConversationSummary>],
+        topics: &[Topic],
+    ) -> (Vec<ContextItem>, Option<DateTime<Utc>>) {
         // The agent's own blocks, and those drawn from this user's
         // conversations; never another user's.
-        let mut blocks: Vec<MemoryBlock> = agent_blocks
-            .into_iter()
+        let mut blocks: Vec<MemoryBlock> = stored
+            .agent_blocks
+            .iter()
             .filter(|b| b.label != BlockLabel::BackgroundContext)
             .filter(|b| b.source_user_id.is_none())
-            .filter(|b| !user_blocks.iter().any(|u| u.label == b.label))
+            .filter(|b| !stored.user_blocks.iter().any(|u| u.label == b.label))
+            .cloned()
             .collect();
-        blocks.extend(user_blocks);
+        blocks.extend(stored.user_blocks.iter().cloned());
         // The stored `background_context` block covers every user of the
         // agent; this user's is rendered from their own summary hierarchy
         // (recent sessions newest first, latest day and week, topics with
         // the live call's first) and the agent's persistent context. It
         // holds until the oldest recent summary leaves the look-back (a
-        // topic shift rewrites the agent's block, which moves the
-        // generation).
+        // topic shift rewrites the agent's block, which moves the blocks'
+        // count).
         let settings = &self.inner.settings;
         let lookback = Duration::hours(settings.watchdog.lookback_hours as i64);
         let recent: Vec<&ConversationSummary> = summaries
@@ -351,17 +539,18 @@ impl Runtime {
                 .map(|s| &**s)
         };
         let live = self.inner.live_topics.get(agent_id, user_id, now, lookback);
-        let labels = topic_order(&topics, live);
+        let labels = topic_order(topics, live);
         let valid_until = recent.iter().map(|s| s.period_end + lookback).min();
+        let persistent = &stored.persistent_context;
         let hierarchy = Hierarchy {
             recent: &recent,
             daily: latest(SummaryType::Daily),
             weekly: latest(SummaryType::Weekly),
             topics: &labels,
-            persistent: &persistent_context,
+            persistent,
         };
         if !recent.is_empty()
-            || !persistent_context.is_empty()
+            || !persistent.is_empty()
             || hierarchy.daily.is_some()
             || !labels.is_empty()
         {
@@ -375,35 +564,7 @@ impl Runtime {
                 source_user_id: Some(user_id.to_string()),
             });
         }
-        let ended: Vec<EndedCall> = ended
-            .into_iter()
-            .filter_map(|r| {
-                Some(EndedCall {
-                    session_id: r.session_id,
-                    ended_at: r.ended_at?,
-                })
-            })
-            .collect();
-        let latest = match ended.last() {
-            Some(call) => Some(self.previous_turns(call).await?),
-            None => None,
-        };
-        Ok(Sources {
-            generation,
-            valid_until,
-            blocks: prepare_blocks(&blocks, counter),
-            facts: PreparedFacts::with_earlier(&facts, &facts.earlier, user_id, counter),
-            summaries: {
-                let prepared = self.inner.context_cache.prepare(&summaries);
-                distinct_summary_indices(&summaries, |i, _| prepared[i].0)
-                    .into_iter()
-                    .map(|i| prepared[i].1.clone())
-                    .collect()
-            },
-            ended,
-            latest,
-            last_used: AtomicU64::new(0),
-        })
+        (prepare_blocks(&blocks, &CharEstimate), valid_until)
     }
 
     async fn previous_turns(&self, call: &EndedCall) -> Result<PreviousTurns, RecallError> {
@@ -523,7 +684,7 @@ impl Runtime {
         let mut verbatim: Option<(Uuid, u32)> = None;
         if let Some(call) = src.ended.iter().rev().find(|c| c.ended_at <= reference) {
             let prev = match &src.latest {
-                Some(p) if p.session_id == call.session_id => p,
+                Some(p) if p.session_id == call.session_id => &**p,
                 _ => {
                     loaded = self.previous_turns(call).await?;
                     &loaded
@@ -757,16 +918,15 @@ impl Runtime {
                     },
                     None => continue,
                 },
-                (_, _) => match trees.summary(h.id)? {
+                // The user's current summaries are those the sources hold.
+                (_, _) => match src.summary_at.get(&h.id).map(|&i| &src.stored_summaries[i]) {
                     Some(s)
-                        if s.user_id == user_id
-                            && s.is_current()
-                            && seen_texts
-                                .insert(recall_actors::context::dedup_key(&s.summary_text)) =>
+                        if seen_texts
+                            .insert(recall_actors::context::dedup_key(&s.summary_text)) =>
                     {
                         ContextItem {
                             tier: Tier::Retrieved,
-                            ..prepare_summary(&s, counter)
+                            ..prepare_summary(s, counter)
                         }
                     }
                     _ => continue,

@@ -119,9 +119,12 @@ pub fn reconcile_facts(facts: &[FactRecord], subjects: &BTreeSet<String>) -> Vec
 
 /// For each current fact of `facts` that replaced another of `facts`: the
 /// latest value it replaced, by the current fact's id.
-pub fn earlier_values(facts: &[FactRecord]) -> HashMap<Uuid, EarlierValue> {
+pub fn earlier_values<'a, I>(facts: I) -> HashMap<Uuid, EarlierValue>
+where
+    I: IntoIterator<Item = &'a FactRecord> + Clone,
+{
     let mut out: HashMap<Uuid, EarlierValue> = HashMap::new();
-    for f in facts {
+    for f in facts.clone() {
         let (Some(by), Some(until)) = (f.history.superseded_by, f.history.superseded_at) else {
             continue;
         };
@@ -139,7 +142,7 @@ pub fn earlier_values(facts: &[FactRecord]) -> HashMap<Uuid, EarlierValue> {
         );
     }
     let current: BTreeSet<Uuid> = facts
-        .iter()
+        .into_iter()
         .filter(|f| f.is_current())
         .map(|f| f.fact_id)
         .collect();
@@ -270,7 +273,8 @@ impl Trees {
         }
         fact.fact.visibility = visibility;
         let key = keys::fact(&fact.agent_id, &fact.user_id, fact_id);
-        self.facts.insert(key, encode(&fact)?)?;
+        self.facts.insert(key.as_slice(), encode(&fact)?)?;
+        self.note_facts([key]);
         Ok(fact)
     }
 
@@ -317,6 +321,7 @@ impl Trees {
                 Ok::<_, ConflictableTransactionError<StoreError>>(())
             },
         )?;
+        self.note_facts(std::iter::once(&key).chain(moved_rows.iter().map(|(k, _, _)| k)));
         Ok((fact, moved))
     }
 

@@ -113,6 +113,17 @@ impl Trees {
         user_id: &str,
         agent_id: Option<&str>,
     ) -> Result<ForgetReport, StoreError> {
+        let res = self.remove_user(user_id, agent_id);
+        // Done or not, the batches do not say which keys they removed.
+        self.drop_mirrors();
+        res
+    }
+
+    fn remove_user(
+        &self,
+        user_id: &str,
+        agent_id: Option<&str>,
+    ) -> Result<ForgetReport, StoreError> {
         let marker = self.begin_forget(user_id, agent_id)?;
         let mut r = ForgetReport {
             user_id: user_id.to_string(),

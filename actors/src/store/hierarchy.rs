@@ -70,6 +70,7 @@ impl Trees {
                 agents.insert(keys::agent(&summary.agent_id), tx_encode(&meta)?)?;
                 Ok::<_, ConflictableTransactionError<StoreError>>(())
             })?;
+        self.note_summaries(std::iter::once(key).chain(old_row.map(|(k, _)| k)));
         Ok(true)
     }
 
@@ -246,6 +247,8 @@ impl Trees {
                 agents.insert(keys::agent(&summary.agent_id), tx_encode(&meta)?)?;
                 Ok::<_, ConflictableTransactionError<StoreError>>(())
             })?;
+        self.note_summaries(old_key.iter().map(|k| k.to_vec()).chain([key]));
+        self.note_topics([topic_key]);
         Ok(())
     }
 

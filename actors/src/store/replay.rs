@@ -98,6 +98,8 @@ impl Trees {
                     Ok::<_, ConflictableTransactionError<StoreError>>(())
                 },
             )?;
+        self.note_summaries([&old_row.0, &new_key]);
+        self.note_facts(added_rows.iter().map(|(k, _, _)| k));
         Ok(Revision {
             stored: true,
             old: Some(old),
@@ -113,7 +115,9 @@ impl Trees {
             return Err(StoreError::SummaryNotFound(summary_id));
         };
         s.derivation = Some(derivation.to_string());
-        self.summaries.insert(keys::summary_of(&s), encode(&s)?)?;
+        let key = keys::summary_of(&s);
+        self.summaries.insert(key.as_slice(), encode(&s)?)?;
+        self.note_summaries([key]);
         Ok(())
     }
 }

@@ -377,3 +377,52 @@ async fn an_answer_to_the_agents_question_comes_with_the_hit_that_asked_it() -> 
     assert!(!retrieved.contains("classic"), "{retrieved}");
     Ok(())
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_person_asked_about_by_relation_is_found_by_the_name_the_facts_give() -> Res {
+    let rt = start().await?;
+    call(
+        &rt,
+        "mark",
+        "c0",
+        &["My brother Rob is a firefighter up in Leeds."],
+    )
+    .await?;
+    // Another user's Rob is nobody's brother of Mark's.
+    call(
+        &rt,
+        "ada",
+        "a0",
+        &["My cousin Rob moved to Cardiff in May."],
+    )
+    .await?;
+    // Enough calls that the name is a rare word of the agent's memory (a
+    // word in more than a twentieth of its items ranks little).
+    for i in 1..=90 {
+        days(1).await;
+        let a = CHATTER[i % CHATTER.len()];
+        let b = CHATTER[(i * 5 + 2) % CHATTER.len()];
+        let c = CHATTER[(i * 7 + 3) % CHATTER.len()];
+        call(&rt, "mark", &format!("c{i}"), &[a, b, c]).await?;
+        if i == 60 {
+            // Said without the word "brother".
+            call(
+                &rt,
+                "mark",
+                "news",
+                &["Big family news: Rob's transferring to the fire service in Aberdeen."],
+            )
+            .await?;
+        }
+    }
+    days(1).await;
+    let ask = "Where does my brother live now?";
+    let c = rt.context("kairix", "mark", ask, 2000).await?;
+    let retrieved = tier_text(&c, Tier::Retrieved);
+    assert!(retrieved.contains("Aberdeen"), "{retrieved}");
+    assert!(!all_text(&c).contains("Cardiff"), "{}", all_text(&c));
+    // Without the fact there is no name to look for: Ada has no brother.
+    let c = rt.context("kairix", "ada", ask, 2000).await?;
+    assert!(!all_text(&c).contains("Aberdeen"));
+    Ok(())
+}

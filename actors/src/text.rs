@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashSet};
 
 mod facts;
 
-pub use facts::{answered_name, facts, facts_by_sentence, is_relation_word};
+pub use facts::{answered_name, facts, facts_by_sentence, is_relation_word, named};
 
 const STOPWORDS: &[&str] = &[
     "a",

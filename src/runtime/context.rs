@@ -68,6 +68,9 @@ pub(super) struct Sources {
     topics: Arc<Vec<Topic>>,
     blocks: Vec<ContextItem>,
     facts: Arc<PreparedFacts>,
+    /// The people and pets the user's facts name, as (the stem of what
+    /// they are to the user, the name): ("brother", "Rob").
+    names: Arc<Vec<(String, String)>>,
     /// Oldest first.
     summaries: Arc<Vec<ContextItem>>,
     /// By end time.
@@ -442,13 +445,15 @@ impl Runtime {
                 (Arc::new(list), Arc::new(at), Arc::new(items))
             }
         };
-        let facts = match (facts, kept) {
-            (None, Some(k)) => k.facts.clone(),
-            (f, _) => Arc::new(
-                self.inner
-                    .context_cache
-                    .prepare_facts(&f.unwrap_or_default(), user_id),
-            ),
+        let (facts, names) = match (facts, kept) {
+            (None, Some(k)) => (k.facts.clone(), k.names.clone()),
+            (f, _) => {
+                let f = f.unwrap_or_default();
+                (
+                    Arc::new(self.inner.context_cache.prepare_facts(&f, user_id)),
+                    Arc::new(named_in(&f, user_id)),
+                )
+            }
         };
         let (ended, latest) = match (ended, kept) {
             (None, Some(k)) => (k.ended.clone(), k.latest.clone()),
@@ -487,6 +492,7 @@ impl Runtime {
             topics,
             blocks,
             facts,
+            names,
             summaries,
             ended,
             latest,
@@ -769,6 +775,20 @@ impl Runtime {
             text.push('\n');
             text.push_str(w);
         }
+        // The people and pets the message names by what they are to the
+        // user are also looked for by name: "my brother" finds "Rob's
+        // transferring to Aberdeen" once a fact says the brother is Rob.
+        if !src.names.is_empty() {
+            let asked: Vec<String> = recall_actors::search::tokens(message).collect();
+            let mut added: Vec<&str> = Vec::new();
+            for (what, name) in src.names.iter() {
+                if asked.contains(what) && !added.contains(&name.as_str()) {
+                    added.push(name);
+                    text.push('\n');
+                    text.push_str(name);
+                }
+            }
+        }
         let query = SearchQuery {
             text,
             kinds: vec![
@@ -1008,6 +1028,39 @@ impl Runtime {
 /// set reaches it; at 100,000 turns it keeps their cost to a fraction of
 /// the read's).
 const RELATED_POSTINGS: usize = 5_000;
+
+/// The people and pets `user_id`'s own current facts name, as (the stem
+/// of what they are to the user, the name): from the fact's words ("Has a
+/// brother named Rob"), its subject where that names a person
+/// ("brother:rob:role" for "Brother Rob is a firefighter") and its
+/// one-valued subject ("partner" for "Wife is named Ana").
+fn named_in(facts: &CurrentFacts, user_id: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut add = |what: &str, name: &str| {
+        let pair = (
+            recall_actors::search::stem(&what.to_lowercase()),
+            name.to_string(),
+        );
+        if !pair.0.is_empty() && !pair.1.is_empty() && !out.contains(&pair) {
+            out.push(pair);
+        }
+    };
+    for f in facts.iter().filter(|f| f.user_id == user_id) {
+        let subject = f.subject.as_deref().unwrap_or("");
+        if let Some((what, name)) = recall_actors::text::named(&f.content) {
+            // "older sister": the sister.
+            if let Some(last) = what.split_whitespace().last() {
+                add(last, &name);
+            }
+            if !subject.is_empty() && !subject.contains(':') {
+                add(subject, &name);
+            }
+        } else if let [what, name, ..] = subject.split(':').collect::<Vec<_>>()[..] {
+            add(what, name);
+        }
+    }
+    out
+}
 
 /// How a context is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

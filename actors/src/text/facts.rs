@@ -1970,6 +1970,24 @@ pub fn answered_name(before: &str, asked: &str, answer: &str) -> Option<FactCand
     })
 }
 
+/// The person or pet a fact this module wrote names, and the name: ("dog",
+/// "Biscuit") for "Has a dog named Biscuit", ("manager", "Beatriz") for
+/// "Manager is named Beatriz". `None` for any other fact (an LLM's wording
+/// among them).
+pub fn named(content: &str) -> Option<(String, String)> {
+    let content = content.trim().trim_end_matches('.');
+    let (what, name) = match content.strip_prefix("Has a ") {
+        Some(rest) => rest.split_once(" named ")?,
+        None => content
+            .strip_prefix("Has an ")
+            .and_then(|rest| rest.split_once(" named "))
+            .or_else(|| content.split_once(" is named "))?,
+    };
+    let (what, name) = (what.trim(), name.trim());
+    let word = |w: &str| !w.is_empty() && w.split_whitespace().count() <= 3;
+    (word(what) && word(name)).then(|| (what.to_lowercase(), name.to_string()))
+}
+
 /// Whether a word names a relation or a pet (for scoring what a sentence
 /// discloses).
 pub fn is_relation_word(word: &str) -> bool {
@@ -1998,6 +2016,32 @@ mod tests {
         let f = facts(text);
         assert_eq!(f.len(), 1, "{text:?} gave {f:?}");
         (f[0].content.clone(), f[0].subject.clone())
+    }
+
+    #[test]
+    fn the_name_a_fact_gives_is_read_back() {
+        for text in [
+            "I went hiking with my little brother Tomas on Sunday.",
+            "my manager is Beatriz",
+            "my dog is called Biscuit",
+        ] {
+            let (content, _) = one(text);
+            assert!(named(&content).is_some(), "{content}");
+        }
+        assert_eq!(
+            named("Has a brother named Tomas"),
+            Some(("brother".into(), "Tomas".into()))
+        );
+        assert_eq!(
+            named("Manager is named Beatriz"),
+            Some(("manager".into(), "Beatriz".into()))
+        );
+        assert_eq!(
+            named("Has an older sister named Leela"),
+            Some(("older sister".into(), "Leela".into()))
+        );
+        assert_eq!(named("Lives in Denver"), None);
+        assert_eq!(named("Has a dog"), None);
     }
 
     #[test]

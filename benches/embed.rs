@@ -18,7 +18,11 @@
 //!   for 50 turns), searched with a message's words and vector (`dense` =
 //!   40, as a context read does) against the same search by words alone,
 //!   interleaved; and the message's own embedding, which a context read
-//!   adds when the vector is not cached, reported beside it.
+//!   adds when the vector is not cached, reported beside it;
+//! - `Runtime::context` on the local model (100 ended calls of ten turns,
+//!   2,000 tokens): with a new message (its vector made within the read),
+//!   the same message again (its vector kept) and no message, interleaved,
+//!   and the message's embedding alone.
 //!
 //! Run with `scripts/fetch-model && cargo bench --features local-embed --bench embed`.
 
@@ -389,7 +393,108 @@ fn main() {
         "the message's embedding (a cache miss adds it)",
         figures(query_embed),
     );
+    context_reads(&dir, &model);
     println!("load average after: {}", common::load_average());
+}
+
+/// `Runtime::context` on the local model: a user with 100 ended calls of
+/// ten turns (every turn, summary and fact with the model's vector), read
+/// at 2,000 tokens with a message never asked before (its vector made
+/// within the read), the same message again (its vector kept), and no
+/// message, interleaved; the message's embedding alone beside them.
+fn context_reads(dir: &str, model: &LocalEmbed) {
+    const QUESTIONS: [&str; 8] = [
+        "What did my sister say about the half marathon",
+        "When is the plumber coming back about the dishwasher",
+        "How is the rescue greyhound settling in",
+        "What happened at the quarterly planning meeting",
+        "How is the Portuguese going",
+        "What did the garage replace on the Subaru",
+        "Where is the weekly football game now",
+        "Which recipe takes the whole afternoon",
+    ];
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let data = tempfile::tempdir().expect("temp dir");
+    let mut settings = recall::Settings::default();
+    settings.embed.kind = recall::engine::settings::EmbedKind::Local;
+    settings.embed.local.model_dir = dir.to_string();
+    let started = Instant::now();
+    let rt = tokio
+        .block_on(
+            recall::RuntimeBuilder::new(data.path())
+                .settings(settings)
+                .start(),
+        )
+        .expect("runtime start");
+    tokio.block_on(async {
+        for c in 0..100 {
+            let conn = format!("call-{c}");
+            rt.start_session("kairix", "mark", &conn)
+                .await
+                .expect("start");
+            for t in 0..10 {
+                rt.record_turn(&conn, sentence(c * 10 + t, 12 + t), "I see.")
+                    .expect("turn");
+            }
+            rt.end_session(&conn).expect("end");
+        }
+        rt.wait_idle().await.expect("idle");
+        black_box(
+            rt.context("kairix", "mark", "hello", 2000)
+                .await
+                .expect("context"),
+        );
+    });
+    println!(
+        "context on the local model: 100 calls of 10 turns stored and embedded in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let (mut made, mut kept, mut none, mut embed) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for i in 0..220 {
+        let message = format!("{}, the {i}th time I ask?", QUESTIONS[i % 8]);
+        let time = |m: &str| {
+            let t = Instant::now();
+            black_box(
+                tokio
+                    .block_on(rt.context("kairix", "mark", m, 2000))
+                    .expect("context"),
+            );
+            t.elapsed().as_nanos() as u64
+        };
+        let a = time(&message);
+        let b = time(&message);
+        let c = time("");
+        let t = Instant::now();
+        black_box(
+            model
+                .embed_blocking(std::slice::from_ref(&message))
+                .expect("embeds"),
+        );
+        let e = t.elapsed().as_nanos() as u64;
+        if i >= 20 {
+            made.push(a);
+            kept.push(b);
+            none.push(c);
+            embed.push(e);
+        }
+    }
+    let (made, kept, none) = (figures(made), figures(kept), figures(none));
+    line("context, a new message (its vector made in the read)", made);
+    line("context, the same message again (its vector kept)", kept);
+    line("context without a message (baseline)", none);
+    line("  the message's embedding alone", figures(embed));
+    println!(
+        "ratio new message / no message: p50 {:.1}x, p99 {:.1}x; kept vector / no message: p50 {:.1}x, p99 {:.1}x",
+        made.0 / none.0,
+        made.1 / none.1,
+        kept.0 / none.0,
+        kept.1 / none.1
+    );
+    let _ = tokio.block_on(rt.shutdown());
 }
 
 fn model_name(m: &LocalEmbed) -> String {

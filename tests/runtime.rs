@@ -1200,6 +1200,60 @@ async fn a_write_rereads_only_the_parts_it_changed() -> Res {
 }
 
 #[tokio::test(start_paused = true)]
+async fn another_users_call_leaves_a_cached_context_current() -> Res {
+    let mut settings = Settings::for_test();
+    // no watchdog rewrite of the agent's block within the test
+    settings.watchdog.interval_secs = 86_400;
+    let rt = TestRuntime::start_full(settings, Arc::new(ExtractiveReflect)).await?;
+    for (user, conn, says) in [
+        ("mark", "m1", "My dog is called Biscuit"),
+        ("ada", "a1", "I live in Porto"),
+    ] {
+        rt.start_session("kairix", user, conn).await?;
+        rt.record_turn(conn, says, "Lovely")?;
+        rt.end_session(conn)?;
+        settle(&rt).await;
+    }
+    let ask = "what's my dog called?";
+    rt.context("kairix", "mark", ask, 4000).await?;
+    let before = rt.context_cache_stats();
+    // Ada's next call ends and is reflected on: her summary, fact and
+    // call are hers alone, and the agent's block Mark's read re-reads.
+    rt.start_session("kairix", "ada", "a2").await?;
+    rt.record_turn("a2", "I'm allergic to peanuts", "Noted")?;
+    rt.end_session("a2")?;
+    settle(&rt).await;
+    let c = rt.context("kairix", "mark", ask, 4000).await?;
+    let after = rt.context_cache_stats();
+    // The blocks alone are read again.
+    assert_eq!(after.misses - before.misses, 1, "{before:?} {after:?}");
+    assert_eq!(
+        after.parts_read - before.parts_read,
+        1,
+        "{before:?} {after:?}"
+    );
+    assert!(!format!("{c:?}").contains("peanuts"));
+    assert_eq!(c, rt.context_uncached("kairix", "mark", ask, 4000).await?);
+    // A fact Ada shares is every user's: Mark's next read shows it.
+    let fact = rt
+        .facts("kairix", "ada")
+        .await?
+        .into_iter()
+        .find(|f| f.content.contains("peanuts"))
+        .expect("the allergy is a fact");
+    rt.set_fact_visibility(
+        fact.fact_id,
+        "ada",
+        recall::engine::model::Visibility::Shared,
+    )
+    .await?;
+    let c = rt.context("kairix", "mark", ask, 4000).await?;
+    assert!(format!("{c:?}").contains("peanuts"), "{c:?}");
+    assert_eq!(c, rt.context_uncached("kairix", "mark", ask, 4000).await?);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_cached_context_lets_a_summary_age_out_of_the_background_context() -> Res {
     let mut settings = Settings::for_test();
     settings.watchdog.lookback_hours = 1;

@@ -816,6 +816,17 @@ impl Trees {
         blocks: &[MemoryBlock],
         facts: &[Fact],
     ) -> Result<bool, StoreError> {
+        Ok(self.reflection_done(summary, blocks, facts)?.0)
+    }
+
+    /// [`Trees::complete_reflection`], and whether a fact it wrote is
+    /// shared (other users of the agent see it change).
+    fn reflection_done(
+        &self,
+        summary: &ConversationSummary,
+        blocks: &[MemoryBlock],
+        facts: &[Fact],
+    ) -> Result<(bool, bool), StoreError> {
         // Facts are planned against the user's before the transaction
         // (sled transactions cannot scan); the Store actor is the only
         // writer, so nothing changes in between.
@@ -825,6 +836,11 @@ impl Trees {
         let mut meta = self.agent(&summary.agent_id)?;
         meta.summary_version += 1;
         let fact_rows = Self::fact_rows(changes.added.iter().chain(&changes.updated))?;
+        let shared = changes
+            .added
+            .iter()
+            .chain(&changes.updated)
+            .any(|f| f.visibility == Visibility::Shared);
         // The Rollup actor takes new session summaries and facts in from
         // its inbox (topics, late rollups, vectors for search).
         let agent_key = summary.agent_id.as_bytes();
@@ -886,7 +902,7 @@ impl Trees {
             self.note_summaries([skey]);
             self.note_facts(fact_rows.iter().map(|(k, _, _)| k));
         }
-        Ok(stored)
+        Ok((stored, shared))
     }
 
     /// Moves a job to the dead letters, unless the session has its summary
@@ -1437,6 +1453,11 @@ impl Parts {
     pub fn is_empty(self) -> bool {
         self.0 == 0
     }
+
+    /// How many parts the set holds.
+    pub fn count(self) -> u32 {
+        self.0.count_ones()
+    }
 }
 
 impl std::ops::BitOr for Parts {
@@ -1446,16 +1467,21 @@ impl std::ops::BitOr for Parts {
     }
 }
 
-/// An agent's change counters, one per part.
+/// The change counters that bear on one user's context with an agent, one
+/// per part: the agent's (writes that change what every user of it sees)
+/// and the user's own (their calls, summaries, facts and topics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Stamp([u64; Parts::COUNT]);
+pub struct Stamp {
+    agent: [u64; Parts::COUNT],
+    user: [u64; Parts::COUNT],
+}
 
 impl Stamp {
     /// The parts whose counter differs from `earlier`'s.
     pub fn changed_since(&self, earlier: &Stamp) -> Parts {
         let mut out = Parts::NONE;
         for i in 0..Parts::COUNT {
-            if self.0[i] != earlier.0[i] {
+            if self.agent[i] != earlier.agent[i] || self.user[i] != earlier.user[i] {
                 out = out | Parts(1 << i);
             }
         }
@@ -1463,32 +1489,72 @@ impl Stamp {
     }
 }
 
-/// Per-agent change counters, one per part of what contexts are assembled
-/// from (blocks, ended sessions, summaries, facts, topics). The Store bumps
-/// the parts a write changed, after the write, so a reader that saw the old
-/// counts and then read the data can only be stale in the safe direction:
-/// it sees newer counts next time and re-reads those parts. Turn appends do
-/// not bump: live turns are read from the session actors.
+/// An agent's counters, and each of its users'.
 #[derive(Debug, Default)]
-pub struct Generations(std::sync::Mutex<std::collections::HashMap<String, Stamp>>);
+struct AgentCounts {
+    all: [u64; Parts::COUNT],
+    users: HashMap<String, [u64; Parts::COUNT]>,
+}
+
+fn add(counts: &mut [u64; Parts::COUNT], parts: Parts) {
+    for (i, n) in counts.iter_mut().enumerate() {
+        if parts.contains(Parts(1 << i)) {
+            *n += 1;
+        }
+    }
+}
+
+/// Change counters, one per part of what contexts are assembled from
+/// (blocks, ended sessions, summaries, facts, topics), kept per agent and,
+/// for what is one user's alone, per user: a user's call ending leaves
+/// the other users' cached contexts current. The Store bumps the parts a
+/// write changed, after the write, so a reader that saw the old counts and
+/// then read the data can only be stale in the safe direction: it sees
+/// newer counts next time and re-reads those parts. Turn appends do not
+/// bump: live turns are read from the session actors.
+#[derive(Debug, Default)]
+pub struct Generations(std::sync::Mutex<HashMap<String, AgentCounts>>);
 
 impl Generations {
-    /// The agent's counters (all 0 before its first change).
-    pub fn get(&self, agent_id: &str) -> Stamp {
+    /// The counters of a user's context with the agent (all 0 before the
+    /// first change).
+    pub fn get(&self, agent_id: &str, user_id: &str) -> Stamp {
         let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        map.get(agent_id).copied().unwrap_or_default()
+        match map.get(agent_id) {
+            Some(c) => Stamp {
+                agent: c.all,
+                user: c.users.get(user_id).copied().unwrap_or_default(),
+            },
+            None => Stamp::default(),
+        }
     }
 
-    /// Moves the counters of `parts` for the agent.
+    fn counts<'m>(
+        map: &'m mut HashMap<String, AgentCounts>,
+        agent_id: &str,
+    ) -> &'m mut AgentCounts {
+        if !map.contains_key(agent_id) {
+            map.insert(agent_id.to_string(), AgentCounts::default());
+        }
+        map.get_mut(agent_id).expect("inserted above")
+    }
+
+    /// Moves the counters of `parts` for every user of the agent.
     pub fn bump(&self, agent_id: &str, parts: Parts) {
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let stamp = match map.get_mut(agent_id) {
-            Some(s) => s,
-            None => map.entry(agent_id.to_string()).or_default(),
-        };
-        for i in 0..Parts::COUNT {
-            if parts.contains(Parts(1 << i)) {
-                stamp.0[i] += 1;
+        add(&mut Self::counts(&mut map, agent_id).all, parts);
+    }
+
+    /// Moves the counters of `parts` for one user of the agent.
+    pub fn bump_user(&self, agent_id: &str, user_id: &str, parts: Parts) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let counts = Self::counts(&mut map, agent_id);
+        match counts.users.get_mut(user_id) {
+            Some(c) => add(c, parts),
+            None => {
+                let mut c = [0; Parts::COUNT];
+                add(&mut c, parts);
+                counts.users.insert(user_id.to_string(), c);
             }
         }
     }
@@ -1676,7 +1742,9 @@ impl Actor for StoreActor {
             StoreMsg::EndSession(rec) => {
                 let at = rec.ended_at.unwrap_or(rec.started_at);
                 let res = t.end_session(&rec, at);
-                state.generations.bump(&rec.agent_id, Parts::SESSIONS);
+                state
+                    .generations
+                    .bump_user(&rec.agent_id, &rec.user_id, Parts::SESSIONS);
                 match res {
                     Ok(()) => {
                         index_ended(&state.search, &t, &rec);
@@ -1713,7 +1781,9 @@ impl Actor for StoreActor {
                     Ok(Some(rec))
                 })();
                 if let Ok(Some(rec)) = &res {
-                    state.generations.bump(&rec.agent_id, Parts::SESSIONS);
+                    state
+                        .generations
+                        .bump_user(&rec.agent_id, &rec.user_id, Parts::SESSIONS);
                     index_ended(&state.search, &t, rec);
                 }
                 if res.is_ok() {
@@ -1818,13 +1888,19 @@ impl Actor for StoreActor {
                 facts,
                 reply,
             } => {
-                let res = t.complete_reflection(&summary, &blocks, &facts);
-                // The summary, its facts, the blocks it updated and the
-                // agent's record.
+                let res = t.reflection_done(&summary, &blocks, &facts);
+                // The user's summary and facts (every user's where a fact
+                // is shared), the blocks it updated and the agent's record.
+                let (agent, user) = (&summary.agent_id, &summary.user_id);
+                state
+                    .generations
+                    .bump_user(agent, user, Parts::SUMMARIES | Parts::FACTS);
+                let shared = matches!(res, Ok((_, true)));
                 state.generations.bump(
-                    &summary.agent_id,
-                    Parts::SUMMARIES | Parts::FACTS | Parts::BLOCKS,
+                    agent,
+                    Parts::BLOCKS | if shared { Parts::FACTS } else { Parts::NONE },
                 );
+                let res = res.map(|(stored, _)| stored);
                 if let Ok(true) = res {
                     // The facts that survived de-duplication, and those on
                     // their subjects, as they now stand.
@@ -2045,7 +2121,12 @@ impl Actor for StoreActor {
             } => {
                 let res = t.put_rollup(&summary, supersedes, vector.as_ref());
                 if let Ok(true) = res {
-                    state.generations.bump(&summary.agent_id, Parts::SUMMARIES);
+                    // A rollup is one user's.
+                    state.generations.bump_user(
+                        &summary.agent_id,
+                        &summary.user_id,
+                        Parts::SUMMARIES,
+                    );
                     let s = summary.clone();
                     state.search.update(&summary.agent_id, move |ix| {
                         if let Some(old) = supersedes {
@@ -2105,10 +2186,12 @@ impl Actor for StoreActor {
             } => {
                 let res = t.put_topic(&topic, &summary, vector.as_ref());
                 if res.is_ok() {
-                    // The topic and its summary.
-                    state
-                        .generations
-                        .bump(&summary.agent_id, Parts::TOPICS | Parts::SUMMARIES);
+                    // The topic and its summary, one user's.
+                    state.generations.bump_user(
+                        &topic.agent_id,
+                        &topic.user_id,
+                        Parts::TOPICS | Parts::SUMMARIES,
+                    );
                     let s = summary.clone();
                     state
                         .search
@@ -2232,23 +2315,31 @@ mod tests {
     #[test]
     fn generations_move_only_the_parts_written() {
         let g = Generations::default();
-        let start = g.get("kairix");
+        let start = g.get("kairix", "mark");
         assert_eq!(start, Stamp::default());
         g.bump("kairix", Parts::FACTS);
-        let facts = g.get("kairix");
+        let facts = g.get("kairix", "mark");
         assert_eq!(facts.changed_since(&start), Parts::FACTS);
         g.bump("kairix", Parts::SUMMARIES | Parts::BLOCKS);
-        let now = g.get("kairix");
+        let now = g.get("kairix", "mark");
         assert_eq!(now.changed_since(&facts), Parts::SUMMARIES | Parts::BLOCKS);
         assert_eq!(
             now.changed_since(&start),
             Parts::SUMMARIES | Parts::BLOCKS | Parts::FACTS
         );
         assert!(now.changed_since(&now).is_empty());
+        // one user's write moves that user's counters alone
+        let ada = g.get("kairix", "ada");
+        g.bump_user("kairix", "mark", Parts::SESSIONS | Parts::SUMMARIES);
+        assert_eq!(
+            g.get("kairix", "mark").changed_since(&now),
+            Parts::SESSIONS | Parts::SUMMARIES
+        );
+        assert!(g.get("kairix", "ada").changed_since(&ada).is_empty());
         g.bump("kairix", Parts::ALL);
-        assert_eq!(g.get("kairix").changed_since(&now), Parts::ALL);
+        assert_eq!(g.get("kairix", "ada").changed_since(&ada), Parts::ALL);
         // another agent's counters are its own
-        assert_eq!(g.get("juniper"), Stamp::default());
+        assert_eq!(g.get("juniper", "mark"), Stamp::default());
     }
 
     #[test]

@@ -112,6 +112,7 @@ pub(super) struct ContextCache {
     hits: AtomicU64,
     misses: AtomicU64,
     partial_misses: AtomicU64,
+    parts_read: AtomicU64,
 }
 
 /// Vectors by text, and the texts in the order they came.
@@ -166,6 +167,9 @@ pub struct ContextCacheStats {
     /// Misses that kept what was held and read again only the parts a
     /// write changed (or none, when only time moved).
     pub partial_misses: u64,
+    /// Parts of the sources (blocks, sessions, summaries, facts, topics)
+    /// read from the store, in all: five for a read that keeps nothing.
+    pub parts_read: u64,
 }
 
 impl ContextCache {
@@ -179,6 +183,7 @@ impl ContextCache {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             partial_misses: AtomicU64::new(0),
+            parts_read: AtomicU64::new(0),
         }
     }
 
@@ -327,6 +332,7 @@ impl ContextCache {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             partial_misses: self.partial_misses.load(Ordering::Relaxed),
+            parts_read: self.parts_read.load(Ordering::Relaxed),
         }
     }
 }
@@ -344,7 +350,7 @@ impl Runtime {
     ) -> Result<Arc<Sources>, RecallError> {
         // Read before the store: a write after this moves the counts, so a
         // stale part is never taken for current.
-        let stamp = self.inner.generations.get(agent_id);
+        let stamp = self.inner.generations.get(agent_id, user_id);
         let mut kept = None;
         if cached {
             if let Some(s) = self.inner.context_cache.get(agent_id, user_id) {
@@ -368,11 +374,14 @@ impl Runtime {
             Some(s) => stamp.changed_since(&s.stamp),
             None => Parts::ALL,
         };
-        if parts != Parts::ALL {
-            self.inner
-                .context_cache
-                .partial_misses
-                .fetch_add(1, Ordering::Relaxed);
+        if cached {
+            let cache = &self.inner.context_cache;
+            if parts != Parts::ALL {
+                cache.partial_misses.fetch_add(1, Ordering::Relaxed);
+            }
+            cache
+                .parts_read
+                .fetch_add(u64::from(parts.count()), Ordering::Relaxed);
         }
         let stored = if parts.is_empty() {
             // Only time moved: the background context is rendered again.

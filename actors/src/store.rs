@@ -179,18 +179,95 @@ pub struct Trees {
     mirror_topics: std::sync::Arc<Mirror<Topic>>,
 }
 
-/// The records a [`Mirror`] holds, by key.
-type Mirrored<T> = Option<std::collections::BTreeMap<sled::IVec, std::sync::Arc<T>>>;
+/// Who a mirrored record belongs to: the (agent, user) whose context reads
+/// it, and whether every user of the agent sees it too (a shared fact).
+pub trait Owned {
+    fn owner(&self) -> (&str, &str);
+    fn shared(&self) -> bool {
+        false
+    }
+}
+
+impl Owned for SessionRecord {
+    fn owner(&self) -> (&str, &str) {
+        (&self.agent_id, &self.user_id)
+    }
+}
+
+impl Owned for ConversationSummary {
+    fn owner(&self) -> (&str, &str) {
+        (&self.agent_id, &self.user_id)
+    }
+}
+
+impl Owned for FactRecord {
+    fn owner(&self) -> (&str, &str) {
+        (&self.agent_id, &self.user_id)
+    }
+    fn shared(&self) -> bool {
+        self.visibility == Visibility::Shared
+    }
+}
+
+impl Owned for Topic {
+    fn owner(&self) -> (&str, &str) {
+        (&self.agent_id, &self.user_id)
+    }
+}
+
+/// The records of one group, by key.
+type Group<T> = std::collections::BTreeMap<sled::IVec, std::sync::Arc<T>>;
+
+/// What a [`Mirror`] holds: every record by key, and by group — each
+/// (agent, user)'s, and each agent's shared ones (user "" in the key).
+struct Held<T> {
+    by_key: HashMap<sled::IVec, std::sync::Arc<T>>,
+    groups: HashMap<(String, String), Group<T>>,
+}
+
+impl<T: Owned> Held<T> {
+    fn groups_of(rec: &T) -> impl Iterator<Item = (String, String)> {
+        let (agent, user) = rec.owner();
+        let shared = rec.shared().then(|| (agent.to_string(), String::new()));
+        std::iter::once((agent.to_string(), user.to_string())).chain(shared)
+    }
+
+    fn insert(&mut self, key: sled::IVec, rec: std::sync::Arc<T>) {
+        self.remove(&key);
+        for g in Self::groups_of(&rec) {
+            self.groups
+                .entry(g)
+                .or_default()
+                .insert(key.clone(), rec.clone());
+        }
+        self.by_key.insert(key, rec);
+    }
+
+    fn remove(&mut self, key: &[u8]) {
+        let Some(old) = self.by_key.remove(key) else {
+            return;
+        };
+        for g in Self::groups_of(&old) {
+            if let Some(group) = self.groups.get_mut(&g) {
+                group.remove(key);
+                if group.is_empty() {
+                    self.groups.remove(&g);
+                }
+            }
+        }
+    }
+}
 
 /// Every record of a tree, decoded and held in memory from the first read
-/// that asks (one scan of the tree), then kept as the tree by the writes:
-/// each write names the keys it wrote ([`Trees::mirror_note`]), and those
-/// are read back. A context read after a write takes the records from here
-/// instead of iterating the tree, which sled does at about a microsecond a
-/// record. Dropped (and built again at the next read) where a write cannot
-/// say what it wrote.
+/// that asks (one scan of the tree), grouped by the (agent, user) it
+/// belongs to, then kept as the tree by the writes: each write names the
+/// keys it wrote ([`Trees::mirror_note`]), and those are read back. A
+/// context read after a write takes one user's records from here instead
+/// of iterating the tree, which sled does at about a microsecond a record
+/// (every user's, and for sessions every agent's). Dropped (and built again
+/// at the next read) where a write cannot say what it wrote.
 pub struct Mirror<T> {
-    records: std::sync::Mutex<Mirrored<T>>,
+    records: std::sync::Mutex<Option<Held<T>>>,
 }
 
 impl<T> Default for Mirror<T> {
@@ -202,7 +279,7 @@ impl<T> Default for Mirror<T> {
 }
 
 impl<T> Mirror<T> {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Mirrored<T>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Held<T>>> {
         self.records.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -392,14 +469,16 @@ impl Trees {
         Ok(out)
     }
 
-    /// The records of a mirrored tree under `prefix` that satisfy `keep`,
-    /// in key order; the first read scans the tree into the mirror.
-    fn mirrored<T: DeserializeOwned>(
+    /// The records of a mirrored tree in the groups asked (an (agent,
+    /// user)'s, and with user "" the agent's shared ones) that satisfy
+    /// `keep`, each once, in key order within a group; the first read scans
+    /// the tree into the mirror.
+    fn mirrored<T: DeserializeOwned + Owned>(
         &self,
         mirror: &Mirror<T>,
         tree: &sled::Tree,
         name: &str,
-        prefix: &[u8],
+        groups: &[(&str, &str)],
         keep: impl Fn(&T) -> bool,
     ) -> Result<Vec<std::sync::Arc<T>>, StoreError> {
         // Built under the lock: a write that lands meanwhile notes its keys
@@ -408,7 +487,10 @@ impl Trees {
         let records = match &mut *held {
             Some(r) => r,
             None => {
-                let mut records = std::collections::BTreeMap::new();
+                let mut records = Held {
+                    by_key: HashMap::new(),
+                    groups: HashMap::new(),
+                };
                 for item in tree.iter() {
                     let (k, v) = item?;
                     if let Some(rec) = self.decode::<T>(name, &k, &v) {
@@ -418,21 +500,25 @@ impl Trees {
                 held.insert(records)
             }
         };
-        Ok(records
-            .range::<[u8], _>((
-                std::ops::Bound::Included(prefix),
-                std::ops::Bound::Unbounded,
-            ))
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .filter(|(_, r)| keep(r))
-            .map(|(_, r)| r.clone())
-            .collect())
+        let mut out: Vec<std::sync::Arc<T>> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (agent, user) in groups {
+            let Some(group) = records.groups.get(&(agent.to_string(), user.to_string())) else {
+                continue;
+            };
+            for (k, r) in group {
+                if keep(r) && (groups.len() == 1 || seen.insert(k.clone())) {
+                    out.push(r.clone());
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// After a write to a mirrored tree: the keys it wrote, read back into
     /// the mirror (a key gone or undecodable leaves it). A read that fails
     /// drops the mirror, to be built again.
-    fn mirror_note<T: DeserializeOwned, K: AsRef<[u8]>>(
+    fn mirror_note<T: DeserializeOwned + Owned, K: AsRef<[u8]>>(
         &self,
         mirror: &Mirror<T>,
         tree: &sled::Tree,
@@ -447,16 +533,10 @@ impl Trees {
             let key = key.as_ref();
             match tree.get(key) {
                 Ok(Some(v)) => match self.decode::<T>(name, key, &v) {
-                    Some(rec) => {
-                        records.insert(sled::IVec::from(key), std::sync::Arc::new(rec));
-                    }
-                    None => {
-                        records.remove(key);
-                    }
+                    Some(rec) => records.insert(sled::IVec::from(key), std::sync::Arc::new(rec)),
+                    None => records.remove(key),
                 },
-                Ok(None) => {
-                    records.remove(key);
-                }
+                Ok(None) => records.remove(key),
                 Err(err) => {
                     warn!(tree = name, error = %err, "a mirrored record did not read back; the mirror is built again");
                     *held = None;
@@ -509,7 +589,7 @@ impl Trees {
     /// tests).
     #[doc(hidden)]
     pub fn mirrors_match(&self) -> Result<bool, StoreError> {
-        fn same<T: DeserializeOwned + PartialEq>(
+        fn same<T: DeserializeOwned + PartialEq + Owned>(
             t: &Trees,
             mirror: &Mirror<T>,
             tree: &sled::Tree,
@@ -519,18 +599,29 @@ impl Trees {
             let Some(records) = &*held else {
                 return Ok(true);
             };
-            let mut stored = Vec::new();
+            // The tree, grouped afresh.
+            let mut fresh = Held {
+                by_key: HashMap::new(),
+                groups: HashMap::new(),
+            };
             for item in tree.iter() {
                 let (k, v) = item?;
                 if let Some(rec) = t.decode::<T>(name, &k, &v) {
-                    stored.push((k, rec));
+                    fresh.insert(k, std::sync::Arc::new(rec));
                 }
             }
-            Ok(stored.len() == records.len()
-                && stored
+            let same_group = |a: &Group<T>, b: &Group<T>| {
+                a.len() == b.len()
+                    && a.iter()
+                        .zip(b)
+                        .all(|((ka, ra), (kb, rb))| ka == kb && **ra == **rb)
+            };
+            Ok(fresh.by_key.len() == records.by_key.len()
+                && fresh.groups.len() == records.groups.len()
+                && fresh
+                    .groups
                     .iter()
-                    .zip(records.iter())
-                    .all(|((k, r), (mk, mr))| k == mk && r == &**mr))
+                    .all(|(g, a)| records.groups.get(g).is_some_and(|b| same_group(a, b))))
         }
         Ok(same(
             self,
@@ -1103,16 +1194,13 @@ impl Trees {
         agent_id: &str,
         user_id: &str,
     ) -> Result<Vec<std::sync::Arc<ConversationSummary>>, StoreError> {
-        let mut summaries = Vec::new();
-        for kind in SummaryType::ALL {
-            summaries.extend(self.mirrored(
-                &self.mirror_summaries,
-                &self.summaries,
-                keys::TREE_SUMMARIES,
-                &keys::summaries_prefix(agent_id, kind),
-                |s| s.user_id == user_id && s.is_current(),
-            )?);
-        }
+        let mut summaries = self.mirrored(
+            &self.mirror_summaries,
+            &self.summaries,
+            keys::TREE_SUMMARIES,
+            &[(agent_id, user_id)],
+            |s| s.is_current(),
+        )?;
         summaries.sort_by(|a, b| {
             (a.period_end, a.created_at, a.summary_id).cmp(&(
                 b.period_end,
@@ -1136,19 +1224,20 @@ impl Trees {
                 &self.mirror_sessions,
                 &self.sessions,
                 keys::TREE_SESSIONS,
-                &[],
-                |s| s.agent_id == agent_id && s.user_id == user_id && s.ended_at.is_some(),
+                &[(agent_id, user_id)],
+                |s| s.ended_at.is_some(),
             )?;
             ended.sort_by_key(|s| (s.ended_at, s.session_id));
             out.ended = Some(ended);
         }
         if parts.contains(Parts::FACTS) {
+            // The user's own, and every user's shared ones.
             let visible = self.mirrored(
                 &self.mirror_facts,
                 &self.facts,
                 keys::TREE_FACTS,
-                &keys::agent_facts_prefix(agent_id),
-                |f| f.user_id == user_id || f.visibility == Visibility::Shared,
+                &[(agent_id, user_id), (agent_id, "")],
+                |_| true,
             )?;
             out.facts = Some(CurrentFacts::of(visible));
         }
@@ -1165,7 +1254,7 @@ impl Trees {
                     &self.mirror_topics,
                     &self.topics,
                     keys::TREE_TOPICS,
-                    &keys::topics_prefix(agent_id, user_id),
+                    &[(agent_id, user_id)],
                     |_| true,
                 )?
                 .iter()

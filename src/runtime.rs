@@ -1497,9 +1497,9 @@ impl Runtime {
         })
     }
 
-    /// A handle on the Store's trees for a read off its actor.
-    /// Whether the store's in-memory mirrors (sessions, facts) hold what
-    /// its trees hold, once every write sent before is done (for tests).
+    /// Whether the Store's in-memory records (sessions, summaries, facts,
+    /// topics) are built and hold what its trees hold, once every write
+    /// sent before is done (for tests).
     #[doc(hidden)]
     pub async fn store_mirrors_match(&self) -> Result<bool, RecallError> {
         call_t!(self.inner.store, StoreMsg::Barrier, CALL_TIMEOUT_MS)
@@ -1507,6 +1507,7 @@ impl Runtime {
         Ok(self.reader()?.mirrors_match()?)
     }
 
+    /// A handle on the Store's trees for a read off its actor.
     pub(crate) fn reader(&self) -> Result<Trees, RecallError> {
         self.inner
             .reader

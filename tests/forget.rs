@@ -188,8 +188,9 @@ async fn a_forgotten_user_leaves_no_copy_and_the_others_keep_theirs() -> Res {
         rt.live_session("live").await?.is_some(),
         "her Kairix call goes on"
     );
-    // The store's in-memory sessions and facts, built again after the
-    // forget by the reads above, are its trees'.
+    // The store's in-memory records, dropped by the forget and built
+    // again by a context read, are its trees'.
+    rt.context("kairix", "ada", "the garden?", 2000).await?;
     assert!(rt.store_mirrors_match().await?);
 
     // Then with every agent.

@@ -153,6 +153,8 @@ async fn a_replay_makes_linked_versions_revises_rollups_and_changes_nothing_twic
         "2026-03-09T05:00:00Z",
     )
     .await?;
+    // The store's in-memory records, built before the replay writes.
+    rt.context("kairix", "mark", "the trip?", 2000).await?;
     let mut seen = Vec::new();
     let report = rt
         .replay(&request(Some("mark")), |p| {

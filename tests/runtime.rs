@@ -1107,8 +1107,6 @@ async fn cached_equals_fresh(cache_entries: usize) -> Res {
         // Sessions the silence timeout ended while time moved are reflected
         // on the blocking pool: let that land before reading twice.
         settle(&rt).await;
-        // The store's in-memory sessions and facts are its trees'.
-        assert!(rt.store_mirrors_match().await?, "step {step}");
         // Messages that retrieve from what the users said, and one that
         // retrieves nothing.
         let asks = [
@@ -1136,6 +1134,9 @@ async fn cached_equals_fresh(cache_entries: usize) -> Res {
                 }
             }
         }
+        // The store's in-memory records (built by the reads) are its
+        // trees'.
+        assert!(rt.store_mirrors_match().await?, "step {step}");
     }
     let stats = rt.context_cache_stats();
     assert_eq!(stats.entries, cache_entries.min(2));
@@ -1175,6 +1176,7 @@ async fn a_write_rereads_only_the_parts_it_changed() -> Res {
     let stats2 = rt.context_cache_stats();
     assert_eq!(stats2.misses, stats.misses + 1);
     assert_eq!(stats2.partial_misses, 1);
+    assert_eq!(stats2.parts_read - stats.parts_read, 1, "the blocks alone");
     assert_ne!(first, after, "the new block is shown");
     assert!(after
         .tiers
@@ -1194,7 +1196,9 @@ async fn a_write_rereads_only_the_parts_it_changed() -> Res {
     )
     .await?;
     let c = rt.context("kairix", "mark", ask, 4000).await?;
-    assert_eq!(rt.context_cache_stats().partial_misses, 2);
+    let stats3 = rt.context_cache_stats();
+    assert_eq!(stats3.partial_misses, 2);
+    assert_eq!(stats3.parts_read - stats2.parts_read, 1, "the facts alone");
     assert_eq!(c, rt.context_uncached("kairix", "mark", ask, 4000).await?);
     Ok(())
 }

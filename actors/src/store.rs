@@ -243,6 +243,27 @@ impl<T: Owned> Held<T> {
         self.by_key.insert(key, rec);
     }
 
+    /// The records of `groups` that satisfy `keep`, each once.
+    fn select(
+        &self,
+        groups: &[(&str, &str)],
+        keep: &impl Fn(&T) -> bool,
+    ) -> Vec<std::sync::Arc<T>> {
+        let mut out: Vec<std::sync::Arc<T>> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (agent, user) in groups {
+            let Some(group) = self.groups.get(&(agent.to_string(), user.to_string())) else {
+                continue;
+            };
+            for (k, r) in group {
+                if keep(r) && (groups.len() == 1 || seen.insert(k.clone())) {
+                    out.push(r.clone());
+                }
+            }
+        }
+        out
+    }
+
     fn remove(&mut self, key: &[u8]) {
         let Some(old) = self.by_key.remove(key) else {
             return;
@@ -266,23 +287,38 @@ impl<T: Owned> Held<T> {
 /// of iterating the tree, which sled does at about a microsecond a record
 /// (every user's, and for sessions every agent's). Dropped (and built again
 /// at the next read) where a write cannot say what it wrote.
+///
+/// The scan that builds it runs outside the lock: a write meanwhile only
+/// leaves its keys, read back when the scan is done, so the Store actor
+/// never waits for a build.
 pub struct Mirror<T> {
-    records: std::sync::Mutex<Option<Held<T>>>,
+    state: std::sync::Mutex<MirrorState<T>>,
+}
+
+enum MirrorState<T> {
+    Empty,
+    /// A scan is running (the `u64` tells one build from the next); the
+    /// keys written meanwhile.
+    Building(u64, Vec<sled::IVec>),
+    Ready(Held<T>),
 }
 
 impl<T> Default for Mirror<T> {
     fn default() -> Self {
         Mirror {
-            records: std::sync::Mutex::new(None),
+            state: std::sync::Mutex::new(MirrorState::Empty),
         }
     }
 }
 
 impl<T> Mirror<T> {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Held<T>>> {
-        self.records.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, MirrorState<T>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
+
+/// Builds of mirrors, numbered.
+static MIRROR_BUILDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Trees {
     /// Opens (or creates) the data folder and checks its schema version.
@@ -472,7 +508,8 @@ impl Trees {
     /// The records of a mirrored tree in the groups asked (an (agent,
     /// user)'s, and with user "" the agent's shared ones) that satisfy
     /// `keep`, each once, in key order within a group; the first read scans
-    /// the tree into the mirror.
+    /// the tree into the mirror (a read while another builds it reads the
+    /// tree itself).
     fn mirrored<T: DeserializeOwned + Owned>(
         &self,
         mirror: &Mirror<T>,
@@ -481,43 +518,90 @@ impl Trees {
         groups: &[(&str, &str)],
         keep: impl Fn(&T) -> bool,
     ) -> Result<Vec<std::sync::Arc<T>>, StoreError> {
-        // Built under the lock: a write that lands meanwhile notes its keys
-        // after the build, so nothing it wrote is missed.
-        let mut held = mirror.lock();
-        let records = match &mut *held {
-            Some(r) => r,
-            None => {
-                let mut records = Held {
-                    by_key: HashMap::new(),
-                    groups: HashMap::new(),
-                };
-                for item in tree.iter() {
-                    let (k, v) = item?;
-                    if let Some(rec) = self.decode::<T>(name, &k, &v) {
-                        records.insert(k, std::sync::Arc::new(rec));
-                    }
+        let build = {
+            let mut state = mirror.lock();
+            match &*state {
+                MirrorState::Ready(held) => return Ok(held.select(groups, &keep)),
+                MirrorState::Building(..) => None,
+                MirrorState::Empty => {
+                    let id = MIRROR_BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    *state = MirrorState::Building(id, Vec::new());
+                    Some(id)
                 }
-                held.insert(records)
             }
         };
-        let mut out: Vec<std::sync::Arc<T>> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for (agent, user) in groups {
-            let Some(group) = records.groups.get(&(agent.to_string(), user.to_string())) else {
-                continue;
-            };
-            for (k, r) in group {
-                if keep(r) && (groups.len() == 1 || seen.insert(k.clone())) {
-                    out.push(r.clone());
+        let mut held = Held {
+            by_key: HashMap::new(),
+            groups: HashMap::new(),
+        };
+        let scanned = (|| {
+            for item in tree.iter() {
+                let (k, v) = item?;
+                if let Some(rec) = self.decode::<T>(name, &k, &v) {
+                    held.insert(k, std::sync::Arc::new(rec));
                 }
             }
+            Ok::<_, StoreError>(())
+        })();
+        let Some(id) = build else {
+            scanned?;
+            return Ok(held.select(groups, &keep));
+        };
+        let mut state = mirror.lock();
+        let MirrorState::Building(b, written) = &mut *state else {
+            // Dropped meanwhile (a forget): this scan may predate it.
+            drop(state);
+            scanned?;
+            return self.mirrored(mirror, tree, name, groups, keep);
+        };
+        if *b != id {
+            drop(state);
+            scanned?;
+            return self.mirrored(mirror, tree, name, groups, keep);
         }
+        if let Err(err) = scanned {
+            *state = MirrorState::Empty;
+            return Err(err);
+        }
+        let written = std::mem::take(written);
+        if !self.read_back(&mut held, tree, name, &written) {
+            *state = MirrorState::Empty;
+            return Err(StoreError::Unavailable);
+        }
+        let out = held.select(groups, &keep);
+        *state = MirrorState::Ready(held);
         Ok(out)
     }
 
+    /// `keys` read back from `tree` into `held`; false if a read failed.
+    fn read_back<T: DeserializeOwned + Owned, K: AsRef<[u8]>>(
+        &self,
+        held: &mut Held<T>,
+        tree: &sled::Tree,
+        name: &str,
+        keys: impl IntoIterator<Item = K>,
+    ) -> bool {
+        for key in keys {
+            let key = key.as_ref();
+            match tree.get(key) {
+                Ok(Some(v)) => match self.decode::<T>(name, key, &v) {
+                    Some(rec) => held.insert(sled::IVec::from(key), std::sync::Arc::new(rec)),
+                    None => held.remove(key),
+                },
+                Ok(None) => held.remove(key),
+                Err(err) => {
+                    warn!(tree = name, error = %err, "a mirrored record did not read back; the mirror is built again");
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
     /// After a write to a mirrored tree: the keys it wrote, read back into
-    /// the mirror (a key gone or undecodable leaves it). A read that fails
-    /// drops the mirror, to be built again.
+    /// the mirror (a key gone or undecodable leaves it), or left for the
+    /// build running. A read that fails drops the mirror, to be built
+    /// again.
     fn mirror_note<T: DeserializeOwned + Owned, K: AsRef<[u8]>>(
         &self,
         mirror: &Mirror<T>,
@@ -525,22 +609,15 @@ impl Trees {
         name: &str,
         keys: impl IntoIterator<Item = K>,
     ) {
-        let mut held = mirror.lock();
-        let Some(records) = &mut *held else {
-            return;
-        };
-        for key in keys {
-            let key = key.as_ref();
-            match tree.get(key) {
-                Ok(Some(v)) => match self.decode::<T>(name, key, &v) {
-                    Some(rec) => records.insert(sled::IVec::from(key), std::sync::Arc::new(rec)),
-                    None => records.remove(key),
-                },
-                Ok(None) => records.remove(key),
-                Err(err) => {
-                    warn!(tree = name, error = %err, "a mirrored record did not read back; the mirror is built again");
-                    *held = None;
-                    return;
+        let mut state = mirror.lock();
+        match &mut *state {
+            MirrorState::Empty => {}
+            MirrorState::Building(_, written) => {
+                written.extend(keys.into_iter().map(|k| sled::IVec::from(k.as_ref())));
+            }
+            MirrorState::Ready(held) => {
+                if !self.read_back(held, tree, name, keys) {
+                    *state = MirrorState::Empty;
                 }
             }
         }
@@ -579,13 +656,13 @@ impl Trees {
     /// After a write that cannot name its keys (a forget): every mirror is
     /// built again at the next read.
     pub(crate) fn drop_mirrors(&self) {
-        *self.mirror_sessions.lock() = None;
-        *self.mirror_summaries.lock() = None;
-        *self.mirror_facts.lock() = None;
-        *self.mirror_topics.lock() = None;
+        *self.mirror_sessions.lock() = MirrorState::Empty;
+        *self.mirror_summaries.lock() = MirrorState::Empty;
+        *self.mirror_facts.lock() = MirrorState::Empty;
+        *self.mirror_topics.lock() = MirrorState::Empty;
     }
 
-    /// Whether each mirror that is built holds what its tree holds (for
+    /// Whether every mirror is built and holds what its tree holds (for
     /// tests).
     #[doc(hidden)]
     pub fn mirrors_match(&self) -> Result<bool, StoreError> {
@@ -595,9 +672,9 @@ impl Trees {
             tree: &sled::Tree,
             name: &str,
         ) -> Result<bool, StoreError> {
-            let held = mirror.lock();
-            let Some(records) = &*held else {
-                return Ok(true);
+            let state = mirror.lock();
+            let MirrorState::Ready(records) = &*state else {
+                return Ok(false);
             };
             // The tree, grouped afresh.
             let mut fresh = Held {
@@ -1531,7 +1608,9 @@ impl Parts {
     pub const FACTS: Parts = Parts(1 << 3);
     /// Topics.
     pub const TOPICS: Parts = Parts(1 << 4);
+    /// No part.
     pub const NONE: Parts = Parts(0);
+    /// Every part.
     pub const ALL: Parts = Parts((1 << 5) - 1);
     const COUNT: usize = 5;
 
@@ -1622,10 +1701,7 @@ impl Generations {
         map: &'m mut HashMap<String, AgentCounts>,
         agent_id: &str,
     ) -> &'m mut AgentCounts {
-        if !map.contains_key(agent_id) {
-            map.insert(agent_id.to_string(), AgentCounts::default());
-        }
-        map.get_mut(agent_id).expect("inserted above")
+        map.entry(agent_id.to_string()).or_default()
     }
 
     /// Moves the counters of `parts` for every user of the agent.
@@ -1663,7 +1739,8 @@ fn index_ended(search: &SearchIndex, t: &Trees, rec: &SessionRecord) {
 pub struct StoreArgs {
     pub trees: Trees,
     pub settings: StoreSettings,
-    /// Bumped per agent on every context-relevant write.
+    /// Bumped, per part and per agent or user, on every context-relevant
+    /// write.
     pub generations: std::sync::Arc<Generations>,
     /// Kept current after every write for agents whose index is built.
     pub search: std::sync::Arc<SearchIndex>,

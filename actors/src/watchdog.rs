@@ -9,8 +9,8 @@
 //! with `PutBlock`; its first run also rewrites any block still holding
 //! something else (one written before blocks were kept this way). On a
 //! topic shift in a live call it records the call's topic in [`LiveTopics`]
-//! and rewrites the agent's block, which moves the agent's generation so
-//! cached user contexts render the new order. A failing tick is logged and
+//! and rewrites the agent's block, which moves the agent's blocks counter
+//! so cached user contexts render the new order. A failing tick is logged and
 //! the timer lives on.
 
 use std::collections::HashMap;

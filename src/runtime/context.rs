@@ -1,11 +1,12 @@
 //! The runtime's side of context assembly.
 //!
 //! What is stored for an (agent, user) — blocks, visible facts, summaries,
-//! the ended sessions and the latest one's turns — is read from the Store in
-//! one call, prepared (rendered and counted once) and cached until the
-//! Store reports a change for the agent (its generation counter moves) or
-//! the rendered background context would change with time (a recent
-//! summary leaves the look-back). Each read then adds only what is live —
+//! the ended sessions and the latest one's turns, topics — is read from the
+//! Store's in-memory records, prepared (rendered and counted once) and
+//! cached until the Store reports a change to a part of it (the agent's or
+//! the user's counter for that part moves; only the parts that moved are
+//! read again) or the rendered background context would change with time
+//! (a recent summary leaves the look-back). Each read then adds only what is live —
 //! the call's window summary and gap turns, asked of its session actor —
 //! applies the decay bands to the previous call, and selects within the
 //! budget. Nothing here waits on an LLM; a cache miss costs store reads.
@@ -98,14 +99,45 @@ struct PreparedFact {
     item: ContextItem,
 }
 
+/// Records rendered by earlier reads, by the address of the record (held,
+/// so the address is not reused); those the store no longer holds are let
+/// go once the map has doubled since it was last swept.
+struct Prepared<K, V> {
+    map: HashMap<K, V, foldhash::fast::RandomState>,
+    sweep_above: usize,
+}
+
+impl<K, V> Default for Prepared<K, V> {
+    fn default() -> Self {
+        Prepared {
+            map: HashMap::default(),
+            sweep_above: 1024,
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq, V> Prepared<K, V> {
+    /// Lets go of the records only this map holds (`held` says whether
+    /// another holder is left).
+    fn sweep(&mut self, held: impl Fn(&V) -> bool) {
+        self.map.retain(|_, v| held(v));
+        self.sweep_above = (2 * self.map.len()).max(1024);
+    }
+
+    fn sweep_when_grown(&mut self, held: impl Fn(&V) -> bool) {
+        if self.map.len() > self.sweep_above {
+            self.sweep(held);
+        }
+    }
+}
+
 /// Prepared sources per agent and user, least recently used evicted.
 pub(super) struct ContextCache {
     /// By the address of the record (held, so the address is not reused).
-    prepared: std::sync::Mutex<HashMap<usize, PreparedSummary, foldhash::fast::RandomState>>,
+    prepared: std::sync::Mutex<Prepared<usize, PreparedSummary>>,
     /// By the address of the record and whether the viewer is another
     /// user than its owner.
-    prepared_facts:
-        std::sync::Mutex<HashMap<(usize, bool), PreparedFact, foldhash::fast::RandomState>>,
+    prepared_facts: std::sync::Mutex<Prepared<(usize, bool), PreparedFact>>,
     capacity: usize,
     entries: RwLock<HashMap<String, HashMap<String, Arc<Sources>>>>,
     tick: AtomicU64,
@@ -175,8 +207,8 @@ pub struct ContextCacheStats {
 impl ContextCache {
     pub(super) fn new(capacity: usize) -> Self {
         ContextCache {
-            prepared: std::sync::Mutex::new(HashMap::default()),
-            prepared_facts: std::sync::Mutex::new(HashMap::default()),
+            prepared: Default::default(),
+            prepared_facts: Default::default(),
             capacity,
             entries: RwLock::new(HashMap::new()),
             tick: AtomicU64::new(0),
@@ -205,6 +237,16 @@ impl ContextCache {
             }
         }
         entries.retain(|_, users| !users.is_empty());
+        drop(entries);
+        // What was rendered of their records (the store let go of them).
+        self.prepared
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .sweep(|p| Arc::strong_count(&p.summary) > 1);
+        self.prepared_facts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .sweep(|p| Arc::strong_count(&p.fact) > 1);
     }
 
     fn insert(&self, agent_id: &str, user_id: &str, sources: Arc<Sources>) {
@@ -248,7 +290,8 @@ impl ContextCache {
     /// [`distinct_summary_indices`]), prepared; a record an earlier read
     /// prepared is not rendered again.
     fn prepare_summaries(&self, summaries: &[Arc<ConversationSummary>]) -> Vec<ContextItem> {
-        let mut map = self.prepared.lock().unwrap_or_else(|p| p.into_inner());
+        let mut prepared = self.prepared.lock().unwrap_or_else(|p| p.into_inner());
+        let map = &mut prepared.map;
         let keys: Vec<u64> = summaries
             .iter()
             .map(|s| {
@@ -279,19 +322,18 @@ impl ContextCache {
             })
             .collect();
         // Records the store no longer hands out are held here alone.
-        if map.len() > 2 * summaries.len() + 1024 {
-            map.retain(|_, p| Arc::strong_count(&p.summary) > 1);
-        }
+        prepared.sweep_when_grown(|p| Arc::strong_count(&p.summary) > 1);
         out
     }
 
     /// The current facts `user_id` may see, prepared, rendering only the
     /// records (or earlier values) earlier reads did not.
     fn prepare_facts(&self, facts: &CurrentFacts, user_id: &str) -> PreparedFacts {
-        let mut map = self
+        let mut prepared = self
             .prepared_facts
             .lock()
             .unwrap_or_else(|p| p.into_inner());
+        let map = &mut prepared.map;
         let items = facts
             .facts
             .iter()
@@ -319,9 +361,7 @@ impl ContextCache {
             })
             .collect();
         // Records the store no longer holds are held here alone.
-        if map.len() > 2 * facts.len() + 1024 {
-            map.retain(|_, p| Arc::strong_count(&p.fact) > 1);
-        }
+        prepared.sweep_when_grown(|p| Arc::strong_count(&p.fact) > 1);
         PreparedFacts::from_items(items)
     }
 
@@ -370,6 +410,13 @@ impl Runtime {
                 .fetch_add(1, Ordering::Relaxed);
             metrics::counter!("recall_context_cache_misses_total").increment(1);
         }
+        // The barrier makes every write sent before this read visible (and
+        // counted): the parts to read again are those that moved by then.
+        // The read itself runs off the Store actor, so turn writes never
+        // wait behind it.
+        call_t!(self.inner.store, StoreMsg::Barrier, CALL_TIMEOUT_MS)
+            .map_err(unavailable("store"))?;
+        let stamp = self.inner.generations.get(agent_id, user_id);
         let parts = match &kept {
             Some(s) => stamp.changed_since(&s.stamp),
             None => Parts::ALL,
@@ -387,11 +434,6 @@ impl Runtime {
             // Only time moved: the background context is rendered again.
             ContextParts::default()
         } else {
-            // The barrier makes every write sent before this read visible;
-            // the scan itself runs off the Store actor, so turn writes never
-            // wait behind it.
-            call_t!(self.inner.store, StoreMsg::Barrier, CALL_TIMEOUT_MS)
-                .map_err(unavailable("store"))?;
             let trees = self.reader()?;
             let (a, u) = (agent_id.to_string(), user_id.to_string());
             tokio::task::spawn_blocking(move || trees.context_parts(&a, &u, parts))
@@ -1064,8 +1106,11 @@ fn named_in(facts: &CurrentFacts, user_id: &str) -> Vec<(String, String)> {
             if !subject.is_empty() && !subject.contains(':') {
                 add(subject, &name);
             }
-        } else if let [what, name, ..] = subject.split(':').collect::<Vec<_>>()[..] {
-            add(what, name);
+        } else if let [what, name, _] = subject.split(':').collect::<Vec<_>>()[..] {
+            // "brother:rob:role"; not "brother:home" or "favorite:band".
+            if recall_actors::text::is_relation_word(what) {
+                add(what, name);
+            }
         }
     }
     out
@@ -1180,5 +1225,62 @@ fn retrieved_turn(user_id: &str, r: TurnRef, t: &ConversationTurn) -> ContextIte
         role: recall_actors::context::Role::System,
         tokens: CharEstimate.count(&text),
         text: text.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use recall_actors::model::{Fact, FactCategory, FactHistory, Visibility};
+
+    fn fact(user: &str, content: &str, subject: Option<&str>) -> Arc<FactRecord> {
+        Arc::new(FactRecord {
+            fact: Fact {
+                fact_id: Uuid::new_v4(),
+                agent_id: "kairix".into(),
+                user_id: user.into(),
+                category: FactCategory::Relationship,
+                content: content.into(),
+                subject: subject.map(str::to_string),
+                visibility: Visibility::Shared,
+                source_session_id: None,
+                extracted_at: Utc::now(),
+                conflicts_with: None,
+            },
+            history: FactHistory::default(),
+        })
+    }
+
+    #[test]
+    fn names_come_from_the_users_own_facts_that_name_someone() {
+        let facts = CurrentFacts::of(vec![
+            fact(
+                "mark",
+                "Brother Rob is a firefighter",
+                Some("brother:rob:role"),
+            ),
+            fact("mark", "Has a dog named Biscuit", None),
+            fact("mark", "Wife is named Ana", Some("partner")),
+            fact("mark", "Has an older sister named Leela", None),
+            // Subjects that name no one.
+            fact("mark", "Brother lives in Leeds", Some("brother:home")),
+            fact("mark", "Favorite band is Low", Some("favorite:band")),
+            fact("mark", "Boss Sue is strict", Some("boss:sue:role:x")),
+            // Another user's, though shared.
+            fact("ada", "Has a brother named Tom", None),
+        ]);
+        let mut names = named_in(&facts, "mark");
+        names.sort();
+        let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+        assert_eq!(
+            names,
+            [
+                pair("brother", "rob"),
+                pair("dog", "Biscuit"),
+                pair("partner", "Ana"),
+                pair("sister", "Leela"),
+                pair("wife", "Ana"),
+            ]
+        );
     }
 }

@@ -6,10 +6,11 @@
 //! cached until the Store reports a change to a part of it (the agent's or
 //! the user's counter for that part moves; only the parts that moved are
 //! read again) or the rendered background context would change with time
-//! (a recent summary leaves the look-back). Each read then adds only what is live —
-//! the call's window summary and gap turns, asked of its session actor —
-//! applies the decay bands to the previous call, and selects within the
-//! budget. Nothing here waits on an LLM; a cache miss costs store reads.
+//! (a recent summary leaves the look-back). Each read then adds only what
+//! is live — the call's window summary and gap turns, asked of its session
+//! actor — applies the decay bands to the previous call, and selects within
+//! the budget. Nothing here waits on an LLM; a cache miss costs store
+//! reads.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -302,6 +302,7 @@ fn main() {
         exhaustive: false,
         related: None,
         distinct: false,
+        changes: recall_actors::text::Subjects::NONE,
     };
     let hybrid = Ranking {
         keyword_weight: 0.5,
@@ -314,6 +315,7 @@ fn main() {
         exhaustive: true,
         related: None,
         distinct: false,
+        changes: recall_actors::text::Subjects::NONE,
         ..hybrid
     };
     // Two regimes, 300 rounds each: right after the message's embedding

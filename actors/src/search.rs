@@ -28,6 +28,7 @@ use crate::model::{
     isoformat, ConversationSummary, ConversationTurn, Fact, SummaryType, Visibility,
 };
 use crate::text;
+use crate::text::Subjects;
 
 /// The English Snowball stemmer, shared: it holds no state.
 static STEMMER: LazyLock<rust_stemmers::Stemmer> =
@@ -192,6 +193,12 @@ pub struct Ranking {
     /// among the candidates, the newest copy's, instead of crowding out
     /// what was said once.
     pub distinct: bool,
+    /// Subjects the query asks the current or an earlier value of
+    /// ([`asked_about`](crate::text::asked_about)): the turns that tell a
+    /// change of them are matched too, each as if it held one more of the
+    /// query's words ("Where do I live now?" finds "we got the keys to
+    /// the flat in Leith").
+    pub changes: Subjects,
 }
 
 /// How a query's words are widened to the words near them in meaning.
@@ -874,6 +881,7 @@ impl AgentIndex {
                 words: 0,
             },
             &body,
+            Subjects::NONE,
         );
     }
 
@@ -896,6 +904,7 @@ impl AgentIndex {
                 words: 0,
             },
             &f.content,
+            Subjects::NONE,
         );
     }
 
@@ -953,6 +962,7 @@ impl AgentIndex {
                     words: 0,
                 },
                 &body,
+                crate::text::changed_in(&t.user_message),
             );
         }
     }
@@ -1036,7 +1046,10 @@ impl AgentIndex {
         Some(Quantized::new(e, &v.values))
     }
 
-    fn put(&mut self, mut doc: Doc, body: &str) {
+    /// Indexes `doc` under the words of `body` and the terms of the
+    /// subjects it tells a change of (not counted in its length, nor in
+    /// what it says for [`Ranking::distinct`]).
+    fn put(&mut self, mut doc: Doc, body: &str, changes: Subjects) {
         self.remove(doc.id);
         let mut tf: HashMap<String, u16> = HashMap::new();
         let mut len = 0u32;
@@ -1046,6 +1059,9 @@ impl AgentIndex {
             t.hash(&mut words);
             let n = tf.entry(t).or_insert(0);
             *n = n.saturating_add(1);
+        }
+        for t in changes.terms() {
+            tf.insert(t.to_string(), 1);
         }
         doc.len = len;
         doc.words = words.finish();
@@ -1286,6 +1302,11 @@ impl AgentIndex {
                 admitted += 1;
             }
             weighted.truncate(own + admitted);
+        }
+        for t in ranking.changes.terms() {
+            if let Some(&id) = self.term_ids.get(t) {
+                weighted.push((id, 1.0));
+            }
         }
         // Scores accumulate in a per-thread buffer indexed by slot (every
         // term adds a positive amount, so zero means untouched), cleared
@@ -1950,6 +1971,7 @@ mod tests {
         exhaustive: false,
         related: None,
         distinct: false,
+        changes: Subjects::NONE,
         keyword_weight: 0.6,
         candidates: 200,
         max_term_share: 1.0,
@@ -2300,6 +2322,42 @@ mod tests {
     }
 
     #[test]
+    fn a_question_of_now_finds_the_turn_that_told_the_change() {
+        let mut ix = AgentIndex::default();
+        let turn = |u: &str| said(u, "Oh nice.");
+        ix.put_turns(
+            "mark",
+            Uuid::from_u128(1),
+            &[
+                (0, turn("We've lived in Leith for nine years now.")),
+                (1, turn("Got the keys to a cottage in Dunbar on Friday!")),
+                (2, turn("The bins were late again.")),
+            ],
+        );
+        ix.put_turns(
+            "ada",
+            Uuid::from_u128(2),
+            &[(0, turn("We signed the lease on a flat in Govan."))],
+        );
+        let mut q = query("Where do I live now?", Some("mark"));
+        q.kinds = vec![DocKind::Turn];
+        let ranked = |changes: Subjects| -> Vec<u32> {
+            ix.search(&q, None, Ranking { changes, ..RANK })
+                .iter()
+                .filter_map(|h| h.turn.map(|t| t.seq))
+                .collect()
+        };
+        // by its words alone, only where he lived before
+        assert_eq!(ranked(Subjects::NONE), vec![0]);
+        // asking about home now, the move too; another user's stays hers,
+        // and a change of another subject does not come
+        let found = ranked(crate::text::asked_about("Where do I live now?"));
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found.contains(&1));
+        assert!(ranked(Subjects::VEHICLE).iter().all(|&s| s == 0));
+    }
+
+    #[test]
     fn turns_are_searched_when_asked_for_and_leave_with_their_user() {
         let mut ix = AgentIndex::default();
         let turn = |u: &str| said(u, "Noted.");
@@ -2372,6 +2430,7 @@ mod tests {
             None,
             Ranking {
                 distinct: true,
+                changes: Subjects::NONE,
                 ..few
             },
         );
@@ -2474,6 +2533,7 @@ mod tests {
         exhaustive: false,
         related: None,
         distinct: false,
+        changes: Subjects::NONE,
     };
 
     /// Item `seed`'s vector, a little changed.

@@ -8,8 +8,10 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 
+mod changes;
 mod facts;
 
+pub use changes::{asked_about, changed_in, Subjects};
 pub use facts::{answered_name, facts, facts_by_sentence, is_relation_word, named};
 
 const STOPWORDS: &[&str] = &[

@@ -161,6 +161,7 @@ fn a_word_no_item_holds_does_not_prune_the_others() {
         exhaustive: false,
         related: None,
         distinct: false,
+        changes: recall_actors::text::Subjects::NONE,
         keyword_weight: 1.0,
         candidates: 40,
         max_term_share: 0.2,

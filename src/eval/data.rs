@@ -76,6 +76,11 @@ const PERSONAS: &[(&str, &str)] = &[
         "holdout_noemie.txt",
         include_str!("data/holdout_noemie.txt"),
     ),
+    (
+        "holdout_tevita.txt",
+        include_str!("data/holdout_tevita.txt"),
+    ),
+    ("holdout_ines.txt", include_str!("data/holdout_ines.txt")),
 ];
 
 /// The small-talk pools, compiled in.
@@ -88,6 +93,7 @@ const POOLS: &[(&str, &str)] = &[
     ("talk_holdout5.txt", include_str!("data/talk_holdout5.txt")),
     ("talk_holdout6.txt", include_str!("data/talk_holdout6.txt")),
     ("talk_holdout7.txt", include_str!("data/talk_holdout7.txt")),
+    ("talk_holdout8.txt", include_str!("data/talk_holdout8.txt")),
 ];
 
 /// A data file that cannot be read.

@@ -877,6 +877,8 @@ impl Runtime {
                         max_postings: RELATED_POSTINGS,
                     }),
                     distinct: true,
+                    // "Where do I live now?": the turns that told a move.
+                    changes: recall_actors::text::asked_about(message),
                     candidates: limit,
                     // A word in more than a twentieth of the agent's
                     // items (said in passing in many calls) ranks little

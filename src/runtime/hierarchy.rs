@@ -166,6 +166,7 @@ impl Runtime {
             exhaustive: false,
             related: None,
             distinct: false,
+            changes: recall_actors::text::Subjects::NONE,
         };
         let mut hits = {
             let ix = index.read().unwrap_or_else(|p| p.into_inner());

@@ -1,0 +1,280 @@
+//! Changes of a one-valued part of someone's life (where they live, where
+//! they work, what they drive, which club or sport they do), told in a
+//! turn, and asked about in a question.
+//!
+//! "Where do I live now?" rarely shares a word with the turn that answers
+//! it ("We got the keys to a little villa in Port Chalmers"), while the
+//! older turn it replaced often does ("we've lived in Caversham for
+//! years"): ranking by the question's words finds what held before and
+//! misses what holds now. So the search index tags each user turn that
+//! tells such a change with the subject it changes, and a question about
+//! what holds now (or held before) on that subject also looks for the
+//! tag: the turns that changed it become candidates, and the recency
+//! bonus puts the latest first.
+//!
+//! Both sides are small word lists, judged on a turn's own words: a
+//! subject's nouns ("flat", "lease", "job", "notice", "car", "club")
+//! beside a word of change ("moved", "signed", "quit", "sold", "joined").
+//! A tag that is wrong costs one candidate's place in a question about
+//! that subject, nothing else.
+
+use super::words;
+
+/// Subjects whose value changes, as a set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Subjects(u8);
+
+impl Subjects {
+    pub const NONE: Subjects = Subjects(0);
+    /// Where someone lives.
+    pub const HOME: Subjects = Subjects(1);
+    /// Their job, employer or role.
+    pub const WORK: Subjects = Subjects(1 << 1);
+    /// What they drive or ride.
+    pub const VEHICLE: Subjects = Subjects(1 << 2);
+    /// The club, team, class or sport they do.
+    pub const PASTIME: Subjects = Subjects(1 << 3);
+
+    const ALL: [(Subjects, &'static str); 4] = [
+        (Subjects::HOME, "\u{1}home"),
+        (Subjects::WORK, "\u{1}work"),
+        (Subjects::VEHICLE, "\u{1}vehicle"),
+        (Subjects::PASTIME, "\u{1}pastime"),
+    ];
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    pub fn contains(self, other: Subjects) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The index terms of the subjects in the set: words no text yields
+    /// (they start with a control character, which no token holds).
+    pub fn terms(self) -> impl Iterator<Item = &'static str> {
+        Subjects::ALL
+            .into_iter()
+            .filter(move |(s, _)| self.contains(*s))
+            .map(|(_, t)| t)
+    }
+}
+
+impl std::ops::BitOr for Subjects {
+    type Output = Subjects;
+    fn bitor(self, rhs: Subjects) -> Subjects {
+        Subjects(self.0 | rhs.0)
+    }
+}
+
+impl std::ops::BitOrAssign for Subjects {
+    fn bitor_assign(&mut self, rhs: Subjects) {
+        self.0 |= rhs.0;
+    }
+}
+
+/// Words that tell a change on any subject.
+#[rustfmt::skip]
+const CHANGE: &[&str] = &[
+    "new", "moved", "moving", "relocated", "relocating", "sold", "selling", "bought", "buying",
+    "got", "getting", "picked", "traded", "swapped", "replaced", "upgraded", "switched",
+    "quit", "quitting", "left", "leaving", "resigned", "joined", "joining", "started",
+    "starting", "signed", "signing", "handed", "took", "accepted", "hired", "finally",
+    "instead", "anymore", "longer", "first", "gave", "scrapped", "totalled", "transferred",
+];
+
+/// Words of change that say the subject by themselves.
+#[rustfmt::skip]
+const HOME_CHANGE: &[&str] = &["moved", "moving", "relocated", "relocating", "move-in", "movers"];
+
+#[rustfmt::skip]
+const HOME_NOUNS: &[&str] = &[
+    "house", "flat", "apartment", "condo", "villa", "cottage", "bungalow", "semi", "townhouse",
+    "place", "lease", "keys", "landlord", "mortgage", "neighbourhood", "neighborhood",
+    "address", "bedroom", "two-bed", "three-bed", "one-bed", "studio", "rent", "renting",
+];
+
+#[rustfmt::skip]
+const WORK_NOUNS: &[&str] = &[
+    "job", "notice", "employer", "boss", "position", "role", "contract", "hired", "career",
+    "apprenticeship", "traineeship", "internship", "promotion", "promoted", "redundancy",
+    "redundant", "fired", "laid", "resigned", "retired", "retirement", "shift", "shifts",
+    "work", "working", "company", "firm", "interview", "offer", "salary", "payroll",
+];
+
+#[rustfmt::skip]
+const VEHICLE_NOUNS: &[&str] = &[
+    "car", "van", "truck", "ute", "suv", "hatchback", "wagon", "pickup", "motorbike",
+    "motorcycle", "scooter", "moped", "tricycle", "trike", "bike", "e-bike", "ebike",
+    "camper", "minivan", "sedan", "drive", "driving",
+];
+
+#[rustfmt::skip]
+const PASTIME_NOUNS: &[&str] = &[
+    "club", "team", "league", "class", "classes", "lessons", "choir", "squad", "crew",
+    "sport", "gym", "training", "membership",
+];
+
+/// The subjects a user's words tell a change of ("we got the keys to the
+/// new flat", "I handed in my notice", "sold the car", "joined a rowing
+/// club"). Questions tell none.
+pub fn changed_in(user_text: &str) -> Subjects {
+    let ws: Vec<String> = words(user_text).collect();
+    if ws.is_empty() {
+        return Subjects::NONE;
+    }
+    let has = |list: &[&str]| ws.iter().any(|w| list.contains(&w.as_str()));
+    let mut out = Subjects::NONE;
+    // "took me on", "first day (week, shift) at": a job started, said
+    // without its nouns.
+    let took_me_on = ws.windows(3).any(|w| w == ["took", "me", "on"]);
+    let first_day = ws
+        .windows(2)
+        .any(|w| w[0] == "first" && matches!(w[1].as_str(), "day" | "week" | "shift"));
+    if has(HOME_CHANGE) || (has(HOME_NOUNS) && has(CHANGE)) {
+        out |= Subjects::HOME;
+    }
+    if took_me_on || first_day || (has(WORK_NOUNS) && has(CHANGE)) {
+        out |= Subjects::WORK;
+    }
+    if has(VEHICLE_NOUNS) && has(CHANGE) {
+        out |= Subjects::VEHICLE;
+    }
+    if has(PASTIME_NOUNS) && has(CHANGE) {
+        out |= Subjects::PASTIME;
+    }
+    out
+}
+
+/// Words that ask what holds now, or what held before.
+#[rustfmt::skip]
+const WHEN: &[&str] = &[
+    "now", "currently", "nowadays", "anymore", "still", "latest", "present", "days",
+    "before", "previously", "earlier", "used", "old", "former", "originally", "formerly",
+];
+
+#[rustfmt::skip]
+const HOME_ASKED: &[&str] = &[
+    "live", "living", "lives", "home", "house", "flat", "apartment", "based", "address",
+    "neighbourhood", "neighborhood", "move", "moved", "reside", "stay", "staying", "place",
+];
+
+#[rustfmt::skip]
+const WORK_ASKED: &[&str] = &[
+    "work", "working", "job", "employer", "company", "boss", "career", "occupation",
+    "employed", "firm", "workplace", "profession",
+];
+
+#[rustfmt::skip]
+const VEHICLE_ASKED: &[&str] = &[
+    "drive", "driving", "car", "van", "truck", "ute", "vehicle", "ride", "riding", "around",
+    "motorbike", "bike",
+];
+
+#[rustfmt::skip]
+const PASTIME_ASKED: &[&str] = &[
+    "sport", "sports", "play", "playing", "club", "team", "hobby", "exercise", "training",
+    "train", "league", "class",
+];
+
+/// The subjects a question asks the current or an earlier value of
+/// ("Where do I live now?", "What was I driving before?"): none without a
+/// word of time, or about someone else ("Where does my sister live
+/// now?").
+pub fn asked_about(question: &str) -> Subjects {
+    let ws: Vec<String> = words(question).collect();
+    let has = |list: &[&str]| ws.iter().any(|w| list.contains(&w.as_str()));
+    if !has(WHEN) || ws.iter().any(|w| w == "my" || w == "our") && !mine(&ws) {
+        return Subjects::NONE;
+    }
+    // "do for a living" is work; "where am I living" home.
+    let mut out = if ws.windows(2).any(|w| w == ["a", "living"]) {
+        Subjects::WORK
+    } else {
+        Subjects::NONE
+    };
+    for (list, s) in [
+        (HOME_ASKED, Subjects::HOME),
+        (WORK_ASKED, Subjects::WORK),
+        (VEHICLE_ASKED, Subjects::VEHICLE),
+        (PASTIME_ASKED, Subjects::PASTIME),
+    ] {
+        if ws.iter().enumerate().any(|(i, w)| {
+            list.contains(&w.as_str()) && !(w == "living" && i > 0 && ws[i - 1] == "a")
+        }) {
+            out |= s;
+        }
+    }
+    out
+}
+
+/// Whether "my"/"our" in a question speaks of the user's own things ("my
+/// job", "our car"), not of someone ("my daughter").
+fn mine(ws: &[String]) -> bool {
+    ws.windows(2)
+        .filter(|w| w[0] == "my" || w[0] == "our")
+        .all(|w| !super::is_relation_word(&w[1]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_turn_is_tagged_with_what_it_changes() {
+        let cases = [
+            (
+                "We got the keys on Friday, a little flat above the bakery.",
+                Subjects::HOME,
+            ),
+            ("We've moved! Two streets from the river.", Subjects::HOME),
+            ("I handed in my notice this morning.", Subjects::WORK),
+            ("The hospice took me on, nights to start.", Subjects::WORK),
+            (
+                "First day at the brewery, my arms are dead.",
+                Subjects::WORK,
+            ),
+            (
+                "Sold the hatchback and got a motorbike instead.",
+                Subjects::VEHICLE,
+            ),
+            ("I joined a fencing club last week.", Subjects::PASTIME),
+        ];
+        for (text, want) in cases {
+            assert!(changed_in(text).contains(want), "{text:?}");
+        }
+        for text in [
+            "It rained all day and the bus was late.",
+            "My sister called about the weekend.",
+            "What do you think about that?",
+        ] {
+            assert!(changed_in(text).is_empty(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn a_question_of_now_or_before_asks_about_its_subject() {
+        assert_eq!(asked_about("Where am I living these days?"), Subjects::HOME);
+        assert_eq!(asked_about("Who is my employer now?"), Subjects::WORK);
+        assert_eq!(
+            asked_about("What did I drive before the new one?"),
+            Subjects::VEHICLE
+        );
+        assert_eq!(asked_about("Which club am I in now?"), Subjects::PASTIME);
+        // no word of time: the question's own words rank
+        assert!(asked_about("Where do I live?").is_empty());
+        // someone else's home
+        assert!(asked_about("Where does my brother live now?").is_empty());
+    }
+
+    #[test]
+    fn the_terms_are_no_words() {
+        let all = Subjects::HOME | Subjects::WORK | Subjects::VEHICLE | Subjects::PASTIME;
+        for t in all.terms() {
+            // a token is letters and digits: none starts so
+            assert!(t.starts_with('\u{1}'), "{t:?}");
+            assert!(crate::search::tokens(t).all(|w| w != t), "{t:?}");
+        }
+        assert_eq!(all.terms().count(), 4);
+    }
+}

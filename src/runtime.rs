@@ -877,9 +877,9 @@ impl Runtime {
         recall_actors::model::validate_id("user_id", user_id)?;
         let now = self.inner.clock.now();
         let mut out = Vec::new();
-        for (_, _, actor) in self.inner.registry.live_of(agent_id, user_id) {
+        for live in self.inner.registry.live_of(agent_id, user_id) {
             // A session that ended meanwhile does not answer: skip it.
-            let Ok(view) = call_t!(actor, SessionMsg::Inspect, CALL_TIMEOUT_MS) else {
+            let Ok(view) = call_t!(live.actor, SessionMsg::Inspect, CALL_TIMEOUT_MS) else {
                 continue;
             };
             let chars: usize = view
@@ -981,10 +981,14 @@ impl Runtime {
         recall_actors::model::validate_id("agent_id", agent_id)?;
         recall_actors::model::validate_id("user_id", user_id)?;
         let mut ended = Vec::new();
-        for (conn, id, actor) in self.inner.registry.live_of(agent_id, user_id) {
-            if self.inner.registry.mark_ended(&conn, id) {
-                let _ = actor.cast(SessionMsg::End(EndReason::Cleared));
-                ended.push(id);
+        for live in self.inner.registry.live_of(agent_id, user_id) {
+            if self
+                .inner
+                .registry
+                .mark_ended(&live.connection_id, live.session_id)
+            {
+                let _ = live.actor.cast(SessionMsg::End(EndReason::Cleared));
+                ended.push(live.session_id);
             }
         }
         // Sessions a late turn is reopening end as soon as they open.

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::model::{ConversationTurn, EndReason};
-use crate::session::SessionMsg;
+use crate::session::{LiveView, SessionMsg};
 
 /// Who a connection belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +31,8 @@ pub enum Conn {
         owner: Owner,
         session_id: Uuid,
         actor: ActorRef<SessionMsg>,
+        /// What context reads last got from the actor.
+        view: Arc<LiveView>,
     },
     /// The session ended and a new one is being opened; turns wait here.
     Opening {
@@ -49,6 +51,27 @@ pub enum Conn {
         session_id: Uuid,
         at: Instant,
     },
+}
+
+/// A live session of one agent and user.
+#[derive(Debug, Clone)]
+pub struct LiveSession {
+    pub connection_id: String,
+    pub session_id: Uuid,
+    pub actor: ActorRef<SessionMsg>,
+    pub view: Arc<LiveView>,
+}
+
+/// Casts a turn to a live session's actor, counting it first in the
+/// session's [`LiveView`] (so a context read after this call asks the
+/// actor, behind the turn, instead of taking a view made before it).
+fn send_turn(
+    actor: &ActorRef<SessionMsg>,
+    view: &LiveView,
+    turn: ConversationTurn,
+) -> Result<(), ractor::MessagingErr<SessionMsg>> {
+    view.turn_sent();
+    actor.cast(SessionMsg::Turn(turn))
 }
 
 /// What happened to a routed turn.
@@ -155,8 +178,11 @@ impl Registry {
                     | Conn::Ended { owner, .. },
                 ) if !owns(owner) => return Err(RouteError::NotOwner),
                 Some(Conn::Live {
-                    actor, session_id, ..
-                }) => match actor.cast(SessionMsg::Turn(turn)) {
+                    actor,
+                    session_id,
+                    view,
+                    ..
+                }) => match send_turn(actor, view, turn) {
                     Ok(()) => return Ok(Routed::Delivered(*session_id)),
                     // The actor is gone (it panicked): recover the turn.
                     Err(ractor::MessagingErr::SendErr(SessionMsg::Turn(t))) => t,
@@ -180,7 +206,8 @@ impl Registry {
                 actor,
                 owner,
                 session_id,
-            } => match actor.cast(SessionMsg::Turn(turn)) {
+                view,
+            } => match send_turn(actor, view, turn) {
                 Ok(()) => Ok(Routed::Delivered(*session_id)),
                 Err(ractor::MessagingErr::SendErr(SessionMsg::Turn(t))) => {
                     let id = Uuid::new_v4();
@@ -253,6 +280,7 @@ impl Registry {
         owner: Owner,
         session_id: Uuid,
         actor: ActorRef<SessionMsg>,
+        view: Arc<LiveView>,
     ) {
         self.write().insert(
             connection_id.to_string(),
@@ -260,6 +288,7 @@ impl Registry {
                 owner,
                 session_id,
                 actor,
+                view,
             },
         );
     }
@@ -332,6 +361,7 @@ impl Registry {
         connection_id: &str,
         session_id: Uuid,
         actor: ActorRef<SessionMsg>,
+        view: Arc<LiveView>,
     ) -> Option<EndReason> {
         let mut conns = self.write();
         let conn = conns.get_mut(connection_id)?;
@@ -348,7 +378,7 @@ impl Registry {
                     // A freshly spawned actor accepts casts; if it died
                     // already, its pending turns are in the store via
                     // pre_start, which persisted them.
-                    let _ = actor.cast(SessionMsg::Turn(t));
+                    let _ = send_turn(&actor, &view, t);
                 }
                 owner.clone()
             }
@@ -358,6 +388,7 @@ impl Registry {
             owner,
             session_id,
             actor,
+            view,
         };
         end
     }
@@ -453,11 +484,7 @@ impl Registry {
     }
 
     /// Live sessions of one agent with one user.
-    pub fn live_of(
-        &self,
-        agent_id: &str,
-        user_id: &str,
-    ) -> Vec<(String, Uuid, ActorRef<SessionMsg>)> {
+    pub fn live_of(&self, agent_id: &str, user_id: &str) -> Vec<LiveSession> {
         self.read()
             .iter()
             .filter_map(|(c, conn)| match conn {
@@ -465,8 +492,14 @@ impl Registry {
                     owner,
                     session_id,
                     actor,
+                    view,
                 } if &*owner.agent_id == agent_id && &*owner.user_id == user_id => {
-                    Some((c.clone(), *session_id, actor.clone()))
+                    Some(LiveSession {
+                        connection_id: c.clone(),
+                        session_id: *session_id,
+                        actor: actor.clone(),
+                        view: view.clone(),
+                    })
                 }
                 _ => None,
             })

@@ -13,6 +13,7 @@
 //! mailbox: a turn that was already on its way is still recorded in this
 //! session, and any later one opens a new session on the connection.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,8 +46,9 @@ pub enum SessionMsg {
     SilenceElapsed(u64),
     /// The session as it is now.
     Inspect(RpcReplyPort<SessionView>),
-    /// What a context read needs: the rolling memory and the gap's turns.
-    Working(RpcReplyPort<WorkingView>),
+    /// What a context read needs: the rolling memory and the gap's turns
+    /// (kept in the session's [`LiveView`] too).
+    Working(RpcReplyPort<Arc<WorkingView>>),
     /// Answer once every turn handled so far is flushed to disk: the flush
     /// is sent to the Store behind those turns' writes.
     Sync(RpcReplyPort<Result<(), StoreError>>),
@@ -92,6 +94,60 @@ pub struct WorkingView {
     pub windows: Vec<WindowMemory>,
     /// The raw turns after the last window.
     pub gap: Vec<ConversationTurn>,
+}
+
+/// What a context read last got from a live session's actor, shared by
+/// the actor, the registry and readers: a read takes it as it is while no
+/// turn was sent to the actor since and no window summary completed,
+/// instead of asking the actor (a round trip through its mailbox and two
+/// thread wake-ups, the largest part of a cached context read's tail).
+#[derive(Debug, Default)]
+pub struct LiveView {
+    /// Turns cast to the actor, counted by the registry before each cast.
+    sent: AtomicU64,
+    /// Window summaries and folds the actor has taken in.
+    changes: AtomicU64,
+    kept: std::sync::Mutex<Option<KeptView>>,
+}
+
+#[derive(Debug)]
+struct KeptView {
+    /// Turns the actor had handled, and changes taken in, when it made
+    /// the view.
+    turns: u64,
+    changes: u64,
+    view: Arc<WorkingView>,
+}
+
+impl LiveView {
+    /// A turn is about to be cast to the actor.
+    pub fn turn_sent(&self) {
+        self.sent.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The view the actor last made, if it still holds: every turn sent
+    /// was in it and nothing completed since.
+    pub fn current(&self) -> Option<Arc<WorkingView>> {
+        let sent = self.sent.load(Ordering::Acquire);
+        let changes = self.changes.load(Ordering::Acquire);
+        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        kept.as_ref()
+            .filter(|k| k.turns == sent && k.changes == changes)
+            .map(|k| k.view.clone())
+    }
+
+    fn keep(&self, turns: u64, view: Arc<WorkingView>) {
+        let changes = self.changes.load(Ordering::Acquire);
+        *self.kept.lock().unwrap_or_else(|p| p.into_inner()) = Some(KeptView {
+            turns,
+            changes,
+            view,
+        });
+    }
+
+    fn changed(&self) {
+        self.changes.fetch_add(1, Ordering::AcqRel);
+    }
 }
 
 /// What window summaries need, shared by every session.
@@ -140,6 +196,8 @@ pub struct SessionArgs {
     pub silence: Duration,
     pub clock: Clock,
     pub window: Arc<WindowDeps>,
+    /// Shared with the registry's entry for the connection.
+    pub view: Arc<LiveView>,
 }
 
 pub struct SessionState {
@@ -160,6 +218,9 @@ pub struct SessionState {
     turns_recorded: metrics::Counter,
     rolling: RollingMemory,
     window: Arc<WindowDeps>,
+    view: Arc<LiveView>,
+    /// `Turn` messages handled (what the registry counts as sent).
+    turns_received: u64,
 }
 
 pub struct SessionActor;
@@ -385,6 +446,8 @@ impl Actor for SessionActor {
             .with_fold(args.window.fold),
             window: args.window,
             topic_reported: None,
+            view: args.view,
+            turns_received: 0,
         };
         for t in args.pending {
             state.record_turn(&myself, t);
@@ -438,7 +501,10 @@ impl Actor for SessionActor {
         state: &mut SessionState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            SessionMsg::Turn(turn) => state.record_turn(&myself, turn),
+            SessionMsg::Turn(turn) => {
+                state.turns_received += 1;
+                state.record_turn(&myself, turn)
+            }
             SessionMsg::Touch(at) => state.last_activity = state.last_activity.max(at),
             SessionMsg::End(reason) => state.begin_end(&myself, reason),
             SessionMsg::SilenceElapsed(generation) => {
@@ -467,34 +533,42 @@ impl Actor for SessionActor {
             SessionMsg::Working(reply) => {
                 let read = state.rolling.layered();
                 let gap = ((read.gap_start / 2) as usize).min(state.turns.len());
-                let _ = reply.send(WorkingView {
+                let view = Arc::new(WorkingView {
                     session_id: state.record.session_id,
                     started_at: state.record.started_at,
                     long: read.long.cloned(),
                     windows: read.windows.into_iter().cloned().collect(),
                     gap: state.turns[gap..].to_vec(),
                 });
+                state.view.keep(state.turns_received, view.clone());
+                let _ = reply.send(view);
             }
-            SessionMsg::WindowDone { id, result } => match result {
-                Ok(summary) => {
-                    bump(&state.window.counters.windows_completed);
-                    state.rolling.completed(id, summary);
-                    if let Some(job) = state.rolling.maybe_fold() {
-                        state.start_fold(&myself, job);
+            SessionMsg::WindowDone { id, result } => {
+                state.view.changed();
+                match result {
+                    Ok(summary) => {
+                        bump(&state.window.counters.windows_completed);
+                        state.rolling.completed(id, summary);
+                        if let Some(job) = state.rolling.maybe_fold() {
+                            state.start_fold(&myself, job);
+                        }
+                    }
+                    Err(_) => {
+                        bump(&state.window.counters.windows_failed);
+                        state.rolling.failed(id)
                     }
                 }
-                Err(_) => {
-                    bump(&state.window.counters.windows_failed);
-                    state.rolling.failed(id)
+            }
+            SessionMsg::FoldDone { id, result } => {
+                state.view.changed();
+                match result {
+                    Ok(summary) => {
+                        bump(&state.window.counters.folds_completed);
+                        state.rolling.fold_completed(id, summary)
+                    }
+                    Err(_) => state.rolling.fold_failed(id),
                 }
-            },
-            SessionMsg::FoldDone { id, result } => match result {
-                Ok(summary) => {
-                    bump(&state.window.counters.folds_completed);
-                    state.rolling.fold_completed(id, summary)
-                }
-                Err(_) => state.rolling.fold_failed(id),
-            },
+            }
             SessionMsg::Sync(reply) => {
                 if let Err(ractor::MessagingErr::SendErr(StoreMsg::Flush(reply))) =
                     state.store.cast(StoreMsg::Flush(reply))
@@ -507,5 +581,48 @@ impl Actor for SessionActor {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(gap: &[&str]) -> Arc<WorkingView> {
+        Arc::new(WorkingView {
+            session_id: uuid::Uuid::nil(),
+            started_at: chrono::DateTime::UNIX_EPOCH,
+            long: None,
+            windows: Vec::new(),
+            gap: gap
+                .iter()
+                .map(|m| ConversationTurn {
+                    user_message: m.to_string(),
+                    agent_response: String::new(),
+                    timestamp: chrono::DateTime::UNIX_EPOCH,
+                })
+                .collect(),
+        })
+    }
+
+    #[test]
+    fn a_kept_view_holds_until_a_turn_is_sent_or_a_summary_completes() {
+        let live = LiveView::default();
+        assert!(live.current().is_none(), "nothing kept yet");
+        live.keep(0, view(&[]));
+        assert!(live.current().is_some());
+        // a turn on its way: the actor must be asked (behind the turn)
+        live.turn_sent();
+        assert!(live.current().is_none());
+        // a view made before the actor handled it still does not hold
+        live.keep(0, view(&[]));
+        assert!(live.current().is_none());
+        live.keep(1, view(&["hi"]));
+        assert_eq!(live.current().map(|v| v.gap.len()), Some(1));
+        // a window summary taken in
+        live.changed();
+        assert!(live.current().is_none());
+        live.keep(1, view(&["hi"]));
+        assert!(live.current().is_some());
     }
 }

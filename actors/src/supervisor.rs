@@ -28,7 +28,7 @@ use crate::reflect::Reflect;
 use crate::reflector::{ReflectorActor, ReflectorArgs};
 use crate::registry::{Busy, Owner, Registry};
 use crate::rollup::RollupMsg;
-use crate::session::{SessionActor, SessionArgs, SessionMsg, WindowDeps};
+use crate::session::{LiveView, SessionActor, SessionArgs, SessionMsg, WindowDeps};
 use crate::settings::Settings;
 use crate::store::StoreMsg;
 use crate::watchdog::WatchdogMsg;
@@ -197,7 +197,8 @@ impl SupervisorState {
         &mut self,
         myself: &ActorRef<SupervisorMsg>,
         record: SessionRecord,
-    ) -> Result<ActorRef<SessionMsg>, StartError> {
+    ) -> Result<(ActorRef<SessionMsg>, Arc<LiveView>), StartError> {
+        let view = Arc::new(LiveView::default());
         let args = SessionArgs {
             record: record.clone(),
             pending: Vec::new(),
@@ -207,6 +208,7 @@ impl SupervisorState {
             silence: self.settings.silence_timeout(),
             clock: self.clock,
             window: self.window.clone(),
+            view: view.clone(),
         };
         let (actor, _) = Actor::spawn_linked(None, SessionActor, args, myself.get_cell())
             .await
@@ -216,7 +218,7 @@ impl SupervisorState {
             (record.session_id, record.connection_id.clone()),
         );
         self.stats.sessions_started += 1;
-        Ok(actor)
+        Ok((actor, view))
     }
 
     fn new_record(&self, agent_id: &str, user_id: &str, connection_id: &str) -> SessionRecord {
@@ -355,14 +357,18 @@ impl Actor for SessionSupervisor {
                         }
                     }
                     let record = state.new_record(&agent_id, &user_id, &connection_id);
-                    let actor = state.spawn_session(&myself, record.clone()).await?;
+                    let (actor, view) = state.spawn_session(&myself, record.clone()).await?;
                     let owner = Owner {
                         agent_id: agent_id.as_str().into(),
                         user_id: user_id.as_str().into(),
                     };
-                    state
-                        .registry
-                        .insert_live(&connection_id, owner, record.session_id, actor);
+                    state.registry.insert_live(
+                        &connection_id,
+                        owner,
+                        record.session_id,
+                        actor,
+                        view,
+                    );
                     Ok(record)
                 }
                 .await;
@@ -376,12 +382,13 @@ impl Actor for SessionSupervisor {
                 // The id the turn's caller was given.
                 record.session_id = session_id;
                 match state.spawn_session(&myself, record.clone()).await {
-                    Ok(actor) => {
+                    Ok((actor, view)) => {
                         info!(session_id = %record.session_id, connection_id, "turn after session end opened a new session");
                         let end_requested = state.registry.promote(
                             &connection_id,
                             record.session_id,
                             actor.clone(),
+                            view,
                         );
                         if state.shutting_down {
                             let _ = actor.cast(SessionMsg::End(EndReason::Shutdown));

@@ -679,11 +679,18 @@ impl Runtime {
         let mut live_summaries: Vec<ContextItem> = Vec::new();
         let mut gap: Vec<ConversationTurn> = Vec::new();
         let mut live_started: Option<DateTime<Utc>> = None;
-        for (_, _, actor) in self.inner.registry.live_of(agent_id, user_id) {
-            // An actor that ended meanwhile does not answer: its turns are
-            // in the store by the time the next read looks.
-            let Ok(view) = call_t!(actor, SessionMsg::Working, CALL_TIMEOUT_MS) else {
-                continue;
+        for live in self.inner.registry.live_of(agent_id, user_id) {
+            // What the actor last gave, while no turn was sent to it and
+            // no window summary completed since; else asked again (behind
+            // every turn sent so far). An actor that ended meanwhile does
+            // not answer: its turns are in the store by the time the next
+            // read looks.
+            let view = match live.view.current() {
+                Some(view) => view,
+                None => match call_t!(live.actor, SessionMsg::Working, CALL_TIMEOUT_MS) {
+                    Ok(view) => view,
+                    Err(_) => continue,
+                },
             };
             live_started = Some(live_started.map_or(view.started_at, |s| s.min(view.started_at)));
             // The long narrative, then the windows after it, oldest first.
@@ -706,7 +713,7 @@ impl Runtime {
                     ));
                 }
             }
-            gap.extend(view.gap);
+            gap.extend(view.gap.iter().cloned());
         }
         gap.sort_by_key(|t| t.timestamp);
         // The live call's latest user words sharpen what is retrieved (the

@@ -81,6 +81,11 @@ const PERSONAS: &[(&str, &str)] = &[
         include_str!("data/holdout_tevita.txt"),
     ),
     ("holdout_ines.txt", include_str!("data/holdout_ines.txt")),
+    (
+        "holdout_ouseph.txt",
+        include_str!("data/holdout_ouseph.txt"),
+    ),
+    ("holdout_trini.txt", include_str!("data/holdout_trini.txt")),
 ];
 
 /// The small-talk pools, compiled in.
@@ -94,6 +99,7 @@ const POOLS: &[(&str, &str)] = &[
     ("talk_holdout6.txt", include_str!("data/talk_holdout6.txt")),
     ("talk_holdout7.txt", include_str!("data/talk_holdout7.txt")),
     ("talk_holdout8.txt", include_str!("data/talk_holdout8.txt")),
+    ("talk_holdout9.txt", include_str!("data/talk_holdout9.txt")),
 ];
 
 /// A data file that cannot be read.

@@ -716,13 +716,26 @@ pub fn without_question_framing(question: &str) -> String {
 
 /// A lowercased word's stem. Irregular verb forms, which a suffix
 /// stemmer cannot join to their verb ("grew", "bought"), are taken to the
-/// verb first.
+/// verb first, and the short forms typed chat uses for relations and
+/// days ("gf", "bday") to their word.
 pub fn stem(word: &str) -> String {
     let word = IRREGULAR
         .binary_search_by(|(form, _)| form.cmp(&word))
         .map_or(word, |i| IRREGULAR[i].1);
+    let word = SHORT_FORMS
+        .binary_search_by(|(form, _)| form.cmp(&word))
+        .map_or(word, |i| SHORT_FORMS[i].1);
     STEMMER.stem(word).into_owned()
 }
+
+/// Short forms of relations and days and their word, sorted by form (the
+/// fact rules read the same ones, `text::facts`).
+pub(crate) const SHORT_FORMS: &[(&str, &str)] = &[
+    ("bday", "birthday"),
+    ("bf", "boyfriend"),
+    ("gf", "girlfriend"),
+    ("hubby", "husband"),
+];
 
 /// Past forms of common irregular English verbs and their verb, sorted by
 /// form. Forms that are also everyday nouns or adjectives in their own
@@ -2306,6 +2319,10 @@ mod tests {
             assert!(hits[0].keyword_score > 0.0);
         }
         assert_eq!(stem("interviewers"), stem("interview"));
+        // short forms meet their word
+        assert_eq!(stem("gf"), stem("girlfriend"));
+        assert_eq!(stem("bday"), stem("birthdays"));
+        assert!(SHORT_FORMS.windows(2).all(|w| w[0].0 < w[1].0), "sorted");
         // irregular past forms meet their verb
         assert_eq!(stem("grew"), stem("growing"));
         assert_eq!(stem("bought"), stem("buy"));

@@ -356,8 +356,17 @@ mod tests {
     fn every_stem_has_one_word_in_the_table() {
         // A second form of a stem would be a row that only weighs (by its
         // place in the table) and is never a related word.
+        // (A short form, "hubby", reads as its word: its own row is
+        // never a related word.)
         let table = BUILTIN.as_ref().unwrap();
+        let short: Vec<u32> = crate::search::SHORT_FORMS
+            .iter()
+            .filter_map(|(form, _)| table.words.get(*form).copied())
+            .collect();
         for (row, s) in table.row_stems.iter().enumerate() {
+            if short.contains(&(row as u32)) {
+                continue;
+            }
             assert_eq!(table.stems.get(&**s), Some(&(row as u32)), "{s}");
         }
     }

@@ -68,12 +68,43 @@ const SUFFIXES: &[(&str, &str)] = &[
     ("'s", "'s"),
 ];
 
+/// Contractions written without their apostrophe, as typed chat and some
+/// transcripts give them ("im", "shes", "dont"), and short forms of
+/// relations and days ("gf", "bday"): the words they stand for. Only forms
+/// that are not words of their own ("its", "were", "ill", "id", "lets" and
+/// "hell" are left as they are).
+#[rustfmt::skip]
+const UNMARKED: &[(&str, &[&str])] = &[
+    ("arent", &["are", "not"]), ("bday", &["birthday"]), ("bf", &["boyfriend"]),
+    ("cant", &["can", "not"]), ("couldnt", &["could", "not"]), ("didnt", &["did", "not"]),
+    ("doesnt", &["does", "not"]), ("dont", &["do", "not"]), ("gf", &["girlfriend"]),
+    ("hadnt", &["had", "not"]), ("hasnt", &["has", "not"]), ("havent", &["have", "not"]),
+    ("hes", &["he", "'s"]), ("hubby", &["husband"]), ("im", &["i", "am"]),
+    ("isnt", &["is", "not"]), ("ive", &["i", "have"]), ("shes", &["she", "'s"]),
+    ("shouldnt", &["should", "not"]), ("thats", &["that", "'s"]), ("theres", &["there", "'s"]),
+    ("theyre", &["they", "are"]), ("theyve", &["they", "have"]), ("wasnt", &["was", "not"]),
+    ("werent", &["were", "not"]), ("weve", &["we", "have"]), ("whats", &["what", "'s"]),
+    ("wouldnt", &["would", "not"]), ("youre", &["you", "are"]), ("youve", &["you", "have"]),
+];
+
 fn push_word(word: &str, out: &mut Vec<Tok>) {
     let word = word.trim_matches('\'');
     if word.is_empty() {
         return;
     }
     let lower = word.to_lowercase();
+    if let Ok(i) = UNMARKED.binary_search_by(|(w, _)| w.cmp(&lower.as_str())) {
+        // "im" is "i" + "am"; the first part keeps the case it was written
+        // in ("Im" opens a sentence as "I'm" would).
+        for (n, part) in UNMARKED[i].1.iter().enumerate() {
+            let text = match (n, part) {
+                (0, &"i") => "I",
+                _ => part,
+            };
+            out.push(Tok::word(text, part, n > 0));
+        }
+        return;
+    }
     if let Some((_, a, b)) = SPECIAL.iter().find(|(w, _, _)| *w == lower) {
         // "can't" is written "ca" + "n't"; "cannot" "can" + "not".
         let split = if lower == "cannot" {
@@ -2476,5 +2507,44 @@ mod tests {
         ] {
             assert_eq!(one(text).1.as_deref(), Some(subject), "{text}");
         }
+    }
+
+    #[test]
+    fn contractions_without_apostrophes_and_short_forms_read_as_written_out() {
+        for (marked, unmarked) in [
+            ("I'm allergic to peanuts.", "im allergic to peanuts."),
+            (
+                "I've got a dog called Biscuit.",
+                "ive got a dog called Biscuit.",
+            ),
+            ("I don't eat meat any more.", "i dont eat meat any more."),
+            (
+                "I'm lactose intolerant and I know it.",
+                "im lactose intolerant and i KNOW it.",
+            ),
+            ("My boyfriend Sam is a chef.", "my bf Sam is a chef."),
+            (
+                "My birthday is on the 14th of August.",
+                "my bday is on the 14th of august.",
+            ),
+            ("I'm reading Dune.", "Im reading Dune."),
+        ] {
+            let contents = |s: &str| -> Vec<String> {
+                facts(s).iter().map(|f| f.content.to_lowercase()).collect()
+            };
+            let want = contents(marked);
+            assert!(!want.is_empty(), "{marked:?} states a fact");
+            assert_eq!(contents(unmarked), want, "{unmarked:?}");
+        }
+        // Words of their own stay as they are ("its", "were", "ill").
+        let lower = |s: &str| -> Vec<String> { tokenize(s).into_iter().map(|t| t.lower).collect() };
+        assert_eq!(
+            lower("its cold, we were ill"),
+            ["its", "cold", ",", "we", "were", "ill"]
+        );
+        assert_eq!(
+            lower("Im sure shes fine"),
+            ["i", "am", "sure", "she", "'s", "fine"]
+        );
     }
 }

@@ -425,6 +425,22 @@ fn has_capitals(message: &str) -> bool {
     message.chars().any(char::is_uppercase)
 }
 
+/// Every word of `message` with a capital first letter ("pancracio. like
+/// the saint" as "Pancracio. Like The Saint"); "i" as "I".
+fn capitalized_words(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut start = true;
+    for c in message.chars() {
+        if start && c.is_alphabetic() {
+            out.extend(c.to_uppercase());
+        } else {
+            out.push(c);
+        }
+        start = !(c.is_alphanumeric() || c == '\'');
+    }
+    out
+}
+
 /// [`truecased`] of a run of text without spaces, into `out`.
 fn truecase_words(message: &str, names: &HashSet<String>, out: &mut String) {
     let mut word = String::new();
@@ -453,6 +469,7 @@ fn truecase_words(message: &str, names: &HashSet<String>, out: &mut String) {
 
 /// The reflection JSON for a session's turns.
 pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
+    let written = turns;
     let cased: Vec<ConversationTurn>;
     let turns = if turns.iter().any(|t| !has_capitals(&t.user_message)) {
         // What a caseless message would have capitalized, from how the
@@ -514,9 +531,21 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
     let mut facts: Vec<crate::model::FactCandidate> = Vec::new();
     // A name given in answer to the agent ("What's his name?" —
     // "Pretzel."), which no sentence of the user's says alone.
-    let answered = turns.windows(2).filter_map(|w| {
-        text::answered_name(&w[0].user_message, &w[0].agent_response, &w[1].user_message)
-    });
+    // An answer written without a single capital has no case to tell a
+    // name by: its words are read as capitalized there, where its place
+    // (a word or three alone, right after the agent asked for a name)
+    // says it is one ("What's his name?" — "pancracio. like the saint").
+    let answered = turns
+        .windows(2)
+        .zip(written.windows(2))
+        .filter_map(|(w, raw)| {
+            let answer = if has_capitals(&raw[1].user_message) {
+                std::borrow::Cow::Borrowed(w[1].user_message.as_str())
+            } else {
+                std::borrow::Cow::Owned(capitalized_words(&raw[1].user_message))
+            };
+            text::answered_name(&w[0].user_message, &w[0].agent_response, &answer)
+        });
     let answered: Vec<crate::model::FactCandidate> = answered.collect();
     for f in sentence_facts.iter().flatten().chain(&answered) {
         let norm = crate::model::normalize_fact(&f.content);
@@ -976,6 +1005,31 @@ mod tests {
         // "mere" is not written with a capital anywhere in the call: no
         // name is made up for it.
         assert!(!facts.iter().any(|f| f.contains("Mere")), "{facts:?}");
+    }
+
+    #[test]
+    fn a_lowercase_writers_name_given_in_answer_to_the_agent_is_read() {
+        let turns = vec![
+            turn(
+                "sorry im lying on the floor bc the cat is on my chest",
+                "Ha, you're his property now. What's his name?",
+            ),
+            turn("pancracio. like the saint. he is not a saint", "Ha."),
+            turn(
+                "my grandma just learned to send voice notes",
+                "That's adorable. What's her name?",
+            ),
+            turn("gladys!! shes 88", "Lovely."),
+            turn("we got a puppy", "What's she called?"),
+            // not a name: a reply word, and nothing at all
+            turn("idk yet. still deciding", "Take your time."),
+        ];
+        let r = parse_reflection(&summarize("trini", &turns), "");
+        let facts: Vec<&str> = r.facts.iter().map(|f| f.content.as_str()).collect();
+        assert!(facts.contains(&"Has a cat named Pancracio"), "{facts:?}");
+        assert!(facts.iter().any(|f| f.contains("Gladys")), "{facts:?}");
+        assert!(!facts.iter().any(|f| f.contains("Idk")), "{facts:?}");
+        assert_eq!(capitalized_words("i'm fine. ok"), "I'm Fine. Ok");
     }
 
     #[test]

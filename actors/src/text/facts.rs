@@ -181,7 +181,7 @@ const OPENERS: &[&str] = &[
     "and", "but", "so", "because", "cause", "since", "also", "actually", "well", "oh", "yeah",
     "yes", "now", "plus", "anyway", "though", "ok", "okay", "um", "uh", "honestly", "basically",
     "btw", "then", "that", "hey", "hi", "hello", "guess", "see", "fyi", "ps", "sorry", "listen",
-    "please", "alright", "right", "wow", "nope", "no",
+    "please", "alright", "right", "wow", "nope", "no", "fact", "bc", "tbh", "ngl", "lol",
 ];
 
 /// Adverbs a pattern steps over between its words ("I just moved to").
@@ -284,7 +284,7 @@ const QUESTION_STARTS: &[&str] = &[
 /// Capitalized words that are not names.
 #[rustfmt::skip]
 const NOT_NAMES: &[&str] = &[
-    "mom", "mum", "dad", "god", "lol", "anyway", "sorry", "please", "listen", "look", "wow", "man",
+    "mom", "mum", "dad", "god", "lol", "idk", "dunno", "tbd", "undecided", "secret", "anyway", "sorry", "please", "listen", "look", "wow", "man",
     "dude", "guys", "sir", "madam", "buddy", "everyone", "everybody", "nobody", "somebody", "hmm",
     "um", "uh", "ah", "ha", "haha", "alright", "cool", "nice", "awesome", "amazing", "christmas",
     "easter", "thanksgiving", "english", "american", "british", "irish", "scottish", "welsh",
@@ -787,6 +787,14 @@ const RULES: &[Rule] = &[
     // --- dates and age
     rule("my birthday is|'s on? {date}", Biographical, "Birthday is {date}").about("birthday"),
     rule("my birthday is|'s in {date}", Biographical, "Birthday is in {date}").about("birthday"),
+    // "I'm turning 25 on the 14th of August": the day is the birthday.
+    rule("i am turning {num} on {date}", Biographical, "Birthday is {date}").about("birthday"),
+    rule("i turn {num} on {date}", Biographical, "Birthday is {date}").about("birthday"),
+    // (A relation one may have several of names no one subject: no
+    // subject for any, a birthday does not change.)
+    rule("my ~adj {rel} 's birthday is|'s on? {date}", Relationship, "{rel}'s birthday is {date}"),
+    rule("my ~adj {rel} turns {num} on {date}", Relationship, "{rel}'s birthday is {date}"),
+    rule("my ~adj {rel} is turning {num} on {date}", Relationship, "{rel}'s birthday is {date}"),
     rule(
         "our|my wedding? anniversary is|'s on? {date}",
         Relationship,
@@ -2546,5 +2554,35 @@ mod tests {
             lower("Im sure shes fine"),
             ["i", "am", "sure", "she", "'s", "fine"]
         );
+    }
+
+    #[test]
+    fn a_birthday_told_by_the_age_one_turns_on_the_day() {
+        for (said, fact) in [
+            (
+                "fun fact im turning 25 on the 14th of august and i want a cake",
+                "Birthday is the 14th of august",
+            ),
+            ("I turn 40 on March 3rd.", "Birthday is March 3rd"),
+            (
+                "help. my gf turns 26 on december 3rd and i have zero ideas.",
+                "Girlfriend's birthday is december 3rd",
+            ),
+            (
+                "My little sister is turning 9 on the 2nd of May!",
+                "Sister's birthday is the 2nd of May",
+            ),
+            (
+                "My husband's birthday is on June 19th.",
+                "Husband's birthday is June 19th",
+            ),
+        ] {
+            let found: Vec<String> = facts(said).into_iter().map(|f| f.content).collect();
+            assert!(found.iter().any(|f| f == fact), "{said:?}: {found:?}");
+        }
+        // a number of years, not a day
+        assert!(facts("My son turns 12 next year.")
+            .iter()
+            .all(|f| !f.content.contains("birthday")));
     }
 }

@@ -6,9 +6,11 @@
 //! - `context` with a message (eight questions, cycling) against the same
 //!   read with an empty message (no retrieval), interleaved call by call,
 //!   both served from the prepared sources the runtime caches;
-//! - the miss path, `context_uncached` (every source read from the store
-//!   and prepared again), with and without a message, interleaved; and a
-//!   real miss: a block write for the agent, then `context`;
+//! - `context_uncached` (every source read from the store and prepared
+//!   again, what the cache must agree with), with and without a message,
+//!   interleaved; and a real miss: a block write for the agent, then
+//!   `context`. The miss target (p99 < 5 ms) is judged on the real misses,
+//!   this one and the next;
 //! - a miss after a new session summary lands: a short call of the user
 //!   (`SHORT_TURNS` turns, one stating a preference) ended, the runtime
 //!   waited idle (the summary, its fact and any rollup stored), then
@@ -958,10 +960,11 @@ fn main() {
         &real_without,
     );
     println!(
-        "  ratio miss with/without a message: p99 {:.2}x, p50 {:.2}x; target miss p99 < 5 ms: {}",
+        "  ratio uncached with/without a message: p99 {:.2}x, p50 {:.2}x; target miss p99 < 5 ms \
+         (a read after a write, with a message): {}",
         miss_with.p99 as f64 / miss_without.p99.max(1) as f64,
         miss_with.p50 as f64 / miss_without.p50.max(1) as f64,
-        if miss_with.p99.max(real_with.p99) < 5_000_000 {
+        if real_with.p99 < 5_000_000 {
             "met"
         } else {
             "MISSED"
@@ -1077,12 +1080,13 @@ fn main() {
         assert_eq!(after, before + calls, "every short call was summarized");
         out
     });
+    let summary_with = figures(after_summary_with);
     line(
         &format!(
             "context after a new session summary, with a message ({SUMMARY_MISSES} calls of \
              {SHORT_TURNS} turns)"
         ),
-        &figures(after_summary_with),
+        &summary_with,
     );
     line(
         "context after a new session summary, without a message",
@@ -1091,6 +1095,14 @@ fn main() {
     line(
         "  context after a block write, with a message, in the same state",
         &figures(after_block),
+    );
+    println!(
+        "  target miss p99 < 5 ms after a new session summary, with a message: {}",
+        if summary_with.p99 < 5_000_000 {
+            "met"
+        } else {
+            "MISSED"
+        }
     );
     println!("load average at the end: {}", common::load_average());
 

@@ -243,23 +243,27 @@ impl<T: Owned> Held<T> {
         self.by_key.insert(key, rec);
     }
 
-    /// The records of `groups` that satisfy `keep`, each once.
+    /// The records of `groups` that satisfy `keep`, each once: a record
+    /// is in its owner's group and, when shared, in its agent's (user
+    /// ""), so one a group before took by its owner is not taken again.
     fn select(
         &self,
         groups: &[(&str, &str)],
         keep: &impl Fn(&T) -> bool,
     ) -> Vec<std::sync::Arc<T>> {
         let mut out: Vec<std::sync::Arc<T>> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for (agent, user) in groups {
+        for (i, (agent, user)) in groups.iter().enumerate() {
             let Some(group) = self.groups.get(&(agent.to_string(), user.to_string())) else {
                 continue;
             };
-            for (k, r) in group {
-                if keep(r) && (groups.len() == 1 || seen.insert(k.clone())) {
-                    out.push(r.clone());
-                }
-            }
+            let before = &groups[..i];
+            let taken = |r: &T| {
+                let (agent, user) = r.owner();
+                before
+                    .iter()
+                    .any(|&g| g == (agent, user) || (r.shared() && g == (agent, "")))
+            };
+            out.extend(group.values().filter(|r| keep(r) && !taken(r)).cloned());
         }
         out
     }
@@ -571,6 +575,20 @@ impl Trees {
         let out = held.select(groups, &keep);
         *state = MirrorState::Ready(held);
         Ok(out)
+    }
+
+    /// The records of `groups` from a mirror already built, `None` while it
+    /// is not (the caller reads the tree; nothing is built here). The Store
+    /// actor notes each of its writes in the mirrors as it makes them, so
+    /// on the actor a built mirror holds what the tree holds.
+    fn mirror_if_built<T: Owned>(
+        mirror: &Mirror<T>,
+        groups: &[(&str, &str)],
+    ) -> Option<Vec<std::sync::Arc<T>>> {
+        match &*mirror.lock() {
+            MirrorState::Ready(held) => Some(held.select(groups, &|_| true)),
+            _ => None,
+        }
     }
 
     /// `keys` read back from `tree` into `held`; false if a read failed.
@@ -2531,6 +2549,110 @@ mod tests {
             .context_parts("kairix", "mark", Parts::SUMMARIES)
             .unwrap();
         assert!(summaries.summaries.is_some() && summaries.facts.is_none());
+    }
+
+    #[test]
+    fn a_selection_of_several_groups_takes_each_record_once() {
+        let mut held: Held<FactRecord> = Held {
+            by_key: HashMap::new(),
+            groups: HashMap::new(),
+        };
+        let call = Uuid::new_v4();
+        for (n, (user, shared)) in [
+            ("mark", false),
+            ("mark", true),
+            ("ada", true),
+            ("ada", false),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut f = fact(user, &format!("fact {n}"), None, call);
+            if shared {
+                f.visibility = Visibility::Shared;
+            }
+            let rec = FactRecord {
+                fact: f,
+                history: Default::default(),
+            };
+            held.insert(
+                sled::IVec::from(format!("k{n}").as_bytes()),
+                std::sync::Arc::new(rec),
+            );
+        }
+        let contents = |groups: &[(&str, &str)]| {
+            let mut c: Vec<String> = held
+                .select(groups, &|_| true)
+                .iter()
+                .map(|f| f.content.clone())
+                .collect();
+            c.sort();
+            c
+        };
+        let want = ["fact 0", "fact 1", "fact 2"];
+        assert_eq!(contents(&[("kairix", "mark"), ("kairix", "")]), want);
+        assert_eq!(contents(&[("kairix", ""), ("kairix", "mark")]), want);
+        assert_eq!(contents(&[("kairix", "")]), ["fact 1", "fact 2"]);
+        assert_eq!(contents(&[("kairix", "mark")]), ["fact 0", "fact 1"]);
+    }
+
+    #[test]
+    fn facts_planned_against_the_mirror_are_those_of_the_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let trees = Trees::open(dir.path(), &StoreSettings::default()).unwrap();
+        let scanned = |trees: &Trees| {
+            let mut f: Vec<FactRecord> = trees
+                .scan(
+                    &trees.facts,
+                    keys::TREE_FACTS,
+                    trees
+                        .facts
+                        .scan_prefix(keys::facts_prefix("kairix", "mark")),
+                )
+                .unwrap();
+            f.sort_by_key(|f| (f.extracted_at, f.fact_id));
+            f
+        };
+        let (a, first) = call("mark", 1);
+        trees
+            .complete_reflection(
+                &first,
+                &[],
+                &[fact("mark", "Lives in Austin", Some("home"), a)],
+            )
+            .unwrap();
+        // not built yet: read from the tree
+        assert!(Trees::mirror_if_built(&trees.mirror_facts, &[("kairix", "mark")]).is_none());
+        // a context read builds it (and the other mirrors)
+        trees.context_parts("kairix", "mark", Parts::ALL).unwrap();
+        let held = Trees::mirror_if_built(&trees.mirror_facts, &[("kairix", "mark")]);
+        assert_eq!(held.map(|h| h.len()), Some(1));
+        // the same fact again adds nothing; a new home supersedes the old
+        let (b, second) = call("mark", 2);
+        trees
+            .complete_reflection(
+                &second,
+                &[],
+                &[
+                    fact("mark", "Lives in Austin", Some("home"), b),
+                    fact("mark", "Lives in Denver", Some("home"), b),
+                ],
+            )
+            .unwrap();
+        let facts = trees.user_facts("kairix", "mark").unwrap();
+        assert_eq!(facts, scanned(&trees));
+        let mut contents: Vec<(&str, bool)> = facts
+            .iter()
+            .map(|f| (f.content.as_str(), f.is_current()))
+            .collect();
+        contents.sort();
+        assert_eq!(
+            contents,
+            [("Lives in Austin", false), ("Lives in Denver", true)]
+        );
+        let held = Trees::mirror_if_built(&trees.mirror_facts, &[("kairix", "mark")]);
+        assert_eq!(held.map(|h| h.len()), Some(2), "planned from the mirror");
+        assert!(trees.mirrors_match().unwrap());
     }
 
     #[test]

@@ -98,6 +98,8 @@ struct PreparedFact {
     fact: Arc<FactRecord>,
     earlier: Option<EarlierValue>,
     item: ContextItem,
+    /// The people and pets it names ([`names_of_fact`]).
+    names: Arc<[(String, String)]>,
 }
 
 /// Records rendered by earlier reads, by the address of the record (held,
@@ -328,42 +330,59 @@ impl ContextCache {
     }
 
     /// The current facts `user_id` may see, prepared, rendering only the
-    /// records (or earlier values) earlier reads did not.
-    fn prepare_facts(&self, facts: &CurrentFacts, user_id: &str) -> PreparedFacts {
+    /// records (or earlier values) earlier reads did not; and the people
+    /// and pets the user's own facts name ([`named_in`]), read once per
+    /// record too.
+    fn prepare_facts(
+        &self,
+        facts: &CurrentFacts,
+        user_id: &str,
+    ) -> (PreparedFacts, Vec<(String, String)>) {
         let mut prepared = self
             .prepared_facts
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         let map = &mut prepared.map;
+        let mut names: Vec<(String, String)> = Vec::new();
         let items = facts
             .facts
             .iter()
             .map(|f| {
                 let earlier = facts.earlier(f.fact_id);
-                let at = (Arc::as_ptr(f) as usize, f.user_id != user_id);
-                let item = match map.get(&at) {
+                let own = f.user_id == user_id;
+                let at = (Arc::as_ptr(f) as usize, !own);
+                let (item, named) = match map.get(&at) {
                     Some(p) if Arc::ptr_eq(&p.fact, f) && p.earlier.as_ref() == earlier => {
-                        p.item.clone()
+                        (p.item.clone(), p.names.clone())
                     }
                     _ => {
                         let item = fact_item(&f.fact, earlier, user_id, &CharEstimate);
+                        let named: Arc<[(String, String)]> = names_of_fact(&f.fact).into();
                         map.insert(
                             at,
                             PreparedFact {
                                 fact: f.clone(),
                                 earlier: earlier.cloned(),
                                 item: item.clone(),
+                                names: named.clone(),
                             },
                         );
-                        item
+                        (item, named)
                     }
                 };
+                if own {
+                    for pair in named.iter() {
+                        if !names.contains(pair) {
+                            names.push(pair.clone());
+                        }
+                    }
+                }
                 (&f.fact, item)
             })
             .collect();
         // Records the store no longer holds are held here alone.
         prepared.sweep_when_grown(|p| Arc::strong_count(&p.fact) > 1);
-        PreparedFacts::from_items(items)
+        (PreparedFacts::from_items(items), names)
     }
 
     pub(super) fn stats(&self) -> ContextCacheStats {
@@ -501,10 +520,8 @@ impl Runtime {
             (None, Some(k)) => (k.facts.clone(), k.names.clone()),
             (f, _) => {
                 let f = f.unwrap_or_default();
-                (
-                    Arc::new(self.inner.context_cache.prepare_facts(&f, user_id)),
-                    Arc::new(named_in(&f, user_id)),
-                )
+                let (facts, names) = self.inner.context_cache.prepare_facts(&f, user_id);
+                (Arc::new(facts), Arc::new(names))
             }
         };
         let (ended, latest) = match (ended, kept) {
@@ -1095,7 +1112,21 @@ const RELATED_POSTINGS: usize = 5_000;
 /// brother named Rob"), its subject where that names a person
 /// ("brother:rob:role" for "Brother Rob is a firefighter") and its
 /// one-valued subject ("partner" for "Wife is named Ana").
+#[cfg(test)]
 fn named_in(facts: &CurrentFacts, user_id: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for f in facts.iter().filter(|f| f.user_id == user_id) {
+        for pair in names_of_fact(f) {
+            if !out.contains(&pair) {
+                out.push(pair);
+            }
+        }
+    }
+    out
+}
+
+/// The people and pets one fact names, as in [`named_in`].
+fn names_of_fact(f: &recall_actors::model::Fact) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     let mut add = |what: &str, name: &str| {
         let pair = (
@@ -1106,21 +1137,19 @@ fn named_in(facts: &CurrentFacts, user_id: &str) -> Vec<(String, String)> {
             out.push(pair);
         }
     };
-    for f in facts.iter().filter(|f| f.user_id == user_id) {
-        let subject = f.subject.as_deref().unwrap_or("");
-        if let Some((what, name)) = recall_actors::text::named(&f.content) {
-            // "older sister": the sister.
-            if let Some(last) = what.split_whitespace().last() {
-                add(last, &name);
-            }
-            if !subject.is_empty() && !subject.contains(':') {
-                add(subject, &name);
-            }
-        } else if let [what, name, _] = subject.split(':').collect::<Vec<_>>()[..] {
-            // "brother:rob:role"; not "brother:home" or "favorite:band".
-            if recall_actors::text::is_relation_word(what) {
-                add(what, name);
-            }
+    let subject = f.subject.as_deref().unwrap_or("");
+    if let Some((what, name)) = recall_actors::text::named(&f.content) {
+        // "older sister": the sister.
+        if let Some(last) = what.split_whitespace().last() {
+            add(last, &name);
+        }
+        if !subject.is_empty() && !subject.contains(':') {
+            add(subject, &name);
+        }
+    } else if let [what, name, _] = subject.split(':').collect::<Vec<_>>()[..] {
+        // "brother:rob:role"; not "brother:home" or "favorite:band".
+        if recall_actors::text::is_relation_word(what) {
+            add(what, name);
         }
     }
     out

@@ -425,19 +425,42 @@ fn has_capitals(message: &str) -> bool {
     message.chars().any(char::is_uppercase)
 }
 
-/// Every word of `message` with a capital first letter ("pancracio. like
-/// the saint" as "Pancracio. Like The Saint"); "i" as "I".
-fn capitalized_words(message: &str) -> String {
+/// How many of the most frequent English words are read as words, not
+/// names, where no capital tells (the built-in word table lists them by
+/// frequency first): "guess", "whatever", "forgot" and "surprise" are
+/// among them, and so are a few names ("max", "rob"), which a caseless
+/// answer then does not give.
+const COMMON_WORDS: u32 = 5_000;
+
+/// `message` with each word that is not among the [`COMMON_WORDS`]
+/// capitalized, as a name would be ("pancracio. like the saint" as
+/// "Pancracio. like the saint"); "i" as "I".
+fn capitalized_rare_words(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
-    let mut start = true;
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        let lower = word.to_lowercase();
+        let common = crate::static_embed::stem_row(&crate::search::stem(&lower))
+            .is_some_and(|row| row < COMMON_WORDS);
+        let mut chars = word.chars();
+        match chars.next() {
+            Some(first) if lower == "i" || (!common && first.is_alphabetic()) => {
+                out.extend(first.to_uppercase());
+                out.push_str(chars.as_str());
+            }
+            _ => out.push_str(word),
+        }
+        word.clear();
+    };
     for c in message.chars() {
-        if start && c.is_alphabetic() {
-            out.extend(c.to_uppercase());
+        if c.is_alphanumeric() || (c == '\'' && !word.is_empty()) {
+            word.push(c);
         } else {
+            flush(&mut word, &mut out);
             out.push(c);
         }
-        start = !(c.is_alphanumeric() || c == '\'');
     }
+    flush(&mut word, &mut out);
     out
 }
 
@@ -532,9 +555,10 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
     // A name given in answer to the agent ("What's his name?" —
     // "Pretzel."), which no sentence of the user's says alone.
     // An answer written without a single capital has no case to tell a
-    // name by: its words are read as capitalized there, where its place
-    // (a word or three alone, right after the agent asked for a name)
-    // says it is one ("What's his name?" — "pancracio. like the saint").
+    // name by: its words other than the most common are read as
+    // capitalized there, where its place (a word or three alone, right
+    // after the agent asked for a name) says it is one ("What's his
+    // name?" — "pancracio. like the saint"; not "guess" or "whatever").
     let answered = turns
         .windows(2)
         .zip(written.windows(2))
@@ -542,7 +566,7 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
             let answer = if has_capitals(&raw[1].user_message) {
                 std::borrow::Cow::Borrowed(w[1].user_message.as_str())
             } else {
-                std::borrow::Cow::Owned(capitalized_words(&raw[1].user_message))
+                std::borrow::Cow::Owned(capitalized_rare_words(&raw[1].user_message))
             };
             text::answered_name(&w[0].user_message, &w[0].agent_response, &answer)
         });
@@ -1023,13 +1047,23 @@ mod tests {
             turn("we got a puppy", "What's she called?"),
             // not a name: a reply word, and nothing at all
             turn("idk yet. still deciding", "Take your time."),
+            turn("and a kitten", "What's the kitten called?"),
+            turn("whatever. we cant agree", "Ha, take your time."),
+            turn("the hamster too", "Oh! What's his name?"),
+            turn("mr whiskers", "Ha!"),
         ];
         let r = parse_reflection(&summarize("trini", &turns), "");
         let facts: Vec<&str> = r.facts.iter().map(|f| f.content.as_str()).collect();
         assert!(facts.contains(&"Has a cat named Pancracio"), "{facts:?}");
         assert!(facts.iter().any(|f| f.contains("Gladys")), "{facts:?}");
-        assert!(!facts.iter().any(|f| f.contains("Idk")), "{facts:?}");
-        assert_eq!(capitalized_words("i'm fine. ok"), "I'm Fine. Ok");
+        assert!(facts.iter().any(|f| f.contains("Mr Whiskers")), "{facts:?}");
+        for not_a_name in ["Idk", "Whatever"] {
+            assert!(!facts.iter().any(|f| f.contains(not_a_name)), "{facts:?}");
+        }
+        assert_eq!(
+            capitalized_rare_words("i'm fine, pancracio. guess"),
+            "I'm fine, Pancracio. guess"
+        );
     }
 
     #[test]

@@ -728,8 +728,8 @@ pub fn stem(word: &str) -> String {
     STEMMER.stem(word).into_owned()
 }
 
-/// Short forms of relations and days and their word, sorted by form (the
-/// fact rules read the same ones, `text::facts`).
+/// Short forms of relations and days and their word, sorted by form: the
+/// index and the fact rules (`text::facts`) read them as their word.
 pub(crate) const SHORT_FORMS: &[(&str, &str)] = &[
     ("bday", "birthday"),
     ("bf", "boyfriend"),

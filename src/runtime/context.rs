@@ -371,11 +371,7 @@ impl ContextCache {
                     }
                 };
                 if own {
-                    for pair in named.iter() {
-                        if !names.contains(pair) {
-                            names.push(pair.clone());
-                        }
-                    }
+                    add_names(&mut names, &named);
                 }
                 (&f.fact, item)
             })
@@ -1116,13 +1112,18 @@ const RELATED_POSTINGS: usize = 5_000;
 fn named_in(facts: &CurrentFacts, user_id: &str) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for f in facts.iter().filter(|f| f.user_id == user_id) {
-        for pair in names_of_fact(f) {
-            if !out.contains(&pair) {
-                out.push(pair);
-            }
-        }
+        add_names(&mut out, &names_of_fact(f));
     }
     out
+}
+
+/// `pairs` added to `names`, each once.
+fn add_names(names: &mut Vec<(String, String)>, pairs: &[(String, String)]) {
+    for pair in pairs {
+        if !names.contains(pair) {
+            names.push(pair.clone());
+        }
+    }
 }
 
 /// The people and pets one fact names, as in [`named_in`].

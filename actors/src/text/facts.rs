@@ -69,17 +69,18 @@ const SUFFIXES: &[(&str, &str)] = &[
 ];
 
 /// Contractions written without their apostrophe, as typed chat and some
-/// transcripts give them ("im", "shes", "dont"), and short forms of
-/// relations and days ("gf", "bday"): the words they stand for. Only forms
-/// that are not words of their own ("its", "were", "ill", "id", "lets" and
-/// "hell" are left as they are).
+/// transcripts give them ("im", "shes", "dont"): the words they stand for.
+/// Only forms that are not words of their own ("its", "were", "ill",
+/// "id", "lets" and "hell" are left as they are). The short forms of
+/// relations and days ("gf", "bday") are search's
+/// [`SHORT_FORMS`](crate::search::SHORT_FORMS).
 #[rustfmt::skip]
 const UNMARKED: &[(&str, &[&str])] = &[
-    ("arent", &["are", "not"]), ("bday", &["birthday"]), ("bf", &["boyfriend"]),
+    ("arent", &["are", "not"]),
     ("cant", &["can", "not"]), ("couldnt", &["could", "not"]), ("didnt", &["did", "not"]),
-    ("doesnt", &["does", "not"]), ("dont", &["do", "not"]), ("gf", &["girlfriend"]),
+    ("doesnt", &["does", "not"]), ("dont", &["do", "not"]),
     ("hadnt", &["had", "not"]), ("hasnt", &["has", "not"]), ("havent", &["have", "not"]),
-    ("hes", &["he", "'s"]), ("hubby", &["husband"]), ("im", &["i", "am"]),
+    ("hes", &["he", "'s"]), ("im", &["i", "am"]),
     ("isnt", &["is", "not"]), ("ive", &["i", "have"]), ("shes", &["she", "'s"]),
     ("shouldnt", &["should", "not"]), ("thats", &["that", "'s"]), ("theres", &["there", "'s"]),
     ("theyre", &["they", "are"]), ("theyve", &["they", "have"]), ("wasnt", &["was", "not"]),
@@ -103,6 +104,11 @@ fn push_word(word: &str, out: &mut Vec<Tok>) {
             };
             out.push(Tok::word(text, part, n > 0));
         }
+        return;
+    }
+    if let Ok(i) = crate::search::SHORT_FORMS.binary_search_by(|(w, _)| w.cmp(&lower.as_str())) {
+        let word = crate::search::SHORT_FORMS[i].1;
+        out.push(Tok::word(word, word, false));
         return;
     }
     if let Some((_, a, b)) = SPECIAL.iter().find(|(w, _, _)| *w == lower) {

@@ -89,11 +89,7 @@ impl Table {
             at += dims;
             table.words.insert(word.into(), i);
             let stemmed = stem(word);
-            // (a short form, "hubby", does not stand for its word's stem:
-            // the word's own row does)
-            if !crate::search::SHORT_FORMS.iter().any(|(f, _)| *f == word) {
-                table.stems.entry(stemmed.clone()).or_insert(i);
-            }
+            table.stems.entry(stemmed.clone()).or_insert(i);
             table.row_stems.push(stemmed.into());
             table.scales.push(scale);
             table.values.extend(values.iter().map(|b| *b as i8));

@@ -2,8 +2,8 @@
 //! searches the user's whole memory (the turns of every ended call,
 //! summaries, the facts they may see) with the message and shows the best
 //! hits in the `retrieved` tier. Another user's private words never come
-//! back; a forget takes the user's turns out of the index; a restart
-//! rebuilds it from the store.
+//! back; a forget takes the user's turns out of the index and out of
+//! what reads keep prepared; a restart rebuilds it from the store.
 
 use std::sync::Arc;
 
@@ -178,8 +178,16 @@ async fn a_forgotten_users_turns_leave_the_index() -> Res {
     call(&rt, "mark", "m1", &["My cat Pixel loves the vacuum."]).await?;
     let before = rt.indexed_items("kairix").await?;
     assert!(before.iter().any(|(_, u)| u == "zoe"));
+    // A read retrieves her turn, and keeps it prepared for the next.
+    let c = rt.context("kairix", "zoe", "the vacuum?", 2_000).await?;
+    assert!(tier_text(&c, Tier::Retrieved).contains("Zanzibar"));
+    assert!(rt.context_cache_stats().retrieved_turns > 0);
     rt.forget_user("zoe", None).await?;
     settle(&rt).await;
+    // Nothing of hers is held in memory, nor retrieved.
+    assert_eq!(rt.context_cache_stats().retrieved_turns, 0);
+    let c = rt.context("kairix", "zoe", "the vacuum?", 2_000).await?;
+    assert!(!all_text(&c).contains("Zanzibar"), "{}", all_text(&c));
     let after = rt.indexed_items("kairix").await?;
     assert!(after.iter().all(|(_, u)| u != "zoe"), "{after:?}");
     assert!(after.iter().any(|(_, u)| u == "mark"));

@@ -435,6 +435,111 @@ pub fn prepare_summary(s: &ConversationSummary, counter: &dyn TokenCounter) -> C
     )
 }
 
+/// One sentence of a summary, as [`summary_excerpt`] reads it.
+#[derive(Debug)]
+struct SummarySentence {
+    text: String,
+    /// Its duplicate key ([`crate::window::dedup_key`]).
+    key: u64,
+    /// The stems of its words ([`stem_key`]), sorted, once each.
+    stems: Box<[u64]>,
+}
+
+/// A summary split into sentences, each with the stems of its words:
+/// made once per summary and kept by the caller, so an excerpt costs a
+/// look-up per word, not a split and a stemming.
+#[derive(Debug)]
+pub struct SummarySentences(Vec<SummarySentence>);
+
+impl SummarySentences {
+    pub fn new(text: &str) -> Self {
+        SummarySentences(
+            crate::text::sentences(text)
+                .into_iter()
+                .map(|t| {
+                    let mut stems: Vec<u64> =
+                        crate::search::tokens(&t).map(|w| stem_key(&w)).collect();
+                    stems.sort_unstable();
+                    stems.dedup();
+                    SummarySentence {
+                        key: crate::window::dedup_key(&t),
+                        text: t.trim().to_string(),
+                        stems: stems.into(),
+                    }
+                })
+                .collect(),
+        )
+    }
+}
+
+/// A stem as a number, for [`summary_excerpt`]'s `asked` (two stems share
+/// one with odds of one in 2^64).
+pub fn stem_key(stem: &str) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = foldhash::quality::FixedState::with_seed(0x7374_656d).build_hasher();
+    h.write(stem.as_bytes());
+    h.finish()
+}
+
+/// A retrieved summary as the sentences of it that hold the words asked
+/// (`asked`: [`stem_key`]s of [`crate::search::tokens`], sorted), at most
+/// `most`, in their order, those holding the most words asked chosen
+/// first: a week or a topic holds the answer in one of its many
+/// sentences, and shown whole it takes the room of the turns that told
+/// it. A sentence already shown (`shown`: duplicate keys, across the read)
+/// is not shown again; `None` when nothing is left to show. A summary of
+/// `most` sentences or fewer is shown whole.
+pub fn summary_excerpt(
+    s: &ConversationSummary,
+    sentences: &SummarySentences,
+    asked: &[u64],
+    most: usize,
+    shown: &mut std::collections::HashSet<u64>,
+    counter: &dyn TokenCounter,
+) -> Option<ContextItem> {
+    let all = &sentences.0;
+    let mut ranked: Vec<(usize, usize)> = all
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !shown.contains(&t.key))
+        .map(|(i, t)| {
+            let n = t
+                .stems
+                .iter()
+                .filter(|k| asked.binary_search(k).is_ok())
+                .count();
+            (i, n)
+        })
+        .filter(|&(_, n)| n > 0 || all.len() <= most)
+        .collect();
+    if ranked.is_empty() {
+        return None;
+    }
+    ranked.sort_by_key(|&(i, n)| (std::cmp::Reverse(n), i));
+    ranked.truncate(most);
+    ranked.sort_unstable();
+    let whole = ranked.len() == all.len();
+    let mut text = format!(
+        "- [{} {}] ",
+        summary_kind(s.summary_type),
+        s.period_start.format("%Y-%m-%d")
+    );
+    for (k, &(i, _)) in ranked.iter().enumerate() {
+        shown.insert(all[i].key);
+        if k > 0 {
+            text.push_str(if whole { " " } else { " … " });
+        }
+        text.push_str(&all[i].text);
+    }
+    Some(item(
+        counter,
+        Tier::Retrieved,
+        Source::Summary(s.summary_id),
+        Role::System,
+        text,
+    ))
+}
+
 /// A live call's window summary or long narrative as a summary item,
 /// naming the messages it stands for.
 pub fn live_summary_item(
@@ -1293,6 +1398,98 @@ mod tests {
         // share 0: retrieval only takes what the other tiers leave
         let c = select(&sel(msg + ranked[0].item.tokens * 2, 0.0), &CharEstimate).unwrap();
         assert!(sources(&c, Tier::Retrieved).is_empty() || c.tokens(Tier::Facts) > 0);
+    }
+
+    #[test]
+    fn a_retrieved_summary_shows_the_sentences_that_hold_the_words_asked() {
+        let s = summary(
+            1,
+            0,
+            "mark talked about work, weather and dinner. They said: \"The rain never stops.\" \
+             \"Saturday is my treat day, faggots and peas from the market.\" \"I made soup.\" \
+             \"My treat on Saturday is the market.\" \"Work was long.\" \"We watched a film.\"",
+        );
+        let split = SummarySentences::new(&s.summary_text);
+        let asked = |q: &str| {
+            let mut k: Vec<u64> = crate::search::tokens(q).map(|w| stem_key(&w)).collect();
+            k.sort_unstable();
+            k
+        };
+        let mut shown = std::collections::HashSet::new();
+        let it = summary_excerpt(
+            &s,
+            &split,
+            &asked("my Saturday treats?"),
+            5,
+            &mut shown,
+            &CharEstimate,
+        )
+        .expect("two sentences hold the words");
+        // Only the sentences asked about, in their order, marked as cut.
+        assert!(it.text.starts_with("- [session 2026-"), "{}", it.text);
+        assert!(
+            it.text
+                .contains("faggots and peas from the market.\" … \"My treat"),
+            "{}",
+            it.text
+        );
+        assert!(
+            !it.text.contains("rain") && !it.text.contains("soup"),
+            "{}",
+            it.text
+        );
+        assert_eq!(it.tier, Tier::Retrieved);
+        assert_eq!(it.tokens, CharEstimate.count(&it.text));
+        // At most `most`, those holding the most words asked.
+        let one = summary_excerpt(
+            &s,
+            &split,
+            &asked("saturday treat market"),
+            1,
+            &mut Default::default(),
+            &CharEstimate,
+        )
+        .expect("found");
+        assert!(
+            one.text.contains("faggots") && !one.text.contains("My treat"),
+            "{}",
+            one.text
+        );
+        // What was shown once is not shown again; nothing left: nothing.
+        assert!(summary_excerpt(
+            &s,
+            &split,
+            &asked("saturday treat"),
+            5,
+            &mut shown,
+            &CharEstimate
+        )
+        .is_none());
+        // Nothing asked about: nothing, unless the summary is short.
+        assert!(summary_excerpt(
+            &s,
+            &split,
+            &asked("bicycle"),
+            5,
+            &mut Default::default(),
+            &CharEstimate
+        )
+        .is_none());
+        let short = summary(2, 0, "The rain never stops. I made soup.");
+        let whole = summary_excerpt(
+            &short,
+            &SummarySentences::new(&short.summary_text),
+            &asked("bicycle"),
+            5,
+            &mut Default::default(),
+            &CharEstimate,
+        )
+        .expect("whole");
+        assert!(
+            whole.text.ends_with("] The rain never stops. I made soup."),
+            "{}",
+            whole.text
+        );
     }
 
     #[test]

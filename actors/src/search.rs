@@ -157,6 +157,10 @@ impl TurnRef {
     }
 }
 
+/// How many times the candidates the words too common to score by
+/// re-rank (see [`Ranking::max_term_share`]).
+const COMMON_RERANK: usize = 4;
+
 /// How results are ranked.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Ranking {
@@ -166,8 +170,9 @@ pub struct Ranking {
     pub candidates: usize,
     /// Query words held by more than this share of the agent's items are
     /// left out of the scoring (they say little and cost the most: their
-    /// postings are the longest), unless every word is that common. 1.0
-    /// keeps every word.
+    /// postings are the longest), unless every word is that common; they
+    /// only re-rank the best items the other words found (read from those
+    /// items' terms). 1.0 keeps every word.
     pub max_term_share: f32,
     /// A bonus for newer items among the candidates: of two items that
     /// match about as well, the newer wins (what someone said last about a
@@ -1098,6 +1103,7 @@ impl AgentIndex {
             self.df[id as usize] += 1;
             terms.push(id);
         }
+        terms.sort_unstable();
         doc.terms = terms.into_boxed_slice();
         self.by_id.insert(doc.id, slot);
         let (code_embedder, code) = match &doc.vector {
@@ -1258,10 +1264,18 @@ impl AgentIndex {
                 .get(t)
                 .map_or(0.0, |&id| self.df[id as usize] as f32)
         };
+        // The words left out for being common, with their weight.
+        let mut common: Vec<(u32, f32)> = Vec::new();
         if ranking.max_term_share < 1.0 {
             // A word no item holds says nothing about which words are rare.
             terms.retain(|t| df(t) > 0.0);
             if terms.iter().any(|t| df(t) <= most) {
+                for t in terms.iter().filter(|t| df(t) > most) {
+                    if let Some(&id) = self.term_ids.get(t.as_str()) {
+                        let df = self.df[id as usize] as f32;
+                        common.push((id, (1.0 + (n - df + 0.5) / (df + 0.5)).ln()));
+                    }
+                }
                 terms.retain(|t| df(t) <= most);
             }
         }
@@ -1468,13 +1482,47 @@ impl AgentIndex {
         } else {
             let mut cands = scores;
             let keep = ranking.candidates.max(q.limit);
+            // With words too common to score by, more are kept, for those
+            // words to re-rank.
+            let wide = if common.is_empty() {
+                keep
+            } else {
+                keep * COMMON_RERANK
+            };
             if ranking.distinct {
-                self.distinct_best(&mut cands, keep);
-            } else if cands.len() > keep {
-                cands.select_nth_unstable_by(keep - 1, |a, b| {
+                self.distinct_best(&mut cands, wide);
+            } else if cands.len() > wide {
+                cands.select_nth_unstable_by(wide - 1, |a, b| {
                     b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
                 });
-                cands.truncate(keep);
+                cands.truncate(wide);
+            }
+            // The common words re-rank the best of what the others found
+            // ("Tuesday night is curling" over "Shrove Tuesday"), read
+            // from those items' own terms, never from their long postings;
+            // they find nothing alone.
+            if !common.is_empty() {
+                for (score, slot) in cands.iter_mut() {
+                    let (Some(Some(doc)), Some(m)) = (
+                        self.docs.get(*slot as usize),
+                        self.slots.get(*slot as usize),
+                    ) else {
+                        continue;
+                    };
+                    let norm = K1 * (1.0 - B + B * m.len as f32 / avg);
+                    for &(id, idf) in &common {
+                        // (counted once: an item keeps its distinct terms)
+                        if doc.terms.binary_search(&id).is_ok() {
+                            *score += idf * (K1 + 1.0) / (1.0 + norm);
+                        }
+                    }
+                }
+                if cands.len() > keep {
+                    cands.select_nth_unstable_by(keep - 1, |a, b| {
+                        b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
+                    });
+                    cands.truncate(keep);
+                }
             }
             if !nearest.is_empty() {
                 let held: HashSet<u32> = cands.iter().map(|c| c.1).collect();
@@ -2372,6 +2420,55 @@ mod tests {
         assert_eq!(found.len(), 2, "{found:?}");
         assert!(found.contains(&1));
         assert!(ranked(Subjects::VEHICLE).iter().all(|&s| s == 0));
+    }
+
+    #[test]
+    fn a_word_too_common_to_score_by_still_ranks_what_the_others_found() {
+        let mut ix = AgentIndex::default();
+        let turn = |u: &str| said(u, "Oh nice.");
+        // "night" in half the items, "tuesday" in two
+        let mut turns: Vec<(u32, ConversationTurn)> = (0..40)
+            .map(|i| (i, turn(&format!("The quiz night number {i} was loud."))))
+            .collect();
+        turns.extend((40..80).map(|i| (i, turn(&format!("The bins came at {i} past.")))));
+        turns.push((80, turn("Shrove Tuesday buns all week.")));
+        turns.push((
+            81,
+            turn("Tuesday night is curling at the club, I am the skip."),
+        ));
+        ix.put_turns("mark", Uuid::from_u128(1), &turns);
+        let mut q = query("what do I do on a tuesday night", Some("mark"));
+        q.kinds = vec![DocKind::Turn];
+        let first = |max_term_share: f32| {
+            ix.search(
+                &q,
+                None,
+                Ranking {
+                    max_term_share,
+                    ..RANK
+                },
+            )
+            .first()
+            .and_then(|h| h.turn)
+            .map(|t| t.seq)
+        };
+        // every word scored: the item with both words first
+        assert_eq!(first(1.0), Some(81));
+        // "night" too common to score by: it still puts the item that
+        // holds it first among those "tuesday" found
+        assert_eq!(first(0.1), Some(81));
+        let hits = ix.search(
+            &q,
+            None,
+            Ranking {
+                max_term_share: 0.1,
+                ..RANK
+            },
+        );
+        assert!(
+            hits.iter().all(|h| h.turn.is_some_and(|t| t.seq >= 80)),
+            "the common word finds nothing alone: {hits:?}"
+        );
     }
 
     #[test]

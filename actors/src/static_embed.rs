@@ -89,7 +89,11 @@ impl Table {
             at += dims;
             table.words.insert(word.into(), i);
             let stemmed = stem(word);
-            table.stems.entry(stemmed.clone()).or_insert(i);
+            // (a short form, "hubby", does not stand for its word's stem:
+            // the word's own row does)
+            if !crate::search::SHORT_FORMS.iter().any(|(f, _)| *f == word) {
+                table.stems.entry(stemmed.clone()).or_insert(i);
+            }
             table.row_stems.push(stemmed.into());
             table.scales.push(scale);
             table.values.extend(values.iter().map(|b| *b as i8));

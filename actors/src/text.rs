@@ -460,13 +460,25 @@ pub fn sentences(text: &str) -> Vec<String> {
                 }
             }
             let boundary = chars.peek().is_none_or(|n| n.is_whitespace());
-            if boundary {
+            if boundary && !(c == '.' && ends_in_title(&cur)) {
                 push_sentence(&mut out, &mut cur);
             }
         }
     }
     push_sentence(&mut out, &mut cur);
     out
+}
+
+/// Whether `text` (ending in a full stop) ends in a title or a short form
+/// that a name or a word follows ("Dr. Okafor", "Mt. Hood", "St. Mary's"):
+/// no sentence ends there.
+fn ends_in_title(text: &str) -> bool {
+    const TITLES: [&str; 10] = [
+        "dr", "mr", "mrs", "ms", "mt", "st", "prof", "rev", "fr", "vs",
+    ];
+    text.strip_suffix('.')
+        .and_then(|t| t.rsplit(|c: char| !c.is_alphabetic()).next())
+        .is_some_and(|word| TITLES.iter().any(|t| t.eq_ignore_ascii_case(word)))
 }
 
 fn push_sentence(out: &mut Vec<String>, cur: &mut String) {
@@ -761,6 +773,23 @@ mod tests {
         assert_eq!(
             sentences("Hi there. I have $3.50! Really?\nYes"),
             vec!["Hi there.", "I have $3.50!", "Really?", "Yes"]
+        );
+    }
+
+    #[test]
+    fn a_title_does_not_end_a_sentence() {
+        assert_eq!(
+            sentences("So I have the appointment with Dr. Okafor. Mrs. Bevan came too. I did."),
+            vec![
+                "So I have the appointment with Dr. Okafor.",
+                "Mrs. Bevan came too.",
+                "I did."
+            ]
+        );
+        // (a word that only ends like one still ends its sentence)
+        assert_eq!(
+            sentences("I went to the ER. Then home."),
+            vec!["I went to the ER.", "Then home."]
         );
     }
 

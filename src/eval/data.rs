@@ -86,6 +86,11 @@ const PERSONAS: &[(&str, &str)] = &[
         include_str!("data/holdout_ouseph.txt"),
     ),
     ("holdout_trini.txt", include_str!("data/holdout_trini.txt")),
+    ("holdout_raili.txt", include_str!("data/holdout_raili.txt")),
+    (
+        "holdout_dilwyn.txt",
+        include_str!("data/holdout_dilwyn.txt"),
+    ),
 ];
 
 /// The small-talk pools, compiled in.
@@ -100,6 +105,10 @@ const POOLS: &[(&str, &str)] = &[
     ("talk_holdout7.txt", include_str!("data/talk_holdout7.txt")),
     ("talk_holdout8.txt", include_str!("data/talk_holdout8.txt")),
     ("talk_holdout9.txt", include_str!("data/talk_holdout9.txt")),
+    (
+        "talk_holdout10.txt",
+        include_str!("data/talk_holdout10.txt"),
+    ),
 ];
 
 /// A data file that cannot be read.

@@ -21,7 +21,7 @@ use ractor::call_t;
 use recall_actors::context::{
     distinct_summary_indices, fact_item, live_summary_item, prepare_blocks, prepare_summary,
     prepare_turns, select, AssembledContext, CharEstimate, ContextItem, PreparedFacts, Retrieved,
-    Selection, Source, Tier, TokenCounter,
+    Selection, Source, SummarySentences, Tier, TokenCounter,
 };
 use recall_actors::embed::StoredVector;
 use recall_actors::model::{
@@ -141,6 +141,10 @@ pub(super) struct ContextCache {
     /// By the address of the record and whether the viewer is another
     /// user than its owner.
     prepared_facts: std::sync::Mutex<Prepared<(usize, bool), PreparedFact>>,
+    /// The turns around retrieved turns, prepared.
+    turns: RetrievedTurns,
+    /// Retrieved summaries' sentences.
+    splits: SummarySplits,
     capacity: usize,
     entries: RwLock<HashMap<String, HashMap<String, Arc<Sources>>>>,
     tick: AtomicU64,
@@ -190,6 +194,111 @@ impl QueryVectors {
     }
 }
 
+/// A stored turn prepared as a retrieved item, with what retrieval asks
+/// of it.
+struct PreparedTurn {
+    seq: u32,
+    item: ContextItem,
+    at: DateTime<Utc>,
+    /// Its exchange ([`exchange_key`]); `None` when the user said nothing.
+    key: Option<u64>,
+    /// Whether the agent's answer asks something (the user's next turn
+    /// answers it).
+    asks: bool,
+}
+
+/// What a [`Held`] holds.
+struct HeldItems<K, V> {
+    map: HashMap<K, V, foldhash::fast::RandomState>,
+    order: std::collections::VecDeque<K>,
+    /// Moves when everything is let go, so a read that started before
+    /// does not put back what it read.
+    generation: u64,
+}
+
+/// What earlier reads prepared from records that do not change (or that
+/// are checked to be the same), by key: the oldest go first above the
+/// capacity, and everything goes when a user is forgotten.
+pub(super) struct Held<K, V> {
+    capacity: usize,
+    held: std::sync::Mutex<HeldItems<K, V>>,
+}
+
+impl<K: std::hash::Hash + Eq + Copy, V: Clone> Held<K, V> {
+    fn new(capacity: usize) -> Self {
+        Held {
+            capacity,
+            held: std::sync::Mutex::new(HeldItems {
+                map: HashMap::default(),
+                order: Default::default(),
+                generation: 0,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HeldItems<K, V>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What is held for `key`, or the generation to put it with.
+    fn get(&self, key: &K) -> Result<V, u64> {
+        let held = self.lock();
+        held.map.get(key).cloned().ok_or(held.generation)
+    }
+
+    /// Holds `value` (in place of what was held for `key`), unless
+    /// everything was let go since `generation` was read.
+    fn put(&self, key: K, value: V, generation: u64) {
+        if self.capacity == 0 {
+            return;
+        }
+        let mut held = self.lock();
+        if held.generation != generation || held.map.insert(key, value).is_some() {
+            return;
+        }
+        held.order.push_back(key);
+        while held.order.len() > self.capacity {
+            if let Some(old) = held.order.pop_front() {
+                held.map.remove(&old);
+            }
+        }
+    }
+
+    fn generation(&self) -> u64 {
+        self.lock().generation
+    }
+
+    fn clear(&self) {
+        let mut held = self.lock();
+        held.map = HashMap::default();
+        held.order = Default::default();
+        held.generation += 1;
+    }
+
+    fn len(&self) -> usize {
+        self.lock().map.len()
+    }
+}
+
+/// The turns around each retrieved turn (the hit and the one either side),
+/// read, decoded and rendered by an earlier read: a user's call asks again
+/// and again about the same few things, and each retrieved turn costs
+/// three store reads and their decoding otherwise. Only ended calls' turns
+/// are retrieved and those never change.
+type RetrievedTurns = Held<TurnRef, Arc<[PreparedTurn]>>;
+
+/// Retrieved summaries split into sentences, by id, with the record they
+/// were split from (the store hands out the same record while its bytes
+/// do not change; another record is split again).
+type SummarySplits = Held<Uuid, (Arc<ConversationSummary>, Arc<SummarySentences>)>;
+
+/// How many summaries' sentences are held.
+const SUMMARY_SPLITS_HELD: usize = 4_096;
+
+/// How many retrieved turns' surroundings are held (a few megabytes at
+/// most; a user's call asks about far fewer).
+const RETRIEVED_TURNS_HELD: usize = 8_192;
+
 /// How the context cache is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct ContextCacheStats {
@@ -205,6 +314,8 @@ pub struct ContextCacheStats {
     /// Parts of the sources (blocks, sessions, summaries, facts, topics)
     /// read from the store, in all: five for a read that keeps nothing.
     pub parts_read: u64,
+    /// Retrieved turns whose surroundings are held, prepared.
+    pub retrieved_turns: usize,
 }
 
 impl ContextCache {
@@ -212,6 +323,16 @@ impl ContextCache {
         ContextCache {
             prepared: Default::default(),
             prepared_facts: Default::default(),
+            turns: RetrievedTurns::new(if capacity == 0 {
+                0
+            } else {
+                RETRIEVED_TURNS_HELD
+            }),
+            splits: SummarySplits::new(if capacity == 0 {
+                0
+            } else {
+                SUMMARY_SPLITS_HELD
+            }),
             capacity,
             entries: RwLock::new(HashMap::new()),
             tick: AtomicU64::new(0),
@@ -250,6 +371,10 @@ impl ContextCache {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .sweep(|p| Arc::strong_count(&p.fact) > 1);
+        // Their turns and summaries (of every user: a forget is rare, and
+        // a read that started before it does not put theirs back).
+        self.turns.clear();
+        self.splits.clear();
     }
 
     fn insert(&self, agent_id: &str, user_id: &str, sources: Arc<Sources>) {
@@ -389,6 +514,7 @@ impl ContextCache {
             misses: self.misses.load(Ordering::Relaxed),
             partial_misses: self.partial_misses.load(Ordering::Relaxed),
             parts_read: self.parts_read.load(Ordering::Relaxed),
+            retrieved_turns: self.turns.len(),
         }
     }
 }
@@ -800,6 +926,7 @@ impl Runtime {
                     live_words: &gap_queries,
                     skip_session: verbatim,
                     now,
+                    cached,
                 },
                 &src,
             )
@@ -836,6 +963,7 @@ impl Runtime {
             live_words,
             skip_session,
             now,
+            cached,
         } = ask;
         let settings = &self.inner.settings.context;
         let limit = settings.retrieval_candidates;
@@ -921,7 +1049,12 @@ impl Runtime {
         let mut out = Vec::with_capacity(hits.len());
         // A day, week or topic of one call reads like its session summary:
         // show the words once.
-        let mut seen_texts = std::collections::HashSet::new();
+        let mut seen_sentences = std::collections::HashSet::new();
+        let mut asked: Vec<u64> = recall_actors::search::tokens(&query.text)
+            .map(|w| recall_actors::context::stem_key(&w))
+            .collect();
+        asked.sort_unstable();
+        asked.dedup();
         // Turns shown, as hits or as the turn either side of one.
         let mut shown_turns = std::collections::HashSet::new();
         // What was said, once: the same exchange again in another call
@@ -948,36 +1081,31 @@ impl Runtime {
                     }
                     let mut hit = None;
                     let mut sides = Vec::with_capacity(2);
-                    let around_hit = trees.turns_around(r.session_id, r.seq)?;
+                    let around_hit = self.turns_around(trees, user_id, r, cached)?;
                     // The agent's question and the user's answer to it are
                     // one statement ("Is Oskar your roommate?" "ya since
                     // 2023"): a hit whose answer asks takes the user's next
                     // turn along, a hit that answers takes the turn that
                     // asked (dev 85.6 -> 87.1 % at 2,000 tokens).
-                    let asks = |t: &ConversationTurn| asks_question(&t.agent_response);
-                    let hit_asks = around_hit
-                        .iter()
-                        .find(|(seq, _)| *seq == r.seq)
-                        .is_some_and(|(_, t)| asks(t));
+                    let hit_asks = around_hit.iter().any(|t| t.seq == r.seq && t.asks);
                     let mut attached = Vec::new();
-                    for (seq, t) in around_hit {
+                    for t in around_hit.iter() {
                         let at = TurnRef {
                             session_id: r.session_id,
-                            seq,
+                            seq: t.seq,
                         };
-                        if seq == r.seq {
+                        if t.seq == r.seq {
                             hit = Some(t);
                         } else if !shown(at) {
                             // (those in the turns tier already are not
                             // shown again)
-                            let key = (!t.user_message.trim().is_empty()).then(|| exchange_key(&t));
-                            let joined = if seq < r.seq { asks(&t) } else { hit_asks };
+                            let joined = if t.seq < r.seq { t.asks } else { hit_asks };
                             (if joined { &mut attached } else { &mut sides }).push((
                                 Retrieved {
-                                    item: retrieved_turn(user_id, at, &t),
-                                    at: t.timestamp,
+                                    item: t.item.clone(),
+                                    at: t.at,
                                 },
-                                key,
+                                t.key,
                             ));
                         }
                     }
@@ -986,12 +1114,12 @@ impl Runtime {
                     };
                     // The agent's answer too: "Derek." said to two questions
                     // is two things.
-                    if !t.user_message.trim().is_empty() && !said.insert(exchange_key(&t)) {
+                    if t.key.is_some_and(|k| !said.insert(k)) {
                         continue;
                     }
                     around.extend(sides);
                     out.push(Retrieved {
-                        item: retrieved_turn(user_id, r, &t),
+                        item: t.item.clone(),
                         at: h.period_start,
                     });
                     for (a, key) in attached {
@@ -1014,15 +1142,17 @@ impl Runtime {
                 },
                 // The user's current summaries are those the sources hold.
                 (_, _) => match src.summary_at.get(&h.id).map(|&i| &src.stored_summaries[i]) {
-                    Some(s)
-                        if seen_texts
-                            .insert(recall_actors::context::dedup_key(&s.summary_text)) =>
-                    {
-                        ContextItem {
-                            tier: Tier::Retrieved,
-                            ..prepare_summary(s, counter)
-                        }
-                    }
+                    Some(s) => match recall_actors::context::summary_excerpt(
+                        s,
+                        &self.summary_sentences(s, cached),
+                        &asked,
+                        SUMMARY_SENTENCES,
+                        &mut seen_sentences,
+                        counter,
+                    ) {
+                        Some(item) => item,
+                        None => continue,
+                    },
                     _ => continue,
                 },
             };
@@ -1096,6 +1226,76 @@ impl Runtime {
         }
     }
 }
+
+impl Runtime {
+    /// A summary's sentences: held from an earlier read of the same record
+    /// (with `cached`), else split and held.
+    fn summary_sentences(
+        &self,
+        s: &Arc<ConversationSummary>,
+        cached: bool,
+    ) -> Arc<SummarySentences> {
+        if !cached {
+            return Arc::new(SummarySentences::new(&s.summary_text));
+        }
+        let held = &self.inner.context_cache.splits;
+        let generation = match held.get(&s.summary_id) {
+            Ok((record, split)) if Arc::ptr_eq(&record, s) => return split,
+            // (another record of the summary: split and held in its place)
+            Ok(_) => held.generation(),
+            Err(generation) => generation,
+        };
+        let split = Arc::new(SummarySentences::new(&s.summary_text));
+        held.put(s.summary_id, (s.clone(), split.clone()), generation);
+        split
+    }
+
+    /// A retrieved turn and the stored turns either side of it, prepared:
+    /// held from an earlier read (with `cached`), else read and held.
+    fn turns_around(
+        &self,
+        trees: &recall_actors::store::Trees,
+        user_id: &str,
+        r: TurnRef,
+        cached: bool,
+    ) -> Result<Arc<[PreparedTurn]>, StoreError> {
+        let held = &self.inner.context_cache.turns;
+        let generation = if cached {
+            match held.get(&r) {
+                Ok(turns) => return Ok(turns),
+                Err(generation) => Some(generation),
+            }
+        } else {
+            None
+        };
+        let turns: Arc<[PreparedTurn]> = trees
+            .turns_around(r.session_id, r.seq)?
+            .into_iter()
+            .map(|(seq, t)| PreparedTurn {
+                seq,
+                item: retrieved_turn(
+                    user_id,
+                    TurnRef {
+                        session_id: r.session_id,
+                        seq,
+                    },
+                    &t,
+                ),
+                at: t.timestamp,
+                key: (!t.user_message.trim().is_empty()).then(|| exchange_key(&t)),
+                asks: asks_question(&t.agent_response),
+            })
+            .collect();
+        if let Some(generation) = generation {
+            held.put(r, turns.clone(), generation);
+        }
+        Ok(turns)
+    }
+}
+
+/// The sentences of a retrieved summary shown at most (see
+/// [`recall_actors::context::summary_excerpt`]).
+const SUMMARY_SENTENCES: usize = 5;
 
 /// What the related words of a message may cost: the items holding them,
 /// in all, the rarest words taken first (no question of the answer-recall
@@ -1181,6 +1381,8 @@ struct Ask<'a> {
     /// first of them shown (a turn's sequence number is its place).
     skip_session: Option<(Uuid, u32)>,
     now: DateTime<Utc>,
+    /// Whether what earlier reads prepared may serve.
+    cached: bool,
 }
 
 /// What a turn's exchange says, as a key: its words (the user's, then

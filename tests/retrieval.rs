@@ -176,12 +176,22 @@ async fn a_forgotten_users_turns_leave_the_index() -> Res {
     let rt = start().await?;
     call(&rt, "zoe", "z1", &["My cat Zanzibar hates the vacuum."]).await?;
     call(&rt, "mark", "m1", &["My cat Pixel loves the vacuum."]).await?;
+    // later calls of small talk, so that her turn is retrieved, not recent
+    for i in 0..12 {
+        days(1).await;
+        let talk: Vec<&str> = (0..6).map(|k| CHATTER[(i + k) % CHATTER.len()]).collect();
+        call(&rt, "zoe", &format!("z{}", i + 2), &talk).await?;
+    }
     let before = rt.indexed_items("kairix").await?;
     assert!(before.iter().any(|(_, u)| u == "zoe"));
     // A read retrieves her turn, and keeps it prepared for the next.
     let c = rt.context("kairix", "zoe", "the vacuum?", 2_000).await?;
     assert!(tier_text(&c, Tier::Retrieved).contains("Zanzibar"));
-    assert!(rt.context_cache_stats().retrieved_turns > 0);
+    assert!(
+        rt.context_cache_stats().retrieved_turns > 0,
+        "{}",
+        all_text(&c)
+    );
     rt.forget_user("zoe", None).await?;
     settle(&rt).await;
     // Nothing of hers is held in memory, nor retrieved.

@@ -441,29 +441,39 @@ struct SummarySentence {
     text: String,
     /// Its duplicate key ([`crate::window::dedup_key`]).
     key: u64,
+    /// Of the user's words quoted, their
+    /// [`said_key`](crate::reflect::extractive::said_key).
+    said: Option<u64>,
     /// The stems of its words ([`stem_key`]), sorted, once each.
     stems: Box<[u64]>,
 }
 
 /// A summary split into sentences, each with the stems of its words:
 /// made once per summary and kept by the caller, so an excerpt costs a
-/// look-up per word, not a split and a stemming.
+/// look-up per word, not a split and a stemming. Without the offline
+/// summarizer's headline ("mark talked about oldest, friend and near"):
+/// its words are topics, and where it holds the words asked it tells no
+/// more than the question did.
 #[derive(Debug)]
 pub struct SummarySentences(Vec<SummarySentence>);
 
 impl SummarySentences {
-    pub fn new(text: &str) -> Self {
+    pub fn new(s: &ConversationSummary) -> Self {
+        use crate::reflect::extractive::{parts, said_key, Kind};
         SummarySentences(
-            crate::text::sentences(text)
+            parts(&s.user_id, &s.summary_text)
                 .into_iter()
-                .map(|t| {
-                    let mut stems: Vec<u64> =
-                        crate::search::tokens(&t).map(|w| stem_key(&w)).collect();
+                .filter(|p| p.kind != Kind::Headline)
+                .map(|p| {
+                    let mut stems: Vec<u64> = crate::search::tokens(&p.body)
+                        .map(|w| stem_key(&w))
+                        .collect();
                     stems.sort_unstable();
                     stems.dedup();
                     SummarySentence {
-                        key: crate::window::dedup_key(&t),
-                        text: t.trim().to_string(),
+                        key: crate::window::dedup_key(&p.written),
+                        said: (p.kind == Kind::Quote).then(|| said_key(&p.body)),
+                        text: p.written.trim().to_string(),
                         stems: stems.into(),
                     }
                 })
@@ -487,21 +497,25 @@ pub fn stem_key(stem: &str) -> u64 {
 /// first: a week or a topic holds the answer in one of its many
 /// sentences, and shown whole it takes the room of the turns that told
 /// it. A sentence already shown (`shown`: duplicate keys, across the read)
-/// is not shown again; `None` when nothing is left to show. A summary of
-/// `most` sentences or fewer is shown whole.
+/// is not shown again, nor the user's words that a retrieved turn shows
+/// with its date and the turns around it (`restated`:
+/// [`said_key`](crate::reflect::extractive::said_key)s of those turns'
+/// sentences): such a quote ranks as its turn does. `None` when nothing
+/// is left to show. A summary of `most` sentences or fewer is shown whole.
 pub fn summary_excerpt(
     s: &ConversationSummary,
     sentences: &SummarySentences,
     asked: &[u64],
     most: usize,
     shown: &mut std::collections::HashSet<u64>,
+    restated: &std::collections::HashSet<u64>,
     counter: &dyn TokenCounter,
 ) -> Option<ContextItem> {
     let all = &sentences.0;
     let mut ranked: Vec<(usize, usize)> = all
         .iter()
         .enumerate()
-        .filter(|(_, t)| !shown.contains(&t.key))
+        .filter(|(_, t)| !shown.contains(&t.key) && !t.said.is_some_and(|k| restated.contains(&k)))
         .map(|(i, t)| {
             let n = t
                 .stems
@@ -1405,27 +1419,33 @@ mod tests {
         let s = summary(
             1,
             0,
-            "mark talked about work, weather and dinner. They said: \"The rain never stops.\" \
+            "mark talked about work, weather and treat. They said: \"The rain never stops.\" \
              \"Saturday is my treat day, faggots and peas from the market.\" \"I made soup.\" \
              \"My treat on Saturday is the market.\" \"Work was long.\" \"We watched a film.\"",
         );
-        let split = SummarySentences::new(&s.summary_text);
+        let split = SummarySentences::new(&s);
         let asked = |q: &str| {
             let mut k: Vec<u64> = crate::search::tokens(q).map(|w| stem_key(&w)).collect();
             k.sort_unstable();
             k
         };
+        type Keys = std::collections::HashSet<u64>;
+        let none = Keys::new();
+        let excerpt_of = |s: &ConversationSummary,
+                          split: &SummarySentences,
+                          q: &str,
+                          shown: &mut Keys,
+                          restated: &Keys| {
+            summary_excerpt(s, split, &asked(q), 5, shown, restated, &CharEstimate)
+        };
+        let excerpt = |q: &str, most: usize, shown: &mut Keys| {
+            summary_excerpt(&s, &split, &asked(q), most, shown, &none, &CharEstimate)
+        };
         let mut shown = std::collections::HashSet::new();
-        let it = summary_excerpt(
-            &s,
-            &split,
-            &asked("my Saturday treats?"),
-            5,
-            &mut shown,
-            &CharEstimate,
-        )
-        .expect("two sentences hold the words");
-        // Only the sentences asked about, in their order, marked as cut.
+        let it =
+            excerpt("my Saturday treats?", 5, &mut shown).expect("two sentences hold the words");
+        // Only the sentences asked about, in their order, marked as cut;
+        // not the headline, which only names the words asked.
         assert!(it.text.starts_with("- [session 2026-"), "{}", it.text);
         assert!(
             it.text
@@ -1433,62 +1453,54 @@ mod tests {
             "{}",
             it.text
         );
-        assert!(
-            !it.text.contains("rain") && !it.text.contains("soup"),
-            "{}",
-            it.text
-        );
+        for left in ["rain", "soup", "talked about"] {
+            assert!(!it.text.contains(left), "{left:?} in {}", it.text);
+        }
         assert_eq!(it.tier, Tier::Retrieved);
         assert_eq!(it.tokens, CharEstimate.count(&it.text));
         // At most `most`, those holding the most words asked.
-        let one = summary_excerpt(
-            &s,
-            &split,
-            &asked("saturday treat market"),
-            1,
-            &mut Default::default(),
-            &CharEstimate,
-        )
-        .expect("found");
+        let one = excerpt("saturday treat market", 1, &mut Default::default()).expect("found");
         assert!(
             one.text.contains("faggots") && !one.text.contains("My treat"),
             "{}",
             one.text
         );
         // What was shown once is not shown again; nothing left: nothing.
-        assert!(summary_excerpt(
-            &s,
-            &split,
-            &asked("saturday treat"),
-            5,
-            &mut shown,
-            &CharEstimate
-        )
-        .is_none());
+        assert!(excerpt("saturday treat", 5, &mut shown).is_none());
         // Nothing asked about: nothing, unless the summary is short.
-        assert!(summary_excerpt(
-            &s,
-            &split,
-            &asked("bicycle"),
-            5,
-            &mut Default::default(),
-            &CharEstimate
-        )
-        .is_none());
+        assert!(excerpt("bicycle", 5, &mut Default::default()).is_none());
         let short = summary(2, 0, "The rain never stops. I made soup.");
-        let whole = summary_excerpt(
+        let whole = excerpt_of(
             &short,
-            &SummarySentences::new(&short.summary_text),
-            &asked("bicycle"),
-            5,
+            &SummarySentences::new(&short),
+            "bicycle",
             &mut Default::default(),
-            &CharEstimate,
+            &none,
         )
         .expect("whole");
         assert!(
             whole.text.ends_with("] The rain never stops. I made soup."),
             "{}",
             whole.text
+        );
+        // The user's words a retrieved turn shows (however cased or
+        // punctuated) are left to the turn.
+        let restated: Keys = [crate::reflect::extractive::said_key(
+            "saturday is my treat day faggots and peas from the market",
+        )]
+        .into();
+        let rest = excerpt_of(
+            &s,
+            &split,
+            "saturday treat",
+            &mut Default::default(),
+            &restated,
+        )
+        .expect("the other sentence");
+        assert!(
+            rest.text.contains("My treat on Saturday") && !rest.text.contains("faggots"),
+            "{}",
+            rest.text
         );
     }
 

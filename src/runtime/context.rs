@@ -205,6 +205,9 @@ struct PreparedTurn {
     /// Whether the agent's answer asks something (the user's next turn
     /// answers it).
     asks: bool,
+    /// Its user's sentences, as
+    /// [`said_key`](recall_actors::reflect::extractive::said_key)s.
+    said: Box<[u64]>,
 }
 
 /// What a [`Held`] holds.
@@ -1070,18 +1073,39 @@ impl Runtime {
         // the others after every hit, in the hits' order, if room is left.
         // Each exchange once, like the hits.
         let mut around: Vec<(Retrieved, Option<u64>)> = Vec::new();
+        let shown =
+            |r: TurnRef| skip_session.is_some_and(|(s, first)| s == r.session_id && r.seq >= first);
+        // The retrieved turns, and what their users said: a summary's
+        // quote of a turn retrieved too is left to the turn, which shows it
+        // with its date and the turns around it, where the turn ranks (a
+        // summary's quotes rank higher than the turn they quote: the
+        // summary says their words again in its headline, and it is newer
+        // than the call).
+        let mut turns_hit = HashMap::new();
+        let mut restated = std::collections::HashSet::new();
+        for h in &hits {
+            if let (DocKind::Turn, Some(r)) = (h.kind, h.turn) {
+                if shown(r) || turns_hit.contains_key(&r) {
+                    continue;
+                }
+                let around = self.turns_around(trees, user_id, r, cached)?;
+                if let Some(t) = around.iter().find(|t| t.seq == r.seq) {
+                    restated.extend(t.said.iter().copied());
+                }
+                turns_hit.insert(r, around);
+            }
+        }
         for h in hits {
             let item = match (h.kind, h.turn) {
                 (DocKind::Turn, Some(r)) => {
-                    let shown = |r: TurnRef| {
-                        skip_session.is_some_and(|(s, first)| s == r.session_id && r.seq >= first)
-                    };
                     if shown(r) || !shown_turns.insert((r.session_id, r.seq)) {
                         continue;
                     }
                     let mut hit = None;
                     let mut sides = Vec::with_capacity(2);
-                    let around_hit = self.turns_around(trees, user_id, r, cached)?;
+                    let Some(around_hit) = turns_hit.remove(&r) else {
+                        continue;
+                    };
                     // The agent's question and the user's answer to it are
                     // one statement ("Is Oskar your roommate?" "ya since
                     // 2023"): a hit whose answer asks takes the user's next
@@ -1148,6 +1172,7 @@ impl Runtime {
                         &asked,
                         SUMMARY_SENTENCES,
                         &mut seen_sentences,
+                        &restated,
                         counter,
                     ) {
                         Some(item) => item,
@@ -1236,7 +1261,7 @@ impl Runtime {
         cached: bool,
     ) -> Arc<SummarySentences> {
         if !cached {
-            return Arc::new(SummarySentences::new(&s.summary_text));
+            return Arc::new(SummarySentences::new(s));
         }
         let held = &self.inner.context_cache.splits;
         let generation = match held.get(&s.summary_id) {
@@ -1245,7 +1270,7 @@ impl Runtime {
             Ok(_) => held.generation(),
             Err(generation) => generation,
         };
-        let split = Arc::new(SummarySentences::new(&s.summary_text));
+        let split = Arc::new(SummarySentences::new(s));
         held.put(s.summary_id, (s.clone(), split.clone()), generation);
         split
     }
@@ -1284,6 +1309,10 @@ impl Runtime {
                 at: t.timestamp,
                 key: (!t.user_message.trim().is_empty()).then(|| exchange_key(&t)),
                 asks: asks_question(&t.agent_response),
+                said: recall_actors::text::sentences(&t.user_message)
+                    .iter()
+                    .map(|s| recall_actors::reflect::extractive::said_key(s))
+                    .collect(),
             })
             .collect();
         if let Some(generation) = generation {

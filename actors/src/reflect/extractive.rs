@@ -32,7 +32,7 @@ pub struct ExtractiveReflect;
 
 /// Bumped when the same turns summarize differently, so that a replay
 /// re-derives what older rules made.
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 
 impl Reflect for ExtractiveReflect {
     fn name(&self) -> &'static str {
@@ -222,16 +222,38 @@ const SMALL_TALK: &[&str] = &[
     "perfect",
 ];
 
-/// How much a sentence discloses about the user. `person` lists the words
-/// that make it about them ("I", "my" from the user; "you", "your" from the
-/// agent); `None` takes every sentence as about them (a summary's).
-pub fn disclosure(sentence: &str, person: Option<&[&str]>) -> f64 {
-    disclosure_with(sentence, person, None)
+/// Whose sentence [`disclosure`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Voice {
+    /// The user's: about their life even without "I" ("It was thirty
+    /// below here in Duluth"); "I" or "my" weighs a little more.
+    User,
+    /// The agent's: about the user only when it says "you" or "your".
+    Agent,
+    /// A summary's: every sentence is about the user.
+    Summary,
+}
+
+impl Voice {
+    /// The words that name the user in this voice (none needed in a
+    /// summary's).
+    fn person(self) -> Option<&'static [&'static str]> {
+        match self {
+            Voice::User => Some(FIRST_PERSON),
+            Voice::Agent => Some(SECOND_PERSON),
+            Voice::Summary => None,
+        }
+    }
+}
+
+/// How much a sentence discloses about the user, read in `voice`.
+pub fn disclosure(sentence: &str, voice: Voice) -> f64 {
+    disclosure_with(sentence, voice, None)
 }
 
 /// [`disclosure`], with whether the fact rules find a fact in the sentence
 /// when the caller already knows (the rules are the costly part).
-fn disclosure_with(sentence: &str, person: Option<&[&str]>, has_fact: Option<bool>) -> f64 {
+fn disclosure_with(sentence: &str, voice: Voice, has_fact: Option<bool>) -> f64 {
     // A media description alone is read for what it shows; beside words,
     // the words are what count.
     let media = text::is_media(sentence);
@@ -260,11 +282,14 @@ fn disclosure_with(sentence: &str, person: Option<&[&str]>, has_fact: Option<boo
     // beagle, got out again") and is read for its signals; one that says
     // "I" or "my" weighs a little more. An agent's sentence counts only
     // when it is about the user ("your interview").
-    let names_person = match person {
+    let names_person = match voice.person() {
         None => true,
         Some(p) => media || words.iter().any(|w| p.contains(&w.as_str())),
     };
-    let about = names_person || person.is_some_and(|p| std::ptr::eq(p, FIRST_PERSON));
+    // (Which voice is asked is told, never read from the address of the
+    // word list: two uses of one `const` need not share an address, and
+    // an optimized build read every user's sentence as the agent's.)
+    let about = names_person || voice == Voice::User;
     let has = |list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
     let mut signals = 0.0;
     let has_fact = match has_fact {
@@ -583,7 +608,7 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
     let user_scores: Vec<f64> = user_sentences
         .iter()
         .zip(&sentence_facts)
-        .map(|(s, f)| disclosure_with(s, Some(FIRST_PERSON), Some(!f.is_empty())))
+        .map(|(s, f)| disclosure_with(s, Voice::User, Some(!f.is_empty())))
         .collect();
     let informative = user_scores.iter().filter(|&&s| s >= INFORMATIVE).count();
     // All of the first few disclosures, half of a longer call's.
@@ -597,7 +622,7 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
     let agent_sentences = text::sentences(&agent_text);
     let agent_scores: Vec<f64> = agent_sentences
         .iter()
-        .map(|s| disclosure(s, Some(SECOND_PERSON)))
+        .map(|s| disclosure(s, Voice::Agent))
         .collect();
     let agent = best(&agent_scores, 1)
         .first()
@@ -648,7 +673,7 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
 
 /// What a sentence of a summary is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub enum Kind {
     /// The user's own words, quoted.
     Quote,
     /// The agent's answer, quoted.
@@ -673,16 +698,40 @@ fn sentence_key(text: &str) -> String {
     text::words(text).collect::<Vec<_>>().join(" ")
 }
 
+/// [`sentence_key`] as a number: a user's sentence and its quote in a
+/// summary have the same (two sentences share one with odds of one in
+/// 2^64).
+pub fn said_key(text: &str) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = foldhash::quality::FixedState::with_seed(0x7361_6964).build_hasher();
+    for w in text::words(text) {
+        h.write(w.as_bytes());
+        h.write_u8(b' ');
+    }
+    h.finish()
+}
+
+/// A sentence of a summary, as this summarizer writes them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    pub kind: Kind,
+    /// As written (`They said: "…"`).
+    pub written: String,
+    /// Without its quotes and lead-in.
+    pub body: String,
+}
+
 fn unquote(s: &str) -> Option<&str> {
     let s = s.trim();
     s.strip_prefix('"')?.strip_suffix('"')
 }
 
-/// A summary's sentences, sorted into kinds.
-fn units(user_id: &str, summary: &str) -> Vec<Unit> {
+/// A summary's sentences, sorted into kinds (those without a word left
+/// out).
+pub fn parts(user_id: &str, summary: &str) -> Vec<Part> {
     let headline = format!("{user_id} talked about ");
     let short = format!("{user_id} had a short exchange");
-    let mut out: Vec<Unit> = Vec::new();
+    let mut out: Vec<Part> = Vec::new();
     for s in text::sentences(summary) {
         let after_quote = out.last().is_some_and(|u| u.kind == Kind::Quote);
         let (kind, body) = if let Some(q) = s.strip_prefix("They said: ").and_then(unquote) {
@@ -699,19 +748,30 @@ fn units(user_id: &str, summary: &str) -> Vec<Unit> {
         if sentence_key(&body).is_empty() {
             continue;
         }
-        let score = match kind {
-            Kind::Quote => disclosure(&body, Some(FIRST_PERSON)),
-            Kind::Plain => disclosure(&body, None),
-            Kind::Agent => disclosure(&body, Some(SECOND_PERSON)),
-            Kind::Headline => 0.0,
-        };
-        out.push(Unit {
+        out.push(Part {
             kind,
-            text: body,
-            score,
+            body,
+            written: s,
         });
     }
     out
+}
+
+/// A summary's sentences, sorted into kinds and scored.
+fn units(user_id: &str, summary: &str) -> Vec<Unit> {
+    parts(user_id, summary)
+        .into_iter()
+        .map(|p| Unit {
+            score: match p.kind {
+                Kind::Quote => disclosure(&p.body, Voice::User),
+                Kind::Plain => disclosure(&p.body, Voice::Summary),
+                Kind::Agent => disclosure(&p.body, Voice::Agent),
+                Kind::Headline => 0.0,
+            },
+            kind: p.kind,
+            text: p.body,
+        })
+        .collect()
 }
 
 /// Renders the chosen units of each source, in source order and in their
@@ -918,6 +978,39 @@ mod tests {
         .iter()
         .map(|(u, a)| turn(u, a))
         .collect()
+    }
+
+    #[test]
+    fn a_users_sentence_is_about_them_without_saying_i() {
+        // The user's own words are their life ("younger sister.", the
+        // answer to "which one?"); the agent's only when they say "you".
+        for said in ["younger sister.", "It was thirty below here in Duluth."] {
+            let user = disclosure(said, Voice::User);
+            let agent = disclosure(said, Voice::Agent);
+            assert!(user > agent, "{said:?}: {user} against {agent}");
+        }
+        assert_eq!(disclosure("younger sister.", Voice::User), 1.5);
+        assert_eq!(disclosure("younger sister.", Voice::Agent), 0.5);
+        // Saying "my" weighs a little more; a summary's is always about them.
+        assert!(disclosure("my younger sister.", Voice::User) > 1.5);
+        assert_eq!(
+            disclosure("younger sister.", Voice::Summary),
+            disclosure("my younger sister.", Voice::User)
+        );
+        // On a fixed call, the same summary whatever the build.
+        let call: Vec<ConversationTurn> = [
+            "her dog got out at dawn, my sister says",
+            "Busy morning before work.",
+            "oona rang. the gale took her trampoline into the next street",
+            "younger sister. she's fine. the trampoline isn't",
+            "Anyway, I should get going.",
+        ]
+        .iter()
+        .map(|u| turn(u, "That sounds like quite a day."))
+        .collect();
+        let s = summary_of(&summarize("mark", &call));
+        assert!(s.contains("\"younger sister.\""), "{s}");
+        assert!(!s.contains("get going"), "{s}");
     }
 
     #[test]

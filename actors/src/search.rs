@@ -1130,12 +1130,17 @@ impl AgentIndex {
     /// (the later slot). Looked for among the `keep * REPEATS_WIDEN` best.
     fn distinct_best(&self, cands: &mut Vec<(f32, u32)>, keep: usize) {
         let wide = keep.saturating_mul(REPEATS_WIDEN);
-        let order = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1));
+        // Keyword scores are positive, and a positive float's bits order as
+        // it does: (score, slot) orders as one integer, which selects and
+        // sorts in a fraction of the time of a float comparison.
+        debug_assert!(cands.iter().all(|c| c.0 > 0.0));
+        let key =
+            |c: &(f32, u32)| std::cmp::Reverse((u64::from(c.0.to_bits()) << 32) | u64::from(c.1));
         if cands.len() > wide {
-            cands.select_nth_unstable_by(wide - 1, order);
+            cands.select_nth_unstable_by_key(wide - 1, key);
             cands.truncate(wide);
         }
-        cands.sort_unstable_by(order);
+        cands.sort_unstable_by_key(key);
         let mut seen = HashSet::with_capacity(keep);
         let mut kept = 0;
         cands.retain(|&(_, slot)| {
@@ -1345,10 +1350,13 @@ impl AgentIndex {
                 acc.resize(self.docs.len(), 0.0);
             }
             let mut touched: Vec<u32> = Vec::new();
+            // BM25's length norm, K1 * (1 - B + B * len / avg), as a + b * len.
+            let (norm_base, norm_per_word) = (K1 * (1.0 - B), K1 * B / avg);
+            let timed = filter.timed();
             for &(id, weight) in &weighted {
                 let df = self.df[id as usize] as f32;
                 let idf = weight * (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-                let timed = filter.timed();
+                let scale = idf * (K1 + 1.0);
                 for &(slot, tf) in &self.postings[id as usize] {
                     let Some(m) = self.slots.get(slot as usize) else {
                         continue;
@@ -1366,12 +1374,12 @@ impl AgentIndex {
                         continue;
                     }
                     let tf = tf as f32;
-                    let norm = K1 * (1.0 - B + B * m.len as f32 / avg);
+                    let norm = norm_base + norm_per_word * m.len as f32;
                     let a = &mut acc[slot as usize];
                     if *a == 0.0 {
                         touched.push(slot);
                     }
-                    *a += idf * tf * (K1 + 1.0) / (tf + norm);
+                    *a += scale * tf / (tf + norm);
                 }
             }
             scores = touched

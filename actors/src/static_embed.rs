@@ -38,6 +38,9 @@ struct Table {
     /// between words).
     row_stems: Vec<Box<str>>,
     norms: Vec<f32>,
+    /// The rows that stand for their stem (its most frequent word), in
+    /// order: the only rows a word's related words are drawn from.
+    heads: Vec<u32>,
 }
 
 impl Table {
@@ -69,6 +72,7 @@ impl Table {
             values: Vec::with_capacity(count * dims),
             row_stems: Vec::with_capacity(count),
             norms: Vec::with_capacity(count),
+            heads: Vec::new(),
         };
         for i in 0..count as u32 {
             let len = *rest.get(at).ok_or_else(|| bad("cut short"))? as usize;
@@ -107,6 +111,9 @@ impl Table {
         if at != rest.len() {
             return Err(bad("bytes after the last word"));
         }
+        table.heads = (0..count as u32)
+            .filter(|&j| table.stems.get(&*table.row_stems[j as usize]) == Some(&j))
+            .collect();
         Ok(table)
     }
 
@@ -140,14 +147,13 @@ impl Table {
         }
         // One pass over the table in integers, over each stem's own word
         // (its most frequent: "city" for "citi", not "cities").
-        let mut near: Vec<(f32, u32)> = (0..self.norms.len())
-            .filter_map(|j| {
-                let dot = dot_i8(q, self.row_values(j));
-                let sim = dot as f32 / (qn * self.norms[j]).max(f32::MIN_POSITIVE);
-                (sim >= min_similarity
-                    && self.row_stems[j] != *own
-                    && self.stems.get(&*self.row_stems[j]) == Some(&(j as u32)))
-                .then_some((sim, j as u32))
+        let mut near: Vec<(f32, u32)> = self
+            .heads
+            .iter()
+            .filter_map(|&j| {
+                let dot = dot_i8(q, self.row_values(j as usize));
+                let sim = dot as f32 / (qn * self.norms[j as usize]).max(f32::MIN_POSITIVE);
+                (sim >= min_similarity && self.row_stems[j as usize] != *own).then_some((sim, j))
             })
             .collect();
         near.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));

@@ -91,6 +91,14 @@ const PERSONAS: &[(&str, &str)] = &[
         "holdout_dilwyn.txt",
         include_str!("data/holdout_dilwyn.txt"),
     ),
+    (
+        "holdout_marlee.txt",
+        include_str!("data/holdout_marlee.txt"),
+    ),
+    (
+        "holdout_ambrose.txt",
+        include_str!("data/holdout_ambrose.txt"),
+    ),
 ];
 
 /// The small-talk pools, compiled in.
@@ -108,6 +116,10 @@ const POOLS: &[(&str, &str)] = &[
     (
         "talk_holdout10.txt",
         include_str!("data/talk_holdout10.txt"),
+    ),
+    (
+        "talk_holdout11.txt",
+        include_str!("data/talk_holdout11.txt"),
     ),
 ];
 

@@ -595,7 +595,19 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
             };
             text::answered_name(&w[0].user_message, &w[0].agent_response, &answer)
         });
-    let answered: Vec<crate::model::FactCandidate> = answered.collect();
+    let mut answered: Vec<crate::model::FactCandidate> = answered.collect();
+    // A name given with a pronoun ("her name's biscuit"), of the relation
+    // or pet spoken of just before it, or in the user's message before.
+    for (i, (t, raw)) in turns.iter().zip(written).enumerate() {
+        let before = i
+            .checked_sub(1)
+            .map_or("", |b| turns[b].user_message.as_str());
+        answered.extend(text::pronoun_named(
+            before,
+            &t.user_message,
+            !has_capitals(&raw.user_message),
+        ));
+    }
     for f in sentence_facts.iter().flatten().chain(&answered) {
         let norm = crate::model::normalize_fact(&f.content);
         if !facts

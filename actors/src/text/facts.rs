@@ -799,6 +799,9 @@ const RULES: &[Rule] = &[
     // "I'm turning 25 on the 14th of August": the day is the birthday.
     rule("i am turning {num} on {date}", Biographical, "Birthday is {date}").about("birthday"),
     rule("i turn {num} on {date}", Biographical, "Birthday is {date}").about("birthday"),
+    rule("i will|shall be {num} on {date}", Biographical, "Birthday is {date}").about("birthday"),
+    rule("my birthday is|'s coming up on? {date}", Biographical, "Birthday is {date}")
+        .about("birthday"),
     // (A relation one may have several of names no one subject: no
     // subject for any, a birthday does not change.)
     rule("my ~adj {rel} 's birthday is|'s on? {date}", Relationship, "{rel}'s birthday is {date}"),
@@ -931,6 +934,10 @@ const RULES: &[Rule] = &[
     rule("i got married|engaged to {name}", Relationship, "Is married to {name}").about("partner"),
     rule("i broke up with {name}", Relationship, "Broke up with {name}").about("partner"),
     rule("i split up with {name}", Relationship, "Broke up with {name}").about("partner"),
+    // "so um colt and i are done like officially done"
+    rule("{name} and i broke|split up", Relationship, "Broke up with {name}").about("partner"),
+    rule("{name} and i are done|over|finished", Relationship, "Broke up with {name}")
+        .about("partner"),
     rule(
         "i got {word:married/engaged/divorced/separated}",
         Milestone,
@@ -1380,7 +1387,13 @@ fn date_end(toks: &[Tok], j: usize) -> Option<usize> {
             break;
         }
         let w = t.lower.as_str();
-        let is_month = MONTHS.contains(&w) && (w != "may" || t.capitalized());
+        // "may" is the month written so, or beside a day's number ("may
+        // 14th", "the 14th of may": a transcript writes no capitals).
+        let is_month = MONTHS.contains(&w)
+            && (w != "may"
+                || t.capitalized()
+                || toks.get(k + 1).is_some_and(|n| is_ordinal_day(&n.lower))
+                || (k >= j + 2 && toks[k - 1].lower == "of" && is_ordinal_day(&toks[k - 2].lower)));
         if is_month || is_numeric_date(w) {
             month = true;
         } else if !(is_ordinal_day(w)
@@ -1970,34 +1983,57 @@ pub fn answered_name(before: &str, asked: &str, answer: &str) -> Option<FactCand
     }
     let name = render(&words.iter().map(|t| (*t).clone()).collect::<Vec<_>>());
     // The relation or pet spoken of: the question's, else the user's last.
-    let spoken_of = |toks: &[Tok]| -> Option<(String, Slot)> {
-        (0..toks.len()).rev().find_map(|j| {
-            if let Some((_, w)) = relation(toks, j, Slot::Rel1) {
-                return Some((w, Slot::Rel1));
-            }
-            if let Some((_, w)) = relation(toks, j, Slot::RelN) {
-                return Some((w, Slot::RelN));
-            }
-            let w = toks[j].lower.as_str();
-            if PETS.contains(&w) {
-                Some((w.to_string(), Slot::Pet))
-            } else if DOG_BREEDS.contains(&w) {
-                Some((format!("{w} (dog)"), Slot::Pet))
-            } else {
-                None
-            }
-        })
-    };
-    let (what, kind) = spoken_of(&q).or_else(|| {
-        sentences(before)
-            .iter()
-            .rev()
-            .find_map(|s| spoken_of(&tokenize(s)))
-    })?;
+    let (what, kind) = spoken_of(&q).or_else(|| last_spoken_of(before))?;
+    Some(name_fact(&what, kind, &name))
+}
+
+/// The relation or pet `toks` speak of last, and which kind of slot it
+/// fills.
+fn spoken_of(toks: &[Tok]) -> Option<(String, Slot)> {
+    spoken_of_by(toks, false)
+}
+
+/// [`spoken_of`]; with `own`, only one the speaker calls theirs ("my own
+/// dog", "our lad", "my boyfriend"; not "a client's chihuahua").
+fn spoken_of_by(toks: &[Tok], own: bool) -> Option<(String, Slot)> {
+    let theirs =
+        |j: usize| (j.saturating_sub(2)..j).any(|k| matches!(toks[k].lower.as_str(), "my" | "our"));
+    (0..toks.len()).rev().find_map(|j| {
+        if own && !theirs(j) {
+            return None;
+        }
+        if let Some((_, w)) = relation(toks, j, Slot::Rel1) {
+            return Some((w, Slot::Rel1));
+        }
+        if let Some((_, w)) = relation(toks, j, Slot::RelN) {
+            return Some((w, Slot::RelN));
+        }
+        let w = toks[j].lower.as_str();
+        if PETS.contains(&w) {
+            Some((w.to_string(), Slot::Pet))
+        } else if DOG_BREEDS.contains(&w) {
+            Some((format!("{w} (dog)"), Slot::Pet))
+        } else {
+            None
+        }
+    })
+}
+
+/// The relation or pet the last sentence of `text` that speaks of one
+/// speaks of.
+fn last_spoken_of(text: &str) -> Option<(String, Slot)> {
+    sentences(text)
+        .iter()
+        .rev()
+        .find_map(|s| spoken_of(&tokenize(s)))
+}
+
+/// "Sister is named Leela", "Has a dog named Biscuit".
+fn name_fact(what: &str, kind: Slot, name: &str) -> FactCandidate {
     let (content, subject, category) = match kind {
         Slot::Rel1 => (
-            format!("{} is named {name}", upper_first(&what)),
-            Some(relation_subject(&what).to_string()),
+            format!("{} is named {name}", upper_first(what)),
+            Some(relation_subject(what).to_string()),
             FactCategory::Relationship,
         ),
         Slot::RelN => (
@@ -2011,11 +2047,61 @@ pub fn answered_name(before: &str, asked: &str, answer: &str) -> Option<FactCand
             FactCategory::Biographical,
         ),
     };
-    Some(FactCandidate {
+    FactCandidate {
         category,
         content,
         subject,
-    })
+    }
+}
+
+/// A name given with a pronoun ("her name's Biscuit", "his name is
+/// Colt"): what it names is the user's own relation or pet spoken of last
+/// before it ("my …", "our …"), in the same message or, failing that, in
+/// the user's message before
+/// (`before`: "my boyfriend got called out at 2 am" — "he's a lineman
+/// … his name's colt"). In a message without capitals (`caseless`: a
+/// transcript) the word after "name is" is read as the name its place
+/// says it is.
+pub fn pronoun_named(before: &str, said: &str, caseless: bool) -> Vec<FactCandidate> {
+    let mut out = Vec::new();
+    let said_sentences = sentences(said);
+    let before_sentences = sentences(before);
+    for (i, sentence) in said_sentences.iter().enumerate() {
+        let toks = tokenize(sentence);
+        for j in 0..toks.len().saturating_sub(3) {
+            let names = matches!(toks[j].lower.as_str(), "his" | "her" | "its")
+                && toks[j + 1].lower == "name"
+                && matches!(toks[j + 2].lower.as_str(), "is" | "'s" | "was");
+            let t = &toks[j + 3];
+            let name_like = name_token(t)
+                || (caseless
+                    && !t.punct
+                    && t.lower.chars().all(char::is_alphabetic)
+                    && t.lower.chars().count() > 1
+                    && !is_stopword(&t.lower)
+                    && !MONTHS.contains(&t.lower.as_str())
+                    && !WEEKDAYS.contains(&t.lower.as_str())
+                    && !NOT_NAMES.contains(&t.lower.as_str()));
+            if !names || !name_like {
+                continue;
+            }
+            let referent = spoken_of_by(&toks[..j], true).or_else(|| {
+                // the sentences before it, latest first
+                let earlier: Vec<&String> = before_sentences
+                    .iter()
+                    .chain(&said_sentences[..i])
+                    .collect();
+                earlier
+                    .into_iter()
+                    .rev()
+                    .find_map(|s| spoken_of_by(&tokenize(s), true))
+            });
+            if let Some((what, kind)) = referent {
+                out.push(name_fact(&what, kind, &upper_first(&t.text)));
+            }
+        }
+    }
+    out
 }
 
 /// The person or pet a fact this module wrote names, and the name: ("dog",
@@ -2521,6 +2607,8 @@ mod tests {
             ("We moved to Denver.", "home"),
             ("I went vegan last year.", "diet"),
             ("I broke up with Sam.", "partner"),
+            ("So Colt and I are done, like officially done.", "partner"),
+            ("Sam and I split up in March.", "partner"),
         ] {
             assert_eq!(one(text).1.as_deref(), Some(subject), "{text}");
         }
@@ -2566,6 +2654,50 @@ mod tests {
     }
 
     #[test]
+    fn a_name_given_with_a_pronoun_names_what_was_spoken_of_before() {
+        let contents = |before: &str, said: &str, caseless: bool| -> Vec<String> {
+            pronoun_named(before, said, caseless)
+                .into_iter()
+                .map(|f| f.content)
+                .collect()
+        };
+        // in the same message, and in the user's message before
+        assert_eq!(
+            contents(
+                "",
+                "My own dog is riding shotgun today. Her name's Biscuit, after the colour.",
+                false
+            ),
+            ["Has a dog named Biscuit"]
+        );
+        assert_eq!(
+            contents(
+                "my boyfriend got called out at 2 in the morning",
+                "he's a lineman for the electric company and his name's colt",
+                true
+            ),
+            ["Boyfriend is named Colt"]
+        );
+        // a word in that place that no name can be, or with case to tell
+        // it is none; and nothing spoken of to name
+        assert!(contents("my sister rang", "her name is the least of it", true).is_empty());
+        assert!(contents(
+            "My sister rang.",
+            "Her name is long, I never spell it.",
+            false
+        )
+        .is_empty());
+        assert!(contents("The weather is awful.", "Her name is Pam.", false).is_empty());
+        // another's pet is not the user's
+        assert!(contents(
+            "",
+            "one of my regulars has a chihuahua and her name is tiny",
+            true
+        )
+        .is_empty());
+    }
+
+    #[test]
     fn a_birthday_told_by_the_age_one_turns_on_the_day() {
         for (said, fact) in [
             (
@@ -2573,6 +2705,18 @@ mod tests {
                 "Birthday is the 14th of august",
             ),
             ("I turn 40 on March 3rd.", "Birthday is March 3rd"),
+            (
+                "I shall be eighty on the 30th of March, and the family are plotting.",
+                "Birthday is the 30th of March",
+            ),
+            (
+                "my birthday's coming up may 14th and um my mom wants a dinner",
+                "Birthday is may 14th",
+            ),
+            (
+                "my birthday is the 2nd of may",
+                "Birthday is the 2nd of may",
+            ),
             (
                 "help. my gf turns 26 on december 3rd and i have zero ideas.",
                 "Girlfriend's birthday is december 3rd",
@@ -2589,9 +2733,20 @@ mod tests {
             let found: Vec<String> = facts(said).into_iter().map(|f| f.content).collect();
             assert!(found.iter().any(|f| f == fact), "{said:?}: {found:?}");
         }
-        // a number of years, not a day
-        assert!(facts("My son turns 12 next year.")
-            .iter()
-            .all(|f| !f.content.contains("birthday")));
+        // a number of years, not a day; "may" the verb is no month
+        for said in [
+            "My son turns 12 next year.",
+            "I will be 12 minutes late on the way.",
+            "my birthday is may be in june",
+        ] {
+            let found = facts(said);
+            assert!(
+                found
+                    .iter()
+                    .all(|f| !f.content.starts_with("Birthday is may")
+                        && f.content != "Birthday is 12"),
+                "{said:?}: {found:?}"
+            );
+        }
     }
 }

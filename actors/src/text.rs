@@ -12,7 +12,10 @@ mod changes;
 mod facts;
 
 pub use changes::{asked_about, changed_in, Subjects};
-pub use facts::{answered_name, facts, facts_by_sentence, is_relation_word, named, pronoun_named};
+pub use facts::{
+    answered_name, facts, facts_by_sentence, facts_by_sentence_after, is_relation_word, named,
+    pronoun_named,
+};
 
 const STOPWORDS: &[&str] = &[
     "a",

@@ -566,9 +566,18 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
     let sentence_facts: Vec<Vec<crate::model::FactCandidate>> = {
         // Turn by turn: a turn starts afresh, so one that opens
         // without its subject is the speaker's.
+        // (with the user's message before it, for whom "he" or "she"
+        // at a sentence's start may be)
         let by_turn: Vec<Vec<crate::model::FactCandidate>> = turns
             .iter()
-            .flat_map(|t| text::facts_by_sentence(&text::sentences(&t.user_message)))
+            .enumerate()
+            .flat_map(|(i, t)| {
+                let before = i
+                    .checked_sub(1)
+                    .map(|b| text::sentences(&turns[b].user_message))
+                    .unwrap_or_default();
+                text::facts_by_sentence_after(&before, &text::sentences(&t.user_message))
+            })
             .collect();
         if by_turn.len() == user_sentences.len() {
             by_turn

@@ -906,6 +906,14 @@ const RULES: &[Rule] = &[
         .about("{rel}:{name}:home"),
     rule("my ~adj {rel1} is|'s {role}", Relationship, "{rel} is {role}").about("{rel}:role"),
     rule("my ~adj {rel1} works as {role}", Relationship, "{rel} is {role}").about("{rel}:role"),
+    // "my boyfriend's a lineman for the electric company": the role, without
+    // a place that no capital names
+    rule("my ~adj {rel1} is|'s {role} for|at|with|in the|a", Relationship, "{rel} is {role}")
+        .about("{rel}:role"),
+    // (a relation one may have several of: no subject, which a second
+    // sister's job would take over)
+    rule("my ~adj {reln} is|'s {role}", Relationship, "{rel} is {role}"),
+    rule("my ~adj {reln} works as {role}", Relationship, "{rel} is {role}"),
     rule("my ~adj {rel1} works at|for {org}", Relationship, "{rel} works at {org}")
         .about("{rel}:employer"),
     rule("my ~adj {rel1} lives in {place}", Relationship, "{rel} lives in {place}")
@@ -1933,11 +1941,34 @@ pub fn facts(user_text: &str) -> Vec<FactCandidate> {
 /// before it was theirs too, or short, or there was none ("My brother's
 /// doing great. Moved to Denver in March." is the brother's move).
 pub fn facts_by_sentence(sentences: &[String]) -> Vec<Vec<FactCandidate>> {
+    facts_by_sentence_after(&[], sentences)
+}
+
+/// [`facts_by_sentence`], the user's sentences `before` (their message
+/// before) told first: a sentence that opens on "he" or "she" is read as
+/// said of the user's own relation or pet spoken of last before it (see
+/// [`Referent`]).
+pub fn facts_by_sentence_after(before: &[String], sentences: &[String]) -> Vec<Vec<FactCandidate>> {
+    let mut referent = None;
+    for s in before {
+        referent = Referent::after(referent, &tokenize(s));
+    }
     let mut may_elide = true;
     sentences
         .iter()
         .map(|s| {
-            let found = sentence_facts(s, false, may_elide);
+            let toks = tokenize(s);
+            let resolved = referent
+                .as_ref()
+                .and_then(|r| r.in_place_of_pronoun(s, &toks));
+            referent = Referent::after(referent.take(), &toks);
+            let found = match resolved
+                .map(|r| sentence_facts(&r, false, false))
+                .filter(|f| !f.is_empty())
+            {
+                Some(found) => found,
+                None => sentence_facts(s, false, may_elide),
+            };
             let toks = tokenize(s);
             let words: Vec<&Tok> = toks.iter().filter(|t| !t.punct).collect();
             may_elide = words.len() <= 3
@@ -1949,6 +1980,135 @@ pub fn facts_by_sentence(sentences: &[String]) -> Vec<Vec<FactCandidate>> {
         })
         .collect()
 }
+
+/// The user's own relation or pet spoken of last ("my boyfriend", "our
+/// lad", "my own dog"), which a sentence that opens on "he" or "she" is
+/// about: "my boyfriend got called out at 2 am" — "he's a lineman for the
+/// electric company" reads as "my boyfriend's a lineman for the electric
+/// company". Someone else spoken of after it (another's relation, "a
+/// lady", "a client") ends it, and a pronoun of the other sex does not
+/// take it.
+#[derive(Debug, Clone)]
+struct Referent {
+    /// As the user said it, without "my" ("boyfriend", "best friend").
+    what: String,
+    /// Whether the relation is a man's (`Some(true)`), a woman's, or
+    /// either (`None`: a friend, a pet).
+    male: Option<bool>,
+}
+
+/// Relations that are a man's; [`FEMALE_RELATIONS`] a woman's.
+#[rustfmt::skip]
+const MALE_RELATIONS: &[&str] = &[
+    "husband", "boyfriend", "fiance", "dad", "father", "daddy", "stepdad", "stepfather",
+    "father-in-law", "brother", "son", "uncle", "nephew", "grandpa", "grandfather", "grandson",
+    "landlord",
+];
+#[rustfmt::skip]
+const FEMALE_RELATIONS: &[&str] = &[
+    "wife", "girlfriend", "fiancee", "fiancée", "mom", "mother", "mum", "mommy", "mam", "mammy",
+    "mummy", "stepmom", "stepmother", "mother-in-law", "sister", "daughter", "aunt", "niece",
+    "grandma", "grandmother", "granddaughter", "landlady",
+];
+
+/// Someone spoken of who is not the user's relation.
+#[rustfmt::skip]
+const SOMEONE_ELSE: &[&str] = &[
+    "lady", "guy", "man", "woman", "client", "customer", "girl", "boy", "someone", "somebody",
+    "fellow", "bloke", "gentleman", "stranger",
+];
+
+impl Referent {
+    /// Who a sentence leaves spoken of last, after `prev`.
+    fn after(prev: Option<Referent>, toks: &[Tok]) -> Option<Referent> {
+        let mut current = prev;
+        for j in 0..toks.len() {
+            let own =
+                (j.saturating_sub(2)..j).any(|k| matches!(toks[k].lower.as_str(), "my" | "our"));
+            let w = toks[j].lower.as_str();
+            let pet = PETS.contains(&w) || DOG_BREEDS.contains(&w);
+            let related = relation(toks, j, Slot::Rel).is_some();
+            let (end, what) = match relation(toks, j, Slot::Rel) {
+                Some((end, word)) => (end, word),
+                None => (j + 1, w.to_string()),
+            };
+            // "my neighbour's goat": the neighbour's, not the neighbour
+            let possessive = toks.get(end).is_some_and(|t| t.lower == "'s")
+                && toks
+                    .get(end + 1)
+                    .is_some_and(|t| !t.punct && !AFTER_IS.contains(&t.lower.as_str()));
+            if (related || pet) && own && !possessive {
+                let male = if MALE_RELATIONS.contains(&what.as_str()) {
+                    Some(true)
+                } else if FEMALE_RELATIONS.contains(&what.as_str()) {
+                    Some(false)
+                } else {
+                    None
+                };
+                current = Some(Referent { what, male });
+            } else if related || pet || SOMEONE_ELSE.contains(&w) {
+                current = None;
+            }
+        }
+        current
+    }
+
+    /// `sentence` with "my <relation>" in place of the "he" or "she" it
+    /// opens on (after "so", "um", "oh", "and", "well" or "yeah"), when
+    /// the pronoun may be this referent's.
+    fn in_place_of_pronoun(&self, sentence: &str, toks: &[Tok]) -> Option<String> {
+        let first = toks
+            .iter()
+            .position(|t| !t.punct && !FILLERS.contains(&t.lower.as_str()))?;
+        let male = match toks[first].lower.as_str() {
+            "he" => true,
+            "she" => false,
+            _ => return None,
+        };
+        if self.male.is_some_and(|m| m != male) {
+            return None;
+        }
+        // The pronoun as written ("he", "He's", "hes"): the first word
+        // that is no filler.
+        let pronoun = if male { "he" } else { "she" };
+        let word_char = |c: char| c.is_alphanumeric() || c == '\'';
+        let mut start = 0;
+        for word in sentence.split_inclusive(|c: char| !word_char(c)) {
+            let bare = word.trim_end_matches(|c: char| !word_char(c));
+            let lower = bare.to_lowercase();
+            if bare.is_empty() || FILLERS.contains(&lower.as_str()) {
+                start += word.len();
+                continue;
+            }
+            let after = &sentence[start + pronoun.len()..];
+            let tail = if lower == pronoun || lower.starts_with(&format!("{pronoun}'")) {
+                after.to_string()
+            } else if lower == format!("{pronoun}s") {
+                // "hes": "he's" without its apostrophe
+                format!("'{after}")
+            } else {
+                return None;
+            };
+            return Some(format!("{}my {}{tail}", &sentence[..start], self.what));
+        }
+        None
+    }
+}
+
+/// Words that follow "'s" read as "is" ("my boyfriend's a lineman", "my
+/// mum's not well"), where another word makes it a possessive ("my
+/// neighbour's goat").
+#[rustfmt::skip]
+const AFTER_IS: &[&str] = &[
+    "a", "an", "the", "been", "got", "gone", "going", "not", "so", "very", "really", "just",
+    "always", "never", "still", "also", "now", "finally", "in", "at", "from", "on", "back",
+    "home", "off", "out", "over", "up", "like", "um", "uh", "doing", "getting", "coming",
+    "moving", "working", "living", "retired", "married", "engaged", "pregnant", "called",
+    "named",
+];
+
+/// Words a spoken sentence may open on before its subject.
+const FILLERS: &[&str] = &["so", "um", "uh", "oh", "and", "well", "yeah", "like", "but"];
 
 /// A name given in answer to the agent's question ("Have you settled on a
 /// name yet?" — "Pretzel."): what it names is the relation or pet the
@@ -2695,6 +2855,55 @@ mod tests {
             true
         )
         .is_empty());
+    }
+
+    #[test]
+    fn he_or_she_opening_a_sentence_is_the_users_relation_spoken_of_before() {
+        let found = |before: &[&str], said: &str| -> Vec<String> {
+            let before: Vec<String> = before.iter().map(|s| s.to_string()).collect();
+            facts_by_sentence_after(&before, &sentences(said))
+                .into_iter()
+                .flatten()
+                .map(|f| f.content)
+                .collect()
+        };
+        // from the message before, and from the sentence before
+        assert!(found(
+            &["sorry um my boyfriend got called out at 2 in the morning"],
+            "he's a lineman for the electric company"
+        )
+        .iter()
+        .any(|f| f.starts_with("Boyfriend is a lineman")));
+        assert!(found(&[], "My sister rang. She works as a nurse.")
+            .iter()
+            .any(|f| f.starts_with("Sister is a nurse")));
+        // a pronoun of the other sex, someone else spoken of since, or no
+        // relation of the user's: no fact of the relation
+        for (before, said) in [
+            (
+                &["my boyfriend got called out"][..],
+                "she's a lineman for the electric company",
+            ),
+            (
+                &["my sister rang, and a lady at work came by"][..],
+                "she works as a nurse",
+            ),
+            (
+                &["a client of mine called"][..],
+                "he's a lineman for the electric company",
+            ),
+            (
+                &["my neighbour's goat ate the gourds"][..],
+                "she is a nurse, that goat",
+            ),
+        ] {
+            let f = found(before, said);
+            assert!(
+                f.iter()
+                    .all(|f| !f.contains("lineman") && !f.contains("nurse")),
+                "{before:?} {said:?}: {f:?}"
+            );
+        }
     }
 
     #[test]

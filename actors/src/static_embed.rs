@@ -41,6 +41,9 @@ struct Table {
     /// The rows that stand for their stem (its most frequent word), in
     /// order: the only rows a word's related words are drawn from.
     heads: Vec<u32>,
+    /// The signs of each head's numbers, [`Table::sign_words`] words a
+    /// head, in the order of `heads`.
+    head_signs: Vec<u64>,
 }
 
 impl Table {
@@ -73,6 +76,7 @@ impl Table {
             row_stems: Vec::with_capacity(count),
             norms: Vec::with_capacity(count),
             heads: Vec::new(),
+            head_signs: Vec::new(),
         };
         for i in 0..count as u32 {
             let len = *rest.get(at).ok_or_else(|| bad("cut short"))? as usize;
@@ -114,7 +118,28 @@ impl Table {
         table.heads = (0..count as u32)
             .filter(|&j| table.stems.get(&*table.row_stems[j as usize]) == Some(&j))
             .collect();
+        table.head_signs = table
+            .heads
+            .iter()
+            .flat_map(|&j| table.signs(table.row_values(j as usize)))
+            .collect();
         Ok(table)
+    }
+
+    /// How many 64-bit words hold a row's signs.
+    fn sign_words(&self) -> usize {
+        self.dims.div_ceil(64)
+    }
+
+    /// A bit per number, set where it is above zero.
+    fn signs(&self, values: &[i8]) -> Vec<u64> {
+        let mut bits = vec![0u64; self.sign_words()];
+        for (k, v) in values.iter().enumerate() {
+            if *v > 0 {
+                bits[k / 64] |= 1 << (k % 64);
+            }
+        }
+        bits
     }
 
     fn row(&self, word: &str) -> Option<usize> {
@@ -130,7 +155,7 @@ impl Table {
 
     /// The stems of the words near a stem's word, closest first (see
     /// [`related_stems`]).
-    fn related(&self, stem_: &str, min_similarity: f32) -> Vec<(u32, f32)> {
+    fn related(&self, stem_: &str, min_similarity: f32, exhaustive: bool) -> Vec<(u32, f32)> {
         let Some(row) = self
             .stems
             .get(stem_)
@@ -145,12 +170,36 @@ impl Table {
         if qn == 0.0 {
             return Vec::new();
         }
-        // One pass over the table in integers, over each stem's own word
-        // (its most frequent: "city" for "citi", not "cities").
-        let mut near: Vec<(f32, u32)> = self
-            .heads
-            .iter()
-            .filter_map(|&j| {
+        // Over each stem's own word (its most frequent: "city" for "citi",
+        // not "cities"): first the signs of every one, the way the vector
+        // index shortlists (the share of signs two words differ in tracks
+        // the angle between them), then the numbers of the closest
+        // [`RELATED_SHORTLIST`], in integers.
+        let shortlist: Vec<u32> = if exhaustive || self.heads.len() <= RELATED_SHORTLIST {
+            self.heads.clone()
+        } else {
+            let w = self.sign_words();
+            let q_signs = self.signs(q);
+            let mut by_signs: Vec<u64> = self
+                .heads
+                .iter()
+                .zip(self.head_signs.chunks_exact(w))
+                .map(|(&j, signs)| {
+                    let apart: u32 = signs
+                        .iter()
+                        .zip(&q_signs)
+                        .map(|(a, b)| (a ^ b).count_ones())
+                        .sum();
+                    (u64::from(apart) << 32) | u64::from(j)
+                })
+                .collect();
+            by_signs.select_nth_unstable(RELATED_SHORTLIST - 1);
+            by_signs.truncate(RELATED_SHORTLIST);
+            by_signs.into_iter().map(|k| k as u32).collect()
+        };
+        let mut near: Vec<(f32, u32)> = shortlist
+            .into_iter()
+            .filter_map(|j| {
                 let dot = dot_i8(q, self.row_values(j as usize));
                 let sim = dot as f32 / (qn * self.norms[j as usize]).max(f32::MIN_POSITIVE);
                 (sim >= min_similarity && self.row_stems[j as usize] != *own).then_some((sim, j))
@@ -216,6 +265,11 @@ fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
 /// At most this many related words are kept per word.
 pub const RELATED_MAX: usize = 512;
 
+/// How many of a table's words, closest by their signs, a word's related
+/// words are drawn from (of about 30,000: a pass over their signs and
+/// these numbers costs a fifth of one over every word's numbers).
+const RELATED_SHORTLIST: usize = 4_096;
+
 /// A word near another in meaning (see [`related_stems`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RelatedStem {
@@ -262,7 +316,8 @@ const RELATED_KEPT: usize = 4096;
 /// out. "insect" gives "insects", "pest", "mosquito", … "wasp"; "city"
 /// gives "urban", "town", … and city names. `stem_` is a stem or a whole
 /// word; one the table lacks has none. Worked out once per word and
-/// threshold (one pass over the table's 47,185 words) and kept.
+/// threshold (a pass over the signs of the table's words that stand for a
+/// stem, then the numbers of the closest 4,096) and kept.
 pub fn related_stems(stem_: &str, min_similarity: f32) -> Arc<[RelatedStem]> {
     let Ok(table) = BUILTIN.as_ref() else {
         return Arc::from(Vec::new());
@@ -275,7 +330,7 @@ pub fn related_stems(stem_: &str, min_similarity: f32) -> Arc<[RelatedStem]> {
         }
     }
     let found: Arc<[RelatedStem]> = table
-        .related(stem_, min_similarity)
+        .related(stem_, min_similarity, false)
         .into_iter()
         .map(|(row, similarity)| RelatedStem { row, similarity })
         .collect();
@@ -423,6 +478,32 @@ mod tests {
         // inflections meet through the stem; unknown words add nothing
         assert!(sim("bouldering", "boulder") > 0.99);
         assert!(e.vector("zzqx").iter().all(|x| *x == 0.0));
+    }
+
+    #[test]
+    fn the_sign_shortlist_keeps_a_words_nearest() {
+        // Every 500th word that stands for its stem: the ten nearest the
+        // shortlist finds are the exhaustive scan's ten nearest, almost
+        // always (over every 40th, 11,749 of 11,790; a miss swaps one of a
+        // word's weakest ten for the next).
+        let table = BUILTIN.as_ref().unwrap();
+        let (mut asked, mut kept) = (0usize, 0usize);
+        for &row in table.heads.iter().step_by(500) {
+            let stem_ = &*table.row_stems[row as usize];
+            let exact = table.related(stem_, 0.3, true);
+            let short = table.related(stem_, 0.3, false);
+            let top: Vec<u32> = exact.iter().take(10).map(|r| r.0).collect();
+            asked += top.len();
+            kept += top
+                .iter()
+                .filter(|j| short.iter().take(10).any(|r| r.0 == **j))
+                .count();
+            // what is found is scored exactly, closest first
+            for (r, e) in short.iter().zip(&exact) {
+                assert!(r.1 <= e.1 + 1e-6);
+            }
+        }
+        assert!(kept as f64 >= 0.98 * asked as f64, "{kept} of {asked}");
     }
 
     #[test]

@@ -2027,11 +2027,9 @@ impl Referent {
                 (j.saturating_sub(2)..j).any(|k| matches!(toks[k].lower.as_str(), "my" | "our"));
             let w = toks[j].lower.as_str();
             let pet = PETS.contains(&w) || DOG_BREEDS.contains(&w);
-            let related = relation(toks, j, Slot::Rel).is_some();
-            let (end, what) = match relation(toks, j, Slot::Rel) {
-                Some((end, word)) => (end, word),
-                None => (j + 1, w.to_string()),
-            };
+            let rel = relation(toks, j, Slot::Rel);
+            let related = rel.is_some();
+            let (end, what) = rel.unwrap_or_else(|| (j + 1, w.to_string()));
             // "my neighbour's goat": the neighbour's, not the neighbour
             let possessive = toks.get(end).is_some_and(|t| t.lower == "'s")
                 && toks

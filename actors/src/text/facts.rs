@@ -1982,7 +1982,7 @@ pub fn facts_by_sentence_after(before: &[String], sentences: &[String]) -> Vec<V
 }
 
 /// The user's own relation or pet spoken of last ("my boyfriend", "our
-/// lad", "my own dog"), which a sentence that opens on "he" or "she" is
+/// son", "my own dog"), which a sentence that opens on "he" or "she" is
 /// about: "my boyfriend got called out at 2 am" — "he's a lineman for the
 /// electric company" reads as "my boyfriend's a lineman for the electric
 /// company". Someone else spoken of after it (another's relation, "a

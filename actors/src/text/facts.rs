@@ -744,6 +744,21 @@ fn capitalized_value(caps: &Captures) -> bool {
     capture(caps, "v").is_some_and(|v| v.chars().next().is_some_and(char::is_uppercase))
 }
 
+/// A medicine's name: one word that is not among the most common English
+/// words (by the built-in table's order of frequency).
+fn medicine(caps: &Captures) -> bool {
+    capture(caps, "thing").is_some_and(|v| {
+        !v.contains(' ')
+            && v.chars().count() > 3
+            && !is_stopword(v)
+            && crate::static_embed::stem_row(&crate::search::stem(v))
+                .is_none_or(|row| row >= COMMON_WORDS)
+    })
+}
+
+/// How many of the most frequent English words no medicine is named by.
+const COMMON_WORDS: u32 = 5_000;
+
 /// Things one eats or drinks, not "right now".
 fn edible(caps: &Captures) -> bool {
     !matches!(
@@ -1057,6 +1072,14 @@ const RULES: &[Rule] = &[
     rule("i support {org}", Preference, "Supports {org}"),
     // --- health and diet
     rule("i am allergic to {v}", Constraint, "Allergic to {v}"),
+    // Medicines, named by a word no everyday talk uses ("I'm on warfarin
+    // for it", "the doctor has moved me onto apixaban"; not "I'm on nights
+    // for a week"). No subject: one may take several.
+    rule("i am on {thing} for", Constraint, "Takes {thing}").check(medicine),
+    rule("i take {thing} for|every|each|twice|daily", Constraint, "Takes {thing}").check(medicine),
+    rule("put|moved|switched|changed|started me on|onto|to {thing}", Constraint, "Takes {thing}")
+        .check(medicine)
+        .anywhere(),
     rule("i have a|an {v} allergy", Constraint, "Has a {v} allergy"),
     rule(
         "i am a|an? {word:vegetarian/vegan/pescatarian/pescetarian/carnivore}",
@@ -2900,6 +2923,37 @@ mod tests {
                 f.iter()
                     .all(|f| !f.contains("lineman") && !f.contains("nurse")),
                 "{before:?} {said:?}: {f:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn medicines_taken_are_facts_and_everyday_words_are_not() {
+        for (said, fact) in [
+            (
+                "atrial fibrillation, they call it, and I'm on warfarin for it",
+                "Takes warfarin",
+            ),
+            (
+                "The new doctor has moved me onto apixaban, twice a day.",
+                "Takes apixaban",
+            ),
+            ("i take metformin every morning", "Takes metformin"),
+        ] {
+            let found: Vec<String> = facts(said).into_iter().map(|f| f.content).collect();
+            assert!(found.iter().any(|f| f == fact), "{said:?}: {found:?}");
+        }
+        for said in [
+            "I'm on nights for the next two weeks.",
+            "I'm on holiday for a fortnight.",
+            "They moved me to accounts last month.",
+            "I take the bus every morning.",
+            "I take lunch at noon every day.",
+        ] {
+            let found = facts(said);
+            assert!(
+                found.iter().all(|f| !f.content.starts_with("Takes")),
+                "{said:?}: {found:?}"
             );
         }
     }

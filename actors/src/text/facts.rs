@@ -1074,8 +1074,9 @@ const RULES: &[Rule] = &[
     rule("i am allergic to {v}", Constraint, "Allergic to {v}"),
     // Medicines, named by a word no everyday talk uses ("I'm on warfarin
     // for it", "the doctor has moved me onto apixaban"; not "I'm on nights
-    // for a week"). No subject: one may take several.
-    rule("i am on {thing} for", Constraint, "Takes {thing}").check(medicine),
+    // for a week"), taken for what was just said ("for it": not "I'm on
+    // Facebook for work"). No subject: one may take several.
+    rule("i am on {thing} for it|that|this|them", Constraint, "Takes {thing}").check(medicine),
     rule("i take {thing} for|every|each|twice|daily", Constraint, "Takes {thing}").check(medicine),
     rule("put|moved|switched|changed|started me on|onto|to {thing}", Constraint, "Takes {thing}")
         .check(medicine)
@@ -2949,6 +2950,7 @@ mod tests {
             "They moved me to accounts last month.",
             "I take the bus every morning.",
             "I take lunch at noon every day.",
+            "I'm on Facebook for work, mostly.",
         ] {
             let found = facts(said);
             assert!(

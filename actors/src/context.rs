@@ -465,11 +465,7 @@ impl SummarySentences {
                 .into_iter()
                 .filter(|p| p.kind != Kind::Headline)
                 .map(|p| {
-                    let mut stems: Vec<u64> = crate::search::tokens(&p.body)
-                        .map(|w| stem_key(&w))
-                        .collect();
-                    stems.sort_unstable();
-                    stems.dedup();
+                    let stems = stem_keys(&p.body);
                     SummarySentence {
                         key: crate::window::dedup_key(&p.written),
                         said: (p.kind == Kind::Quote).then(|| said_key(&p.body)),
@@ -491,8 +487,17 @@ pub fn stem_key(stem: &str) -> u64 {
     h.finish()
 }
 
+/// The [`stem_key`]s of a text's [`crate::search::tokens`], sorted, once
+/// each: a summary sentence's words, or the words asked.
+pub fn stem_keys(text: &str) -> Vec<u64> {
+    let mut keys: Vec<u64> = crate::search::tokens(text).map(|w| stem_key(&w)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
 /// A retrieved summary as the sentences of it that hold the words asked
-/// (`asked`: [`stem_key`]s of [`crate::search::tokens`], sorted), at most
+/// (`asked`: [`stem_keys`] of the question), at most
 /// `most`, in their order, those holding the most words asked chosen
 /// first: a week or a topic holds the answer in one of its many
 /// sentences, and shown whole it takes the room of the turns that told
@@ -1424,11 +1429,7 @@ mod tests {
              \"My treat on Saturday is the market.\" \"Work was long.\" \"We watched a film.\"",
         );
         let split = SummarySentences::new(&s);
-        let asked = |q: &str| {
-            let mut k: Vec<u64> = crate::search::tokens(q).map(|w| stem_key(&w)).collect();
-            k.sort_unstable();
-            k
-        };
+        let asked = stem_keys;
         type Keys = std::collections::HashSet<u64>;
         let none = Keys::new();
         let excerpt_of = |s: &ConversationSummary,

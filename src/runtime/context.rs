@@ -1053,11 +1053,7 @@ impl Runtime {
         // A day, week or topic of one call reads like its session summary:
         // show the words once.
         let mut seen_sentences = std::collections::HashSet::new();
-        let mut asked: Vec<u64> = recall_actors::search::tokens(&query.text)
-            .map(|w| recall_actors::context::stem_key(&w))
-            .collect();
-        asked.sort_unstable();
-        asked.dedup();
+        let asked = recall_actors::context::stem_keys(&query.text);
         // Turns shown, as hits or as the turn either side of one.
         let mut shown_turns = std::collections::HashSet::new();
         // What was said, once: the same exchange again in another call

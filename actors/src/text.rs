@@ -496,11 +496,30 @@ fn push_sentence(out: &mut Vec<String>, cur: &mut String) {
 pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-' || c == '’'))
         .map(|w| {
-            w.trim_matches(|c: char| c == '\'' || c == '-' || c == '’')
+            let trimmed = w
+                .trim_matches(|c: char| c == '\'' || c == '-' || c == '’')
                 .replace('’', "'")
-                .to_lowercase()
+                .to_lowercase();
+            // A dropped g, as speech is written down ("fishin'",
+            // "volunteerin'"): the word it stands for.
+            if dropped_g(w) {
+                trimmed + "g"
+            } else {
+                trimmed
+            }
         })
         .filter(|w| !w.is_empty())
+}
+
+/// Whether a word is written with its final g dropped: "-in'" after at
+/// least three letters ("goin'", "somethin'"; not "in'" itself).
+fn dropped_g(w: &str) -> bool {
+    let Some(stem) = w.strip_suffix("in'").or_else(|| w.strip_suffix("in’")) else {
+        return false;
+    };
+    stem.chars().count() >= 2
+        && stem.chars().all(|c| c.is_alphabetic())
+        && stem.chars().skip(1).all(|c| c.is_lowercase())
 }
 
 pub(crate) fn content_word(w: &str) -> bool {
@@ -770,6 +789,27 @@ pub fn emotional_tone(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dropped_g_is_read_as_the_word() {
+        let ws: Vec<String> = words("Volunteerin' at the Nimitz, goin’ fishin' in' out").collect();
+        assert_eq!(
+            ws,
+            [
+                "volunteering",
+                "at",
+                "the",
+                "nimitz",
+                "going",
+                "fishing",
+                "in",
+                "out"
+            ]
+        );
+        // a name ending in "in", quoted: only lower-case words drop a g
+        let ws: Vec<String> = words("the word 'RIN'").collect();
+        assert_eq!(ws, ["the", "word", "rin"]);
+    }
 
     #[test]
     fn sentences_split_on_terminators() {

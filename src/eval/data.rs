@@ -99,6 +99,11 @@ const PERSONAS: &[(&str, &str)] = &[
         "holdout_ambrose.txt",
         include_str!("data/holdout_ambrose.txt"),
     ),
+    ("holdout_perla.txt", include_str!("data/holdout_perla.txt")),
+    (
+        "holdout_krista.txt",
+        include_str!("data/holdout_krista.txt"),
+    ),
 ];
 
 /// The small-talk pools, compiled in.
@@ -120,6 +125,10 @@ const POOLS: &[(&str, &str)] = &[
     (
         "talk_holdout11.txt",
         include_str!("data/talk_holdout11.txt"),
+    ),
+    (
+        "talk_holdout12.txt",
+        include_str!("data/talk_holdout12.txt"),
     ),
 ];
 

@@ -1,6 +1,6 @@
 //! Changes of a one-valued part of someone's life (where they live, where
-//! they work, what they drive, which club or sport they do), told in a
-//! turn, and asked about in a question.
+//! they work, what they drive, which club or sport they do, whom they are
+//! with), told in a turn, and asked about in a question.
 //!
 //! "Where do I live now?" rarely shares a word with the turn that answers
 //! it ("We got the keys to a little villa in Port Chalmers"), while the
@@ -32,14 +32,17 @@ impl Subjects {
     pub const WORK: Subjects = Subjects(1 << 1);
     /// What they drive or ride.
     pub const VEHICLE: Subjects = Subjects(1 << 2);
-    /// The club, team, class or sport they do.
+    /// The club, team, class, sport or cause they give their time to.
     pub const PASTIME: Subjects = Subjects(1 << 3);
+    /// Whom they are seeing or living with.
+    pub const PARTNER: Subjects = Subjects(1 << 4);
 
-    const ALL: [(Subjects, &'static str); 4] = [
+    const ALL: [(Subjects, &'static str); 5] = [
         (Subjects::HOME, "\u{1}home"),
         (Subjects::WORK, "\u{1}work"),
         (Subjects::VEHICLE, "\u{1}vehicle"),
         (Subjects::PASTIME, "\u{1}pastime"),
+        (Subjects::PARTNER, "\u{1}partner"),
     ];
 
     pub fn is_empty(self) -> bool {
@@ -85,7 +88,10 @@ const CHANGE: &[&str] = &[
 
 /// Words of change that say the subject by themselves.
 #[rustfmt::skip]
-const HOME_CHANGE: &[&str] = &["moved", "moving", "relocated", "relocating", "move-in", "movers"];
+const HOME_CHANGE: &[&str] = &[
+    "moved", "moving", "relocated", "relocating", "move-in", "movers", "flit", "flitted",
+    "flitting",
+];
 
 #[rustfmt::skip]
 const HOME_NOUNS: &[&str] = &[
@@ -100,6 +106,7 @@ const WORK_NOUNS: &[&str] = &[
     "apprenticeship", "traineeship", "internship", "promotion", "promoted", "redundancy",
     "redundant", "fired", "laid", "resigned", "retired", "retirement", "shift", "shifts",
     "work", "working", "company", "firm", "interview", "offer", "salary", "payroll",
+    "business", "freelance", "self-employed",
 ];
 
 #[rustfmt::skip]
@@ -112,7 +119,29 @@ const VEHICLE_NOUNS: &[&str] = &[
 #[rustfmt::skip]
 const PASTIME_NOUNS: &[&str] = &[
     "club", "team", "league", "class", "classes", "lessons", "choir", "squad", "crew",
-    "sport", "gym", "training", "membership",
+    "sport", "gym", "training", "membership", "volunteer", "volunteering", "volunteers",
+];
+
+#[rustfmt::skip]
+const PARTNER_NOUNS: &[&str] = &[
+    "boyfriend", "girlfriend", "partner", "fiance", "fiancé", "fiancee", "fiancée", "dating",
+    "date", "relationship",
+];
+
+/// How a partner found or lost is told without the nouns: "I'm seeing
+/// someone", "I met somebody", "we broke up", "we're done".
+const PARTNER_PAIRS: &[[&str; 2]] = &[
+    ["seeing", "someone"],
+    ["seeing", "somebody"],
+    ["met", "someone"],
+    ["met", "somebody"],
+    ["asked", "me"],
+    ["going", "out"],
+    ["broke", "up"],
+    ["split", "up"],
+    ["are", "done"],
+    ["we're", "done"],
+    ["dumped", "me"],
 ];
 
 /// The subjects a user's words tell a change of ("we got the keys to the
@@ -131,10 +160,14 @@ pub fn changed_in(user_text: &str) -> Subjects {
     let first_day = ws
         .windows(2)
         .any(|w| w[0] == "first" && matches!(w[1].as_str(), "day" | "week" | "shift"));
+    // "gone out on my own", "set up on my own": a business of one's own.
+    let on_my_own = ws
+        .windows(4)
+        .any(|w| matches!(w[0].as_str(), "out" | "up") && w[1..] == ["on", "my", "own"]);
     if has(HOME_CHANGE) || (has(HOME_NOUNS) && has(CHANGE)) {
         out |= Subjects::HOME;
     }
-    if took_me_on || first_day || (has(WORK_NOUNS) && has(CHANGE)) {
+    if took_me_on || first_day || on_my_own || (has(WORK_NOUNS) && has(CHANGE)) {
         out |= Subjects::WORK;
     }
     if has(VEHICLE_NOUNS) && has(CHANGE) {
@@ -142,6 +175,13 @@ pub fn changed_in(user_text: &str) -> Subjects {
     }
     if has(PASTIME_NOUNS) && has(CHANGE) {
         out |= Subjects::PASTIME;
+    }
+    if (has(PARTNER_NOUNS) && has(CHANGE))
+        || ws
+            .windows(2)
+            .any(|w| PARTNER_PAIRS.contains(&[&w[0], &w[1]].map(String::as_str)))
+    {
+        out |= Subjects::PARTNER;
     }
     out
 }
@@ -174,7 +214,13 @@ const VEHICLE_ASKED: &[&str] = &[
 #[rustfmt::skip]
 const PASTIME_ASKED: &[&str] = &[
     "sport", "sports", "play", "playing", "club", "team", "hobby", "exercise", "training",
-    "train", "league", "class",
+    "train", "league", "class", "volunteer", "volunteering",
+];
+
+#[rustfmt::skip]
+const PARTNER_ASKED: &[&str] = &[
+    "dating", "seeing", "boyfriend", "girlfriend", "partner", "fiance", "fiancé", "fiancee",
+    "fiancée", "relationship",
 ];
 
 /// The subjects a question asks the current or an earlier value of
@@ -198,6 +244,7 @@ pub fn asked_about(question: &str) -> Subjects {
         (WORK_ASKED, Subjects::WORK),
         (VEHICLE_ASKED, Subjects::VEHICLE),
         (PASTIME_ASKED, Subjects::PASTIME),
+        (PARTNER_ASKED, Subjects::PARTNER),
     ] {
         if ws.iter().enumerate().any(|(i, w)| {
             list.contains(&w.as_str()) && !(w == "living" && i > 0 && ws[i - 1] == "a")
@@ -209,11 +256,11 @@ pub fn asked_about(question: &str) -> Subjects {
 }
 
 /// Whether "my"/"our" in a question speaks of the user's own things ("my
-/// job", "our car"), not of someone ("my daughter").
+/// job", "our car") or partner, not of someone else ("my daughter").
 fn mine(ws: &[String]) -> bool {
     ws.windows(2)
         .filter(|w| w[0] == "my" || w[0] == "our")
-        .all(|w| !super::is_relation_word(&w[1]))
+        .all(|w| PARTNER_ASKED.contains(&w[1].as_str()) || !super::is_relation_word(&w[1]))
 }
 
 #[cfg(test)]
@@ -239,6 +286,23 @@ mod tests {
                 Subjects::VEHICLE,
             ),
             ("I joined a fencing club last week.", Subjects::PASTIME),
+            (
+                "I've left Gaz, I've gone out on my own, my own little school.",
+                Subjects::WORK,
+            ),
+            ("We've flitted, hen! South side.", Subjects::HOME),
+            (
+                "Don't judge, I'm kind of seeing someone. She's the lighting tech.",
+                Subjects::PARTNER,
+            ),
+            (
+                "So Colt and I are done, like officially done.",
+                Subjects::PARTNER,
+            ),
+            (
+                "I've started volunteering at the food bank on Tuesdays.",
+                Subjects::PASTIME,
+            ),
         ];
         for (text, want) in cases {
             assert!(changed_in(text).contains(want), "{text:?}");
@@ -261,6 +325,12 @@ mod tests {
             Subjects::VEHICLE
         );
         assert_eq!(asked_about("Which club am I in now?"), Subjects::PASTIME);
+        assert_eq!(
+            asked_about("Who am I dating these days?"),
+            Subjects::PARTNER
+        );
+        // the user's own partner is not "someone else"
+        assert_eq!(asked_about("Who is my girlfriend now?"), Subjects::PARTNER);
         // no word of time: the question's own words rank
         assert!(asked_about("Where do I live?").is_empty());
         // someone else's home
@@ -269,12 +339,16 @@ mod tests {
 
     #[test]
     fn the_terms_are_no_words() {
-        let all = Subjects::HOME | Subjects::WORK | Subjects::VEHICLE | Subjects::PASTIME;
+        let all = Subjects::HOME
+            | Subjects::WORK
+            | Subjects::VEHICLE
+            | Subjects::PASTIME
+            | Subjects::PARTNER;
         for t in all.terms() {
             // a token is letters and digits: none starts so
             assert!(t.starts_with('\u{1}'), "{t:?}");
             assert!(crate::search::tokens(t).all(|w| w != t), "{t:?}");
         }
-        assert_eq!(all.terms().count(), 4);
+        assert_eq!(all.terms().count(), 5);
     }
 }

@@ -767,6 +767,83 @@ fn edible(caps: &Captures) -> bool {
     )
 }
 
+/// Words that name an occupation, as the last word of a role ("a practice
+/// nurse", "kitchen supervisor"): what tells "I'm a nurse" from "I'm a
+/// mess". Words as often said of oneself outside work ("driver", "cook",
+/// "runner") are left out.
+#[rustfmt::skip]
+const OCCUPATIONS: &[&str] = &[
+    "accountant", "actor", "actress", "administrator", "aide", "analyst", "apprentice",
+    "arborist", "architect", "assistant", "attendant", "attorney", "auditor", "baker",
+    "banker", "barber", "barista", "bartender", "beautician", "bookkeeper", "bricklayer",
+    "builder", "butcher", "caregiver", "carer", "caretaker", "carpenter", "cashier", "caterer",
+    "chef", "chemist", "chiropractor", "cleaner", "clerk", "coach", "consultant", "contractor",
+    "coordinator", "counsellor", "counselor", "courier", "curator", "custodian", "deckhand",
+    "dentist", "designer", "detective", "developer", "dietitian", "dispatcher", "doctor",
+    "economist", "editor", "electrician", "engineer", "farmer", "firefighter", "fisherman",
+    "florist", "foreman", "gardener", "geologist", "groomer", "hairdresser", "handyman",
+    "housekeeper", "hygienist", "illustrator", "inspector", "instructor", "intern",
+    "interpreter", "janitor", "journalist", "labourer", "laborer", "landscaper", "lawyer",
+    "lecturer", "librarian", "lifeguard", "locksmith", "machinist", "manager", "mechanic",
+    "midwife", "miner", "nanny", "nurse", "officer", "optician", "optometrist", "painter",
+    "paralegal", "paramedic", "pharmacist", "photographer", "physician", "physiotherapist",
+    "pilot", "plasterer", "plumber", "postman", "postwoman", "priest", "professor",
+    "programmer", "psychologist", "receptionist", "reporter", "researcher", "roofer",
+    "salesman", "saleswoman", "scientist", "secretary", "sergeant", "shopkeeper", "solicitor",
+    "superintendent", "supervisor", "surgeon", "surveyor", "tailor", "teacher", "technician",
+    "therapist", "trainee", "translator", "trucker", "tutor", "veterinarian", "vet", "waiter",
+    "waitress", "welder", "zookeeper",
+];
+
+/// A role said without "a" ("I will be kitchen supervisor", "my son is
+/// nurse in Calgary"): up to two plain words and an occupation, then
+/// nothing or a place or employer after "in", "at", "for", "with", "on".
+fn bare_role(value: &[Tok]) -> bool {
+    let Some(i) = value
+        .iter()
+        .take(3)
+        .position(|t| OCCUPATIONS.contains(&t.lower.as_str()))
+    else {
+        return false;
+    };
+    value[..i].iter().all(|t| {
+        !t.punct
+            && t.lower.chars().all(char::is_alphabetic)
+            && !is_stopword(&t.lower)
+            && !ROLE_JUDGEMENTS.contains(&t.lower.as_str())
+    }) && value
+        .get(i + 1)
+        .is_none_or(|t| matches!(t.lower.as_str(), "in" | "at" | "for" | "with" | "on"))
+}
+
+/// Words that judge how one does a thing, not what one does for a living
+/// ("I'm a terrible teacher").
+const ROLE_JUDGEMENTS: &[&str] = &[
+    "good", "bad", "terrible", "great", "awful", "better", "worse", "lousy", "horrible", "natural",
+    "born", "hopeless", "useless", "decent", "proper", "real", "total",
+];
+
+/// A role that is an occupation ("a nurse", "a dental hygienist in
+/// Truro"), judged by none ("a terrible teacher").
+fn occupation(caps: &Captures) -> bool {
+    standalone_role(caps)
+        && capture(caps, "role").is_some_and(|r| {
+            let words: Vec<String> = r
+                .split_whitespace()
+                .map(|w| {
+                    w.to_lowercase()
+                        .trim_matches(|c: char| !c.is_alphanumeric())
+                        .to_string()
+                })
+                .collect();
+            words
+                .iter()
+                .take(4)
+                .any(|w| OCCUPATIONS.contains(&w.as_str()))
+                && !words.iter().any(|w| ROLE_JUDGEMENTS.contains(&w.as_str()))
+        })
+}
+
 use FactCategory::*;
 
 /// The rules, most specific first: a match takes its words, and a later
@@ -850,6 +927,21 @@ const RULES: &[Rule] = &[
     )
     .anywhere(),
     rule("i am {role} at|for {org}", Occupation, "Is {role} at {org}").about("role"),
+    rule("i am going to be {role} at|for {org}", Occupation, "Will be {role} at {org}")
+        .about("role")
+        .check(occupation),
+    rule("i will be {role} at|for {org}", Occupation, "Will be {role} at {org}")
+        .about("role")
+        .check(occupation),
+    rule("i am going to be {role} $", Occupation, "Will be {role}")
+        .about("role")
+        .check(occupation),
+    rule("i will be {role} $", Occupation, "Will be {role}")
+        .about("role")
+        .check(occupation),
+    rule("i am {role} $", Occupation, "Is {role}")
+        .about("role")
+        .check(occupation),
     rule(
         "i got|landed|accepted a|the new? job|position|offer at|with|from {org}",
         Occupation,
@@ -920,6 +1012,10 @@ const RULES: &[Rule] = &[
     rule("my ~adj {rel} {name} moved to {place}", Relationship, "{rel} {name} lives in {place}")
         .about("{rel}:{name}:home"),
     rule("my ~adj {rel1} is|'s {role}", Relationship, "{rel} is {role}").about("{rel}:role"),
+    // "my daughter, she is a teacher": the pronoun again, as speech has it
+    rule("my ~adj {rel1} ,? he|she is|'s {role}", Relationship, "{rel} is {role}")
+        .about("{rel}:role"),
+    rule("my ~adj {reln} ,? he|she is|'s {role}", Relationship, "{rel} is {role}"),
     rule("my ~adj {rel1} works as {role}", Relationship, "{rel} is {role}").about("{rel}:role"),
     // "my boyfriend's a lineman for the electric company": the role, without
     // a place that no capital names
@@ -940,6 +1036,25 @@ const RULES: &[Rule] = &[
         .about("{rel}"),
     rule("my ~adj {rel1} is|'s {name} $", Relationship, "{rel} is named {name}").about("{rel}"),
     rule("my ~adj {reln} 's name is {name}", Relationship, "Has a {rel} named {name}"),
+    rule("my ~adj {rel1} , his|her name is|'s {name}", Relationship, "{rel} is named {name}")
+        .about("{rel}"),
+    rule("my ~adj {reln} , his|her name is|'s {name}", Relationship, "Has a {rel} named {name}"),
+    rule("the name of my ~adj {rel1} is {name}", Relationship, "{rel} is named {name}")
+        .about("{rel}"),
+    rule("the name of my ~adj {reln} is {name}", Relationship, "Has a {rel} named {name}"),
+    rule("the name of my|our ~adj {pet} is {name}", Biographical, "Has a {pet} named {name}"),
+    // "our youngest, Declan": a child by their place among the children
+    rule(
+        "my|our {word:youngest/eldest/oldest} ,? {name} $",
+        Relationship,
+        "Has a child named {name}",
+    )
+    .anywhere(),
+    rule(
+        "my|our {word:youngest/eldest/oldest} is|'s called|named? {name}",
+        Relationship,
+        "Has a child named {name}",
+    ),
     rule("my ~adj {reln} is|'s called|named {name}", Relationship, "Has a {rel} named {name}"),
     rule(
         "i have|'ve got? a|an ~adj {rel1} named|called {name}",
@@ -1005,6 +1120,7 @@ const RULES: &[Rule] = &[
         Biographical,
         "Has a {pet} named {name}",
     ),
+    rule("i|we have|'ve got? a|an ~adj {pet} , {name} $", Biographical, "Has a {pet} named {name}"),
     rule("i|we have|'ve got? a|an ~adj {pet} $", Biographical, "Has a {pet}"),
     rule("i|we adopted|rescued|got a|an ~adj {pet} $", Biographical, "Has a {pet}"),
     rule("i am a {word:dog/cat} person", Preference, "Is a {word} person"),
@@ -1173,9 +1289,19 @@ struct Compiled {
 }
 
 fn compile(pattern: &'static str) -> Vec<El> {
-    pattern
-        .split_whitespace()
-        .map(|part| {
+    let parts: Vec<&'static str> = pattern.split_whitespace().collect();
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, &part)| {
+            // "my" before a relation is "our" too: parents speak of "our
+            // son", "our eldest".
+            if part == "my" {
+                let next = parts[i + 1..].iter().find(|p| **p != "~adj");
+                if next.is_some_and(|p| matches!(*p, "{rel}" | "{rel1}" | "{reln}")) {
+                    return El::Words(vec!["my", "our"], false);
+                }
+            }
             if part == "$" {
                 return El::End;
             }
@@ -1334,8 +1460,16 @@ fn render(toks: &[Tok]) -> String {
 /// contracted first-person word would read wrong.
 fn render_third_person(toks: &[Tok]) -> Option<String> {
     let mut mapped: Vec<Tok> = Vec::with_capacity(toks.len());
-    for t in toks {
-        match THIRD_PERSON.iter().find(|(w, _)| *w == t.lower) {
+    for (i, t) in toks.iter().enumerate() {
+        // "mine" after a word that is not a verb's is the pit ("the
+        // nickel mine"), not the pronoun ("a friend of mine").
+        let pit = t.lower == "mine"
+            && i > 0
+            && !matches!(
+                toks[i - 1].lower.as_str(),
+                "of" | "is" | "was" | "are" | "were"
+            );
+        match THIRD_PERSON.iter().find(|(w, _)| *w == t.lower && !pit) {
             Some((_, third)) => {
                 if t.text.to_lowercase() != t.lower {
                     return None;
@@ -1392,6 +1526,13 @@ fn proper_run(toks: &[Tok], j: usize, connectors: &[&str]) -> Option<usize> {
 }
 
 fn is_ordinal_day(w: &str) -> bool {
+    if ORDINAL_WORDS.contains(&w)
+        || w.strip_prefix("twenty-")
+            .or_else(|| w.strip_prefix("thirty-"))
+            .is_some_and(|rest| ORDINAL_WORDS[..9].contains(&rest))
+    {
+        return true;
+    }
     let digits = w.trim_end_matches(|c: char| c.is_ascii_alphabetic());
     let suffix = &w[digits.len()..];
     !digits.is_empty()
@@ -1400,6 +1541,15 @@ fn is_ordinal_day(w: &str) -> bool {
         && matches!(suffix, "" | "st" | "nd" | "rd" | "th")
         && digits.parse::<u32>().is_ok_and(|d| (1..=31).contains(&d))
 }
+
+/// A day's ordinal spelled out, as speech is written down ("the twelfth of
+/// June"; "twenty-first" is "twenty-" and one of the first nine).
+#[rustfmt::skip]
+const ORDINAL_WORDS: &[&str] = &[
+    "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth",
+    "tenth", "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth",
+    "seventeenth", "eighteenth", "nineteenth", "twentieth", "thirtieth",
+];
 
 fn is_numeric_date(w: &str) -> bool {
     let parts: Vec<&str> = w.split(['/', '-']).collect();
@@ -1430,6 +1580,10 @@ fn date_end(toks: &[Tok], j: usize) -> Option<usize> {
             month = true;
         } else if !(is_ordinal_day(w)
             || matches!(w, "the" | "of")
+            || (matches!(w, "twenty" | "thirty")
+                && toks
+                    .get(k + 1)
+                    .is_some_and(|n| ORDINAL_WORDS[..9].contains(&n.lower.as_str())))
             || (w.len() == 4 && w.chars().all(|c| c.is_ascii_digit())))
         {
             break;
@@ -1694,7 +1848,9 @@ fn slot_shape(slot: Slot, value: &[Tok]) -> bool {
                         | "pouring"
                 )
         }
-        Slot::Role => matches!(first, "a" | "an") && (2..=5).contains(&value.len()),
+        Slot::Role => {
+            (matches!(first, "a" | "an") && (2..=5).contains(&value.len())) || bare_role(value)
+        }
         Slot::Title => {
             value[0].capitalized() || value.iter().any(|t| BOOKISH.contains(&t.lower.as_str()))
         }
@@ -2326,6 +2482,115 @@ mod tests {
 
     fn contents(text: &str) -> Vec<String> {
         facts(text).into_iter().map(|f| f.content).collect()
+    }
+
+    #[test]
+    fn an_occupation_is_read_with_or_without_its_article() {
+        for (text, want) in [
+            ("I'm a nurse.", "Is a nurse"),
+            (
+                "I'm a dental hygienist in Truro.",
+                "Is a dental hygienist in Truro",
+            ),
+            (
+                "So I'm a driving instructor, I don't think I've said.",
+                "Is a driving instructor",
+            ),
+            (
+                "I will be kitchen supervisor.",
+                "Will be kitchen supervisor",
+            ),
+            (
+                "I'm going to be a practice nurse at Larkfield Surgery, five minutes away.",
+                "Will be a practice nurse at Larkfield Surgery",
+            ),
+        ] {
+            assert_eq!(
+                one(text),
+                (want.to_string(), Some("role".to_string())),
+                "{text:?}"
+            );
+        }
+        assert_eq!(
+            one("My son is nurse in Calgary.").0,
+            "Son is nurse in Calgary"
+        );
+        // what one is like, not what one does
+        for text in [
+            "I'm a terrible teacher.",
+            "I'm a big mess today.",
+            "I'm a mother of three.",
+            "I'm a morning person.",
+        ] {
+            assert!(
+                !got(text).iter().any(|f| f.0 == FactCategory::Occupation),
+                "{text:?}: {:?}",
+                got(text)
+            );
+        }
+    }
+
+    #[test]
+    fn a_mine_is_a_pit_after_a_noun() {
+        assert_eq!(
+            contents("My son is engineer in the nickel mine."),
+            ["Son is engineer in the nickel mine"]
+        );
+    }
+
+    #[test]
+    fn a_day_spelled_out_is_a_date() {
+        for (text, want) in [
+            (
+                "My birthday is the twelfth of June.",
+                "Birthday is the twelfth of June",
+            ),
+            (
+                "My birthday is on June twelfth.",
+                "Birthday is June twelfth",
+            ),
+            (
+                "My birthday is the twenty-first of March.",
+                "Birthday is the twenty-first of March",
+            ),
+            (
+                "My birthday is the twenty first of March.",
+                "Birthday is the twenty first of March",
+            ),
+        ] {
+            assert_eq!(one(text).0, want, "{text:?}");
+        }
+        // an ordinal alone is no date
+        assert!(got("My birthday is the first thing I forget.").is_empty());
+    }
+
+    #[test]
+    fn names_given_after_a_comma_or_as_the_name_of() {
+        for (text, want) in [
+            (
+                "My husband, his name is Ramon, he drives the tour bus.",
+                "Husband is named Ramon",
+            ),
+            ("The name of my husband is Ramon.", "Husband is named Ramon"),
+            (
+                "The name of my cat is Mingming.",
+                "Has a cat named Mingming",
+            ),
+            ("Our son Declan started school.", "Has a son named Declan"),
+            ("Our daughter is called Ava.", "Has a daughter named Ava"),
+            (
+                "Our youngest, Declan, started grade primary.",
+                "Has a child named Declan",
+            ),
+            ("My eldest is called Ava.", "Has a child named Ava"),
+            ("We have a dog, Pickles.", "Has a dog named Pickles"),
+        ] {
+            assert_eq!(one(text).0, want, "{text:?}");
+        }
+        assert_eq!(
+            contents("My sister, she is a teacher in Manila."),
+            ["Sister is a teacher in Manila"]
+        );
     }
 
     fn one(text: &str) -> (String, Option<String>) {

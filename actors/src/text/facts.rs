@@ -759,6 +759,40 @@ fn medicine(caps: &Captures) -> bool {
 /// How many of the most frequent English words no medicine is named by.
 const COMMON_WORDS: u32 = 5_000;
 
+/// A place of work named by its kind ("the hospital", "the care home").
+fn workplace(caps: &Captures) -> bool {
+    capture(caps, "v").is_some_and(|v| {
+        v.split_whitespace().take(3).any(|w| {
+            WORKPLACES.contains(
+                &w.to_lowercase()
+                    .trim_matches(|c: char| !c.is_alphanumeric()),
+            )
+        })
+    })
+}
+
+#[rustfmt::skip]
+const WORKPLACES: &[&str] = &[
+    "hospital", "clinic", "surgery", "home", "school", "factory", "plant", "mine", "mill",
+    "store", "shop", "supermarket", "restaurant", "cafe", "café", "bakery", "hotel", "bank",
+    "office", "warehouse", "lodge", "library", "garage", "farm", "airport", "university",
+    "college", "daycare", "pharmacy", "salon", "site", "depot", "yard", "call", "centre",
+    "center", "museum", "council", "ward", "kitchen", "plant", "refinery", "port", "dock",
+];
+
+/// A course, class or lessons ("an online course in bookkeeping").
+fn course(caps: &Captures) -> bool {
+    capture(caps, "v").is_some_and(|v| {
+        v.split_whitespace().any(|w| {
+            matches!(
+                w.to_lowercase()
+                    .trim_matches(|c: char| !c.is_alphanumeric()),
+                "course" | "class" | "classes" | "lessons" | "workshop" | "certificate"
+            )
+        })
+    })
+}
+
 /// Things one eats or drinks, not "right now".
 fn edible(caps: &Captures) -> bool {
     !matches!(
@@ -898,6 +932,8 @@ const RULES: &[Rule] = &[
     // subject for any, a birthday does not change.)
     rule("my ~adj {rel} 's birthday is|'s on? {date}", Relationship, "{rel}'s birthday is {date}"),
     rule("my ~adj {rel} turns {num} on {date}", Relationship, "{rel}'s birthday is {date}"),
+    rule("{name} 's birthday is|'s on? {date}", Relationship, "{name}'s birthday is {date}"),
+    rule("{name} turns {num} on {date}", Relationship, "{name}'s birthday is {date}"),
     rule("my ~adj {rel} is turning {num} on {date}", Relationship, "{rel}'s birthday is {date}"),
     rule(
         "our|my wedding? anniversary is|'s on? {date}",
@@ -910,6 +946,10 @@ const RULES: &[Rule] = &[
     // --- work
     rule("i work at|for {org}", Occupation, "Works at {org}").about("employer"),
     rule("i am working at|for {org}", Occupation, "Works at {org}").about("employer"),
+    // "I'm working at the hospital now": a workplace no capital names
+    rule("i work|am working at|in the {v}", Occupation, "Works at the {v}")
+        .about("employer")
+        .check(workplace),
     rule("i am employed at|by {org}", Occupation, "Works at {org}").about("employer"),
     rule("i work as {role}", Occupation, "Works as {role}").about("role"),
     rule("i have been {role} for {v}", Occupation, "Has been {role} for {v}").about("role"),
@@ -1027,6 +1067,12 @@ const RULES: &[Rule] = &[
     rule("my ~adj {reln} works as {role}", Relationship, "{rel} is {role}"),
     rule("my ~adj {rel1} works at|for {org}", Relationship, "{rel} works at {org}")
         .about("{rel}:employer"),
+    rule(
+        "my ~adj {rel1} is working|based in|at|for {place}",
+        Relationship,
+        "{rel} works in {place}",
+    )
+    .about("{rel}:employer"),
     rule("my ~adj {rel1} lives in {place}", Relationship, "{rel} lives in {place}")
         .about("{rel}:home"),
     rule("my ~adj {rel1} passed away|died", Milestone, "{rel} passed away").about("{rel}:alive"),
@@ -1045,7 +1091,7 @@ const RULES: &[Rule] = &[
     rule("the name of my|our ~adj {pet} is {name}", Biographical, "Has a {pet} named {name}"),
     // "our youngest, Declan": a child by their place among the children
     rule(
-        "my|our {word:youngest/eldest/oldest} ,? {name} $",
+        "my|our {word:youngest/eldest/oldest/middle} one? ,? {name} $",
         Relationship,
         "Has a child named {name}",
     )
@@ -1056,6 +1102,7 @@ const RULES: &[Rule] = &[
         "Has a child named {name}",
     ),
     rule("my ~adj {reln} is|'s called|named {name}", Relationship, "Has a {rel} named {name}"),
+    rule("my ~adj {reln} is|'s {name} $", Relationship, "Has a {rel} named {name}"),
     rule(
         "i have|'ve got? a|an ~adj {rel1} named|called {name}",
         Relationship,
@@ -1169,6 +1216,12 @@ const RULES: &[Rule] = &[
     ),
     rule("i wake|get up at {v}", Habit, "Wakes up at {v}").about("wake_time"),
     rule("i go to bed at {v}", Habit, "Goes to bed at {v}").about("bed_time"),
+    rule(
+        "i|we go to {v} on|every {word:mondays/tuesdays/wednesdays/thursdays/fridays/saturdays/sundays/monday/tuesday/wednesday/thursday/friday/saturday/sunday/weekends}",
+        Hobby,
+        "Goes to {v} on {word}",
+    ),
+    rule("i am taking a|an {v}", Hobby, "Is taking a {v}").check(course),
     // --- preferences
     rule("my favorite|favourite {thing} is|'s {v}", Preference, "Favorite {thing} is {v}")
         .about("favorite:{thing}"),
@@ -1232,6 +1285,8 @@ const RULES: &[Rule] = &[
         "Has {word}",
     ),
     rule("i have type {num} diabetes", Constraint, "Has type {num} diabetes"),
+    rule("i have {word:high/low} blood pressure", Constraint, "Has {word} blood pressure"),
+    rule("i have high cholesterol", Constraint, "Has high cholesterol"),
     rule("i was diagnosed with {v}", Constraint, "Was diagnosed with {v}"),
     rule("i can not eat|have|drink {v}", Constraint, "Can't {word} {v}").check(edible),
     rule("i do not eat {v}", Constraint, "Doesn't eat {v}").check(edible),
@@ -1484,6 +1539,10 @@ fn render_third_person(toks: &[Tok]) -> Option<String> {
     Some(render(&mapped))
 }
 
+fn t_capitalized(t: Option<&Tok>) -> bool {
+    t.is_some_and(Tok::capitalized)
+}
+
 fn name_token(t: &Tok) -> bool {
     t.capitalized()
         && t.lower != "i"
@@ -1726,6 +1785,26 @@ fn match_slot(
             None
         }
         Slot::Name => {
+            // A title before the name ("Dr. Patel", "Mrs Wilson") is kept.
+            if toks
+                .get(j)
+                .is_some_and(|t| matches!(t.lower.as_str(), "dr" | "mr" | "mrs" | "ms" | "miss"))
+                && t_capitalized(toks.get(j))
+            {
+                let after = if toks.get(j + 1).is_some_and(|t| t.lower == ".") {
+                    j + 2
+                } else {
+                    j + 1
+                };
+                let mut k = after;
+                while k < toks.len() && k - after < 2 && name_token(&toks[k]) {
+                    k += 1;
+                }
+                if k > after {
+                    let title = &toks[j].text;
+                    return with(k, key, format!("{title} {}", render(&toks[after..k])));
+                }
+            }
             let mut k = j;
             while k < toks.len() && k - j < 3 && name_token(&toks[k]) {
                 k += 1;
@@ -2528,6 +2607,42 @@ mod tests {
                 got(text)
             );
         }
+    }
+
+    #[test]
+    fn everyday_statements_of_a_family_and_a_working_life() {
+        for (text, want) in [
+            (
+                "Our middle one, Harper, lost a tooth.",
+                "Has a child named Harper",
+            ),
+            ("My oldest one, Liam, is twelve.", "Has a child named Liam"),
+            (
+                "My husband is working in Fort McMurray.",
+                "Husband works in Fort McMurray",
+            ),
+            (
+                "Harper's birthday is March 3rd.",
+                "Harper's birthday is March 3rd",
+            ),
+            (
+                "Harper turns seven on March 3rd.",
+                "Harper's birthday is March 3rd",
+            ),
+            ("I go to Zumba on Tuesdays.", "Goes to Zumba on tuesdays"),
+            (
+                "I'm taking an online course in bookkeeping.",
+                "Is taking an online course in bookkeeping",
+            ),
+            ("I have high blood pressure.", "Has high blood pressure"),
+            ("My doctor is Dr. Patel.", "Has a doctor named Dr Patel"),
+            ("I'm working at the hospital now.", "Works at the hospital"),
+        ] {
+            assert_eq!(one(text).0, want, "{text:?}");
+        }
+        // a place that is no workplace, a taking that is no course
+        assert!(got("I work in the garden on Sundays.").is_empty());
+        assert!(got("I'm taking a break from all that.").is_empty());
     }
 
     #[test]

@@ -801,8 +801,10 @@ impl Filler<'_> {
 /// budget. Then the other tiers, most important first: facts (newest
 /// extracted first), blocks (most essential first), turns (newest first),
 /// the remaining retrieved items (what the message found is worth more
-/// to its answer than a summary it did not find), summaries (newest
-/// first), skipping what retrieval already shows. An item that does not
+/// to its answer than a summary it did not find), the
+/// `background_context` block when the message found anything (it tells
+/// of the latest days in general, which the found items answer better),
+/// summaries (newest first), skipping what retrieval already shows. An item that does not
 /// fit is skipped, or cut at a sentence boundary to fill the room left
 /// (facts are never cut), and the walk goes on, so a long item never
 /// ends the selection. Linear in the items; copies only handles, and the
@@ -876,8 +878,18 @@ pub fn select(
             }
         }
     }
+    // The `background_context` block tells of the user's latest days in
+    // general; with items the message found, those come first, and the
+    // block takes what they leave. The other blocks (who the agent is,
+    // whom it talks to) come before.
+    let background_later = |it: &ContextItem| {
+        !sel.retrieved.is_empty() && it.source == Source::Block(BlockLabel::BackgroundContext)
+    };
     let mut blocks: Vec<Option<ContextItem>> = vec![None; sel.blocks.len()];
     for (slot, it) in blocks.iter_mut().zip(sel.blocks) {
+        if background_later(it) {
+            continue;
+        }
         match f.place(it, it.source, true, &mut room) {
             Placed::Whole => *slot = Some(it.clone()),
             Placed::Cut(c) => *slot = Some(c),
@@ -916,6 +928,17 @@ pub fn select(
             Placed::Left => {
                 taken.remove(&r.item.source);
             }
+        }
+    }
+
+    for (slot, it) in blocks.iter_mut().zip(sel.blocks) {
+        if !background_later(it) {
+            continue;
+        }
+        match f.place(it, it.source, true, &mut room) {
+            Placed::Whole => *slot = Some(it.clone()),
+            Placed::Cut(c) => *slot = Some(c),
+            Placed::Left => {}
         }
     }
 
@@ -1417,6 +1440,52 @@ mod tests {
         // share 0: retrieval only takes what the other tiers leave
         let c = select(&sel(msg + ranked[0].item.tokens * 2, 0.0), &CharEstimate).unwrap();
         assert!(sources(&c, Tier::Retrieved).is_empty() || c.tokens(Tier::Facts) > 0);
+    }
+
+    #[test]
+    fn what_the_message_found_comes_before_the_background_block() {
+        let f = fixture();
+        let blocks = prepare_blocks(&f.blocks, &CharEstimate);
+        let facts = PreparedFacts::new(&[], "mark", &CharEstimate);
+        let background = blocks
+            .iter()
+            .find(|b| b.source == Source::Block(BlockLabel::BackgroundContext))
+            .unwrap()
+            .tokens;
+        let persona = blocks
+            .iter()
+            .find(|b| b.source == Source::Block(BlockLabel::Persona))
+            .unwrap()
+            .tokens;
+        let hit = retrieved(7, 50, "- [2026-01-05] mark: the dog is called Biscuit");
+        let message = "what is my dog called?";
+        let msg = CharEstimate.count(message);
+        // room for the persona and the hit, not the background as well
+        let budget = msg + persona + hit.item.tokens + background / 4;
+        let chunks: [&[ContextItem]; 0] = [];
+        let ranked = [hit];
+        let mut sel = Selection {
+            blocks: &blocks,
+            facts: &facts,
+            summaries: &chunks,
+            turns: &[],
+            retrieved: &ranked,
+            retrieval_share: 0.0,
+            current_message: message,
+            budget_tokens: budget,
+        };
+        let c = select(&sel, &CharEstimate).unwrap();
+        assert_eq!(
+            sources(&c, Tier::Retrieved),
+            [format!("{}#0", Uuid::from_u128(7))]
+        );
+        assert!(sources(&c, Tier::Blocks).contains(&"persona".to_string()));
+        // the background block takes what is left (cut), not the hit's room
+        assert!(c.tokens(Tier::Blocks) < persona + background);
+        // nothing found: the background block keeps its place before the rest
+        sel.retrieved = &[];
+        let c = select(&sel, &CharEstimate).unwrap();
+        assert!(sources(&c, Tier::Blocks).contains(&"background_context".to_string()));
     }
 
     #[test]

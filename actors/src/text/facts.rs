@@ -777,7 +777,7 @@ const WORKPLACES: &[&str] = &[
     "store", "shop", "supermarket", "restaurant", "cafe", "café", "bakery", "hotel", "bank",
     "office", "warehouse", "lodge", "library", "garage", "farm", "airport", "university",
     "college", "daycare", "pharmacy", "salon", "site", "depot", "yard", "call", "centre",
-    "center", "museum", "council", "ward", "kitchen", "plant", "refinery", "port", "dock",
+    "center", "museum", "council", "ward", "kitchen", "refinery", "port", "dock",
 ];
 
 /// A course, class or lessons ("an online course in bookkeeping").
@@ -1093,13 +1093,13 @@ const RULES: &[Rule] = &[
     rule(
         "my|our {word:youngest/eldest/oldest/middle} one? ,? {name} $",
         Relationship,
-        "Has a child named {name}",
+        "{word} child is named {name}",
     )
     .anywhere(),
     rule(
         "my|our {word:youngest/eldest/oldest} is|'s called|named? {name}",
         Relationship,
-        "Has a child named {name}",
+        "{word} child is named {name}",
     ),
     rule("my ~adj {reln} is|'s called|named {name}", Relationship, "Has a {rel} named {name}"),
     rule("my ~adj {reln} is|'s {name} $", Relationship, "Has a {rel} named {name}"),
@@ -2614,9 +2614,12 @@ mod tests {
         for (text, want) in [
             (
                 "Our middle one, Harper, lost a tooth.",
-                "Has a child named Harper",
+                "Middle child is named Harper",
             ),
-            ("My oldest one, Liam, is twelve.", "Has a child named Liam"),
+            (
+                "My oldest one, Liam, is twelve.",
+                "Oldest child is named Liam",
+            ),
             (
                 "My husband is working in Fort McMurray.",
                 "Husband works in Fort McMurray",
@@ -2695,9 +2698,9 @@ mod tests {
             ("Our daughter is called Ava.", "Has a daughter named Ava"),
             (
                 "Our youngest, Declan, started grade primary.",
-                "Has a child named Declan",
+                "Youngest child is named Declan",
             ),
-            ("My eldest is called Ava.", "Has a child named Ava"),
+            ("My eldest is called Ava.", "Eldest child is named Ava"),
             ("We have a dog, Pickles.", "Has a dog named Pickles"),
         ] {
             assert_eq!(one(text).0, want, "{text:?}");

@@ -663,11 +663,20 @@ fn head_shortlist_popcnt<const N: usize>(
 /// words, lowercased, reduced to their English Snowball stem
 /// ("interviewers" and "interview" meet).
 pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
-    text::words(text).filter_map(|w| {
-        if w.chars().count() < 2 || text::is_stopword(&w) {
-            return None;
-        }
-        Some(stem(&w))
+    text::words(text).flat_map(|w| {
+        let keep = |w: &str| w.chars().count() >= 2 && !text::is_stopword(w);
+        // A hyphened word is also its parts: "brother-in-law" is asked
+        // of as "my wife's brother", "gluten-free" as "no gluten".
+        let parts = w.contains('-').then(|| {
+            w.split('-')
+                .filter(|p| keep(p))
+                .map(stem)
+                .collect::<Vec<_>>()
+        });
+        keep(&w)
+            .then(|| stem(&w))
+            .into_iter()
+            .chain(parts.into_iter().flatten())
     })
 }
 
@@ -2383,6 +2392,23 @@ mod tests {
         assert_eq!(stem("grew"), stem("growing"));
         assert_eq!(stem("bought"), stem("buy"));
         assert!(IRREGULAR.windows(2).all(|w| w[0].0 < w[1].0), "sorted");
+    }
+
+    #[test]
+    fn a_hyphened_word_is_also_its_parts() {
+        let toks: Vec<String> = tokens("my brother-in-law's three-wheeler").collect();
+        // ("in" and "three" are too common to index)
+        assert_eq!(
+            toks,
+            ["brother-in-law", "brother", "law", "three-wheel", "wheeler"]
+        );
+        let mut ix = AgentIndex::default();
+        let a = summary("mark", "The wife's brother came for Sunday dinner.", &[], 0);
+        let b = summary("mark", "We talked about the weather in Lisbon.", &[], 1);
+        ix.put_summary(&a, None);
+        ix.put_summary(&b, None);
+        let hits = ix.search(&query("my brother-in-law", Some("mark")), None, RANK);
+        assert_eq!(hits.first().map(|h| h.id), Some(a.summary_id));
     }
 
     /// A turn of the user's words and the agent's answer, at a fixed time.

@@ -199,10 +199,11 @@ pub struct Ranking {
     /// what was said once.
     pub distinct: bool,
     /// Subjects the query asks the current or an earlier value of
-    /// ([`asked_about`](crate::text::asked_about)): the turns that tell a
-    /// change of them are matched too, each as if it held one more of the
-    /// query's words ("Where do I live now?" finds "we got the keys to
-    /// the flat in Leith").
+    /// ([`asked_about`](crate::text::asked_about)), or asks the user's
+    /// likes or dislikes in ([`feeling_asked`](crate::text::feeling_asked)):
+    /// the turns that tell a change of them, or such a feeling, are matched
+    /// too, each as if it held one more of the query's words ("Where do I
+    /// live now?" finds "we got the keys to the flat in Leith").
     pub changes: Subjects,
 }
 
@@ -989,7 +990,7 @@ impl AgentIndex {
                     words: 0,
                 },
                 &body,
-                crate::text::changed_in(&t.user_message),
+                crate::text::changed_in(&t.user_message) | crate::text::felt_in(&t.user_message),
             );
         }
     }
@@ -2418,6 +2419,37 @@ mod tests {
             agent_response: agent.into(),
             timestamp: DateTime::<Utc>::from_timestamp(1_790_000_000, 0).unwrap(),
         }
+    }
+
+    #[test]
+    fn a_question_of_a_dislike_finds_the_turn_that_told_one() {
+        let mut ix = AgentIndex::default();
+        let turn = |u: &str| said(u, "Oh no.");
+        ix.put_turns(
+            "mark",
+            Uuid::from_u128(1),
+            &[
+                (
+                    0,
+                    turn("Got a burger. No beetroot, I said. Beetroot everywhere. Hate it."),
+                ),
+                (1, turn("The vegetable patch is doing well this year.")),
+                (2, turn("The bins were late again.")),
+            ],
+        );
+        let question = "Which vegetable can't I stand?";
+        let mut q = query(question, Some("mark"));
+        q.kinds = vec![DocKind::Turn];
+        let ranked = |changes: Subjects| -> Vec<u32> {
+            ix.search(&q, None, Ranking { changes, ..RANK })
+                .iter()
+                .filter_map(|h| h.turn.map(|t| t.seq))
+                .collect()
+        };
+        // by its words alone, only the patch
+        assert_eq!(ranked(Subjects::NONE), vec![1]);
+        // asking about a dislike, the turn that told one too
+        assert!(ranked(crate::text::feeling_asked(question)).contains(&0));
     }
 
     #[test]

@@ -10,12 +10,14 @@ use std::collections::{BTreeMap, HashSet};
 
 mod changes;
 mod facts;
+mod feelings;
 
 pub use changes::{asked_about, changed_in, Subjects};
 pub use facts::{
     answered_name, facts, facts_by_sentence, facts_by_sentence_after, is_relation_word, named,
     pronoun_named,
 };
+pub use feelings::{feeling_asked, felt_in};
 
 const STOPWORDS: &[&str] = &[
     "a",

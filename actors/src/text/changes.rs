@@ -20,7 +20,9 @@
 
 use super::words;
 
-/// Subjects whose value changes, as a set.
+/// Subjects a turn tells and a question asks about, as a set: parts of
+/// a life whose value changes, and (in [`super::feelings`]) likes and
+/// dislikes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Subjects(u8);
 
@@ -36,13 +38,19 @@ impl Subjects {
     pub const PASTIME: Subjects = Subjects(1 << 3);
     /// Whom they are seeing or living with.
     pub const PARTNER: Subjects = Subjects(1 << 4);
+    /// Something they love or count their favourite.
+    pub const LIKES: Subjects = Subjects(1 << 5);
+    /// Something they cannot stand.
+    pub const DISLIKES: Subjects = Subjects(1 << 6);
 
-    const ALL: [(Subjects, &'static str); 5] = [
+    const ALL: [(Subjects, &'static str); 7] = [
         (Subjects::HOME, "\u{1}home"),
         (Subjects::WORK, "\u{1}work"),
         (Subjects::VEHICLE, "\u{1}vehicle"),
         (Subjects::PASTIME, "\u{1}pastime"),
         (Subjects::PARTNER, "\u{1}partner"),
+        (Subjects::LIKES, "\u{1}likes"),
+        (Subjects::DISLIKES, "\u{1}dislikes"),
     ];
 
     pub fn is_empty(self) -> bool {

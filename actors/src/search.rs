@@ -664,7 +664,12 @@ fn head_shortlist_popcnt<const N: usize>(
 /// words, lowercased, reduced to their English Snowball stem
 /// ("interviewers" and "interview" meet).
 pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
-    text::words(text).flat_map(|w| {
+    let mut before = String::new();
+    text::words(text).flat_map(move |w| {
+        // "brought up" and "grew up" are said as "raised" too ("Born and
+        // raised").
+        let raised = w == "up" && matches!(before.as_str(), "brought" | "grew" | "growing");
+        before.clone_from(&w);
         let keep = |w: &str| w.chars().count() >= 2 && !text::is_stopword(w);
         // A hyphened word is also its parts: "brother-in-law" is asked
         // of as "my wife's brother", "gluten-free" as "no gluten".
@@ -678,6 +683,7 @@ pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
             .then(|| stem(&w))
             .into_iter()
             .chain(parts.into_iter().flatten())
+            .chain(raised.then(|| stem("raised")))
     })
 }
 
@@ -2410,6 +2416,18 @@ mod tests {
         ix.put_summary(&b, None);
         let hits = ix.search(&query("my brother-in-law", Some("mark")), None, RANK);
         assert_eq!(hits.first().map(|h| h.id), Some(a.summary_id));
+    }
+
+    #[test]
+    fn brought_up_and_grew_up_are_raised() {
+        for text in [
+            "Where was I brought up?",
+            "where I grew up",
+            "Born and raised.",
+        ] {
+            assert!(tokens(text).any(|t| t == stem("raised")), "{text:?}");
+        }
+        assert!(!tokens("I brought it up with him").any(|t| t == stem("raised")));
     }
 
     /// A turn of the user's words and the agent's answer, at a fixed time.

@@ -92,6 +92,7 @@ const CHANGE: &[&str] = &[
     "quit", "quitting", "left", "leaving", "resigned", "joined", "joining", "started",
     "starting", "signed", "signing", "handed", "took", "accepted", "hired", "finally",
     "instead", "anymore", "longer", "first", "gave", "scrapped", "totalled", "transferred",
+    "start", "starts",
 ];
 
 /// Words of change that say the subject by themselves.
@@ -168,6 +169,12 @@ pub fn changed_in(user_text: &str) -> Subjects {
     let first_day = ws
         .windows(2)
         .any(|w| w[0] == "first" && matches!(w[1].as_str(), "day" | "week" | "shift"));
+    // "my notice", "two weeks' notice", "handed in notice": a job left.
+    let notice = ws.windows(2).any(|w| {
+        w[1] == "notice" && matches!(w[0].as_str(), "my" | "weeks" | "weeks'" | "week's" | "in")
+    });
+    // "signed up for ringette": a pastime taken up, whatever it is.
+    let signed_up = ws.windows(2).any(|w| w == ["signed", "up"]);
     // "gone out on my own", "set up on my own": a business of one's own.
     let on_my_own = ws
         .windows(4)
@@ -175,13 +182,13 @@ pub fn changed_in(user_text: &str) -> Subjects {
     if has(HOME_CHANGE) || (has(HOME_NOUNS) && has(CHANGE)) {
         out |= Subjects::HOME;
     }
-    if took_me_on || first_day || on_my_own || (has(WORK_NOUNS) && has(CHANGE)) {
+    if took_me_on || first_day || on_my_own || notice || (has(WORK_NOUNS) && has(CHANGE)) {
         out |= Subjects::WORK;
     }
     if has(VEHICLE_NOUNS) && has(CHANGE) {
         out |= Subjects::VEHICLE;
     }
-    if has(PASTIME_NOUNS) && has(CHANGE) {
+    if signed_up || (has(PASTIME_NOUNS) && has(CHANGE)) {
         out |= Subjects::PASTIME;
     }
     if (has(PARTNER_NOUNS) && has(CHANGE))
@@ -306,6 +313,14 @@ mod tests {
             (
                 "So Colt and I are done, like officially done.",
                 Subjects::PARTNER,
+            ),
+            (
+                "I give my two weeks' notice already, and I start Monday with the agency.",
+                Subjects::WORK,
+            ),
+            (
+                "She's signed up for ringette in the fall.",
+                Subjects::PASTIME,
             ),
             (
                 "I've started volunteering at the food bank on Tuesdays.",

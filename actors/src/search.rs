@@ -996,7 +996,9 @@ impl AgentIndex {
                     words: 0,
                 },
                 &body,
-                crate::text::changed_in(&t.user_message) | crate::text::felt_in(&t.user_message),
+                crate::text::changed_in(&t.user_message)
+                    | crate::text::felt_in(&t.user_message)
+                    | crate::text::occupation_in(&t.user_message),
             );
         }
     }

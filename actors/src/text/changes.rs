@@ -21,8 +21,8 @@
 use super::words;
 
 /// Subjects a turn tells and a question asks about, as a set: parts of
-/// a life whose value changes, and (in [`super::feelings`]) likes and
-/// dislikes.
+/// a life whose value changes, what one does for a living, and (in
+/// [`super::feelings`]) likes and dislikes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Subjects(u8);
 
@@ -42,8 +42,10 @@ impl Subjects {
     pub const LIKES: Subjects = Subjects(1 << 5);
     /// Something they cannot stand.
     pub const DISLIKES: Subjects = Subjects(1 << 6);
+    /// What they do for a living, whether or not it changed.
+    pub const OCCUPATION: Subjects = Subjects(1 << 7);
 
-    const ALL: [(Subjects, &'static str); 7] = [
+    const ALL: [(Subjects, &'static str); 8] = [
         (Subjects::HOME, "\u{1}home"),
         (Subjects::WORK, "\u{1}work"),
         (Subjects::VEHICLE, "\u{1}vehicle"),
@@ -51,6 +53,7 @@ impl Subjects {
         (Subjects::PARTNER, "\u{1}partner"),
         (Subjects::LIKES, "\u{1}likes"),
         (Subjects::DISLIKES, "\u{1}dislikes"),
+        (Subjects::OCCUPATION, "\u{1}occupation"),
     ];
 
     pub fn is_empty(self) -> bool {
@@ -270,6 +273,44 @@ pub fn asked_about(question: &str) -> Subjects {
     out
 }
 
+/// Whether a user's words name an occupation, speaking of themselves
+/// ("I clean teeth all day, dental hygienist, fourteen years"): "What's
+/// my profession?" shares no word with it.
+pub fn occupation_in(user_text: &str) -> Subjects {
+    let ws: Vec<String> = words(user_text).collect();
+    let first_person = ws
+        .iter()
+        .any(|w| matches!(w.as_str(), "i" | "i'm" | "i've" | "my" | "me"));
+    if first_person
+        && ws
+            .iter()
+            .any(|w| super::facts::OCCUPATIONS.contains(&w.as_str()))
+    {
+        Subjects::OCCUPATION
+    } else {
+        Subjects::NONE
+    }
+}
+
+/// Whether a question asks what the user does for a living ("What's my
+/// profession?", "What's my trade?"), not what someone else does.
+pub fn occupation_asked(question: &str) -> Subjects {
+    let ws: Vec<String> = words(question).collect();
+    let asks = ws.iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "profession" | "occupation" | "trade" | "career" | "title" | "vocation"
+        )
+    }) || ws
+        .windows(2)
+        .any(|w| w == ["a", "living"] || w == ["of", "work"]);
+    if asks && mine(&ws) {
+        Subjects::OCCUPATION
+    } else {
+        Subjects::NONE
+    }
+}
+
 /// Whether "my"/"our" in a question speaks of the user's own things ("my
 /// job", "our car") or partner, not of someone else ("my daughter").
 fn mine(ws: &[String]) -> bool {
@@ -358,6 +399,26 @@ mod tests {
         assert!(asked_about("Where do I live?").is_empty());
         // someone else's home
         assert!(asked_about("Where does my brother live now?").is_empty());
+    }
+
+    #[test]
+    fn an_occupation_said_of_oneself_is_tagged_and_asked_for() {
+        assert_eq!(
+            occupation_in("I clean teeth all day, dental hygienist, fourteen years."),
+            Subjects::OCCUPATION
+        );
+        // someone else's, said without a word of the user's own
+        assert!(occupation_in("The nurse was lovely.").is_empty());
+        assert_eq!(
+            occupation_asked("What's my profession?"),
+            Subjects::OCCUPATION
+        );
+        assert_eq!(
+            occupation_asked("What do I do for a living?"),
+            Subjects::OCCUPATION
+        );
+        assert!(occupation_asked("What does my mother do for a living?").is_empty());
+        assert!(occupation_asked("Where do I live?").is_empty());
     }
 
     #[test]

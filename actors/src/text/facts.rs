@@ -806,7 +806,7 @@ fn edible(caps: &Captures) -> bool {
 /// mess". Words as often said of oneself outside work ("driver", "cook",
 /// "runner") are left out.
 #[rustfmt::skip]
-const OCCUPATIONS: &[&str] = &[
+pub(crate) const OCCUPATIONS: &[&str] = &[
     "accountant", "actor", "actress", "administrator", "aide", "analyst", "apprentice",
     "arborist", "architect", "assistant", "attendant", "attorney", "auditor", "baker",
     "banker", "barber", "barista", "bartender", "beautician", "bookkeeper", "bricklayer",

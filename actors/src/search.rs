@@ -996,9 +996,7 @@ impl AgentIndex {
                     words: 0,
                 },
                 &body,
-                crate::text::changed_in(&t.user_message)
-                    | crate::text::felt_in(&t.user_message)
-                    | crate::text::occupation_in(&t.user_message),
+                crate::text::told_in(&t.user_message),
             );
         }
     }

@@ -12,7 +12,9 @@ mod changes;
 mod facts;
 mod feelings;
 
-pub use changes::{asked_about, changed_in, occupation_asked, occupation_in, Subjects};
+pub use changes::{
+    asked_about, asked_in, changed_in, occupation_asked, occupation_in, told_in, Subjects,
+};
 pub use facts::{
     answered_name, facts, facts_by_sentence, facts_by_sentence_after, is_relation_word, named,
     pronoun_named,

@@ -1029,9 +1029,7 @@ impl Runtime {
                     }),
                     distinct: true,
                     // "Where do I live now?": the turns that told a move.
-                    changes: recall_actors::text::asked_about(message)
-                        | recall_actors::text::feeling_asked(message)
-                        | recall_actors::text::occupation_asked(message),
+                    changes: recall_actors::text::asked_in(message),
                     candidates: limit,
                     // A word in more than a twentieth of the agent's
                     // items (said in passing in many calls) ranks little

@@ -160,7 +160,10 @@ const PARTNER_PAIRS: &[[&str; 2]] = &[
 /// new flat", "I handed in my notice", "sold the car", "joined a rowing
 /// club"). Questions tell none.
 pub fn changed_in(user_text: &str) -> Subjects {
-    let ws: Vec<String> = words(user_text).collect();
+    changed_in_words(&words(user_text).collect::<Vec<_>>())
+}
+
+pub(super) fn changed_in_words(ws: &[String]) -> Subjects {
     if ws.is_empty() {
         return Subjects::NONE;
     }
@@ -202,6 +205,19 @@ pub fn changed_in(user_text: &str) -> Subjects {
         out |= Subjects::PARTNER;
     }
     out
+}
+
+/// Everything a user's words tell that the index tags ([`changed_in`],
+/// [`super::felt_in`], [`occupation_in`]), the words split once.
+pub fn told_in(user_text: &str) -> Subjects {
+    let ws: Vec<String> = words(user_text).collect();
+    changed_in_words(&ws) | super::feelings::felt_in_words(&ws) | occupation_in_words(&ws)
+}
+
+/// Everything a question asks that the index tags ([`asked_about`],
+/// [`super::feeling_asked`], [`occupation_asked`]).
+pub fn asked_in(question: &str) -> Subjects {
+    asked_about(question) | super::feeling_asked(question) | occupation_asked(question)
 }
 
 /// Words that ask what holds now, or what held before.
@@ -277,7 +293,10 @@ pub fn asked_about(question: &str) -> Subjects {
 /// ("I clean teeth all day, dental hygienist, fourteen years"): "What's
 /// my profession?" shares no word with it.
 pub fn occupation_in(user_text: &str) -> Subjects {
-    let ws: Vec<String> = words(user_text).collect();
+    occupation_in_words(&words(user_text).collect::<Vec<_>>())
+}
+
+pub(super) fn occupation_in_words(ws: &[String]) -> Subjects {
     let first_person = ws
         .iter()
         .any(|w| matches!(w.as_str(), "i" | "i'm" | "i've" | "my" | "me"));

@@ -64,12 +64,15 @@ fn said(ws: &[String], single: &[&str], pairs: &[[&str; 2]]) -> bool {
 /// The likes and dislikes a user's words tell ("I hate mushrooms", "my
 /// favourite is fried okra", "it tastes like soap to me").
 pub fn felt_in(user_text: &str) -> Subjects {
-    let ws: Vec<String> = words(user_text).collect();
+    felt_in_words(&words(user_text).collect::<Vec<_>>())
+}
+
+pub(super) fn felt_in_words(ws: &[String]) -> Subjects {
     let mut out = Subjects::NONE;
-    if said(&ws, DISLIKE_WORDS, DISLIKE_PAIRS) {
+    if said(ws, DISLIKE_WORDS, DISLIKE_PAIRS) {
         out |= Subjects::DISLIKES;
     }
-    if said(&ws, LIKE_WORDS, LIKE_PAIRS) {
+    if said(ws, LIKE_WORDS, LIKE_PAIRS) {
         out |= Subjects::LIKES;
     }
     out

@@ -664,26 +664,31 @@ fn head_shortlist_popcnt<const N: usize>(
 /// words, lowercased, reduced to their English Snowball stem
 /// ("interviewers" and "interview" meet).
 pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
-    let mut before = String::new();
+    let mut after_grew = false;
     text::words(text).flat_map(move |w| {
+        let keep = |w: &str| w.chars().count() >= 2 && !text::is_stopword(w);
         // "brought up" and "grew up" are said as "raised" too ("Born and
         // raised").
-        let raised = w == "up" && matches!(before.as_str(), "brought" | "grew" | "growing");
-        before.clone_from(&w);
-        let keep = |w: &str| w.chars().count() >= 2 && !text::is_stopword(w);
+        let raised = after_grew && w == "up";
+        after_grew = matches!(w.as_str(), "brought" | "grew" | "growing");
         // A hyphened word is also its parts: "brother-in-law" is asked
-        // of as "my wife's brother", "gluten-free" as "no gluten".
-        let parts = w.contains('-').then(|| {
-            w.split('-')
-                .filter(|p| keep(p))
-                .map(stem)
-                .collect::<Vec<_>>()
+        // of as "my wife's brother", "gluten-free" as "no gluten". (The
+        // rare extra tokens take the one allocation.)
+        let extra = (raised || w.contains('-')).then(|| {
+            let mut more: Vec<String> = if w.contains('-') {
+                w.split('-').filter(|p| keep(p)).map(stem).collect()
+            } else {
+                Vec::new()
+            };
+            if raised {
+                more.push(stem("raised"));
+            }
+            more
         });
         keep(&w)
             .then(|| stem(&w))
             .into_iter()
-            .chain(parts.into_iter().flatten())
-            .chain(raised.then(|| stem("raised")))
+            .chain(extra.into_iter().flatten())
     })
 }
 

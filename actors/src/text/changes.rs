@@ -160,14 +160,61 @@ const PARTNER_PAIRS: &[[&str; 2]] = &[
 /// new flat", "I handed in my notice", "sold the car", "joined a rowing
 /// club"). Questions tell none.
 pub fn changed_in(user_text: &str) -> Subjects {
-    changed_in_words(&words(user_text).collect::<Vec<_>>())
+    let ws: Vec<String> = words(user_text).collect();
+    changed_in_words(&ws, lists_of(&ws))
 }
 
-pub(super) fn changed_in_words(ws: &[String]) -> Subjects {
+/// The word lists the index's tags read, each a bit.
+const IN_CHANGE: u16 = 1;
+const IN_HOME_CHANGE: u16 = 1 << 1;
+const IN_HOME: u16 = 1 << 2;
+const IN_WORK: u16 = 1 << 3;
+const IN_VEHICLE: u16 = 1 << 4;
+const IN_PASTIME: u16 = 1 << 5;
+const IN_PARTNER: u16 = 1 << 6;
+pub(super) const IN_DISLIKE: u16 = 1 << 7;
+pub(super) const IN_LIKE: u16 = 1 << 8;
+const IN_OCCUPATION: u16 = 1 << 9;
+const IN_FIRST_PERSON: u16 = 1 << 10;
+
+/// Each word of the lists with the bits of the lists it is in: a turn's
+/// words are looked up once each, not compared with every list (an index
+/// build reads every turn).
+static LISTS: std::sync::LazyLock<
+    std::collections::HashMap<&'static str, u16, foldhash::fast::FixedState>,
+> = std::sync::LazyLock::new(|| {
+    let mut m = std::collections::HashMap::default();
+    for (list, bit) in [
+        (CHANGE, IN_CHANGE),
+        (HOME_CHANGE, IN_HOME_CHANGE),
+        (HOME_NOUNS, IN_HOME),
+        (WORK_NOUNS, IN_WORK),
+        (VEHICLE_NOUNS, IN_VEHICLE),
+        (PASTIME_NOUNS, IN_PASTIME),
+        (PARTNER_NOUNS, IN_PARTNER),
+        (super::feelings::DISLIKE_WORDS, IN_DISLIKE),
+        (super::feelings::LIKE_WORDS, IN_LIKE),
+        (super::facts::OCCUPATIONS, IN_OCCUPATION),
+        (&["i", "i'm", "i've", "my", "me"], IN_FIRST_PERSON),
+    ] {
+        for w in list {
+            *m.entry(*w).or_insert(0) |= bit;
+        }
+    }
+    m
+});
+
+/// The bits of the lists a turn's words are in.
+pub(super) fn lists_of(ws: &[String]) -> u16 {
+    ws.iter()
+        .fold(0, |a, w| a | LISTS.get(w.as_str()).copied().unwrap_or(0))
+}
+
+pub(super) fn changed_in_words(ws: &[String], lists: u16) -> Subjects {
     if ws.is_empty() {
         return Subjects::NONE;
     }
-    let has = |list: &[&str]| ws.iter().any(|w| list.contains(&w.as_str()));
+    let has = |bit: u16| lists & bit != 0;
     let mut out = Subjects::NONE;
     // "took me on", "first day (week, shift) at": a job started, said
     // without its nouns.
@@ -185,19 +232,19 @@ pub(super) fn changed_in_words(ws: &[String]) -> Subjects {
     let on_my_own = ws
         .windows(4)
         .any(|w| matches!(w[0].as_str(), "out" | "up") && w[1..] == ["on", "my", "own"]);
-    if has(HOME_CHANGE) || (has(HOME_NOUNS) && has(CHANGE)) {
+    if has(IN_HOME_CHANGE) || (has(IN_HOME) && has(IN_CHANGE)) {
         out |= Subjects::HOME;
     }
-    if took_me_on || first_day || on_my_own || notice || (has(WORK_NOUNS) && has(CHANGE)) {
+    if took_me_on || first_day || on_my_own || notice || (has(IN_WORK) && has(IN_CHANGE)) {
         out |= Subjects::WORK;
     }
-    if has(VEHICLE_NOUNS) && has(CHANGE) {
+    if has(IN_VEHICLE) && has(IN_CHANGE) {
         out |= Subjects::VEHICLE;
     }
-    if signed_up || (has(PASTIME_NOUNS) && has(CHANGE)) {
+    if signed_up || (has(IN_PASTIME) && has(IN_CHANGE)) {
         out |= Subjects::PASTIME;
     }
-    if (has(PARTNER_NOUNS) && has(CHANGE))
+    if (has(IN_PARTNER) && has(IN_CHANGE))
         || ws
             .windows(2)
             .any(|w| PARTNER_PAIRS.contains(&[&w[0], &w[1]].map(String::as_str)))
@@ -211,7 +258,10 @@ pub(super) fn changed_in_words(ws: &[String]) -> Subjects {
 /// [`super::felt_in`], [`occupation_in`]), the words split once.
 pub fn told_in(user_text: &str) -> Subjects {
     let ws: Vec<String> = words(user_text).collect();
-    changed_in_words(&ws) | super::feelings::felt_in_words(&ws) | occupation_in_words(&ws)
+    let lists = lists_of(&ws);
+    changed_in_words(&ws, lists)
+        | super::feelings::felt_in_words(&ws, lists)
+        | occupation_in_lists(lists)
 }
 
 /// Everything a question asks that the index tags ([`asked_about`],
@@ -293,18 +343,12 @@ pub fn asked_about(question: &str) -> Subjects {
 /// ("I clean teeth all day, dental hygienist, fourteen years"): "What's
 /// my profession?" shares no word with it.
 pub fn occupation_in(user_text: &str) -> Subjects {
-    occupation_in_words(&words(user_text).collect::<Vec<_>>())
+    occupation_in_lists(lists_of(&words(user_text).collect::<Vec<_>>()))
 }
 
-pub(super) fn occupation_in_words(ws: &[String]) -> Subjects {
-    let first_person = ws
-        .iter()
-        .any(|w| matches!(w.as_str(), "i" | "i'm" | "i've" | "my" | "me"));
-    if first_person
-        && ws
-            .iter()
-            .any(|w| super::facts::OCCUPATIONS.contains(&w.as_str()))
-    {
+/// [`occupation_in`] of the bits of the lists a turn's words are in.
+fn occupation_in_lists(lists: u16) -> Subjects {
+    if lists & IN_FIRST_PERSON != 0 && lists & IN_OCCUPATION != 0 {
         Subjects::OCCUPATION
     } else {
         Subjects::NONE

@@ -13,7 +13,7 @@ use super::{words, Subjects};
 
 /// Words that say a dislike by themselves.
 #[rustfmt::skip]
-const DISLIKE_WORDS: &[&str] = &[
+pub(super) const DISLIKE_WORDS: &[&str] = &[
     "hate", "hated", "hates", "detest", "loathe", "loathed", "disgusting", "gross", "vile",
     "revolting", "dislike", "abide", "yuck", "ugh", "allergic",
 ];
@@ -34,7 +34,7 @@ const DISLIKE_PAIRS: &[[&str; 2]] = &[
 
 /// Words that say a strong liking.
 #[rustfmt::skip]
-const LIKE_WORDS: &[&str] = &[
+pub(super) const LIKE_WORDS: &[&str] = &[
     "favourite", "favorite", "fave", "obsessed", "adore", "addicted", "addiction", "weakness",
 ];
 
@@ -50,29 +50,30 @@ const LIKE_PAIRS: &[[&str; 2]] = &[
     ["i'd", "eat"],
 ];
 
-/// Whether a word of `single` is said, or a pair, with at most one word
-/// between ("tastes exactly like").
-fn said(ws: &[String], single: &[&str], pairs: &[[&str; 2]]) -> bool {
-    ws.iter().any(|w| single.contains(&w.as_str()))
-        || (0..ws.len()).any(|i| {
-            pairs
-                .iter()
-                .any(|[a, b]| ws[i] == *a && ws[i + 1..].iter().take(2).any(|w| w == b))
-        })
+/// Whether a pair is said, with at most one word between ("tastes
+/// exactly like").
+fn said(ws: &[String], pairs: &[[&str; 2]]) -> bool {
+    (0..ws.len()).any(|i| {
+        pairs
+            .iter()
+            .any(|[a, b]| ws[i] == *a && ws[i + 1..].iter().take(2).any(|w| w == b))
+    })
 }
 
 /// The likes and dislikes a user's words tell ("I hate mushrooms", "my
 /// favourite is fried okra", "it tastes like soap to me").
 pub fn felt_in(user_text: &str) -> Subjects {
-    felt_in_words(&words(user_text).collect::<Vec<_>>())
+    let ws: Vec<String> = words(user_text).collect();
+    felt_in_words(&ws, super::changes::lists_of(&ws))
 }
 
-pub(super) fn felt_in_words(ws: &[String]) -> Subjects {
+/// [`felt_in`] of a turn's words and the bits of the lists they are in.
+pub(super) fn felt_in_words(ws: &[String], lists: u16) -> Subjects {
     let mut out = Subjects::NONE;
-    if said(ws, DISLIKE_WORDS, DISLIKE_PAIRS) {
+    if lists & super::changes::IN_DISLIKE != 0 || said(ws, DISLIKE_PAIRS) {
         out |= Subjects::DISLIKES;
     }
-    if said(ws, LIKE_WORDS, LIKE_PAIRS) {
+    if lists & super::changes::IN_LIKE != 0 || said(ws, LIKE_PAIRS) {
         out |= Subjects::LIKES;
     }
     out

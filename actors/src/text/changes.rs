@@ -141,14 +141,13 @@ const PARTNER_NOUNS: &[&str] = &[
 ];
 
 /// How a partner found or lost is told without the nouns: "I'm seeing
-/// someone", "I met somebody", "we broke up", "we're done".
+/// someone", "I met somebody", "we broke up", "we're done" (and, in
+/// three words, "asked me out", "going out with").
 const PARTNER_PAIRS: &[[&str; 2]] = &[
     ["seeing", "someone"],
     ["seeing", "somebody"],
     ["met", "someone"],
     ["met", "somebody"],
-    ["asked", "me"],
-    ["going", "out"],
     ["broke", "up"],
     ["split", "up"],
     ["are", "done"],
@@ -248,6 +247,9 @@ pub(super) fn changed_in_words(ws: &[String], lists: u16) -> Subjects {
         || ws
             .windows(2)
             .any(|w| PARTNER_PAIRS.contains(&[&w[0], &w[1]].map(String::as_str)))
+        || ws
+            .windows(3)
+            .any(|w| w == ["asked", "me", "out"] || w == ["going", "out", "with"])
     {
         out |= Subjects::PARTNER;
     }
@@ -426,6 +428,7 @@ mod tests {
                 "She's signed up for ringette in the fall.",
                 Subjects::PASTIME,
             ),
+            ("Reuben finally asked me out!", Subjects::PARTNER),
             (
                 "I've started volunteering at the food bank on Tuesdays.",
                 Subjects::PASTIME,
@@ -436,6 +439,7 @@ mod tests {
         }
         for text in [
             "It rained all day and the bus was late.",
+            "My boss asked me to stay late, so we're going out for pizza.",
             "My sister called about the weekend.",
             "What do you think about that?",
         ] {

@@ -1514,8 +1514,9 @@ fn render(toks: &[Tok]) -> String {
 fn render_third_person(toks: &[Tok]) -> Option<String> {
     let mut mapped: Vec<Tok> = Vec::with_capacity(toks.len());
     for (i, t) in toks.iter().enumerate() {
-        // "mine" after a word that is not a verb's is the pit ("the
-        // nickel mine"), not the pronoun ("a friend of mine").
+        // "mine" after a word other than "of" or a form of "be" is the
+        // pit ("the nickel mine"), not the pronoun ("a friend of mine",
+        // "it's mine").
         let pit = t.lower == "mine"
             && i > 0
             && !matches!(
@@ -1535,10 +1536,6 @@ fn render_third_person(toks: &[Tok]) -> Option<String> {
         }
     }
     Some(render(&mapped))
-}
-
-fn t_capitalized(t: Option<&Tok>) -> bool {
-    t.is_some_and(Tok::capitalized)
 }
 
 fn name_token(t: &Tok) -> bool {
@@ -1784,11 +1781,9 @@ fn match_slot(
         }
         Slot::Name => {
             // A title before the name ("Dr. Patel", "Mrs Wilson") is kept.
-            if toks
-                .get(j)
-                .is_some_and(|t| matches!(t.lower.as_str(), "dr" | "mr" | "mrs" | "ms" | "miss"))
-                && t_capitalized(toks.get(j))
-            {
+            if toks.get(j).is_some_and(|t| {
+                t.capitalized() && matches!(t.lower.as_str(), "dr" | "mr" | "mrs" | "ms" | "miss")
+            }) {
                 let after = if toks.get(j + 1).is_some_and(|t| t.lower == ".") {
                     j + 2
                 } else {

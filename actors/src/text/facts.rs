@@ -1521,7 +1521,7 @@ fn render_third_person(toks: &[Tok]) -> Option<String> {
             && i > 0
             && !matches!(
                 toks[i - 1].lower.as_str(),
-                "of" | "is" | "was" | "are" | "were"
+                "of" | "is" | "'s" | "was" | "are" | "were"
             );
         match THIRD_PERSON.iter().find(|(w, _)| *w == t.lower && !pit) {
             Some((_, third)) => {

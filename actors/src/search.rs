@@ -199,11 +199,12 @@ pub struct Ranking {
     /// what was said once.
     pub distinct: bool,
     /// Subjects the query asks the current or an earlier value of
-    /// ([`asked_about`](crate::text::asked_about)), or asks the user's
-    /// likes or dislikes in ([`feeling_asked`](crate::text::feeling_asked)):
-    /// the turns that tell a change of them, or such a feeling, are matched
-    /// too, each as if it held one more of the query's words ("Where do I
-    /// live now?" finds "we got the keys to the flat in Leith").
+    /// ([`asked_about`](crate::text::asked_about)), the user's likes or
+    /// dislikes, or what the user does for a living (all three:
+    /// [`asked_in`](crate::text::asked_in)): the turns tagged with them
+    /// ([`told_in`](crate::text::told_in)) are matched too, each as if it
+    /// held one more of the query's words ("Where do I live now?" finds
+    /// "we got the keys to the flat in Leith").
     pub changes: Subjects,
 }
 

@@ -22,7 +22,7 @@ use super::words;
 
 /// Subjects a turn tells and a question asks about, as a set: parts of
 /// a life whose value changes, what one does for a living, and (in
-/// [`super::feelings`]) likes and dislikes.
+/// `text::feelings`) likes and dislikes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Subjects(u8);
 

@@ -2445,6 +2445,15 @@ mod tests {
         }
     }
 
+    /// The turns a query ranks, by their place in the call, with `changes`
+    /// asked about.
+    fn turn_seqs(ix: &AgentIndex, q: &SearchQuery, changes: Subjects) -> Vec<u32> {
+        ix.search(q, None, Ranking { changes, ..RANK })
+            .iter()
+            .filter_map(|h| h.turn.map(|t| t.seq))
+            .collect()
+    }
+
     #[test]
     fn a_question_of_a_dislike_finds_the_turn_that_told_one() {
         let mut ix = AgentIndex::default();
@@ -2464,12 +2473,7 @@ mod tests {
         let question = "Which vegetable can't I stand?";
         let mut q = query(question, Some("mark"));
         q.kinds = vec![DocKind::Turn];
-        let ranked = |changes: Subjects| -> Vec<u32> {
-            ix.search(&q, None, Ranking { changes, ..RANK })
-                .iter()
-                .filter_map(|h| h.turn.map(|t| t.seq))
-                .collect()
-        };
+        let ranked = |changes: Subjects| turn_seqs(&ix, &q, changes);
         // by its words alone, only the patch
         assert_eq!(ranked(Subjects::NONE), vec![1]);
         // asking about a dislike, the turn that told one too
@@ -2496,12 +2500,7 @@ mod tests {
         );
         let mut q = query("Where do I live now?", Some("mark"));
         q.kinds = vec![DocKind::Turn];
-        let ranked = |changes: Subjects| -> Vec<u32> {
-            ix.search(&q, None, Ranking { changes, ..RANK })
-                .iter()
-                .filter_map(|h| h.turn.map(|t| t.seq))
-                .collect()
-        };
+        let ranked = |changes: Subjects| turn_seqs(&ix, &q, changes);
         // by its words alone, only where he lived before
         assert_eq!(ranked(Subjects::NONE), vec![0]);
         // asking about home now, the move too; another user's stays hers,

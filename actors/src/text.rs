@@ -12,14 +12,12 @@ mod changes;
 mod facts;
 mod feelings;
 
-pub use changes::{
-    asked_about, asked_in, changed_in, occupation_asked, occupation_in, told_in, Subjects,
-};
+pub use changes::{asked_about, asked_in, occupation_asked, told_in, Subjects};
 pub use facts::{
     answered_name, facts, facts_by_sentence, facts_by_sentence_after, is_relation_word, named,
     pronoun_named,
 };
-pub use feelings::{feeling_asked, felt_in};
+pub use feelings::feeling_asked;
 
 const STOPWORDS: &[&str] = &[
     "a",

@@ -155,10 +155,8 @@ const PARTNER_PAIRS: &[[&str; 2]] = &[
     ["dumped", "me"],
 ];
 
-/// The subjects a user's words tell a change of ("we got the keys to the
-/// new flat", "I handed in my notice", "sold the car", "joined a rowing
-/// club"). Questions tell none.
-pub fn changed_in(user_text: &str) -> Subjects {
+#[cfg(test)]
+fn changed_in(user_text: &str) -> Subjects {
     let ws: Vec<String> = words(user_text).collect();
     changed_in_words(&ws, lists_of(&ws))
 }
@@ -209,6 +207,10 @@ pub(super) fn lists_of(ws: &[String]) -> u16 {
         .fold(0, |a, w| a | LISTS.get(w.as_str()).copied().unwrap_or(0))
 }
 
+/// The subjects a user's words tell a change of ("we got the keys to the
+/// new flat", "I handed in my notice", "sold the car", "joined a rowing
+/// club"), given with the bits of the lists they are in. Questions tell
+/// none.
 pub(super) fn changed_in_words(ws: &[String], lists: u16) -> Subjects {
     if ws.is_empty() {
         return Subjects::NONE;
@@ -256,8 +258,9 @@ pub(super) fn changed_in_words(ws: &[String], lists: u16) -> Subjects {
     out
 }
 
-/// Everything a user's words tell that the index tags ([`changed_in`],
-/// [`super::felt_in`], [`occupation_in`]), the words split once.
+/// Everything a user's words tell that the index tags (a change of home,
+/// work, vehicle, pastime or partner; a strong like or dislike; an
+/// occupation of their own), the words split and looked up once.
 pub fn told_in(user_text: &str) -> Subjects {
     let ws: Vec<String> = words(user_text).collect();
     let lists = lists_of(&ws);
@@ -341,14 +344,15 @@ pub fn asked_about(question: &str) -> Subjects {
     out
 }
 
-/// Whether a user's words name an occupation, speaking of themselves
-/// ("I clean teeth all day, dental hygienist, fourteen years"): "What's
-/// my profession?" shares no word with it.
-pub fn occupation_in(user_text: &str) -> Subjects {
+#[cfg(test)]
+fn occupation_in(user_text: &str) -> Subjects {
     occupation_in_lists(lists_of(&words(user_text).collect::<Vec<_>>()))
 }
 
-/// [`occupation_in`] of the bits of the lists a turn's words are in.
+/// Whether a user's words name an occupation, speaking of themselves
+/// ("I clean teeth all day, dental hygienist, fourteen years"), by the
+/// bits of the lists they are in: "What's my profession?" shares no word
+/// with it.
 fn occupation_in_lists(lists: u16) -> Subjects {
     if lists & IN_FIRST_PERSON != 0 && lists & IN_OCCUPATION != 0 {
         Subjects::OCCUPATION

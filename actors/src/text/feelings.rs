@@ -60,14 +60,15 @@ fn said(ws: &[String], pairs: &[[&str; 2]]) -> bool {
     })
 }
 
-/// The likes and dislikes a user's words tell ("I hate mushrooms", "my
-/// favourite is fried okra", "it tastes like soap to me").
-pub fn felt_in(user_text: &str) -> Subjects {
+#[cfg(test)]
+fn felt_in(user_text: &str) -> Subjects {
     let ws: Vec<String> = words(user_text).collect();
     felt_in_words(&ws, super::changes::lists_of(&ws))
 }
 
-/// [`felt_in`] of a turn's words and the bits of the lists they are in.
+/// The likes and dislikes a user's words tell ("I hate mushrooms", "my
+/// favourite is fried okra", "it tastes like soap to me"), given with
+/// the bits of the lists they are in.
 pub(super) fn felt_in_words(ws: &[String], lists: u16) -> Subjects {
     let mut out = Subjects::NONE;
     if lists & super::changes::IN_DISLIKE != 0 || said(ws, DISLIKE_PAIRS) {

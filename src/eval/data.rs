@@ -104,6 +104,11 @@ const PERSONAS: &[(&str, &str)] = &[
         "holdout_krista.txt",
         include_str!("data/holdout_krista.txt"),
     ),
+    ("holdout_deise.txt", include_str!("data/holdout_deise.txt")),
+    (
+        "holdout_kelvin.txt",
+        include_str!("data/holdout_kelvin.txt"),
+    ),
 ];
 
 /// The small-talk pools, compiled in.
@@ -129,6 +134,10 @@ const POOLS: &[(&str, &str)] = &[
     (
         "talk_holdout12.txt",
         include_str!("data/talk_holdout12.txt"),
+    ),
+    (
+        "talk_holdout13.txt",
+        include_str!("data/talk_holdout13.txt"),
     ),
 ];
 

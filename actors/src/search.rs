@@ -213,7 +213,7 @@ pub struct Ranking {
 pub struct RelatedWords {
     /// At most this many per query word, the closest the index holds
     /// (each weighted by its similarity, so it counts for less than the
-    /// word itself).
+    /// word itself), and as many again of those in at most two items.
     pub per_word: usize,
     /// Only words at least this close (cosine of their static vectors).
     pub min_similarity: f32,
@@ -660,6 +660,10 @@ fn head_shortlist_popcnt<const N: usize>(
 ) -> Vec<(u32, u32)> {
     head_shortlist_portable(codes, q, keep, admit)
 }
+
+/// A related word in at most this many of an agent's items counts as said
+/// once or twice (see [`AgentIndex::search`]).
+const RARE_RELATED_DF: u32 = 2;
 
 /// The tokens an item is indexed under and a query is split into: content
 /// words, lowercased, reduced to their English Snowball stem
@@ -1323,17 +1327,36 @@ impl AgentIndex {
                 .collect();
             for t in &asked {
                 let near = crate::static_embed::related_stems(t, rel.min_similarity);
-                let held = near
-                    .iter()
-                    .filter_map(|r| {
-                        let &id = self.row_terms.get(&r.row())?;
-                        if asked_ids.contains(&id) {
-                            return None;
-                        }
-                        let df = self.df[id as usize] as f32;
-                        (df > 0.0 && df <= most).then_some((id, r.similarity))
-                    })
-                    .take(rel.per_word);
+                // A relative said only once or twice (a place, a car's
+                // model, a drink by its brand: "Chapel Allerton" for
+                // "neighbourhood", "Micra" for "drive") is what a question
+                // about a part of a life is often after, and the cheapest
+                // to score: such words have `per_word` places of their own,
+                // beside the commoner relatives' (dev 93.2 -> 93.6 % at
+                // 2,000 tokens).
+                let (mut common_left, mut rare_left) = (rel.per_word, rel.per_word);
+                let mut held = Vec::with_capacity(2 * rel.per_word);
+                for r in near.iter() {
+                    if common_left == 0 && rare_left == 0 {
+                        break;
+                    }
+                    let Some(&id) = self.row_terms.get(&r.row()) else {
+                        continue;
+                    };
+                    let df = self.df[id as usize];
+                    if asked_ids.contains(&id) || df == 0 || df as f32 > most {
+                        continue;
+                    }
+                    let left = if df <= RARE_RELATED_DF {
+                        &mut rare_left
+                    } else {
+                        &mut common_left
+                    };
+                    if *left > 0 {
+                        *left -= 1;
+                        held.push((id, r.similarity));
+                    }
+                }
                 for (id, sim) in held {
                     match weighted[own..].iter_mut().find(|w| w.0 == id) {
                         Some(w) => w.1 = (w.1 + sim).min(1.0),
@@ -2422,6 +2445,32 @@ mod tests {
         ix.put_summary(&b, None);
         let hits = ix.search(&query("my brother-in-law", Some("mark")), None, RANK);
         assert_eq!(hits.first().map(|h| h.id), Some(a.summary_id));
+    }
+
+    #[test]
+    fn a_relative_said_once_has_a_place_beside_the_commoner_ones() {
+        // One relative a word: "truck" (closer to "car", in three items)
+        // would take the place of "pontiac" (said once).
+        let mut ix = AgentIndex::default();
+        let once = summary("mark", "The old Pontiac finally died.", &[], 0);
+        ix.put_summary(&once, None);
+        for i in 1..=3 {
+            ix.put_summary(
+                &summary("mark", "A truck blocked the lane again.", &[], i),
+                None,
+            );
+        }
+        let ranking = Ranking {
+            related: Some(RelatedWords {
+                per_word: 1,
+                min_similarity: 0.3,
+                max_postings: 10_000,
+            }),
+            ..RANK
+        };
+        let hits = ix.search(&query("my car", Some("mark")), None, ranking);
+        assert!(hits.iter().any(|h| h.id == once.summary_id), "{hits:?}");
+        assert_eq!(hits.len(), 4, "{hits:?}");
     }
 
     #[test]

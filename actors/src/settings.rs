@@ -393,8 +393,9 @@ pub struct ContextSettings {
     /// Each word of the message also matches up to this many of the words
     /// the user's memory holds that are nearest it in meaning (by the
     /// built-in static word vectors, whatever the embedder): "insect"
-    /// finds "wasp", "city" the city's name. 0 matches the message's own
-    /// words only.
+    /// finds "wasp", "city" the city's name; and as many again of those
+    /// said in at most two of its items ("Micra" for "car"). 0 matches
+    /// the message's own words only.
     #[serde(default = "default_retrieval_related_words")]
     pub retrieval_related_words: usize,
     /// How close a word must be to count as related (cosine of the static

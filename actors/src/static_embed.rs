@@ -261,19 +261,9 @@ impl Table {
 }
 
 /// How many signs each row of `signs` (rows of `q.len()` words) differs
-/// from `q` in.
+/// from `q` in. (Reading the signs, not counting their bits, is what this
+/// costs: the CPU's population count made no difference.)
 fn sign_distances(signs: &[u64], q: &[u64]) -> Vec<u16> {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("popcnt") {
-        // SAFETY: the CPU has the instruction the function is compiled
-        // with (checked just above).
-        return unsafe { sign_distances_popcnt(signs, q) };
-    }
-    sign_distances_portable(signs, q)
-}
-
-#[inline(always)]
-fn sign_distances_portable(signs: &[u64], q: &[u64]) -> Vec<u16> {
     signs
         .chunks_exact(q.len())
         .map(|row| {
@@ -283,15 +273,6 @@ fn sign_distances_portable(signs: &[u64], q: &[u64]) -> Vec<u16> {
                 .sum()
         })
         .collect()
-}
-
-/// The same count with the CPU's population count (without it, counting
-/// a word's bits takes a dozen instructions: most of a word's first
-/// related-words pass).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "popcnt")]
-fn sign_distances_popcnt(signs: &[u64], q: &[u64]) -> Vec<u16> {
-    sign_distances_portable(signs, q)
 }
 
 /// Asks for `bytes` to be brought into the cache, without waiting for

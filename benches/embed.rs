@@ -303,6 +303,7 @@ fn main() {
         related: None,
         distinct: false,
         changes: recall_actors::text::Subjects::NONE,
+        expects: recall_actors::text::Answers::NONE,
     };
     let hybrid = Ranking {
         keyword_weight: 0.5,
@@ -316,6 +317,7 @@ fn main() {
         related: None,
         distinct: false,
         changes: recall_actors::text::Subjects::NONE,
+        expects: recall_actors::text::Answers::NONE,
         ..hybrid
     };
     // Two regimes, 300 rounds each: right after the message's embedding

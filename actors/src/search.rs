@@ -28,7 +28,7 @@ use crate::model::{
     isoformat, ConversationSummary, ConversationTurn, Fact, SummaryType, Visibility,
 };
 use crate::text;
-use crate::text::Subjects;
+use crate::text::{Answers, Subjects};
 
 /// The English Snowball stemmer, shared: it holds no state.
 static STEMMER: LazyLock<rust_stemmers::Stemmer> =
@@ -206,6 +206,11 @@ pub struct Ranking {
     /// held one more of the query's words ("Where do I live now?" finds
     /// "we got the keys to the flat in Leith").
     pub changes: Subjects,
+    /// The kinds of answer the query asks for
+    /// ([`expected_in`](crate::text::expected_in)): among what its words
+    /// found, the items that hold one ([`held_in`](crate::text::held_in))
+    /// are raised, as by one more word too common to find by.
+    pub expects: Answers,
 }
 
 /// How a query's words are widened to the words near them in meaning.
@@ -748,7 +753,8 @@ pub fn without_question_framing(question: &str) -> String {
 /// A lowercased word's stem. Irregular verb forms, which a suffix
 /// stemmer cannot join to their verb ("grew", "bought"), are taken to the
 /// verb first, and the short forms typed chat uses for relations and
-/// days ("gf", "bday") to their word.
+/// days ("gf", "bday") and the homely names of a spouse ("missus",
+/// "hubby") to their word.
 pub fn stem(word: &str) -> String {
     let word = IRREGULAR
         .binary_search_by(|(form, _)| form.cmp(&word))
@@ -759,13 +765,16 @@ pub fn stem(word: &str) -> String {
     STEMMER.stem(word).into_owned()
 }
 
-/// Short forms of relations and days and their word, sorted by form: the
+/// Short and homely forms of relations and days and their word, sorted by form: the
 /// index and the fact rules (`text::facts`) read them as their word.
 pub(crate) const SHORT_FORMS: &[(&str, &str)] = &[
     ("bday", "birthday"),
     ("bf", "boyfriend"),
     ("gf", "girlfriend"),
     ("hubby", "husband"),
+    ("missis", "wife"),
+    ("missus", "wife"),
+    ("wifey", "wife"),
 ];
 
 /// Past forms of common irregular English verbs and their verb, sorted by
@@ -926,6 +935,7 @@ impl AgentIndex {
             },
             &body,
             Subjects::NONE,
+            Answers::NONE,
         );
     }
 
@@ -949,6 +959,7 @@ impl AgentIndex {
             },
             &f.content,
             Subjects::NONE,
+            Answers::NONE,
         );
     }
 
@@ -1007,6 +1018,7 @@ impl AgentIndex {
                 },
                 &body,
                 crate::text::told_in(&t.user_message),
+                crate::text::held_in(&t.user_message),
             );
         }
     }
@@ -1090,10 +1102,11 @@ impl AgentIndex {
         Some(Quantized::new(e, &v.values))
     }
 
-    /// Indexes `doc` under the words of `body` and the terms of the
-    /// subjects it tells a change of (not counted in its length, nor in
-    /// what it says for [`Ranking::distinct`]).
-    fn put(&mut self, mut doc: Doc, body: &str, changes: Subjects) {
+    /// Indexes `doc` under the words of `body`, the terms of the subjects
+    /// it tells a change of and those of the kinds of answer it holds (not
+    /// counted in its length, nor in what it says for
+    /// [`Ranking::distinct`]).
+    fn put(&mut self, mut doc: Doc, body: &str, changes: Subjects, holds: Answers) {
         self.remove(doc.id);
         let mut tf: HashMap<String, u16> = HashMap::new();
         let mut len = 0u32;
@@ -1104,7 +1117,7 @@ impl AgentIndex {
             let n = tf.entry(t).or_insert(0);
             *n = n.saturating_add(1);
         }
-        for t in changes.terms() {
+        for t in changes.terms().chain(holds.terms()) {
             tf.insert(t.to_string(), 1);
         }
         doc.len = len;
@@ -1308,6 +1321,13 @@ impl AgentIndex {
                     }
                 }
                 terms.retain(|t| df(t) <= most);
+            }
+        }
+        // The kinds of answer asked for re-rank as a common word does.
+        for t in ranking.expects.terms() {
+            if let Some(&id) = self.term_ids.get(t) {
+                let df = self.df[id as usize] as f32;
+                common.push((id, (1.0 + (n - df + 0.5) / (df + 0.5)).ln()));
             }
         }
         // Each word counted at its weight: the query's own at 1, a related
@@ -2086,6 +2106,7 @@ mod tests {
         related: None,
         distinct: false,
         changes: Subjects::NONE,
+        expects: Answers::NONE,
         keyword_weight: 0.6,
         candidates: 200,
         max_term_share: 1.0,
@@ -2497,7 +2518,12 @@ mod tests {
     /// The turns a query ranks, by their place in the call, with `changes`
     /// asked about.
     fn turn_seqs(ix: &AgentIndex, q: &SearchQuery, changes: Subjects) -> Vec<u32> {
-        ix.search(q, None, Ranking { changes, ..RANK })
+        turn_seqs_by(ix, q, Ranking { changes, ..RANK })
+    }
+
+    /// The turns a query ranks, by their place in the call, on `ranking`.
+    fn turn_seqs_by(ix: &AgentIndex, q: &SearchQuery, ranking: Ranking) -> Vec<u32> {
+        ix.search(q, None, ranking)
             .iter()
             .filter_map(|h| h.turn.map(|t| t.seq))
             .collect()
@@ -2527,6 +2553,38 @@ mod tests {
         assert_eq!(ranked(Subjects::NONE), vec![1]);
         // asking about a dislike, the turn that told one too
         assert!(ranked(crate::text::feeling_asked(question)).contains(&0));
+    }
+
+    #[test]
+    fn the_turn_that_names_what_is_asked_ranks_first_among_those_about_it() {
+        let mut ix = AgentIndex::default();
+        let turn = |u: &str| said(u, "Oh, lovely.");
+        ix.put_turns(
+            "dee",
+            Uuid::from_u128(1),
+            &[
+                (
+                    0,
+                    turn("My mother rang at six this morning, the whole street heard it."),
+                ),
+                (
+                    1,
+                    turn(
+                        "My mother rang at two her time, asking if I eat. Dona Cida, always awake.",
+                    ),
+                ),
+                (2, turn("The bins were late again.")),
+            ],
+        );
+        let question = "What's my mother called?";
+        let mut q = query(question, Some("dee"));
+        q.kinds = vec![DocKind::Turn];
+        let ranked = |expects: Answers| turn_seqs_by(&ix, &q, Ranking { expects, ..RANK });
+        // by its words alone, the shorter turn first
+        assert_eq!(ranked(Answers::NONE), vec![0, 1]);
+        // asking for a name, the turn that gives one; the tag finds
+        // nothing by itself
+        assert_eq!(ranked(crate::text::expected_in(question)), vec![1, 0]);
     }
 
     #[test]
@@ -2683,6 +2741,7 @@ mod tests {
             Ranking {
                 distinct: true,
                 changes: Subjects::NONE,
+                expects: Answers::NONE,
                 ..few
             },
         );
@@ -2786,6 +2845,7 @@ mod tests {
         related: None,
         distinct: false,
         changes: Subjects::NONE,
+        expects: Answers::NONE,
     };
 
     /// Item `seed`'s vector, a little changed.

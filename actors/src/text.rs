@@ -8,10 +8,12 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 
+mod answers;
 mod changes;
 mod facts;
 mod feelings;
 
+pub use answers::{expected_in, held_in, Answers};
 pub use changes::{asked_about, asked_in, occupation_asked, told_in, Subjects};
 pub use facts::{
     answered_name, facts, facts_by_sentence, facts_by_sentence_after, is_relation_word, named,

@@ -162,6 +162,7 @@ fn a_word_no_item_holds_does_not_prune_the_others() {
         related: None,
         distinct: false,
         changes: recall_actors::text::Subjects::NONE,
+        expects: recall_actors::text::Answers::NONE,
         keyword_weight: 1.0,
         candidates: 40,
         max_term_share: 0.2,

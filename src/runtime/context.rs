@@ -1030,6 +1030,7 @@ impl Runtime {
                     distinct: true,
                     // "Where do I live now?": the turns that told a move.
                     changes: recall_actors::text::asked_in(message),
+                    expects: recall_actors::text::expected_in(message),
                     candidates: limit,
                     // A word in more than a twentieth of the agent's
                     // items (said in passing in many calls) ranks little

@@ -167,6 +167,7 @@ impl Runtime {
             related: None,
             distinct: false,
             changes: recall_actors::text::Subjects::NONE,
+            expects: recall_actors::text::Answers::NONE,
         };
         let mut hits = {
             let ix = index.read().unwrap_or_else(|p| p.into_inner());

@@ -1605,6 +1605,16 @@ const ORDINAL_WORDS: &[&str] = &[
     "seventeenth", "eighteenth", "nineteenth", "twentieth", "thirtieth",
 ];
 
+/// A day of the month written as a number with its suffix ("3rd", "14th"),
+/// or a date in digits ("3/8").
+pub(super) fn is_day_number(w: &str) -> bool {
+    is_numeric_date(w)
+        || w.len() > 2
+            && w.ends_with(|c: char| c.is_ascii_alphabetic())
+            && is_ordinal_day(w)
+            && w.starts_with(|c: char| c.is_ascii_digit())
+}
+
 fn is_numeric_date(w: &str) -> bool {
     let parts: Vec<&str> = w.split(['/', '-']).collect();
     parts.len() >= 2

@@ -109,6 +109,14 @@ const PERSONAS: &[(&str, &str)] = &[
         "holdout_kelvin.txt",
         include_str!("data/holdout_kelvin.txt"),
     ),
+    (
+        "holdout_dottie.txt",
+        include_str!("data/holdout_dottie.txt"),
+    ),
+    (
+        "holdout_fergus.txt",
+        include_str!("data/holdout_fergus.txt"),
+    ),
 ];
 
 /// The small-talk pools, compiled in.
@@ -138,6 +146,10 @@ const POOLS: &[(&str, &str)] = &[
     (
         "talk_holdout13.txt",
         include_str!("data/talk_holdout13.txt"),
+    ),
+    (
+        "talk_holdout14.txt",
+        include_str!("data/talk_holdout14.txt"),
     ),
 ];
 
@@ -652,7 +664,8 @@ fn expand(field: &str) -> Vec<String> {
 }
 
 /// "9 March" → "9 March", "9th March", "9th of March", "March 9",
-/// "March 9th", "Mar 9", "9 Mar".
+/// "March 9th", "Mar 9", "9 Mar", and the day spelled out, as speech is
+/// written down: "ninth of March", "March the ninth", "March ninth".
 fn date_forms(d: &str) -> Vec<String> {
     let Some((day, month)) = d.split_once(' ') else {
         return vec![d.to_string()];
@@ -668,7 +681,7 @@ fn date_forms(d: &str) -> Vec<String> {
         _ => "th",
     };
     let short: String = month.chars().take(3).collect();
-    vec![
+    let mut forms = vec![
         format!("{n} {month}"),
         format!("{n}{suffix} {month}"),
         format!("{n}{suffix} of {month}"),
@@ -677,7 +690,49 @@ fn date_forms(d: &str) -> Vec<String> {
         format!("{month} the {n}{suffix}"),
         format!("{short} {n}"),
         format!("{n} {short}"),
-    ]
+    ];
+    if let Some(spelled) = spelled_ordinal(n) {
+        forms.extend([
+            format!("{spelled} of {month}"),
+            format!("{month} the {spelled}"),
+            format!("{month} {spelled}"),
+        ]);
+    }
+    forms
+}
+
+/// A day of the month as an ordinal word: 3 → "third", 21 →
+/// "twenty-first".
+fn spelled_ordinal(n: u32) -> Option<String> {
+    const ORDINALS: [&str; 20] = [
+        "first",
+        "second",
+        "third",
+        "fourth",
+        "fifth",
+        "sixth",
+        "seventh",
+        "eighth",
+        "ninth",
+        "tenth",
+        "eleventh",
+        "twelfth",
+        "thirteenth",
+        "fourteenth",
+        "fifteenth",
+        "sixteenth",
+        "seventeenth",
+        "eighteenth",
+        "nineteenth",
+        "twentieth",
+    ];
+    match n {
+        1..=20 => Some(ORDINALS[n as usize - 1].to_string()),
+        21..=29 => Some(format!("twenty-{}", ORDINALS[n as usize - 21])),
+        30 => Some("thirtieth".to_string()),
+        31 => Some("thirty-first".to_string()),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -698,6 +753,12 @@ mod tests {
         }
         assert!(expand("@date 11 May").contains(&"11th May".to_string()));
         assert!(expand("@date 3 May").contains(&"May 3rd".to_string()));
+        // spelled out, as a transcript writes what was said
+        let forms = expand("@date 31 December");
+        for f in ["thirty-first of December", "December the thirty-first"] {
+            assert!(forms.iter().any(|x| x == f), "{f} in {forms:?}");
+        }
+        assert!(expand("@date 12 May").contains(&"twelfth of May".to_string()));
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! first. The tag never finds a turn alone. A transcript without capitals
 //! tags no names, and ranks as it would without the tags.
 
-use super::{capitalized, is_date_word, is_stopword, looks_like_name, sentences, trim_token};
+use super::{capitalized, is_date_word, is_stopword, looks_like_name, trim_token};
 
 /// Kinds of answer, as a set.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -51,12 +51,22 @@ impl Answers {
 /// month is named or a day written as a number with its suffix ("the
 /// 3rd") or in digits ("3/8").
 pub fn held_in(user_text: &str) -> Answers {
-    let sentences = sentences(&super::without_media(user_text));
-    let mut inside = Vec::new();
-    let mut initial = Vec::new();
-    for sentence in &sentences {
-        for (i, raw) in sentence.split_whitespace().enumerate() {
+    // One pass over the words, line by line (a line break ends a
+    // sentence), lowercasing only the capitalized ones: every turn indexed
+    // passes through here.
+    let text = super::without_media(user_text);
+    let mut inside: Vec<String> = Vec::new();
+    let mut initial: Vec<(String, &str)> = Vec::new();
+    let mut dated = false;
+    for line in text.lines() {
+        let mut at_start = true;
+        for raw in line.split_whitespace() {
+            let first = at_start;
+            let closed = raw.trim_end_matches(['"', '\u{201d}', '\'', '\u{2019}', ')', ']']);
+            at_start = closed.ends_with(['.', '!', '?'])
+                && !(closed.ends_with('.') && super::ends_in_title(closed));
             let tok = trim_token(raw);
+            dated = dated || is_date(tok);
             if !capitalized(tok) {
                 continue;
             }
@@ -64,7 +74,7 @@ pub fn held_in(user_text: &str) -> Answers {
             if is_stopword(&lower) || is_date_word(&lower) || is_pronoun_i(&lower) {
                 continue;
             }
-            if i == 0 {
+            if first {
                 initial.push((lower, tok));
             } else {
                 inside.push(lower);
@@ -75,13 +85,22 @@ pub fn held_in(user_text: &str) -> Answers {
         || initial
             .iter()
             .any(|(lower, tok)| inside.contains(lower) || looks_like_name(tok));
-    let dated = user_text.split_whitespace().any(|raw| {
-        let tok = trim_token(raw);
-        let lower = tok.to_lowercase();
-        (super::MONTHS[..12].contains(&lower.as_str()) && (lower != "may" || capitalized(tok)))
-            || super::facts::is_day_number(&lower)
-    });
     kinds(named, dated)
+}
+
+/// Whether a word names a month ("may" only written "May") or is a day
+/// written as a number with its suffix or in digits.
+fn is_date(tok: &str) -> bool {
+    match tok.as_bytes().first() {
+        Some(b) if b.is_ascii_digit() => super::facts::is_day_number(&tok.to_ascii_lowercase()),
+        Some(b) if b.is_ascii_alphabetic() && (3..=9).contains(&tok.len()) => {
+            super::MONTHS[..12]
+                .iter()
+                .any(|m| m.eq_ignore_ascii_case(tok))
+                && (!tok.eq_ignore_ascii_case("may") || capitalized(tok))
+        }
+        _ => false,
+    }
 }
 
 /// The set of a name, a date, both or neither.

@@ -730,10 +730,27 @@ fn played(caps: &Captures) -> bool {
 fn liked(caps: &Captures) -> bool {
     let v = capture(caps, "v").unwrap_or_default().to_lowercase();
     let last = v.split_whitespace().last().unwrap_or_default();
-    !matches!(
-        first_word(caps, "v").as_str(),
-        "hearing" | "talking" | "chatting" | "being" | "speaking" | "working"
-    ) && !matches!(
+    let first = first_word(caps, "v");
+    // "I hate myself", "I love you": a feeling about someone, not a taste;
+    // "I like to think …", "I hate to say …": a way of saying something.
+    let hedge = first == "to"
+        && matches!(
+            v.split_whitespace().nth(1).unwrap_or_default(),
+            "think" | "believe" | "imagine" | "say" | "admit" | "tell" | "bother" | "interrupt"
+                | "complain" | "ask"
+        );
+    let person = matches!(
+        first.as_str(),
+        "myself" | "yourself" | "himself" | "herself" | "ourselves" | "themselves" | "you"
+            | "him" | "her" | "me" | "us"
+    );
+    !hedge
+        && !person
+        && !matches!(
+            first.as_str(),
+            "hearing" | "talking" | "chatting" | "being" | "speaking" | "working"
+        )
+        && !matches!(
         last,
         "that" | "this" | "it" | "them" | "those" | "these" | "idea" | "plan" | "suggestion"
     )
@@ -2913,6 +2930,20 @@ mod tests {
             contents("I love hiking but I hate running in the rain."),
             ["Loves hiking", "Dislikes running in the rain"]
         );
+        // a feeling about someone, and a way of saying something, are no
+        // tastes
+        for text in [
+            "I hum it in the shower. I hate myself.",
+            "He's a dentist now, and I like to think she inspired him.",
+            "I hate to say it, but he was right.",
+        ] {
+            assert!(
+                !contents(text).iter().any(|c| c.starts_with("Likes")
+                    || c.starts_with("Dislikes")),
+                "{text}"
+            );
+        }
+        assert_eq!(contents("I like to swim."), ["Likes to swim"]);
         assert_eq!(
             one("My favourite band is Radiohead."),
             (

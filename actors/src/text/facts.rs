@@ -727,23 +727,29 @@ fn played(caps: &Captures) -> bool {
 
 /// Something one likes, not a feeling about the conversation ("I like
 /// hearing that", "I like the sound of that").
+/// Verbs after "I like to" or "I hate to" that say something rather than
+/// a taste ("I like to think she inspired him").
+#[rustfmt::skip]
+const SAYING: &[&str] = &[
+    "think", "believe", "imagine", "say", "admit", "tell", "bother", "interrupt", "complain",
+    "ask",
+];
+
+/// Someone, as what is loved or hated: no taste.
+#[rustfmt::skip]
+const SOMEONE: &[&str] = &[
+    "myself", "yourself", "himself", "herself", "ourselves", "themselves", "you", "him", "her",
+    "me", "us",
+];
+
 fn liked(caps: &Captures) -> bool {
     let v = capture(caps, "v").unwrap_or_default().to_lowercase();
     let last = v.split_whitespace().last().unwrap_or_default();
     let first = first_word(caps, "v");
     // "I hate myself", "I love you": a feeling about someone, not a taste;
     // "I like to think …", "I hate to say …": a way of saying something.
-    let hedge = first == "to"
-        && matches!(
-            v.split_whitespace().nth(1).unwrap_or_default(),
-            "think" | "believe" | "imagine" | "say" | "admit" | "tell" | "bother" | "interrupt"
-                | "complain" | "ask"
-        );
-    let person = matches!(
-        first.as_str(),
-        "myself" | "yourself" | "himself" | "herself" | "ourselves" | "themselves" | "you"
-            | "him" | "her" | "me" | "us"
-    );
+    let hedge = first == "to" && SAYING.contains(&v.split_whitespace().nth(1).unwrap_or_default());
+    let person = SOMEONE.contains(&first.as_str());
     !hedge
         && !person
         && !matches!(
@@ -751,9 +757,9 @@ fn liked(caps: &Captures) -> bool {
             "hearing" | "talking" | "chatting" | "being" | "speaking" | "working"
         )
         && !matches!(
-        last,
-        "that" | "this" | "it" | "them" | "those" | "these" | "idea" | "plan" | "suggestion"
-    )
+            last,
+            "that" | "this" | "it" | "them" | "those" | "these" | "idea" | "plan" | "suggestion"
+        )
 }
 
 /// A language (capitalized).
@@ -2938,8 +2944,9 @@ mod tests {
             "I hate to say it, but he was right.",
         ] {
             assert!(
-                !contents(text).iter().any(|c| c.starts_with("Likes")
-                    || c.starts_with("Dislikes")),
+                !contents(text)
+                    .iter()
+                    .any(|c| c.starts_with("Likes") || c.starts_with("Dislikes")),
                 "{text}"
             );
         }

@@ -725,8 +725,6 @@ fn played(caps: &Captures) -> bool {
     )
 }
 
-/// Something one likes, not a feeling about the conversation ("I like
-/// hearing that", "I like the sound of that").
 /// Verbs after "I like to" or "I hate to" that say something rather than
 /// a taste ("I like to think she inspired him").
 #[rustfmt::skip]
@@ -742,6 +740,8 @@ const SOMEONE: &[&str] = &[
     "me", "us",
 ];
 
+/// Something one likes, not a feeling about the conversation ("I like
+/// hearing that", "I like the sound of that").
 fn liked(caps: &Captures) -> bool {
     let v = capture(caps, "v").unwrap_or_default().to_lowercase();
     let last = v.split_whitespace().last().unwrap_or_default();

@@ -21,8 +21,10 @@
 //!   adds when the vector is not cached, reported beside it;
 //! - `Runtime::context` on the local model (100 ended calls of ten turns,
 //!   2,000 tokens): with a new message (its vector made within the read),
-//!   the same message again (its vector kept) and no message, interleaved,
-//!   and the message's embedding alone.
+//!   the same message again (its vector kept), a new message prepared 50 ms
+//!   before the read (`Runtime::prepare_message`) and one prepared just
+//!   before it, and no message, interleaved; and the message's embedding
+//!   alone.
 //!
 //! Run with `scripts/fetch-model && cargo bench --features local-embed --bench embed`.
 
@@ -458,6 +460,7 @@ fn context_reads(dir: &str, model: &LocalEmbed) {
     );
     let (mut made, mut kept, mut none, mut embed) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut prepared, mut at_once) = (Vec::new(), Vec::new());
     for i in 0..220 {
         let message = format!("{}, the {i}th time I ask?", QUESTIONS[i % 8]);
         let time = |m: &str| {
@@ -472,6 +475,17 @@ fn context_reads(dir: &str, model: &LocalEmbed) {
         let a = time(&message);
         let b = time(&message);
         let c = time("");
+        // Prepared as a voice server does when its speech-to-text has the
+        // user's words, before the end of their turn is settled (pipecat's
+        // VAD waits 0.8 s of silence by default; 50 ms here).
+        let early = format!("{}, the {i}th time, prepared?", QUESTIONS[i % 8]);
+        rt.prepare_message(&early).expect("prepare");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let p = time(&early);
+        // Prepared and read at once: the read awaits the one forward pass.
+        let now = format!("{}, the {i}th time, prepared just now?", QUESTIONS[i % 8]);
+        rt.prepare_message(&now).expect("prepare");
+        let q = time(&now);
         let t = Instant::now();
         black_box(
             model
@@ -482,6 +496,8 @@ fn context_reads(dir: &str, model: &LocalEmbed) {
         if i >= 20 {
             made.push(a);
             kept.push(b);
+            prepared.push(p);
+            at_once.push(q);
             none.push(c);
             embed.push(e);
         }
@@ -489,6 +505,15 @@ fn context_reads(dir: &str, model: &LocalEmbed) {
     let (made, kept, none) = (figures(made), figures(kept), figures(none));
     line("context, a new message (its vector made in the read)", made);
     line("context, the same message again (its vector kept)", kept);
+    let prepared = figures(prepared);
+    line(
+        "context, a new message prepared 50 ms before (prepare_message)",
+        prepared,
+    );
+    line(
+        "context, a new message prepared just before (its vector awaited)",
+        figures(at_once),
+    );
     line("context without a message (baseline)", none);
     line("  the message's embedding alone", figures(embed));
     println!(
@@ -497,6 +522,11 @@ fn context_reads(dir: &str, model: &LocalEmbed) {
         made.1 / none.1,
         kept.0 / none.0,
         kept.1 / none.1
+    );
+    println!(
+        "ratio prepared / no message: p50 {:.1}x, p99 {:.1}x",
+        prepared.0 / none.0,
+        prepared.1 / none.1
     );
     let _ = tokio.block_on(rt.shutdown());
 }

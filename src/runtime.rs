@@ -428,6 +428,7 @@ impl RuntimeBuilder {
                 reader: std::sync::RwLock::new(Some(reader)),
                 embed,
                 query_vectors: Arc::new(context::QueryVectors::new(1024)),
+                tokio: tokio::runtime::Handle::current(),
                 reembed: watch::Sender::new(reembed::ReembedProgress::default()),
                 live_topics,
                 rollup_stats,
@@ -463,6 +464,9 @@ struct Inner {
     embed: Arc<dyn Embed>,
     /// Messages' vectors, for retrieval by meaning.
     query_vectors: Arc<context::QueryVectors>,
+    /// The tokio runtime the actors run on: for work started from calls
+    /// that may come from outside it ([`Runtime::prepare_message`]).
+    tokio: tokio::runtime::Handle,
     /// Re-embedding of what another embedder embedded.
     reembed: watch::Sender<reembed::ReembedProgress>,
     live_topics: Arc<LiveTopics>,

@@ -31,6 +31,8 @@ enum Mode {
     /// The second vector one number shorter.
     Ragged,
     NotJson,
+    /// Good, after 300 ms.
+    Slow,
 }
 
 #[derive(Clone)]
@@ -70,6 +72,7 @@ async fn embeddings(
         .collect();
     match mode {
         Mode::Good => {}
+        Mode::Slow => tokio::time::sleep(std::time::Duration::from_millis(300)).await,
         Mode::Status500 => {
             return (StatusCode::INTERNAL_SERVER_ERROR, "model not loaded").into_response()
         }
@@ -251,6 +254,66 @@ async fn a_runtime_embeds_topics_and_searches_through_the_server() -> Res {
         .await
         .expect_err("no query vector");
     assert!(matches!(err, recall::RecallError::Embed(_)), "{err:?}");
+    rt.shutdown().await?;
+    Ok(())
+}
+
+/// A message prepared ahead of the context read (as a voice server does
+/// with the user's words before their turn ends) is embedded once: the
+/// read that follows awaits that request, and later reads find its
+/// vector kept. A message too long is refused and asks for nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_prepared_ahead_is_embedded_once_for_the_read() -> Res {
+    let fake = Fake::start().await;
+    let dir = tempfile::tempdir()?;
+    let mut s = Settings::for_test();
+    s.embed.kind = EmbedKind::Openai;
+    s.embed.openai = fake.settings(16);
+    s.context.query_embed_timeout_ms = 5_000;
+    s.session.max_message_chars = 200;
+    let rt = RuntimeBuilder::new(dir.path()).settings(s).start().await?;
+    rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn(
+        "c1",
+        "We are planning a sailing weekend in Porto",
+        "Sounds lovely",
+    )?;
+    rt.end_session("c1")?;
+    rt.wait_idle().await?;
+    let asked = |message: &str| {
+        fake.seen()
+            .iter()
+            .filter(|(_, b)| b["input"] == json!([message]))
+            .count()
+    };
+
+    fake.set(Mode::Slow);
+    let message = "Where is the sailing weekend?";
+    rt.prepare_message(message)?;
+    rt.prepare_message(&format!("  {message}\n"))?;
+    let ctx = rt.context("kairix", "mark", message, 2_000).await?;
+    assert!(
+        ctx.to_messages()
+            .iter()
+            .any(|m| m.content.contains("Porto")),
+        "{ctx:?}"
+    );
+    assert_eq!(asked(message), 1, "one request for the prepared message");
+    fake.set(Mode::Good);
+    rt.context("kairix", "mark", message, 2_000).await?;
+    assert_eq!(asked(message), 1, "the vector was kept");
+
+    // refused whole: nothing is asked of the server
+    let long = "sail ".repeat(50);
+    let err = rt.prepare_message(&long).expect_err("too long");
+    assert!(
+        matches!(
+            err,
+            recall::RecallError::Input(recall::InputError::TooLong { .. })
+        ),
+        "{err:?}"
+    );
+    assert_eq!(asked(long.trim()), 0);
     rt.shutdown().await?;
     Ok(())
 }

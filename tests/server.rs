@@ -791,6 +791,25 @@ async fn a_websocket_stream_records_turns_and_ends_on_close() -> Res {
     assert_eq!(ack["session_id"], sid.as_str());
     let ack = exchange(&mut ws, r#"{"type":"touch"}"#).await?;
     assert_eq!(ack["type"], "ack");
+    // the user's words before their turn ends: a touch (and, on an
+    // embedder that captures meaning, the read's vector made ahead)
+    let ack = exchange(
+        &mut ws,
+        r#"{"type":"heard","id":2,"user_message":"What was the offer"}"#,
+    )
+    .await?;
+    assert_eq!(
+        (ack["type"].as_str(), ack["id"].as_i64()),
+        (Some("ack"), Some(2))
+    );
+    let err = exchange(
+        &mut ws,
+        r#"{"type":"heard","user_message":"so","agent_response":"no"}"#,
+    )
+    .await?;
+    assert_eq!(error_code(&err), "invalid_json");
+    let err = exchange(&mut ws, r#"{"type":"heard"}"#).await?;
+    assert_eq!(error_code(&err), "invalid_json");
     // bad frames get error frames; the stream goes on
     let err = exchange(&mut ws, r#"{"type":"turn","user_message":"#).await?;
     assert_eq!(

@@ -160,11 +160,20 @@ type HeldVectors = (
     std::collections::VecDeque<String>,
 );
 
+/// A message's vector being made: every read of the message awaits the
+/// one forward pass.
+type MakingVector =
+    futures::future::Shared<futures::future::BoxFuture<'static, Option<Arc<StoredVector>>>>;
+
 /// Messages' vectors, by their text, most recent kept: a vector that came
-/// too late for one read serves the next read of the same message.
+/// too late for one read serves the next read of the same message, and a
+/// vector asked for ahead of the read ([`Runtime::prepare_message`]) serves
+/// the read that follows.
 pub(super) struct QueryVectors {
     capacity: usize,
     held: std::sync::Mutex<HeldVectors>,
+    /// Vectors being made, by text; a job leaves once its vector is held.
+    making: std::sync::Mutex<HashMap<String, MakingVector>>,
 }
 
 impl QueryVectors {
@@ -172,6 +181,7 @@ impl QueryVectors {
         QueryVectors {
             capacity: capacity.max(1),
             held: std::sync::Mutex::new((HashMap::new(), std::collections::VecDeque::new())),
+            making: std::sync::Mutex::new(HashMap::new()),
         }
     }
 
@@ -1198,54 +1208,121 @@ impl Runtime {
 
 impl Runtime {
     /// The message's vector, from an embedder that captures meaning: kept
-    /// from an earlier read, or made now if it comes within
+    /// from an earlier read or a [`Runtime::prepare_message`], or made now
+    /// (or awaited, when already being made) if it comes within
     /// `context.query_embed_timeout_ms` (it is kept when it comes later).
     /// `None` ranks by words alone.
     async fn query_vector(&self, message: &str) -> Option<Arc<StoredVector>> {
-        let embed = self.inner.embed.clone();
-        if !embed.captures_meaning() {
-            return None;
-        }
-        let text = message.trim();
-        if let Some(v) = self.inner.query_vectors.get(text) {
-            metrics::counter!("recall_query_vectors_total", "source" => "cache").increment(1);
-            return Some(v);
-        }
-        let cache = self.inner.query_vectors.clone();
-        let key = text.to_string();
-        let job = tokio::spawn(async move {
-            let started = std::time::Instant::now();
-            let res = embed.embed(vec![key.clone()]).await;
-            metrics::histogram!("recall_query_embed_seconds")
-                .record(started.elapsed().as_secs_f64());
-            match res {
-                Ok(mut v) => {
-                    let v = StoredVector {
-                        embedder: embed.name().to_string(),
-                        values: v.pop()?,
-                    };
-                    cache.put(key.clone(), v);
-                    cache.get(&key)
-                }
-                Err(err) => {
-                    tracing::warn!(error = %err, "no vector for the message; retrieval ranks by words");
-                    None
-                }
+        let (job, source) = match self.vector_job(message.trim())? {
+            Ok(v) => {
+                metrics::counter!("recall_query_vectors_total", "source" => "cache").increment(1);
+                return Some(v);
             }
-        });
+            Err(job) => job,
+        };
         let wait =
             std::time::Duration::from_millis(self.inner.settings.context.query_embed_timeout_ms);
         match tokio::time::timeout(wait, job).await {
-            Ok(Ok(v)) => {
-                metrics::counter!("recall_query_vectors_total", "source" => "made").increment(1);
+            Ok(v) => {
+                metrics::counter!("recall_query_vectors_total", "source" => source).increment(1);
                 v
             }
-            Ok(Err(_)) => None,
             Err(_) => {
                 metrics::counter!("recall_query_vectors_total", "source" => "late").increment(1);
                 None
             }
         }
+    }
+
+    /// Starts making the vector of `text` unless it is held or being made:
+    /// `None` when the embedder does not capture meaning (or the text is
+    /// empty); else the held vector, or the job making it and whether this
+    /// call started it (`"made"`) or found it started (`"prepared"`).
+    /// The job runs to its end whoever waits for it, and its vector is
+    /// held for the reads after it.
+    fn vector_job(
+        &self,
+        text: &str,
+    ) -> Option<Result<Arc<StoredVector>, (MakingVector, &'static str)>> {
+        use futures::FutureExt;
+        let embed = self.inner.embed.clone();
+        if !embed.captures_meaning() || text.is_empty() {
+            return None;
+        }
+        let vectors = &self.inner.query_vectors;
+        if let Some(v) = vectors.get(text) {
+            return Some(Ok(v));
+        }
+        // Under the lock of the jobs, the held vectors are looked at
+        // again: a job holds its vector before it leaves the jobs, so a
+        // text in neither has no vector coming.
+        let mut making = vectors.making.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(job) = making.get(text) {
+            return Some(Err((job.clone(), "prepared")));
+        }
+        if let Some(v) = vectors.get(text) {
+            return Some(Ok(v));
+        }
+        let held = self.inner.query_vectors.clone();
+        let key = text.to_string();
+        let task = self.inner.tokio.spawn(async move {
+            let started = std::time::Instant::now();
+            let res = embed.embed(vec![key.clone()]).await;
+            metrics::histogram!("recall_query_embed_seconds")
+                .record(started.elapsed().as_secs_f64());
+            let v = match res {
+                Ok(mut v) => v.pop().map(|values| StoredVector {
+                    embedder: embed.name().to_string(),
+                    values,
+                }),
+                Err(err) => {
+                    tracing::warn!(error = %err, "no vector for the message; retrieval ranks by words");
+                    None
+                }
+            };
+            if let Some(v) = v {
+                held.put(key.clone(), v);
+            }
+            let v = held.get(&key);
+            held.making
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&key);
+            v
+        });
+        let job: MakingVector = task.map(|r| r.ok().flatten()).boxed().shared();
+        making.insert(text.to_string(), job.clone());
+        Some(Err((job, "made")))
+    }
+
+    /// Starts the work a context read with this message would do first and
+    /// that depends on the message alone — its vector, and its words'
+    /// related words — so that the read finds it done: for a voice server to
+    /// call with the user's words as soon as its speech-to-text has them,
+    /// before the end of the user's turn is settled (the read's message
+    /// must be the same text, spaces around it aside). Returns at once.
+    /// No vector is made on an embedder whose vectors cost no more than a
+    /// lookup (hashing, static), or for a message already prepared or
+    /// read. Callable from any thread. `TooLong` past
+    /// `session.max_message_chars`.
+    pub fn prepare_message(&self, message: &str) -> Result<(), RecallError> {
+        self.check_message("message", message)?;
+        if let Some(Err((_, "made"))) = self.vector_job(message.trim()) {
+            metrics::counter!("recall_query_vectors_prepared_total").increment(1);
+        }
+        // Its words' related words, worked out once per word and kept for
+        // every agent: off the read too.
+        let settings = &self.inner.settings.context;
+        if settings.retrieval_related_words > 0 {
+            let similarity = settings.retrieval_related_similarity;
+            let words: Vec<String> = recall_actors::search::tokens(message).collect();
+            self.inner.tokio.spawn_blocking(move || {
+                for w in words {
+                    recall_actors::static_embed::related_stems(&w, similarity);
+                }
+            });
+        }
+        Ok(())
     }
 }
 

@@ -24,7 +24,8 @@ pub struct StreamQuery {
     user_id: String,
 }
 
-/// A frame from the client: `{"type":"turn",…}` or `{"type":"touch"}`.
+/// A frame from the client: `{"type":"turn",…}`, `{"type":"touch"}` or
+/// `{"type":"heard","user_message":…}`.
 /// Flat rather than an internally tagged enum, so that serde parses it in
 /// one pass without buffering (this is the per-turn path).
 #[derive(Deserialize)]
@@ -47,6 +48,10 @@ struct Frame {
 enum FrameKind {
     Turn,
     Touch,
+    /// The user's words so far, before their turn ends: a touch, and the
+    /// vector of the context read's message made ahead of the read
+    /// ([`Runtime::prepare_message`](crate::Runtime::prepare_message)).
+    Heard,
 }
 
 pub async fn stream(
@@ -176,7 +181,7 @@ async fn handle_text(
                 &ApiError::new(
                     axum::http::StatusCode::BAD_REQUEST,
                     "invalid_json",
-                    format!("{e}; expected {{\"type\":\"turn\",\"user_message\":…,\"agent_response\":…}} or {{\"type\":\"touch\"}}"),
+                    format!("{e}; expected {{\"type\":\"turn\",\"user_message\":…,\"agent_response\":…}}, {{\"type\":\"touch\"}} or {{\"type\":\"heard\",\"user_message\":…}}"),
                 ),
                 id,
             ));
@@ -239,6 +244,31 @@ async fn handle_text(
             Err(RecallError::NotOwner(connection_id.to_string()))
         }
         FrameKind::Touch => app.runtime.touch(connection_id).map(|()| None),
+        FrameKind::Heard => {
+            let (Some(heard), None) = (frame.user_message, frame.agent_response) else {
+                return Ok(error_frame(
+                    &ApiError::new(
+                        axum::http::StatusCode::BAD_REQUEST,
+                        "invalid_json",
+                        "a heard frame carries user_message only",
+                    ),
+                    id,
+                ));
+            };
+            if app
+                .runtime
+                .connection_owned_by(connection_id, agent_id, user_id)
+            {
+                // Checked before the touch: a message too long changes
+                // nothing.
+                app.runtime
+                    .prepare_message(&heard)
+                    .and_then(|()| app.runtime.touch(connection_id))
+                    .map(|()| None)
+            } else {
+                Err(RecallError::NotOwner(connection_id.to_string()))
+            }
+        }
     };
     match res {
         Ok(session_id) => Ok(ack(session_id, id)),

@@ -280,27 +280,26 @@ async fn json_mode_off_omits_response_format_and_no_key_sends_no_authorization()
     }
 }
 
+/// The answer comes a minute after the request, the client's timeout is
+/// one second: the call ends first, with `Timeout` (had the timeout not
+/// worked, the answer would have come and the call succeeded). Order of
+/// events, not a duration on the wall clock.
 #[tokio::test]
 async fn a_slow_answer_beyond_the_client_timeout_is_a_timeout() {
     let fake = Fake::start(
-        [Reply::Slow(Duration::from_secs(3), "too late".to_string())],
+        [Reply::Slow(Duration::from_secs(60), "too late".to_string())],
         Reply::Content("unused".to_string()),
     )
     .await;
     let mut settings = openai_settings(&fake.base_url());
     settings.timeout_secs = 1;
     let client = OpenAiReflect::new(&settings, Some(API_KEY.to_string())).expect("client builds");
-    let started = Instant::now();
     let err = client.reflect(request()).await.expect_err("timed out");
-    let took = started.elapsed();
     match &err {
         ReflectError::Timeout(limit) => assert_eq!(*limit, Duration::from_secs(1)),
         other => panic!("expected Timeout, got {other:?}"),
     }
-    assert!(
-        took >= Duration::from_millis(900) && took < Duration::from_millis(2_900),
-        "gave up after {took:?}"
-    );
+    assert_eq!(fake.seen().len(), 1, "the request was sent");
     assert!(err.is_retryable());
     assert_eq!(err.kind(), "timeout");
 }

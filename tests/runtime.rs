@@ -1021,8 +1021,48 @@ async fn the_cached_context_always_equals_a_fresh_read_from_the_store() -> Res {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_full_context_cache_evicts_the_least_recently_used() -> Res {
+async fn the_cached_context_equals_a_fresh_read_with_room_for_one_user() -> Res {
     cached_equals_fresh(1).await
+}
+
+/// With room for three of four users, the one read longest ago goes: not
+/// the first put in, not the latest.
+#[tokio::test(start_paused = true)]
+async fn a_full_context_cache_evicts_the_least_recently_used() -> Res {
+    let mut settings = Settings::for_test();
+    settings.context.cache_entries = 3;
+    let rt = TestRuntime::start_full(settings, Arc::new(ExtractiveReflect)).await?;
+    let users = ["u1", "u2", "u3", "u4"];
+    for (i, user) in users.iter().enumerate() {
+        let conn = format!("c{i}");
+        rt.start_session("kairix", user, &conn).await?;
+        rt.record_turn(&conn, "I live in Porto", "Lovely")?;
+        rt.end_session(&conn)?;
+    }
+    settle(&rt).await;
+    // Whether a read of `user` was served from the cache.
+    let hit = |user: &'static str| {
+        let rt = &rt;
+        async move {
+            let before = rt.context_cache_stats().hits;
+            rt.context("kairix", user, "", 2000).await?;
+            anyhow::Ok(rt.context_cache_stats().hits == before + 1)
+        }
+    };
+    for user in ["u1", "u2", "u3"] {
+        assert!(!hit(user).await?, "{user} read first");
+    }
+    assert!(hit("u1").await?, "u1 held");
+    // u2 was read longest ago: u4 takes its place.
+    assert!(!hit("u4").await?);
+    assert_eq!(rt.context_cache_stats().entries, 3);
+    assert!(hit("u1").await?, "u1, put in first, read since: held");
+    assert!(hit("u3").await?, "u3 held");
+    assert!(hit("u4").await?, "u4 held");
+    assert!(!hit("u2").await?, "u2 was evicted");
+    // and u2 took the place of u1, now the one read longest ago
+    assert!(!hit("u1").await?);
+    Ok(())
 }
 
 async fn cached_equals_fresh(cache_entries: usize) -> Res {

@@ -3,6 +3,8 @@
 //! and nothing was half-stored), the WebSocket stream and graceful
 //! shutdown.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -923,10 +925,8 @@ async fn graceful_shutdown_ends_live_sessions_and_reflects_them_after_restart() 
 /// Runs the `recall` binary with `args` against `srv`; (exit ok, stdout,
 /// stderr).
 async fn cli(srv: &Server, args: &[&str]) -> anyhow::Result<(bool, String, String)> {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_recall"));
-    cmd.args(args)
-        .env("RECALL_URL", &srv.base)
-        .env_remove("RECALL_TOKEN");
+    let mut cmd = common::recall();
+    cmd.args(args).env("RECALL_URL", &srv.base);
     if let Some(t) = &srv.token {
         cmd.env("RECALL_TOKEN", t);
     }

@@ -1,6 +1,6 @@
 //! `recall simulate`: the Kairix script through the library and the binary.
 
-use std::process::Command;
+mod common;
 
 use recall::simulate::{self, Action, SimOptions};
 use recall::{EndReason, Settings, SummaryType};
@@ -127,14 +127,12 @@ async fn the_kairix_story_replays_in_virtual_time() -> anyhow::Result<()> {
 
 #[test]
 fn the_binary_prints_json_and_rejects_a_malformed_script() -> anyhow::Result<()> {
-    let bin = env!("CARGO_BIN_EXE_recall");
-    let out = Command::new(bin)
+    let out = common::recall()
         .args([
             "simulate",
             "--json",
             concat!(env!("CARGO_MANIFEST_DIR"), "/examples/kairix.jsonl"),
         ])
-        .env_remove("RECALL_LOG")
         .output()?;
     assert!(
         out.status.success(),
@@ -258,7 +256,7 @@ fn the_binary_prints_json_and_rejects_a_malformed_script() -> anyhow::Result<()>
         format!("{first}\n{{\"at\": \"2026-01-05T09:01:00Z\", \"type\": \"turn\"\n"),
     )?;
     let data = dir.path().join("data");
-    let out = Command::new(bin)
+    let out = common::recall()
         .args(["simulate"])
         .arg(&script)
         .arg("--data")

@@ -294,7 +294,18 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(out.len(), 2);
-        assert_eq!(out[0], e.vector("job search"));
         assert_eq!(out[1].len(), e.dimensions());
+        assert_ne!(out[0], out[1]);
+        // each text's vector is its own, whatever comes beside it: the
+        // batch reversed gives the vectors reversed, one text alone the
+        // same vector
+        let back = e
+            .embed(vec!["sailing trip".into(), "job search".into()])
+            .await
+            .unwrap();
+        assert_eq!((&back[0], &back[1]), (&out[1], &out[0]));
+        let alone = e.embed(vec!["job search".into()]).await.unwrap();
+        assert_eq!(alone, vec![out[0].clone()]);
+        assert!(e.embed(Vec::new()).await.unwrap().is_empty());
     }
 }

@@ -450,7 +450,29 @@ mod tests {
         assert!(d4 >= Duration::from_millis(2_000) && d4 <= Duration::from_millis(4_000));
         let d20 = backoff(&s, id, 20, None);
         assert!(d20 >= Duration::from_millis(4_000) && d20 <= Duration::from_millis(8_000));
-        assert_eq!(backoff(&s, id, 3, None), backoff(&s, id, 3, None));
+        // The jitter is drawn from the session id: the same for a session
+        // retried after a restart, spread across sessions (so that calls
+        // ended together do not retry together), within its half of the
+        // ceiling.
+        let d3: Vec<Duration> = (0..64u128)
+            .map(|i| backoff(&s, uuid::Uuid::from_u128(i), 3, None))
+            .collect();
+        assert_eq!(
+            d3,
+            (0..64u128)
+                .map(|i| backoff(&s, uuid::Uuid::from_u128(i), 3, None))
+                .collect::<Vec<_>>()
+        );
+        assert!(d3
+            .iter()
+            .all(|d| *d >= Duration::from_millis(1_000) && *d <= Duration::from_millis(2_000)));
+        let distinct: std::collections::HashSet<_> = d3.iter().collect();
+        assert!(distinct.len() > 48, "spread: {} of 64", distinct.len());
+        let (lo, hi) = (d3.iter().min().unwrap(), d3.iter().max().unwrap());
+        assert!(
+            *lo < Duration::from_millis(1_200) && *hi > Duration::from_millis(1_800),
+            "{lo:?}..{hi:?}"
+        );
         assert_eq!(
             backoff(&s, id, 2, Some(Duration::from_secs(7))),
             Duration::from_secs(7)

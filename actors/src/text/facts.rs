@@ -2042,6 +2042,8 @@ fn sentence_facts(sentence: &str, nested: bool, may_elide: bool) -> Vec<FactCand
         words.extend(v.iter().take(2).map(|t| t.lower.as_str()));
     }
     let tries = toks.len() + usize::from(elided.is_some());
+    // Where a clause starts, worked out once for every rule.
+    let starts: Vec<bool> = (0..toks.len()).map(|i| clause_start(&toks, i)).collect();
     for compiled in COMPILED.iter() {
         let rule = &compiled.rule;
         if question && !rule.in_questions {
@@ -2068,7 +2070,7 @@ fn sentence_facts(sentence: &str, nested: bool, may_elide: bool) -> Vec<FactCand
                     (0, v.as_slice(), 0, v.len() - toks.len())
                 }
                 _ => {
-                    if !rule.anywhere && !clause_start(&toks, attempt) {
+                    if !rule.anywhere && starts.get(attempt) != Some(&true) {
                         continue;
                     }
                     (attempt, toks.as_slice(), attempt, 0)

@@ -18,7 +18,7 @@
 //!    not the server.
 //!
 //! Run with `cargo run --release --example ws_load` (add `-- --quick` for a
-//! smaller run). Clients and servers share the machine's cores, the same
+//! smaller run; `RECALL_<SECTION>__<KEY>` variables change settings). Clients and servers share the machine's cores, the same
 //! way for both servers.
 
 use std::net::SocketAddr;
@@ -30,7 +30,7 @@ use axum::routing::get;
 use axum::Router;
 use futures::{SinkExt, StreamExt};
 use recall::server::{self, ServerConfig};
-use recall::{RuntimeBuilder, Settings};
+use recall::RuntimeBuilder;
 use tokio::sync::{oneshot, Barrier};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -171,6 +171,25 @@ fn rss_bytes() -> u64 {
         .unwrap_or(0)
 }
 
+/// The in-session window summaries of a run, from the supervisor's stats
+/// before and after it: how many, and how far behind the calls they were
+/// (messages not yet in a completed window, at each round past the
+/// threshold).
+fn windows(
+    before: &recall::engine::supervisor::SupervisorStats,
+    after: &recall::engine::supervisor::SupervisorStats,
+) -> String {
+    let rounds = after.window_lag_rounds - before.window_lag_rounds;
+    let sum = after.window_lag_sum - before.window_lag_sum;
+    format!(
+        "window summaries: {} started, {} completed during the run; lag {:.1} messages at the mean over {rounds} rounds, {} at the most (so far)",
+        after.windows_started - before.windows_started,
+        after.windows_completed - before.windows_completed,
+        sum as f64 / rounds.max(1) as f64,
+        after.window_lag_max
+    )
+}
+
 fn main() -> anyhow::Result<()> {
     let quick = std::env::args().any(|a| a == "--quick");
     // (connections, turns each at saturation, turns each at steady load,
@@ -185,7 +204,9 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     rt.block_on(async move {
         let dir = tempfile::tempdir()?;
-        let settings = Settings::default();
+        // The defaults, with any `RECALL_<SECTION>__<KEY>` variables set
+        // (e.g. `RECALL_SESSION__WINDOW_EVERY_MESSAGES=2`).
+        let settings = recall::settings::load(None)?;
         let runtime = RuntimeBuilder::new(dir.path())
             .settings(settings.clone())
             .start()
@@ -268,9 +289,12 @@ fn main() -> anyhow::Result<()> {
         println!("saturation: {conns} WebSocket connections x {sat_turns} turns each, the next sent when the last is answered");
         runtime.wait_idle().await?;
         let bare = drive(conns, sat_turns, None, echo_url).await;
+        let before = runtime.stats().await?.supervisor;
         let rec = drive(conns, sat_turns, None, recall_url("sat")).await;
+        let after = runtime.stats().await?.supervisor;
         println!("  {}", bare.line("bare axum echo"));
         println!("  {}", rec.line("recall serve  "));
+        println!("  {}", windows(&before, &after));
         let ratio = rec.per_sec() / bare.per_sec();
         println!(
             "  throughput ratio recall/echo {ratio:.2} (target >= 0.7: {})",
@@ -286,9 +310,12 @@ fn main() -> anyhow::Result<()> {
         // The saturation run's sessions are reflected before this one starts.
         runtime.wait_idle().await?;
         let bare_p = drive(conns, per_conn, Some(pace), echo_url).await;
+        let before = runtime.stats().await?.supervisor;
         let rec_p = drive(conns, per_conn, Some(pace), recall_url("paced")).await;
+        let after = runtime.stats().await?.supervisor;
         println!("  {}", bare_p.line("bare axum echo"));
         println!("  {}", rec_p.line("recall serve  "));
+        println!("  {}", windows(&before, &after));
         println!(
             "  recall p99 {:.2} ms (target < 5 ms: {}); echo p99 {:.2} ms",
             rec_p.pct(0.99),

@@ -849,11 +849,48 @@ impl recall::Reflect for GatedReflect {
     }
 }
 
+/// In-session summaries of every call wait for one of
+/// `session.window_concurrency` places: four calls past the threshold,
+/// two summaries made at once.
+#[tokio::test(start_paused = true)]
+async fn in_session_summaries_run_within_their_concurrency_bound() -> Res {
+    use std::sync::atomic::Ordering::SeqCst;
+    let mut settings = Settings::for_test();
+    settings.session.window_start_messages = 4;
+    settings.session.window_messages = 4;
+    settings.session.window_concurrency = 2;
+    let reflect = GatedReflect::default();
+    let rt = TestRuntime::start_full(settings, Arc::new(reflect.clone())).await?;
+    for c in ["c1", "c2", "c3", "c4"] {
+        rt.start_session("kairix", &format!("user-{c}"), c).await?;
+        for round in 0..3 {
+            rt.record_turn(c, format!("question {round}"), "answer")?;
+        }
+    }
+    settle(&rt).await;
+    let stats = rt.stats().await?.supervisor;
+    assert_eq!(
+        stats.windows_started, 4,
+        "one per call, at its second round"
+    );
+    assert_eq!(reflect.calls.load(SeqCst), 2, "two made at once, two wait");
+    reflect.gate.add_permits(2);
+    settle(&rt).await;
+    assert_eq!(reflect.calls.load(SeqCst), 4, "the two waiting go next");
+    reflect.gate.add_permits(2);
+    settle(&rt).await;
+    let stats = rt.stats().await?.supervisor;
+    assert_eq!((stats.windows_completed, stats.windows_failed), (4, 0));
+    Ok(())
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_context_reads_the_latest_window_summary_or_falls_back_without_waiting() -> Res {
     let mut settings = Settings::for_test();
     settings.session.window_start_messages = 6;
     settings.session.window_messages = 14;
+    // seed 003's window, moved at every round
+    settings.session.window_every_messages = 2;
     let reflect = GatedReflect::default();
     let rt = TestRuntime::start_full(settings, Arc::new(reflect.clone())).await?;
     rt.start_session("kairix", "mark", "c1").await?;

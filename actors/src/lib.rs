@@ -26,6 +26,7 @@
 //! - [`prompt`]: prompt templates.
 //! - [`text`]: the heuristics (sentences, keywords, entities, tone).
 
+pub mod background;
 pub mod clock;
 pub mod context;
 pub mod embed;

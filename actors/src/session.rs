@@ -166,6 +166,13 @@ pub struct WindowDeps {
     /// Folds older windows into the long narrative.
     pub long_prompt: PromptTemplate,
     pub fold: FoldPolicy,
+    /// Messages after the latest window's end before the next starts.
+    pub every_messages: u64,
+    /// In-session summaries (windows and folds) running at once, across
+    /// sessions: derived work that may lag, kept from taking the cores
+    /// the turns need. A summary waiting here keeps its session's one
+    /// place in flight, so the next covers what came meanwhile.
+    pub permits: Arc<tokio::sync::Semaphore>,
     pub counters: WindowCounters,
     /// Told a live call's latest user messages every `topic_turns` turns
     /// (topic shifts); `None` turns that off.
@@ -180,6 +187,12 @@ pub struct WindowCounters {
     pub windows_completed: std::sync::atomic::AtomicU64,
     pub windows_failed: std::sync::atomic::AtomicU64,
     pub folds_completed: std::sync::atomic::AtomicU64,
+    /// At each round past the threshold, the messages not yet in a
+    /// completed window (how far the summaries lag): the rounds sampled,
+    /// their sum, the most.
+    pub lag_rounds: std::sync::atomic::AtomicU64,
+    pub lag_sum: std::sync::atomic::AtomicU64,
+    pub lag_max: std::sync::atomic::AtomicU64,
 }
 
 fn bump(c: &std::sync::atomic::AtomicU64) {
@@ -272,6 +285,15 @@ impl SessionState {
         if let Some(job) = job {
             self.start_window(myself, job);
         }
+        let next = self.rolling.next_seq();
+        if next > self.window.start_messages {
+            use std::sync::atomic::Ordering::Relaxed;
+            let behind = next - self.rolling.read().gap_start;
+            let c = &self.window.counters;
+            c.lag_rounds.fetch_add(1, Relaxed);
+            c.lag_sum.fetch_add(behind, Relaxed);
+            c.lag_max.fetch_max(behind, Relaxed);
+        }
         self.report_topic();
     }
 
@@ -353,12 +375,18 @@ impl SessionState {
             "long narrative fold"
         };
         tokio::spawn(async move {
-            let result =
-                match tokio::time::timeout(deps.timeout, deps.reflect.reflect(request)).await {
-                    Ok(Ok(raw)) => Ok(parse_reflection(&raw, &fallback_text).summary),
-                    Ok(Err(e)) => Err(e.chain()),
-                    Err(_) => Err(format!("no answer within {:?}", deps.timeout)),
-                };
+            // (never closed: the semaphore lives as long as the deps)
+            let _permit = deps.permits.acquire().await;
+            let result = match tokio::time::timeout(
+                deps.timeout,
+                deps.reflect.reflect_in_background(request),
+            )
+            .await
+            {
+                Ok(Ok(raw)) => Ok(parse_reflection(&raw, &fallback_text).summary),
+                Ok(Err(e)) => Err(e.chain()),
+                Err(_) => Err(format!("no answer within {:?}", deps.timeout)),
+            };
             if let Err(e) = &result {
                 warn!(%session_id, error = %e, "{what} failed");
             }
@@ -443,7 +471,8 @@ impl Actor for SessionActor {
                 args.window.start_messages.saturating_sub(1),
                 args.window.window_messages,
             )
-            .with_fold(args.window.fold),
+            .with_fold(args.window.fold)
+            .with_every(args.window.every_messages),
             window: args.window,
             topic_reported: None,
             view: args.view,

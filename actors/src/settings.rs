@@ -481,6 +481,17 @@ pub struct SessionSettings {
     /// Messages each in-session window summary covers.
     #[serde(default = "default_window_messages")]
     pub window_messages: u64,
+    /// Messages after the latest window's end before the next window
+    /// starts (2: at every round).
+    #[serde(default = "default_window_every_messages")]
+    pub window_every_messages: u64,
+    /// In-session summaries (windows and folds) made at once, across
+    /// every live call; 0: half the cores (at least one) with the offline
+    /// summarizer, whose summaries take a core each, and
+    /// `reflector.max_concurrent` with an LLM, whose summaries wait on
+    /// the network.
+    #[serde(default = "default_window_concurrency")]
+    pub window_concurrency: usize,
     /// Older window summaries of a live call (all but the latest shown)
     /// that fold into its long narrative…
     #[serde(default = "default_long_fold_windows")]
@@ -502,6 +513,12 @@ fn default_window_start_messages() -> u64 {
 }
 fn default_window_messages() -> u64 {
     14
+}
+fn default_window_every_messages() -> u64 {
+    6
+}
+fn default_window_concurrency() -> usize {
+    0
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -779,6 +796,8 @@ impl Default for SessionSettings {
             reopen_window_secs: default_reopen_window_secs(),
             window_start_messages: default_window_start_messages(),
             window_messages: default_window_messages(),
+            window_every_messages: default_window_every_messages(),
+            window_concurrency: default_window_concurrency(),
             long_fold_windows: default_long_fold_windows(),
             long_fold_chars: default_long_fold_chars(),
         }
@@ -940,6 +959,18 @@ impl Settings {
             return Err(SettingsError {
                 key: "session.window_messages",
                 reason: "must be at least 2 (one user message and one answer)".into(),
+            });
+        }
+        if self.session.window_every_messages < 2 {
+            return Err(SettingsError {
+                key: "session.window_every_messages",
+                reason: "must be at least 2 (one round)".into(),
+            });
+        }
+        if self.session.window_concurrency > 256 {
+            return Err(SettingsError {
+                key: "session.window_concurrency",
+                reason: "at most 256 (0: chosen by the summarizer)".into(),
             });
         }
         if self.session.window_start_messages < 2 {

@@ -85,6 +85,24 @@ pub struct SupervisorStats {
     pub windows_completed: u64,
     pub windows_failed: u64,
     pub folds_completed: u64,
+    /// How far window summaries lag: at each round of a live call past
+    /// the threshold, the messages not yet in a completed window; the
+    /// rounds sampled, their sum and the most.
+    pub window_lag_rounds: u64,
+    pub window_lag_sum: u64,
+    pub window_lag_max: u64,
+}
+
+/// In-session summaries made at once (`session.window_concurrency`, or
+/// by the summarizer when 0).
+fn window_concurrency(settings: &Settings, summarizer: &str) -> usize {
+    match settings.session.window_concurrency {
+        0 if summarizer == "extractive" => std::thread::available_parallelism()
+            .map_or(1, |n| n.get() / 2)
+            .max(1),
+        0 => settings.reflector.max_concurrent.max(1),
+        n => n,
+    }
 }
 
 impl SupervisorStats {
@@ -184,6 +202,9 @@ impl SupervisorState {
         self.stats.windows_completed = get(&c.windows_completed);
         self.stats.windows_failed = get(&c.windows_failed);
         self.stats.folds_completed = get(&c.folds_completed);
+        self.stats.window_lag_rounds = get(&c.lag_rounds);
+        self.stats.window_lag_sum = get(&c.lag_sum);
+        self.stats.window_lag_max = get(&c.lag_max);
         let stats = self.stats;
         // Notify only on change: waiters re-check on every notification.
         self.stats_tx.send_if_modified(|old| {
@@ -304,6 +325,11 @@ impl Actor for SessionSupervisor {
                 windows: args.settings.session.long_fold_windows,
                 chars: args.settings.session.long_fold_chars,
             },
+            every_messages: args.settings.session.window_every_messages,
+            permits: Arc::new(tokio::sync::Semaphore::new(window_concurrency(
+                &args.settings,
+                args.reflect.name(),
+            ))),
             counters: Default::default(),
             watchdog: args.watchdog.clone(),
             topic_turns: TOPIC_TURNS,

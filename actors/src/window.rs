@@ -138,6 +138,9 @@ pub struct RollingMemory {
     next_seq: u64,
     fold: FoldPolicy,
     narratives: Vec<LongMemory>,
+    /// Messages after the latest window's end before a round starts the
+    /// next (2: every round, the seed's sliding window).
+    every: u64,
 }
 
 /// The layers a read shows, oldest first: the latest completed narrative,
@@ -161,7 +164,18 @@ impl RollingMemory {
             next_seq: 0,
             fold: FoldPolicy::default(),
             narratives: Vec::new(),
+            every: 2,
         }
+    }
+
+    /// A window starts only once `every` messages (made even) came after
+    /// the latest window's end, not at every round: each message is
+    /// summarized fewer times (with `window` / `every` windows over it)
+    /// while the raw messages a read shows after the latest window stay
+    /// fewer than `every` plus what a summary in flight covers.
+    pub fn with_every(mut self, every: u64) -> Self {
+        self.every = every.max(2).div_ceil(2) * 2;
+        self
     }
 
     pub fn with_fold(mut self, fold: FoldPolicy) -> Self {
@@ -348,7 +362,18 @@ impl RollingMemory {
     /// to start, if the threshold is reached and none is in flight.
     pub fn round_ended(&mut self) -> Option<WindowJob> {
         self.next_seq += 2;
-        if self.next_seq - 1 < self.threshold {
+        let end = self.next_seq - 1;
+        if end < self.threshold {
+            return None;
+        }
+        // (a failed window is tried again at the next round)
+        let latest = self
+            .memories
+            .iter()
+            .filter(|m| m.status != MemoryStatus::Failed)
+            .map(|m| m.end_seq)
+            .max();
+        if latest.is_some_and(|l| end < l + self.every) {
             return None;
         }
         self.start()
@@ -368,7 +393,15 @@ impl RollingMemory {
         if self.in_flight().is_some() {
             return None;
         }
-        let (start_seq, end_seq) = self.window_range(end);
+        let (mut start_seq, end_seq) = self.window_range(end);
+        // Summaries that lagged (a busy machine: they wait their turn)
+        // left messages after the latest completed window: the next covers
+        // them too, up to three windows' worth, so that none goes
+        // unsummarized while the call lasts.
+        if let Some(done) = self.latest_completed() {
+            let from = (done.end_seq + 1).max(end_seq.saturating_sub(3 * self.window) + 1);
+            start_seq = start_seq.min(from - from % 2);
+        }
         let base_id = self.latest_completed().map(|m| m.id);
         let id = self.memories.last().map(|m| m.id + 1).unwrap_or(1);
         self.memories.push(WindowMemory {
@@ -679,5 +712,88 @@ mod tests {
         let read = m.layered();
         assert_eq!(read.windows.len(), 1, "{read:?}");
         assert_eq!(read.gap_start, m.next_seq(), "the latest is the one kept");
+    }
+
+    /// With `every` 6, a window starts at the threshold and then once six
+    /// messages (three rounds) came after the latest one's end; a summary
+    /// in flight still holds the next back.
+    #[test]
+    fn a_window_starts_every_few_rounds() {
+        let mut m = RollingMemory::new(5, 14).with_every(6);
+        let mut started = Vec::new();
+        for _ in 0..12 {
+            if let Some(job) = m.round_ended() {
+                started.push((job.start_seq, job.end_seq));
+                m.completed(job.id, format!("window {}", job.id));
+            }
+        }
+        assert_eq!(started, [(0, 5), (0, 11), (4, 17), (10, 23)]);
+        // odd settings are made even; below a round, one round
+        assert_eq!(RollingMemory::new(5, 14).with_every(5).every, 6);
+        assert_eq!(RollingMemory::new(5, 14).with_every(0).every, 2);
+        // a failed window is tried again at the next round
+        let mut m = RollingMemory::new(5, 14).with_every(6);
+        let mut failed = false;
+        let mut ends = Vec::new();
+        for _ in 0..6 {
+            if let Some(job) = m.round_ended() {
+                ends.push(job.end_seq);
+                if failed {
+                    m.completed(job.id, "ok".into());
+                } else {
+                    m.failed(job.id);
+                    failed = true;
+                }
+            }
+        }
+        assert_eq!(ends, [5, 7]);
+    }
+
+    /// Summaries that waited (a busy machine) leave the messages after the
+    /// latest completed window unsummarized: the next window reaches back
+    /// to them, at most three windows' worth.
+    #[test]
+    fn a_window_after_a_lag_covers_everything_since_the_last() {
+        let mut m2 = RollingMemory::new(5, 8).with_every(4);
+        let mut jobs = Vec::new();
+        for _ in 0..3 {
+            jobs.extend(m2.round_ended());
+        }
+        assert_eq!(
+            jobs.iter()
+                .map(|j| (j.start_seq, j.end_seq))
+                .collect::<Vec<_>>(),
+            [(0, 5)]
+        );
+        m2.completed(jobs[0].id, "first".into());
+        // the next is due at seq 9; it is in flight for twelve rounds
+        let mut late = None;
+        for _ in 0..12 {
+            if let Some(j) = m2.round_ended() {
+                assert!(late.is_none(), "one in flight at a time");
+                late = Some(j);
+            }
+        }
+        let late = late.expect("started at seq 9");
+        assert_eq!((late.start_seq, late.end_seq), (2, 9));
+        m2.completed(late.id, "second".into());
+        // 26 messages since: the next window starts right after the last
+        let next = m2.round_ended().expect("due");
+        assert_eq!((next.start_seq, next.end_seq), (10, 31));
+        m2.completed(next.id, "third".into());
+        let read = m2.layered();
+        assert_eq!(read.gap_start, 32);
+        // far behind: at most three windows' worth (24 messages)
+        let mut m3 = RollingMemory::new(1, 8).with_every(2);
+        let j = m3.round_ended().expect("at the threshold");
+        m3.completed(j.id, "a".into());
+        let held = m3.round_ended().expect("next round");
+        for _ in 0..40 {
+            assert!(m3.round_ended().is_none());
+        }
+        m3.failed(held.id);
+        let j = m3.round_ended().expect("after the failure");
+        assert_eq!(j.end_seq, 85);
+        assert_eq!(j.start_seq, 85 - 24 + 1, "{j:?}");
     }
 }

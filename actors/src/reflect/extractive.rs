@@ -47,20 +47,37 @@ impl Reflect for ExtractiveReflect {
         // CPU work over the whole conversation: off the async workers, so
         // that a burst of sessions ending does not stall live connections.
         Box::pin(async move {
-            let job = move || {
-                let user_id = &request.session.user_id;
-                if request.sources.is_empty() {
-                    summarize(user_id, &request.turns)
-                } else {
-                    let cap = request.max_chars.unwrap_or(DEFAULT_COMBINE_MAX_CHARS);
-                    combine(user_id, &request.sources, cap)
-                }
-            };
-            match tokio::task::spawn_blocking(job).await {
+            match tokio::task::spawn_blocking(move || summarize_request(&request)).await {
                 Ok(text) => Ok(text),
                 Err(e) => Err(ReflectError::Config(format!("the summarizer failed: {e}"))),
             }
         })
+    }
+
+    fn reflect_in_background(
+        &self,
+        request: ReflectRequest,
+    ) -> BoxFuture<'static, Result<String, ReflectError>> {
+        // A live call's windows: at the lowest priority, so that they
+        // never take a core from the turns (on 2 cores the blocking pool's
+        // threads took one and cut the turns a loaded server acknowledges
+        // by 40 %).
+        Box::pin(async move {
+            crate::background::run(move || summarize_request(&request))
+                .await
+                .ok_or_else(|| ReflectError::Config("the summarizer failed".into()))
+        })
+    }
+}
+
+/// A request's summary: of its turns, or the combination of its sources.
+fn summarize_request(request: &ReflectRequest) -> String {
+    let user_id = &request.session.user_id;
+    if request.sources.is_empty() {
+        summarize(user_id, &request.turns)
+    } else {
+        let cap = request.max_chars.unwrap_or(DEFAULT_COMBINE_MAX_CHARS);
+        combine(user_id, &request.sources, cap)
     }
 }
 

@@ -43,6 +43,16 @@ pub trait Reflect: Send + Sync + 'static {
         self.name().to_string()
     }
     fn reflect(&self, request: ReflectRequest) -> BoxFuture<'static, Result<String, ReflectError>>;
+    /// The same for derived work that may lag (a live call's window
+    /// summaries and folds): a summarizer that takes a core runs it where
+    /// it waits for the turns (the offline one: on the lowest-priority
+    /// threads of [`crate::background`]). By default, [`Reflect::reflect`].
+    fn reflect_in_background(
+        &self,
+        request: ReflectRequest,
+    ) -> BoxFuture<'static, Result<String, ReflectError>> {
+        self.reflect(request)
+    }
 }
 
 type Cause = Box<dyn StdError + Send + Sync>;

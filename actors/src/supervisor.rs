@@ -141,6 +141,9 @@ pub enum SupervisorMsg {
         reason: EndReason,
         reply: RpcReplyPort<usize>,
     },
+    /// Sessions a forget is about to end: not reflected on (their user
+    /// asked to be forgotten; nothing of theirs goes to the summarizer).
+    Forgetting(Vec<Uuid>),
     /// Forget connections that ended longer ago than the reopen window.
     Prune,
     /// The counters, after every message sent before this one.
@@ -184,6 +187,8 @@ pub struct SupervisorState {
     /// Sessions with a reflection running or waiting.
     scheduled: HashSet<Uuid>,
     waiting: VecDeque<ReflectionJob>,
+    /// Sessions a forget is ending, until they report ended.
+    forgetting: HashSet<Uuid>,
     shutting_down: bool,
 }
 
@@ -349,6 +354,7 @@ impl Actor for SessionSupervisor {
             reflectors: HashMap::new(),
             scheduled: HashSet::new(),
             waiting: VecDeque::new(),
+            forgetting: HashSet::new(),
             shutting_down: false,
         })
     }
@@ -441,7 +447,8 @@ impl Actor for SessionSupervisor {
                 metrics::counter!("recall_sessions_ended_total", "reason" => reason).increment(1);
                 state.stats.sessions_ended += 1;
                 state.sessions.retain(|_, (id, _)| *id != record.session_id);
-                if record.turn_count > 0 {
+                let forgotten = state.forgetting.remove(&record.session_id);
+                if record.turn_count > 0 && !forgotten {
                     let job = ReflectionJob {
                         session_id: record.session_id,
                         agent_id: record.agent_id.clone(),
@@ -451,6 +458,15 @@ impl Actor for SessionSupervisor {
                 }
             }
             SupervisorMsg::Enqueue(job) => state.schedule(&myself, job).await,
+            SupervisorMsg::Forgetting(ids) => {
+                state.waiting.retain(|j| !ids.contains(&j.session_id));
+                for id in &ids {
+                    if !state.reflectors.values().any(|j| j.session_id == *id) {
+                        state.scheduled.remove(id);
+                    }
+                }
+                state.forgetting.extend(ids);
+            }
             SupervisorMsg::ReflectionFinished {
                 session_id,
                 outcome,

@@ -14,8 +14,7 @@ const FORGET_TIMEOUT_MS: u64 = 10 * 60 * 1000;
 
 impl Runtime {
     /// Forgets `user_id`, with one agent or with every agent: ends their
-    /// live calls (reason `cleared`; their reflections are dropped with
-    /// the rest), removes their
+    /// live calls (reason `cleared`, and not reflected on), removes their
     /// turns, sessions, summaries of every layer, facts, topics, the blocks
     /// drawn from their conversations, reflection jobs, dead letters,
     /// vectors and search entries, then rebuilds the agents'
@@ -34,6 +33,20 @@ impl Runtime {
             Some(a) => [a.to_string()].into(),
             None => self.inner.registry.agents_of(user_id),
         };
+        // Their live calls are not reflected on: the supervisor hears of
+        // them before they end (the seed's tracker would have summarized
+        // them, sending a forgotten user's words to the summarizer).
+        let live: Vec<uuid::Uuid> = agents
+            .iter()
+            .flat_map(|a| self.inner.registry.live_of(a, user_id))
+            .map(|l| l.session_id)
+            .collect();
+        if !live.is_empty() {
+            self.inner
+                .supervisor
+                .cast(recall_actors::supervisor::SupervisorMsg::Forgetting(live))
+                .map_err(unavailable("supervisor"))?;
+        }
         let mut ended = Vec::new();
         for agent in &agents {
             ended.extend(self.clear_context(agent, user_id)?);

@@ -45,13 +45,19 @@ fn pool() -> &'static mpsc::Sender<Job> {
 /// Runs `f` on a background thread; its result, or `None` if it panicked
 /// (or no background thread could start).
 pub async fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
-    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (tx, rx) = mpsc::sync_channel(1);
     let job: Job = Box::new(move || {
         let out = std::panic::catch_unwind(AssertUnwindSafe(f)).ok();
         let _ = tx.send(out);
     });
     pool().send(job).ok()?;
-    rx.await.ok().flatten()
+    // Waited for on the blocking pool, as `spawn_blocking` work is: tokio's
+    // paused clock (simulations, the evaluation, tests) does not jump ahead
+    // while it runs, so an attempt timeout does not fire meanwhile.
+    tokio::task::spawn_blocking(move || rx.recv().ok().flatten())
+        .await
+        .ok()
+        .flatten()
 }
 
 /// The calling thread's nice value to 19, the lowest priority.

@@ -393,6 +393,7 @@ impl RuntimeBuilder {
         .map_err(|e| StartupError::Spawn("watchdog", e))?;
         let registry = Registry::new();
         let (stats_tx, stats_rx) = watch::channel(SupervisorStats::default());
+        let (windows_tx, windows_in_flight) = watch::channel(0usize);
         let (supervisor, _) = Actor::spawn(
             None,
             SessionSupervisor,
@@ -406,6 +407,7 @@ impl RuntimeBuilder {
                 stats: stats_tx,
                 rollup: rollup.clone(),
                 watchdog: Some(watchdog.clone()),
+                windows_in_flight: windows_tx,
             },
         )
         .await
@@ -423,6 +425,7 @@ impl RuntimeBuilder {
                 store,
                 supervisor,
                 watchdog,
+                windows_in_flight,
                 rollup,
                 search,
                 reader: std::sync::RwLock::new(Some(reader)),
@@ -455,6 +458,9 @@ struct Inner {
     store: ActorRef<StoreMsg>,
     supervisor: ActorRef<SupervisorMsg>,
     watchdog: ActorRef<WatchdogMsg>,
+    /// In-session summaries whose outcome is not yet back with their
+    /// session.
+    windows_in_flight: watch::Receiver<usize>,
     /// `None` with `rollup.enabled = false`.
     rollup: Option<ActorRef<RollupMsg>>,
     search: Arc<SearchIndex>,
@@ -1398,8 +1404,12 @@ impl Runtime {
         let watchdog = call_t!(self.inner.watchdog, WatchdogMsg::Stats, CALL_TIMEOUT_MS)
             .map_err(unavailable("watchdog"))?;
         let rollup = *self.inner.rollup_stats.borrow();
+        // A call, so that every message sent before this one is counted
+        // (and the window counters are read now).
+        let supervisor = call_t!(self.inner.supervisor, SupervisorMsg::Stats, CALL_TIMEOUT_MS)
+            .map_err(unavailable("supervisor"))?;
         Ok(RuntimeStats {
-            supervisor: *self.inner.stats.borrow(),
+            supervisor,
             store,
             watchdog,
             rollup,
@@ -1411,10 +1421,50 @@ impl Runtime {
         self.inner.stats.clone()
     }
 
+    /// A barrier: returns once the live sessions and the watchdog have
+    /// handled every message sent to them before this call, including
+    /// what timers due at this instant sent (a silence timeout). What they
+    /// sent on while handling them (a session's end to the supervisor, a
+    /// window summary started) is then on its way.
+    pub async fn sync(&self) -> Result<(), RecallError> {
+        // A timer that fired at this instant is a task ready to run, and
+        // tokio runs the tasks ready when one yields before it resumes: its
+        // message is sent before the pings below.
+        tokio::task::yield_now().await;
+        for (_, _, actor) in self.inner.registry.live_sessions() {
+            // A session that stops first reported its end as it stopped.
+            let _ = call_t!(actor, SessionMsg::Ping, CALL_TIMEOUT_MS);
+        }
+        call_t!(self.inner.watchdog, WatchdogMsg::Stats, CALL_TIMEOUT_MS)
+            .map_err(unavailable("watchdog"))?;
+        Ok(())
+    }
+
+    /// Waits until every in-session summary (window or fold) started has
+    /// come back and its session has taken it in, and those it started in
+    /// turn. A summary that hangs is waited for until its timeout
+    /// (`reflector.attempt_timeout_secs`).
+    pub async fn wait_windows(&self) -> Result<(), RecallError> {
+        let mut rx = self.inner.windows_in_flight.clone();
+        loop {
+            self.sync().await?;
+            rx.wait_for(|n| *n == 0)
+                .await
+                .map_err(unavailable("supervisor"))?;
+            // The outcomes are handled, and any fold they start counted.
+            self.sync().await?;
+            if *rx.borrow() == 0 {
+                return Ok(());
+            }
+        }
+    }
+
     /// Waits until no session is ending or reopening, no reflection runs
     /// or waits, and the summaries stored are taken into topics and search.
-    /// Live sessions may remain.
+    /// Live sessions may remain; their window summaries may still run
+    /// ([`wait_windows`](Self::wait_windows)).
     pub async fn wait_idle(&self) -> Result<(), RecallError> {
+        self.sync().await?;
         let mut rx = self.inner.stats.clone();
         loop {
             rx.borrow_and_update();

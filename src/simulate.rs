@@ -606,11 +606,9 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
                 message,
                 budget_tokens,
             } => {
-                // What the agent would see now: let the actors handle what
+                // What the agent would see now: the actors handle what
                 // this instant's events sent them first.
-                for _ in 0..10 {
-                    tokio::task::yield_now().await;
-                }
+                rt.sync().await?;
                 rt.context(agent_id, user_id, message, *budget_tokens)
                     .await
                     .map(|c| {
@@ -633,9 +631,7 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
             } => {
                 // What the agent would find now, once the summaries stored
                 // by this instant are taken in.
-                for _ in 0..10 {
-                    tokio::task::yield_now().await;
-                }
+                rt.sync().await?;
                 if rollups {
                     rt.process_new_summaries().await.map(|_| ())?;
                 }

@@ -264,9 +264,6 @@ mod with_model {
                 rt.record_turn(&conn, l, "That sounds like quite a day.")?;
             }
             rt.end_session(&conn)?;
-            for _ in 0..5 {
-                tokio::task::yield_now().await;
-            }
             rt.wait_idle().await?;
             tokio::time::advance(std::time::Duration::from_secs(86_400)).await;
         }

@@ -409,9 +409,10 @@ async fn reflections_run_within_the_concurrency_bound_and_the_rest_wait() -> Res
         rt.record_turn(c, "hello there", "hi")?;
         rt.end_session(c)?;
     }
-    for _ in 0..20 {
-        tokio::task::yield_now().await;
-    }
+    // Once the supervisor has taken in the three ends:
+    rt.watch_stats()
+        .wait_for(|s| s.reflections_running + s.reflections_queued == 3)
+        .await?;
     let s = rt.stats().await?.supervisor;
     assert_eq!(s.reflections_running, 1);
     assert_eq!(s.reflections_queued, 2);
@@ -472,9 +473,9 @@ async fn queued_reflections_resume_after_a_crash() -> Res {
         rt.record_turn(c, "hello", "hi")?;
         rt.end_session(c)?;
     }
-    for _ in 0..20 {
-        tokio::task::yield_now().await;
-    }
+    rt.watch_stats()
+        .wait_for(|s| s.reflections_running + s.reflections_queued == 2)
+        .await?;
     assert_eq!(rt.stats().await?.supervisor.reflections_queued, 1);
     let rt = rt.crash_and_restart().await?;
     settle(&rt).await;
@@ -818,15 +819,31 @@ async fn one_users_conversations_never_reach_another_users_context() -> Res {
 #[derive(Clone)]
 struct GatedReflect {
     gate: Arc<tokio::sync::Semaphore>,
-    calls: Arc<std::sync::atomic::AtomicUsize>,
+    /// Calls so far, watched.
+    calls: Arc<tokio::sync::watch::Sender<usize>>,
 }
 
 impl Default for GatedReflect {
     fn default() -> Self {
         GatedReflect {
             gate: Arc::new(tokio::sync::Semaphore::new(0)),
-            calls: Arc::default(),
+            calls: Arc::new(tokio::sync::watch::channel(0).0),
         }
+    }
+}
+
+impl GatedReflect {
+    fn calls(&self) -> usize {
+        *self.calls.borrow()
+    }
+
+    /// Waits until `n` calls have come in.
+    async fn reached(&self, n: usize) {
+        self.calls
+            .subscribe()
+            .wait_for(|c| *c >= n)
+            .await
+            .expect("the reflect lives");
     }
 }
 
@@ -839,7 +856,11 @@ impl recall::Reflect for GatedReflect {
         &self,
         _request: recall::ReflectRequest,
     ) -> recall::engine::reflect::BoxFuture<'static, Result<String, recall::ReflectError>> {
-        let n = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let mut n = 0;
+        self.calls.send_modify(|c| {
+            *c += 1;
+            n = *c;
+        });
         let gate = self.gate.clone();
         Box::pin(async move {
             let permit = gate.acquire().await.expect("gate open");
@@ -854,7 +875,6 @@ impl recall::Reflect for GatedReflect {
 /// two summaries made at once.
 #[tokio::test(start_paused = true)]
 async fn in_session_summaries_run_within_their_concurrency_bound() -> Res {
-    use std::sync::atomic::Ordering::SeqCst;
     let mut settings = Settings::for_test();
     settings.session.window_start_messages = 4;
     settings.session.window_messages = 4;
@@ -873,12 +893,15 @@ async fn in_session_summaries_run_within_their_concurrency_bound() -> Res {
         stats.windows_started, 4,
         "one per call, at its second round"
     );
-    assert_eq!(reflect.calls.load(SeqCst), 2, "two made at once, two wait");
+    reflect.reached(2).await;
+    rt.sync().await?;
+    assert_eq!(reflect.calls(), 2, "two made at once, two wait");
     reflect.gate.add_permits(2);
-    settle(&rt).await;
-    assert_eq!(reflect.calls.load(SeqCst), 4, "the two waiting go next");
+    reflect.reached(4).await;
+    rt.sync().await?;
+    assert_eq!(reflect.calls(), 4, "the two waiting go next");
     reflect.gate.add_permits(2);
-    settle(&rt).await;
+    rt.wait_windows().await?;
     let stats = rt.stats().await?.supervisor;
     assert_eq!((stats.windows_completed, stats.windows_failed), (4, 0));
     Ok(())
@@ -904,7 +927,7 @@ async fn the_context_reads_the_latest_window_summary_or_falls_back_without_waiti
     for round in 1..=3 {
         rt.record_turn("c1", format!("question {round}"), format!("answer {round}"))?;
     }
-    settle_actors().await;
+    rt.sync().await?;
     // round 3 ended at seq 5: a window summary is processing; the read does
     // not wait for it and uses the raw turns
     let view = rt.live_session("c1").await?.expect("live");
@@ -915,7 +938,7 @@ async fn the_context_reads_the_latest_window_summary_or_falls_back_without_waiti
 
     // it completes: caught up, the memory replaces rounds 1-3
     reflect.gate.add_permits(1);
-    settle_actors().await;
+    rt.wait_windows().await?;
     let c = text(&rt.context("kairix", "mark", "question 4", 4000).await?);
     assert!(c.contains("[this call, messages 0-5] summary-1"), "{c}");
     assert!(!c.contains("question 1") && !c.contains("answer 3"), "{c}");
@@ -923,7 +946,7 @@ async fn the_context_reads_the_latest_window_summary_or_falls_back_without_waiti
     // round 4 starts window 2 (seq 0-7, base 1); before it completes the
     // read falls back to window 1 plus the gap (round 4)
     rt.record_turn("c1", "question 4", "answer 4")?;
-    settle_actors().await;
+    rt.sync().await?;
     let view = rt.live_session("c1").await?.expect("live");
     assert_eq!(view.memory.as_ref().map(|m| m.id), Some(1));
     assert_eq!(view.gap_start, 6);
@@ -933,7 +956,7 @@ async fn the_context_reads_the_latest_window_summary_or_falls_back_without_waiti
     assert!(!c.contains("question 2"), "{c}");
 
     reflect.gate.add_permits(1);
-    settle_actors().await;
+    rt.wait_windows().await?;
     let view = rt.live_session("c1").await?.expect("live");
     let m = view.memory.expect("window 2");
     assert_eq!(
@@ -949,13 +972,6 @@ async fn the_context_reads_the_latest_window_summary_or_falls_back_without_waiti
     settle(&rt).await;
     assert_eq!(rt.summaries("kairix", SummaryType::Session).await?.len(), 1);
     Ok(())
-}
-
-/// Lets spawned tasks and actors run (paused time, no timers involved).
-async fn settle_actors() {
-    for _ in 0..50 {
-        tokio::task::yield_now().await;
-    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -1007,7 +1023,7 @@ async fn the_previous_call_decays_at_the_soft_and_hard_boundaries() -> Res {
     advance(secs(300)).await;
     rt.start_session("kairix", "mark", "c3").await?;
     rt.record_turn("c3", "fourth thing", "ok four")?;
-    settle_actors().await;
+    rt.sync().await?;
     let c = rt.context("kairix", "mark", "hi", 4000).await?;
     assert_eq!(
         raw(&c),
@@ -1025,14 +1041,16 @@ async fn a_call_over_the_token_ceiling_is_summarized_early() -> Res {
     let rt = TestRuntime::start_full(settings, Arc::new(reflect.clone())).await?;
     rt.start_session("kairix", "mark", "c1").await?;
     rt.record_turn("c1", "short", "short")?;
-    settle_actors().await;
-    assert_eq!(reflect.calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+    rt.sync().await?;
+    assert_eq!(rt.stats().await?.supervisor.windows_started, 0);
     // well before window_start_messages, but over 50 tokens of raw turns
     rt.record_turn("c1", "x".repeat(300), "fine")?;
-    settle_actors().await;
-    assert_eq!(reflect.calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    rt.sync().await?;
+    assert_eq!(rt.stats().await?.supervisor.windows_started, 1);
+    reflect.reached(1).await;
     reflect.gate.add_permits(1);
-    settle_actors().await;
+    rt.wait_windows().await?;
+    assert_eq!(reflect.calls(), 1);
     let view = rt.live_session("c1").await?.expect("live");
     assert_eq!(view.memory.as_ref().map(|m| m.end_seq), Some(3));
     let c = rt.context("kairix", "mark", "hi", 4000).await?;
@@ -1195,20 +1213,11 @@ async fn cached_equals_fresh(cache_entries: usize) -> Res {
         let ask = asks[rng.below(asks.len() as u64) as usize];
         for user in users {
             for budget in [4000, 60] {
-                // A background change landing between the two reads (a
-                // timer the paused clock reached) is retried; a stale cache
-                // stays stale and fails.
-                let mut tries = 0;
-                loop {
-                    let cached = rt.context("kairix", user, ask, budget).await?;
-                    let fresh = rt.context_uncached("kairix", user, ask, budget).await?;
-                    tries += 1;
-                    if cached == fresh || tries == 3 {
-                        assert_eq!(cached, fresh, "step {step}, {user}, budget {budget}");
-                        break;
-                    }
-                    settle(&rt).await;
-                }
+                // Once: the settle above is the barrier after which every
+                // write of this step is visible.
+                let cached = rt.context("kairix", user, ask, budget).await?;
+                let fresh = rt.context_uncached("kairix", user, ask, budget).await?;
+                assert_eq!(cached, fresh, "step {step}, {user}, budget {budget}");
             }
         }
         // The store's in-memory records (built by the reads) are its
@@ -1410,7 +1419,7 @@ async fn a_long_call_folds_older_windows_into_a_narrative_and_loses_nothing() ->
     rt.start_session("kairix", "mark", "c1").await?;
     for i in 0..30 {
         rt.record_turn("c1", format!("q{i}"), format!("a{i}"))?;
-        settle_actors().await;
+        rt.wait_windows().await?;
     }
     let c = rt.context("kairix", "mark", "next", 100_000).await?;
     let summaries: Vec<String> = c.tiers[2]

@@ -62,6 +62,8 @@ pub enum SessionMsg {
         id: u64,
         result: Result<String, String>,
     },
+    /// Answers once every message sent before it is handled: a barrier.
+    Ping(RpcReplyPort<()>),
     /// Panic inside the actor: exercises the crash path in tests.
     InjectPanic,
 }
@@ -174,6 +176,9 @@ pub struct WindowDeps {
     /// place in flight, so the next covers what came meanwhile.
     pub permits: Arc<tokio::sync::Semaphore>,
     pub counters: WindowCounters,
+    /// Summaries started whose outcome is not yet sent back to their
+    /// session.
+    pub in_flight: tokio::sync::watch::Sender<usize>,
     /// Told a live call's latest user messages every `topic_turns` turns
     /// (topic shifts); `None` turns that off.
     pub watchdog: Option<ActorRef<WatchdogMsg>>,
@@ -193,6 +198,22 @@ pub struct WindowCounters {
     pub lag_rounds: std::sync::atomic::AtomicU64,
     pub lag_sum: std::sync::atomic::AtomicU64,
     pub lag_max: std::sync::atomic::AtomicU64,
+}
+
+/// One in-session summary counted in flight until dropped.
+struct InFlight(tokio::sync::watch::Sender<usize>);
+
+impl InFlight {
+    fn new(count: &tokio::sync::watch::Sender<usize>) -> Self {
+        count.send_modify(|n| *n += 1);
+        Self(count.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
 }
 
 fn bump(c: &std::sync::atomic::AtomicU64) {
@@ -374,6 +395,7 @@ impl SessionState {
         } else {
             "long narrative fold"
         };
+        let in_flight = InFlight::new(&deps.in_flight);
         tokio::spawn(async move {
             // (never closed: the semaphore lives as long as the deps)
             let _permit = deps.permits.acquire().await;
@@ -391,6 +413,9 @@ impl SessionState {
                 warn!(%session_id, error = %e, "{what} failed");
             }
             let _ = me.cast(done(result));
+            // Counted out after the outcome is on its way (or if the
+            // task dies first).
+            drop(in_flight);
         });
     }
 
@@ -604,6 +629,9 @@ impl Actor for SessionActor {
                 {
                     let _ = reply.send(Err(StoreError::Unavailable));
                 }
+            }
+            SessionMsg::Ping(reply) => {
+                let _ = reply.send(());
             }
             SessionMsg::InjectPanic => {
                 panic!("injected panic in session {}", state.record.session_id)

@@ -163,6 +163,10 @@ pub struct SupervisorArgs {
     pub rollup: Option<ActorRef<RollupMsg>>,
     /// Told live calls' latest words (topic shifts).
     pub watchdog: Option<ActorRef<WatchdogMsg>>,
+    /// In-session summaries (windows and folds) started whose outcome has
+    /// not yet been sent back to their session: what
+    /// `Runtime::wait_windows` waits on.
+    pub windows_in_flight: watch::Sender<usize>,
 }
 
 /// Turns between a live call's reports of its latest words to the watchdog.
@@ -336,6 +340,7 @@ impl Actor for SessionSupervisor {
                 args.reflect.name(),
             ))),
             counters: Default::default(),
+            in_flight: args.windows_in_flight,
             watchdog: args.watchdog.clone(),
             topic_turns: TOPIC_TURNS,
         });

@@ -21,12 +21,10 @@ pub const CHATTER: [&str; 8] = [
     "Spent the evening sorting old photos into albums.",
 ];
 
-/// Lets the actors handle what the last advance of paused time triggered,
-/// then waits until the runtime is idle.
+/// Waits until the actors have handled what the last advance of paused
+/// time triggered and the runtime is idle (`wait_idle` starts with the
+/// barrier `sync`).
 pub async fn settle(rt: &Runtime) {
-    for _ in 0..5 {
-        tokio::task::yield_now().await;
-    }
     rt.wait_idle().await.expect("runtime idle");
 }
 

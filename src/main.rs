@@ -52,6 +52,10 @@ enum Command {
         /// Keep the data in this folder (default: a temporary one).
         #[arg(long)]
         data: Option<PathBuf>,
+        /// Session ids are drawn from this seed: the same script and seed
+        /// give the same output, byte for byte.
+        #[arg(long, default_value_t = simulate::DEFAULT_SEED)]
+        seed: u64,
     },
     /// Answer recall: replays a generated set of long conversations in
     /// virtual time (offline defaults), asks questions about them, and
@@ -342,6 +346,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             json,
             config,
             data,
+            seed,
         } => {
             let settings = settings::load(config.as_deref())?;
             init_logging("warn", settings.log.format);
@@ -371,6 +376,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     settings,
                     data_dir: data,
                     reflect,
+                    seed,
                 };
                 anyhow::Ok(simulate::run(&events, opts).await?)
             })?;

@@ -177,6 +177,7 @@ pub struct RuntimeBuilder {
     embed: Option<Arc<dyn Embed>>,
     clock: Option<Clock>,
     api_key: Option<String>,
+    seed: Option<u64>,
 }
 
 impl RuntimeBuilder {
@@ -190,6 +191,7 @@ impl RuntimeBuilder {
             embed: None,
             clock: None,
             api_key: None,
+            seed: None,
         }
     }
 
@@ -213,6 +215,14 @@ impl RuntimeBuilder {
     /// The clock timestamps come from (default: the system clock).
     pub fn clock(mut self, clock: Clock) -> Self {
         self.clock = Some(clock);
+        self
+    }
+
+    /// Draw session ids from `seed` instead of at random: with a virtual
+    /// clock, the same calls give the same ids every run (`recall
+    /// simulate`).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
         self
     }
 
@@ -391,7 +401,10 @@ impl RuntimeBuilder {
         )
         .await
         .map_err(|e| StartupError::Spawn("watchdog", e))?;
-        let registry = Registry::new();
+        let registry = match self.seed {
+            Some(seed) => Registry::seeded(seed),
+            None => Registry::new(),
+        };
         let (stats_tx, stats_rx) = watch::channel(SupervisorStats::default());
         let (windows_tx, windows_in_flight) = watch::channel(0usize);
         let (supervisor, _) = Actor::spawn(

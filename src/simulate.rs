@@ -544,7 +544,12 @@ pub struct SimOptions {
     pub data_dir: Option<PathBuf>,
     /// The reflector; by default the one the settings name.
     pub reflect: Option<Arc<dyn Reflect>>,
+    /// Session ids are drawn from it ([`DEFAULT_SEED`] by default).
+    pub seed: u64,
 }
+
+/// The seed of a simulation that names none.
+pub const DEFAULT_SEED: u64 = 0x5EED_CA11;
 
 /// Replays `events`. Must run on a tokio runtime with paused time.
 pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError> {
@@ -563,13 +568,21 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
             temp.path().to_path_buf()
         }
     };
+    // Summaries are made one at a time, in the order their calls ended:
+    // in virtual time they take no time, and which of two made at once
+    // finished first would change what a same-user fact or topic sees.
+    let mut settings = opts.settings;
+    settings.reflector.max_concurrent = 1;
+    settings.session.window_concurrency = 1;
+    let opts = SimOptions { settings, ..opts };
     let clock = Clock::starting_at(first.at);
     let watchdog_interval = Duration::from_secs(opts.settings.watchdog.interval_secs);
     let rollups = opts.settings.rollup.enabled;
     let rollup_settle = Duration::from_secs(24 * 3600 + opts.settings.rollup.spread_secs + 60);
     let mut builder = RuntimeBuilder::new(&dir)
         .settings(opts.settings)
-        .clock(clock);
+        .clock(clock)
+        .seed(opts.seed);
     if let Some(r) = opts.reflect {
         builder = builder.reflect(r);
     }
@@ -577,7 +590,13 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
     let mut contexts = Vec::new();
     let mut searches = Vec::new();
     for ev in events {
-        tokio::time::sleep_until(clock.instant_at(ev.at)).await;
+        if ev.at > clock.now() {
+            // What this instant's events set off (summaries, window
+            // summaries) is done before time moves on: their results land
+            // at the same virtual moment every run.
+            quiesce(&rt).await?;
+            tokio::time::sleep_until(clock.instant_at(ev.at)).await;
+        }
         let res = match &ev.action {
             Action::Start {
                 agent_id,
@@ -606,9 +625,9 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
                 message,
                 budget_tokens,
             } => {
-                // What the agent would see now: the actors handle what
-                // this instant's events sent them first.
-                rt.sync().await?;
+                // What the agent would see now: what this instant's
+                // events before it set off is done first.
+                quiesce(&rt).await?;
                 rt.context(agent_id, user_id, message, *budget_tokens)
                     .await
                     .map(|c| {
@@ -631,7 +650,7 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
             } => {
                 // What the agent would find now, once the summaries stored
                 // by this instant are taken in.
-                rt.sync().await?;
+                quiesce(&rt).await?;
                 if rollups {
                     rt.process_new_summaries().await.map(|_| ())?;
                 }
@@ -722,6 +741,15 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
         topics,
         searches,
     })
+}
+
+/// Waits until the runtime is idle and no window summary is in flight.
+/// Virtual time moves meanwhile only where that work waits on a timer (a
+/// retry's backoff).
+async fn quiesce(rt: &crate::Runtime) -> Result<(), RecallError> {
+    rt.wait_idle().await?;
+    rt.wait_windows().await?;
+    rt.wait_idle().await
 }
 
 /// Lets (paused) time run on until every session has ended and every

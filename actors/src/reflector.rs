@@ -272,6 +272,14 @@ pub fn derivation(identity: &str, request: &ReflectRequest) -> String {
 /// same answer becomes, so that a replay re-derives every session.
 pub const DERIVATION_VERSION: u32 = 1;
 
+/// The id of the `index`-th fact drawn into the summary `summary_id`:
+/// named by what it came from, so the same reflection stored twice (a
+/// retry, a resumed replay) names its facts the same, and a replay in
+/// virtual time gives the same ids every run.
+pub fn fact_id(summary_id: Uuid, index: usize) -> Uuid {
+    Uuid::new_v5(&summary_id, format!("fact {index}").as_bytes())
+}
+
 /// A reflection's summary, block updates and facts for `session`.
 pub fn build_reflection(
     session: &SessionRecord,
@@ -302,8 +310,9 @@ pub fn build_reflection(
     let facts = r
         .facts
         .into_iter()
-        .map(|f| Fact {
-            fact_id: Uuid::new_v4(),
+        .enumerate()
+        .map(|(i, f)| Fact {
+            fact_id: fact_id(session.session_id, i),
             agent_id: session.agent_id.clone(),
             user_id: session.user_id.clone(),
             category: f.category,

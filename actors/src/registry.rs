@@ -126,11 +126,63 @@ pub struct Registry {
     /// Sessions marked ended whose actor has not reported its final record
     /// to the supervisor yet.
     ending: Mutex<HashSet<Uuid>>,
+    /// Where new session ids come from.
+    ids: SessionIds,
+}
+
+/// New session ids: random, or drawn from a seed so that a replay in
+/// virtual time names its sessions the same way every run.
+#[derive(Default)]
+enum SessionIds {
+    #[default]
+    Random,
+    Seeded {
+        seed: u64,
+        drawn: std::sync::atomic::AtomicU64,
+    },
+}
+
+/// splitmix64's output function.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 impl Registry {
     pub fn new() -> Arc<Self> {
         Arc::new(Registry::default())
+    }
+
+    /// A registry whose session ids are drawn from `seed`: the n-th id is
+    /// the same in every run (a version-4 UUID in form).
+    pub fn seeded(seed: u64) -> Arc<Self> {
+        Arc::new(Registry {
+            ids: SessionIds::Seeded {
+                seed,
+                drawn: Default::default(),
+            },
+            ..Default::default()
+        })
+    }
+
+    /// The id of a session about to open.
+    pub fn new_session_id(&self) -> Uuid {
+        match &self.ids {
+            SessionIds::Random => Uuid::new_v4(),
+            SessionIds::Seeded { seed, drawn } => {
+                // The (2n+1)-th and (2n+2)-th outputs of splitmix64 from
+                // the seed.
+                const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+                let n = drawn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let at = |k: u64| mix(seed.wrapping_add(k.wrapping_mul(GOLDEN)));
+                let (hi, lo) = (at(2 * n + 1), at(2 * n + 2));
+                let mut bytes = [0u8; 16];
+                bytes[..8].copy_from_slice(&hi.to_be_bytes());
+                bytes[8..].copy_from_slice(&lo.to_be_bytes());
+                uuid::Builder::from_random_bytes(bytes).into_uuid()
+            }
+        }
     }
 
     // A poisoned lock only means another thread panicked while holding it;
@@ -210,7 +262,7 @@ impl Registry {
             } => match send_turn(actor, view, turn) {
                 Ok(()) => Ok(Routed::Delivered(*session_id)),
                 Err(ractor::MessagingErr::SendErr(SessionMsg::Turn(t))) => {
-                    let id = Uuid::new_v4();
+                    let id = self.new_session_id();
                     *conn = Conn::Opening {
                         owner: owner.clone(),
                         session_id: id,
@@ -230,7 +282,7 @@ impl Registry {
                 Ok(Routed::Pending(*session_id))
             }
             Conn::Ended { owner, .. } => {
-                let id = Uuid::new_v4();
+                let id = self.new_session_id();
                 *conn = Conn::Opening {
                     owner: owner.clone(),
                     session_id: id,
@@ -550,5 +602,23 @@ impl Registry {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeded_session_ids_repeat_per_seed_and_look_like_v4() {
+        let draw = |r: &Registry| (0..100).map(|_| r.new_session_id()).collect::<Vec<_>>();
+        let a = draw(&Registry::seeded(42));
+        assert_eq!(a, draw(&Registry::seeded(42)));
+        assert!(a.iter().all(|id| id.get_version_num() == 4));
+        assert_eq!(a.iter().collect::<HashSet<_>>().len(), a.len());
+        let b = draw(&Registry::seeded(43));
+        assert!(a.iter().all(|id| !b.contains(id)));
+        // random by default
+        assert_ne!(draw(&Registry::default()), draw(&Registry::default()));
     }
 }

@@ -1071,12 +1071,15 @@ impl RollupState {
             warn!(error = %err, "rollup could not list agents");
         }
         let mut report = self.drain(now).await;
-        let due: Vec<String> = self
+        let mut due: Vec<String> = self
             .due
             .iter()
             .filter(|(_, t)| **t <= now)
             .map(|(a, _)| a.clone())
             .collect();
+        // Agents due at the same instant start in name order; within an
+        // agent, periods then users go in order (`roll_level`).
+        due.sort_unstable();
         if !due.is_empty() {
             debug!(agents = due.len(), "rollups due");
             report.add(self.roll(due, now).await);

@@ -253,7 +253,7 @@ impl SupervisorState {
 
     fn new_record(&self, agent_id: &str, user_id: &str, connection_id: &str) -> SessionRecord {
         SessionRecord {
-            session_id: Uuid::new_v4(),
+            session_id: self.registry.new_session_id(),
             agent_id: agent_id.to_string(),
             user_id: user_id.to_string(),
             connection_id: connection_id.to_string(),

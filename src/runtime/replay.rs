@@ -20,7 +20,7 @@ use ractor::call_t;
 use recall_actors::model::{validate_id, ConversationSummary, SessionRecord};
 use recall_actors::reflect::parse::parse_reflection;
 use recall_actors::reflect::{ReflectError, ReflectRequest};
-use recall_actors::reflector::{backoff, build_reflection, derivation, session_request};
+use recall_actors::reflector::{backoff, build_reflection, derivation, fact_id, session_request};
 use recall_actors::rollup::RollupReport;
 use recall_actors::store::StoreMsg;
 use serde::Serialize;
@@ -248,7 +248,7 @@ impl Runtime {
             .await
             .map_err(RecallError::Summarizer)?;
         let now = self.inner.clock.now();
-        let (mut summary, _blocks, facts) = build_reflection(
+        let (mut summary, _blocks, mut facts) = build_reflection(
             rec,
             &turns,
             parse_reflection(&raw, &conversation),
@@ -308,6 +308,10 @@ impl Runtime {
         // again (an interrupted run resumed) is a no-op.
         summary.summary_id = Uuid::new_v5(&current.summary_id, fingerprint.as_bytes());
         summary.supersedes = Some(current.summary_id);
+        // Its facts are named after it, not after the version they replace.
+        for (i, f) in facts.iter_mut().enumerate() {
+            f.fact_id = fact_id(summary.summary_id, i);
+        }
         let revision = call_t!(
             store,
             |reply| StoreMsg::ReviseSession {

@@ -1,37 +1,45 @@
-//! Load test of `recall serve`'s WebSocket stream, against a bare axum
-//! WebSocket echo handler measured in the same run, and the server's
-//! resident memory per idle session.
+//! Load test of `recall serve`'s WebSocket stream against a bare axum
+//! WebSocket echo server, each its own process, and the server's resident
+//! memory per idle session.
 //!
-//! 1. Starts, in this process, the recall server (default settings: group
-//!    commit, offline summarizer) on a temporary folder and a bare axum
-//!    echo server, both on 127.0.0.1.
-//! 2. Starts 10,000 sessions through `POST /v1/sessions` and reports the
-//!    growth of the process's resident memory per idle session (they stay
-//!    live, idle, during what follows).
-//! 3. Opens 1,000 WebSocket connections to each server in turn; every
-//!    connection sends turn frames, each waiting for its answer (an ack
-//!    from recall, the echo from the bare handler): first at saturation
-//!    (the next frame as soon as the last is answered: turns per second and
-//!    their ratio), then at a steady offered load (one turn every 200 ms
-//!    per connection: ack latency percentiles). At saturation every frame
-//!    queues behind the 999 others, so latency there measures the queue,
-//!    not the server.
+//! Three processes on one machine: `recall serve` (default settings: group
+//! commit, offline summarizer, any `RECALL_<SECTION>__<KEY>` variables
+//! applied) on a temporary folder, the `ws_echo` example (a bare axum echo,
+//! the same release build and tokio defaults), and this load generator. All
+//! on 127.0.0.1; the generator's clients cost the same for both servers.
+//!
+//! 1. Starts 10,000 sessions through `POST /v1/sessions` and reports the
+//!    growth of the server process's resident memory per idle session (they
+//!    stay live, idle, during what follows).
+//! 2. Saturation: 1,000 WebSocket connections, each sending turn frames and
+//!    waiting for each answer (an ack from recall, the echo from the bare
+//!    server), the next as soon as the last is answered: turns per second.
+//!    recall twice: with the default ack (the turn is on its way to the
+//!    Store) and with `durable: true` frames (acked once on disk).
+//! 3. Steady offered load: one turn every 200 ms per connection: ack
+//!    latency percentiles, both acks again.
+//!
+//! Each of 2 and 3 runs twice, the second time in the opposite order
+//! (echo, recall, recall durable; then durable, recall, echo), so neither
+//! side always goes first. Before each run the recall server is idle (no
+//! reflection running or queued, no window summary in flight, from its
+//! `/metrics`), and around each recall run its window
+//! summaries' counters are read before and after: how many were made, and
+//! how far behind the calls they were.
 //!
 //! Run with `cargo run --release --example ws_load` (add `-- --quick` for a
-//! smaller run; `RECALL_<SECTION>__<KEY>` variables change settings). Clients and servers share the machine's cores, the same
-//! way for both servers.
+//! smaller run). Under `cargo run` it first builds the `recall` binary and
+//! the `ws_echo` example with the same profile; otherwise it looks for them
+//! beside itself.
 
-use std::net::SocketAddr;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::ws::{Message as AxMessage, WebSocket, WebSocketUpgrade};
-use axum::routing::get;
-use axum::Router;
 use futures::{SinkExt, StreamExt};
-use recall::server::{self, ServerConfig};
-use recall::RuntimeBuilder;
-use tokio::sync::{oneshot, Barrier};
+use tokio::sync::Barrier;
 use tokio_tungstenite::tungstenite::Message;
 
 const USER: &str = "Can you move my dentist appointment to Thursday afternoon?";
@@ -55,7 +63,7 @@ impl Run {
 
     fn line(&self, name: &str) -> String {
         format!(
-            "{name}: {} turns in {:.2} s = {:.0} turns/s; ack latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            "{name}: {} turns in {:.2} s = {:.0} turns/s; latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
             self.turns,
             self.elapsed.as_secs_f64(),
             self.per_sec(),
@@ -75,6 +83,7 @@ async fn drive(
     conns: usize,
     per_conn: usize,
     pace: Option<Duration>,
+    durable: bool,
     url: impl Fn(usize) -> String,
 ) -> Run {
     let barrier = Arc::new(Barrier::new(conns + 1));
@@ -95,6 +104,7 @@ async fn drive(
                 "type": "turn",
                 "user_message": USER,
                 "agent_response": AGENT,
+                "durable": durable,
             })
             .to_string();
             barrier.wait().await;
@@ -146,24 +156,104 @@ async fn drive(
     }
 }
 
-async fn echo(ws: WebSocketUpgrade) -> axum::response::Response {
-    ws.on_upgrade(|mut socket: WebSocket| async move {
-        while let Some(Ok(msg)) = socket.recv().await {
-            let echoed = match msg {
-                AxMessage::Text(_) | AxMessage::Binary(_) => socket.send(msg).await.is_ok(),
-                AxMessage::Close(_) => false,
-                _ => true,
-            };
-            if !echoed {
-                break;
-            }
+/// The `recall` binary and the `ws_echo` example: built first under
+/// `cargo run` (same profile), then taken from beside this program.
+fn binaries() -> anyhow::Result<(PathBuf, PathBuf)> {
+    let me = std::env::current_exe()?;
+    // target/<profile>/examples/ws_load
+    let examples = me.parent().expect("examples folder").to_path_buf();
+    let profile_dir = examples.parent().expect("profile folder").to_path_buf();
+    if let Ok(cargo) = std::env::var("CARGO") {
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "--bin", "recall", "--example", "ws_echo"]);
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
         }
-    })
+        let status = cmd.status()?;
+        anyhow::ensure!(status.success(), "building recall and ws_echo failed");
+    }
+    let recall = profile_dir.join("recall");
+    let echo = examples.join("ws_echo");
+    for p in [&recall, &echo] {
+        anyhow::ensure!(
+            p.exists(),
+            "{} not found: run with `cargo run --release --example ws_load`",
+            p.display()
+        );
+    }
+    Ok((recall, echo))
 }
 
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
+/// A server process and the address it printed.
+struct Server {
+    child: Child,
+    addr: String,
+    /// Echoes the rest of its stdout.
+    output: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    /// Starts `cmd` (stdout piped) and reads lines until one says
+    /// "listening on http://ADDR"; the rest of its stdout is echoed.
+    fn start(mut cmd: Command, name: &'static str) -> anyhow::Result<Server> {
+        let mut child = cmd.stdout(Stdio::piped()).spawn()?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let addr = loop {
+            let Some(line) = lines.next() else {
+                anyhow::bail!("{name} exited before listening: {:?}", child.wait()?);
+            };
+            let line = line?;
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                break rest
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_string();
+            }
+        };
+        let output = std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                println!("  [{name}] {line}");
+            }
+        });
+        Ok(Server {
+            child,
+            addr,
+            output: Some(output),
+        })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGTERM, then wait for the exit.
+    fn stop(mut self) -> anyhow::Result<std::process::ExitStatus> {
+        Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()?;
+        let status = self.child.wait()?;
+        if let Some(output) = self.output.take() {
+            let _ = output.join();
+        }
+        Ok(status)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A field of `/proc/<pid>/status` in bytes (`VmRSS:`).
+fn rss_bytes(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
@@ -171,75 +261,223 @@ fn rss_bytes() -> u64 {
         .unwrap_or(0)
 }
 
-/// The in-session window summaries of a run, from the supervisor's stats
-/// before and after it: how many, and how far behind the calls they were
-/// (messages not yet in a completed window, at each round past the
-/// threshold).
-fn windows(
-    before: &recall::engine::supervisor::SupervisorStats,
-    after: &recall::engine::supervisor::SupervisorStats,
-) -> String {
-    let rounds = after.window_lag_rounds - before.window_lag_rounds;
-    let sum = after.window_lag_sum - before.window_lag_sum;
+/// CPU time (user + system) a process has used so far.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which is in parentheses).
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime are fields 14 and 15 of the line: 11 and 12 here.
+    let hz = 100; // USER_HZ on Linux
+    Duration::from_millis((ticks(11) + ticks(12)) * 1000 / hz)
+}
+
+/// The server's counters from its `/metrics`.
+#[derive(Clone, Copy, Default)]
+struct Counters {
+    /// Reflections running or queued, and window summaries in flight.
+    busy: f64,
+    windows_started: f64,
+    windows_completed: f64,
+    lag_rounds: f64,
+    lag_sum: f64,
+    lag_max: f64,
+}
+
+async fn counters(http: &reqwest::Client, base: &str) -> anyhow::Result<Counters> {
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await?
+        .error_for_status()?
+        .text()
+        .await?;
+    let get = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(' ')?;
+                (k == name).then(|| v.trim().parse().ok())?
+            })
+            .unwrap_or(0.0)
+    };
+    Ok(Counters {
+        busy: get("recall_reflections_queued")
+            + get("recall_reflections_running")
+            + get("recall_window_summaries_in_flight"),
+        windows_started: get("recall_window_summaries_started_total"),
+        windows_completed: get("recall_window_summaries_completed_total"),
+        lag_rounds: get("recall_window_lag_rounds_total"),
+        lag_sum: get("recall_window_lag_messages_total"),
+        lag_max: get("recall_window_lag_messages_max"),
+    })
+}
+
+/// Waits until the server has no reflection running or queued and no
+/// window summary in flight: what one run set off does not spill into the
+/// next.
+async fn idle(http: &reqwest::Client, base: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while counters(http, base).await?.busy > 0.0 {
+        anyhow::ensure!(Instant::now() < deadline, "the server did not go idle");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// The window summaries of a run, from the counters before and after it.
+fn windows(before: Counters, after: Counters) -> String {
+    let rounds = after.lag_rounds - before.lag_rounds;
     format!(
         "window summaries: {} started, {} completed during the run; lag {:.1} messages at the mean over {rounds} rounds, {} at the most (so far)",
         after.windows_started - before.windows_started,
         after.windows_completed - before.windows_completed,
-        sum as f64 / rounds.max(1) as f64,
-        after.window_lag_max
+        (after.lag_sum - before.lag_sum) / rounds.max(1.0),
+        after.lag_max
     )
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Side {
+    Echo,
+    Recall,
+    RecallDurable,
+}
+
+impl Side {
+    fn name(self) -> &'static str {
+        match self {
+            Side::Echo => "bare axum echo       ",
+            Side::Recall => "recall serve         ",
+            Side::RecallDurable => "recall serve, durable",
+        }
+    }
+}
+
+/// Every side once per round, the second round in the opposite order.
+const ORDERS: [[Side; 3]; 2] = [
+    [Side::Echo, Side::Recall, Side::RecallDurable],
+    [Side::RecallDurable, Side::Recall, Side::Echo],
+];
+
+struct Bench {
+    http: reqwest::Client,
+    recall: String,
+    echo: String,
+    recall_pid: u32,
+}
+
+impl Bench {
+    /// One side's run, with the recall server idle first; for recall, its
+    /// window counters and CPU time around it.
+    async fn run(
+        &self,
+        side: Side,
+        tag: &str,
+        conns: usize,
+        per_conn: usize,
+        pace: Option<Duration>,
+    ) -> anyhow::Result<Run> {
+        let echo = &self.echo;
+        let recall = &self.recall;
+        let base = format!("http://{recall}");
+        // Whichever side runs, nothing the last recall run set off is
+        // still running on the machine.
+        idle(&self.http, &base).await?;
+        if side == Side::Echo {
+            let r = drive(conns, per_conn, pace, false, |_| {
+                format!("ws://{echo}/echo")
+            })
+            .await;
+            println!("  {}", r.line(side.name()));
+            return Ok(r);
+        }
+        let before = counters(&self.http, &base).await?;
+        let cpu = cpu_time(self.recall_pid);
+        let durable = side == Side::RecallDurable;
+        let r = drive(conns, per_conn, pace, durable, |i| {
+            format!(
+                "ws://{recall}/v1/connections/{tag}-{i}/stream?agent_id=load&user_id=user-{}",
+                i % 100
+            )
+        })
+        .await;
+        let cpu = cpu_time(self.recall_pid) - cpu;
+        let after = counters(&self.http, &base).await?;
+        println!(
+            "  {}; server CPU {:.2} s",
+            r.line(side.name()),
+            cpu.as_secs_f64()
+        );
+        println!("    {}", windows(before, after));
+        Ok(r)
+    }
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met {
+        "met"
+    } else {
+        "MISSED"
+    }
 }
 
 fn main() -> anyhow::Result<()> {
     let quick = std::env::args().any(|a| a == "--quick");
     // (connections, turns each at saturation, turns each at steady load,
     // idle sessions)
-    let (conns, sat_turns, per_conn, idle) = if quick {
+    let (conns, sat_turns, per_conn, idle_sessions) = if quick {
         (200, 10, 10, 2_000)
     } else {
         (1_000, 50, 20, 10_000)
     };
+    let (recall_bin, echo_bin) = binaries()?;
+    let dir = tempfile::tempdir()?;
+
+    let mut cmd = Command::new(&recall_bin);
+    cmd.args(["serve", "--addr", "127.0.0.1:0", "--data"])
+        .arg(dir.path().join("data"));
+    if std::env::var_os("RECALL_LOG__FILTER").is_none() {
+        cmd.env("RECALL_LOG__FILTER", "warn");
+    }
+    let recall = Server::start(cmd, "recall")?;
+    let echo = Server::start(Command::new(&echo_bin), "ws_echo")?;
+    println!(
+        "recall serve (pid {}) on {}, ws_echo (pid {}) on {}; this load generator is pid {}",
+        recall.pid(),
+        recall.addr,
+        echo.pid(),
+        echo.addr,
+        std::process::id()
+    );
+
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    rt.block_on(async move {
-        let dir = tempfile::tempdir()?;
-        // The defaults, with any `RECALL_<SECTION>__<KEY>` variables set
-        // (e.g. `RECALL_SESSION__WINDOW_EVERY_MESSAGES=2`).
-        let settings = recall::settings::load(None)?;
-        let runtime = RuntimeBuilder::new(dir.path())
-            .settings(settings.clone())
-            .start()
-            .await?;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let recall_addr: SocketAddr = listener.local_addr()?;
-        let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        let server_task = tokio::spawn(server::serve(
-            listener,
-            runtime.clone(),
-            ServerConfig::from_settings(&settings),
-            async {
-                let _ = stop_rx.await;
-            },
-        ));
+    rt.block_on(async {
+        let bench = Bench {
+            http: reqwest::Client::new(),
+            recall: recall.addr.clone(),
+            echo: echo.addr.clone(),
+            recall_pid: recall.pid(),
+        };
+        let base = format!("http://{}", bench.recall);
 
-        let echo_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let echo_addr = echo_listener.local_addr()?;
-        tokio::spawn(async move {
-            let app = Router::new().route("/echo", get(echo));
-            let _ = axum::serve(echo_listener, app).await;
-        });
-
-        // Memory per idle session first, on a fresh process: sessions
+        // Memory per idle session first, on a fresh server: sessions
         // started over HTTP and left idle (they stay live during the load
         // runs below, as they would on a real server).
-        let http = reqwest::Client::new();
-        let before = rss_bytes();
-        let base = format!("http://{recall_addr}");
+        let before = rss_bytes(recall.pid());
         let started = Instant::now();
         let mut batch = Vec::new();
-        for i in 0..idle {
-            let http = http.clone();
+        for i in 0..idle_sessions {
+            let http = bench.http.clone();
             let url = format!("{base}/v1/sessions");
             batch.push(tokio::spawn(async move {
                 let resp = http
@@ -263,43 +501,36 @@ fn main() -> anyhow::Result<()> {
         for t in batch {
             t.await?;
         }
-        let after = rss_bytes();
-        let live = runtime.stats().await?.supervisor.live_sessions;
+        let after = rss_bytes(recall.pid());
         println!(
-            "{idle} idle sessions started over HTTP in {:.2} s; {live} live; process RSS {:.1} MiB -> {:.1} MiB: {:.1} KiB per idle session",
+            "{idle_sessions} idle sessions started over HTTP in {:.2} s; server RSS {:.1} MiB -> {:.1} MiB: {:.1} KiB per idle session",
             started.elapsed().as_secs_f64(),
             before as f64 / 1048576.0,
             after as f64 / 1048576.0,
-            after.saturating_sub(before) as f64 / idle as f64 / 1024.0
+            after.saturating_sub(before) as f64 / idle_sessions as f64 / 1024.0
         );
 
-        let echo_url = |_: usize| format!("ws://{echo_addr}/echo");
-        let recall_url = |run: &'static str| {
-            move |i: usize| {
-                format!(
-                    "ws://{recall_addr}/v1/connections/{run}-{i}/stream?agent_id=load&user_id=user-{}",
-                    i % 100
-                )
-            }
-        };
         // A short warm-up of each.
-        let _ = drive(50, 5, None, echo_url).await;
-        let _ = drive(50, 5, None, recall_url("warm")).await;
+        for side in ORDERS[0] {
+            let _ = bench.run(side, "warm", 50, 5, None).await?;
+        }
 
         println!("saturation: {conns} WebSocket connections x {sat_turns} turns each, the next sent when the last is answered");
-        runtime.wait_idle().await?;
-        let bare = drive(conns, sat_turns, None, echo_url).await;
-        let before = runtime.stats().await?.supervisor;
-        let rec = drive(conns, sat_turns, None, recall_url("sat")).await;
-        let after = runtime.stats().await?.supervisor;
-        println!("  {}", bare.line("bare axum echo"));
-        println!("  {}", rec.line("recall serve  "));
-        println!("  {}", windows(&before, &after));
-        let ratio = rec.per_sec() / bare.per_sec();
-        println!(
-            "  throughput ratio recall/echo {ratio:.2} (target >= 0.7: {})",
-            if ratio >= 0.7 { "met" } else { "MISSED" },
-        );
+        let mut sat = Vec::new();
+        for (round, order) in ORDERS.iter().enumerate() {
+            println!(" round {}:", round + 1);
+            let mut got = [0.0; 3];
+            for &side in order {
+                let tag = format!("sat{round}-{}", side as u8);
+                got[side as usize] = bench.run(side, &tag, conns, sat_turns, None).await?.per_sec();
+            }
+            let (plain, durable) = (got[1] / got[0], got[2] / got[0]);
+            println!(
+                "  throughput ratio recall/echo {plain:.2} (target >= 0.7: {}); durable acks {durable:.2}",
+                verdict(plain >= 0.7)
+            );
+            sat.push((plain, durable));
+        }
 
         let pace = Duration::from_millis(200);
         println!(
@@ -307,34 +538,35 @@ fn main() -> anyhow::Result<()> {
             pace.as_millis(),
             conns as f64 / pace.as_secs_f64()
         );
-        // The saturation run's sessions are reflected before this one starts.
-        runtime.wait_idle().await?;
-        let bare_p = drive(conns, per_conn, Some(pace), echo_url).await;
-        let before = runtime.stats().await?.supervisor;
-        let rec_p = drive(conns, per_conn, Some(pace), recall_url("paced")).await;
-        let after = runtime.stats().await?.supervisor;
-        println!("  {}", bare_p.line("bare axum echo"));
-        println!("  {}", rec_p.line("recall serve  "));
-        println!("  {}", windows(&before, &after));
+        let mut steady = Vec::new();
+        for (round, order) in ORDERS.iter().enumerate() {
+            println!(" round {}:", round + 1);
+            let mut p99 = [0.0; 3];
+            for &side in order {
+                let tag = format!("paced{round}-{}", side as u8);
+                p99[side as usize] = bench.run(side, &tag, conns, per_conn, Some(pace)).await?.pct(0.99);
+            }
+            println!(
+                "  recall p99 {:.2} ms (target < 5 ms: {}); durable acks p99 {:.2} ms; echo p99 {:.2} ms",
+                p99[1],
+                verdict(p99[1] < 5.0),
+                p99[2],
+                p99[0]
+            );
+            steady.push(p99);
+        }
+        idle(&bench.http, &base).await?;
         println!(
-            "  recall p99 {:.2} ms (target < 5 ms: {}); echo p99 {:.2} ms",
-            rec_p.pct(0.99),
-            if rec_p.pct(0.99) < 5.0 { "met" } else { "MISSED" },
-            bare_p.pct(0.99)
-        );
-        runtime.wait_idle().await?;
-        let stats = runtime.stats().await?;
-        println!(
-            "store: {} turns written; {} sessions reflected",
-            stats.store.turns_written, stats.supervisor.summaries_stored
-        );
-
-        let _ = stop_tx.send(());
-        let report = server_task.await??;
-        println!(
-            "shutdown: {} sessions ended, {} reflections left queued",
-            report.sessions_ended, report.reflections_left
+            "summary: saturation ratio recall/echo {} (durable {}); steady p99 recall {} ms, durable {} ms, echo {} ms",
+            sat.iter().map(|s| format!("{:.2}", s.0)).collect::<Vec<_>>().join(" / "),
+            sat.iter().map(|s| format!("{:.2}", s.1)).collect::<Vec<_>>().join(" / "),
+            steady.iter().map(|s| format!("{:.2}", s[1])).collect::<Vec<_>>().join(" / "),
+            steady.iter().map(|s| format!("{:.2}", s[2])).collect::<Vec<_>>().join(" / "),
+            steady.iter().map(|s| format!("{:.2}", s[0])).collect::<Vec<_>>().join(" / "),
         );
         anyhow::Ok(())
-    })
+    })?;
+    let status = recall.stop()?;
+    println!("recall serve exited: {status}");
+    Ok(())
 }

@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use metrics::{describe_counter, describe_gauge, describe_histogram, gauge, Unit};
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, Unit};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing::warn;
 
@@ -86,6 +86,34 @@ fn describe() {
         "Failed reflection attempts, by kind"
     );
     describe_gauge!("recall_dead_letters", "Dead letters stored now");
+    describe_counter!(
+        "recall_window_summaries_started_total",
+        "In-session window summaries started"
+    );
+    describe_counter!(
+        "recall_window_summaries_completed_total",
+        "In-session window summaries completed"
+    );
+    describe_counter!(
+        "recall_window_summaries_failed_total",
+        "In-session window summaries that failed (the next covers their messages)"
+    );
+    describe_gauge!(
+        "recall_window_summaries_in_flight",
+        "In-session summaries (windows and folds) being made now"
+    );
+    describe_counter!(
+        "recall_window_lag_rounds_total",
+        "Rounds of live calls past the window threshold, at which the lag is sampled"
+    );
+    describe_counter!(
+        "recall_window_lag_messages_total",
+        "Sum over those rounds of the messages not yet in a completed window summary"
+    );
+    describe_gauge!(
+        "recall_window_lag_messages_max",
+        "The most messages a live call has had outside a completed window summary"
+    );
     describe_histogram!(
         "recall_store_batch_writes",
         "Writes made durable by one store flush (the group-commit batch)"
@@ -103,7 +131,15 @@ pub async fn render(handle: &PrometheusHandle, runtime: &Runtime) -> String {
         gauge!("recall_live_sessions").set(stats.supervisor.live_sessions as f64);
         gauge!("recall_reflections_queued").set(stats.supervisor.reflections_queued as f64);
         gauge!("recall_reflections_running").set(stats.supervisor.reflections_running as f64);
+        let s = &stats.supervisor;
+        counter!("recall_window_summaries_started_total").absolute(s.windows_started);
+        counter!("recall_window_summaries_completed_total").absolute(s.windows_completed);
+        counter!("recall_window_summaries_failed_total").absolute(s.windows_failed);
+        counter!("recall_window_lag_rounds_total").absolute(s.window_lag_rounds);
+        counter!("recall_window_lag_messages_total").absolute(s.window_lag_sum);
+        gauge!("recall_window_lag_messages_max").set(s.window_lag_max as f64);
     }
+    gauge!("recall_window_summaries_in_flight").set(runtime.windows_in_flight() as f64);
     if let Ok(dead) = runtime.dead_letters().await {
         gauge!("recall_dead_letters").set(dead.len() as f64);
     }

@@ -1453,6 +1453,12 @@ impl Runtime {
         Ok(())
     }
 
+    /// In-session summaries (windows and folds) started whose outcome is
+    /// not yet back with their session.
+    pub fn windows_in_flight(&self) -> usize {
+        *self.inner.windows_in_flight.borrow()
+    }
+
     /// Waits until every in-session summary (window or fold) started has
     /// come back and its session has taken it in, and those it started in
     /// turn. A summary that hangs is waited for until its timeout

@@ -12,110 +12,21 @@
 //! group. Run with `cargo bench --bench search`.
 
 mod common;
+#[path = "common/search_corpus.rs"]
+mod corpus;
 
 use std::collections::HashSet;
 use std::hint::black_box;
 use std::time::Instant;
 
-use chrono::{Duration, TimeZone, Utc};
 use criterion::Criterion;
 use recall::engine::embed::{cosine, HashingEmbed, StoredVector};
 use recall::engine::keys;
-use recall::engine::model::ConversationSummary;
 use recall::engine::search::{tokens, SearchQuery};
 use recall::engine::store::Trees;
 use recall::{RuntimeBuilder, Settings};
-use uuid::Uuid;
 
-const AGENT: &str = "kairix";
-const SUMMARIES: usize = 100_000;
-const USERS: usize = 50;
-const VOCAB: usize = 3_000;
-const QUERIES: usize = 2_000;
-const LIMIT: usize = 10;
-
-/// xorshift64*: a fixed, fast sequence.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// Skewed towards low indices, like word frequencies.
-    fn word(&mut self, vocab: &[String]) -> String {
-        let a = (self.next() % vocab.len() as u64) as usize;
-        let b = (self.next() % vocab.len() as u64) as usize;
-        vocab[a.min(b)].clone()
-    }
-}
-
-fn vocabulary() -> Vec<String> {
-    let syllables = [
-        "ka", "ri", "mo", "te", "lu", "sa", "ven", "dor", "pil", "gra", "nos", "ber", "tik", "fal",
-        "un", "zer",
-    ];
-    let mut out = Vec::with_capacity(VOCAB);
-    let mut i = 0usize;
-    while out.len() < VOCAB {
-        let w = format!(
-            "{}{}{}",
-            syllables[i % 16],
-            syllables[(i / 16) % 16],
-            syllables[(i / 256) % 16]
-        );
-        out.push(w);
-        i += 1;
-    }
-    // a few real words among them
-    for (slot, w) in [
-        "interview",
-        "globex",
-        "salary",
-        "sailing",
-        "porto",
-        "offer",
-        "kubernetes",
-        "recruiter",
-    ]
-    .iter()
-    .enumerate()
-    {
-        out[slot * 7] = w.to_string();
-    }
-    out
-}
-
-fn summaries(vocab: &[String]) -> Vec<ConversationSummary> {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let t0 = Utc
-        .with_ymd_and_hms(2024, 1, 1, 9, 0, 0)
-        .single()
-        .expect("time");
-    (0..SUMMARIES)
-        .map(|i| {
-            let words: Vec<String> = (0..40).map(|_| rng.word(vocab)).collect();
-            let start = t0 + Duration::minutes(10 * i as i64);
-            let user = format!("user-{}", i % USERS);
-            let id = Uuid::from_u128(i as u128 + 1);
-            ConversationSummary {
-                period_end: start + Duration::minutes(5),
-                topics: words[..3].to_vec(),
-                turn_count: 4,
-                ..ConversationSummary::session(
-                    id,
-                    AGENT,
-                    &user,
-                    start,
-                    &format!("{}.", words.join(" ")),
-                )
-            }
-        })
-        .collect()
-}
+use corpus::{queries, summaries, vocabulary, AGENT, LIMIT, QUERIES, SUMMARIES};
 
 fn percentiles(mut ns: Vec<u64>) -> (f64, u64, u64) {
     ns.sort_unstable();
@@ -198,15 +109,7 @@ fn main() {
     let rt = tokio
         .block_on(RuntimeBuilder::new(dir.path()).settings(settings).start())
         .expect("runtime");
-    let mut rng = Rng(42);
-    let queries: Vec<(String, Option<String>)> = (0..QUERIES)
-        .map(|i| {
-            let n = 2 + (rng.next() % 2) as usize;
-            let q: Vec<String> = (0..n).map(|_| rng.word(&vocab)).collect();
-            let user = (i % 2 == 0).then(|| format!("user-{}", rng.next() % USERS as u64));
-            (q.join(" "), user)
-        })
-        .collect();
+    let queries = queries(&vocab);
     let query = |(q, user): &(String, Option<String>)| SearchQuery {
         text: q.clone(),
         user_id: user.clone(),

@@ -501,7 +501,20 @@ pub enum SimError {
 /// paused clock from jumping ahead (to the attempt timeout) meanwhile.
 pub struct RealTimeReflect {
     inner: Arc<dyn Reflect>,
-    runtime: Arc<tokio::runtime::Runtime>,
+    runtime: Arc<RealTime>,
+}
+
+/// The real-time runtime, shut down without blocking when the last holder
+/// goes: that may be inside the simulation's runtime, where a plain drop
+/// (which waits for its threads) panics.
+struct RealTime(Option<tokio::runtime::Runtime>);
+
+impl Drop for RealTime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl RealTimeReflect {
@@ -512,7 +525,7 @@ impl RealTimeReflect {
             .build()?;
         Ok(RealTimeReflect {
             inner,
-            runtime: Arc::new(runtime),
+            runtime: Arc::new(RealTime(Some(runtime))),
         })
     }
 }
@@ -530,9 +543,12 @@ impl Reflect for RealTimeReflect {
         let inner = self.inner.clone();
         let rt = self.runtime.clone();
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || rt.block_on(inner.reflect(request)))
-                .await
-                .map_err(|e| ReflectError::Transport(Box::new(e)))?
+            tokio::task::spawn_blocking(move || match &rt.0 {
+                Some(rt) => rt.block_on(inner.reflect(request)),
+                None => unreachable!("the runtime lives as long as its holders"),
+            })
+            .await
+            .map_err(|e| ReflectError::Transport(Box::new(e)))?
         })
     }
 }
@@ -593,9 +609,11 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
         if ev.at > clock.now() {
             // What this instant's events set off (summaries, window
             // summaries) is done before time moves on: their results land
-            // at the same virtual moment every run.
-            quiesce(&rt).await?;
-            tokio::time::sleep_until(clock.instant_at(ev.at)).await;
+            // at the same virtual moment every run. Work that waits on a
+            // timer past this event (a retry's backoff) goes on after it.
+            let at = clock.instant_at(ev.at);
+            quiesce_until(&rt, at).await?;
+            tokio::time::sleep_until(at).await;
         }
         let res = match &ev.action {
             Action::Start {
@@ -627,7 +645,7 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
             } => {
                 // What the agent would see now: what this instant's
                 // events before it set off is done first.
-                quiesce(&rt).await?;
+                quiesce_until(&rt, read_by()).await?;
                 rt.context(agent_id, user_id, message, *budget_tokens)
                     .await
                     .map(|c| {
@@ -650,7 +668,7 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
             } => {
                 // What the agent would find now, once the summaries stored
                 // by this instant are taken in.
-                quiesce(&rt).await?;
+                quiesce_until(&rt, read_by()).await?;
                 if rollups {
                     rt.process_new_summaries().await.map(|_| ())?;
                 }
@@ -743,13 +761,30 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
     })
 }
 
-/// Waits until the runtime is idle and no window summary is in flight.
-/// Virtual time moves meanwhile only where that work waits on a timer (a
-/// retry's backoff).
-async fn quiesce(rt: &crate::Runtime) -> Result<(), RecallError> {
-    rt.wait_idle().await?;
-    rt.wait_windows().await?;
-    rt.wait_idle().await
+/// Waits until the runtime is idle and no window summary is in flight, or
+/// until virtual time reaches `until`, whichever comes first: work that
+/// waits on a timer (a retry's backoff) lets time run on to it, never past
+/// `until`. What ends the wait depends on virtual time alone, so it is the
+/// same every run.
+async fn quiesce_until(
+    rt: &crate::Runtime,
+    until: tokio::time::Instant,
+) -> Result<(), RecallError> {
+    let quiet = async {
+        rt.wait_idle().await?;
+        rt.wait_windows().await?;
+        rt.wait_idle().await
+    };
+    tokio::time::timeout_at(until, quiet)
+        .await
+        .unwrap_or(Ok(()))
+}
+
+/// The latest a read waits for what its instant set off: the work that
+/// needs no timer is done by then; work waiting on one (a retry's backoff)
+/// is read as it stands, one millisecond of virtual time later.
+fn read_by() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_millis(1)
 }
 
 /// Lets (paused) time run on until every session has ended and every

@@ -360,3 +360,65 @@ fn a_multi_user_script_gives_the_same_output_every_run() -> anyhow::Result<()> {
     assert_eq!(other["sessions"].as_array().map(Vec::len), Some(10));
     Ok(())
 }
+
+/// With an LLM that refuses every connection, reflections back off and
+/// end as dead letters: virtual time runs on to their retries between the
+/// script's events, never past one, so every event keeps its time; and the
+/// output is still the same every run.
+#[test]
+fn a_failing_llm_keeps_the_scripts_times_and_the_output_repeats() -> anyhow::Result<()> {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/two_users.jsonl"
+    );
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let run = || -> anyhow::Result<Vec<u8>> {
+        let out = common::recall()
+            .args(["simulate", "--json", script])
+            .env("RECALL_REFLECTOR__KIND", "openai")
+            .env(
+                "RECALL_REFLECTOR__OPENAI__BASE_URL",
+                format!("http://127.0.0.1:{port}/v1"),
+            )
+            // Backoffs of minutes: longer than the gaps between some events.
+            .env("RECALL_REFLECTOR__BACKOFF_BASE_MS", "120000")
+            .env("RECALL_REFLECTOR__BACKOFF_MAX_MS", "600000")
+            .env("RECALL_LOG__FILTER", "error")
+            .output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(out.stdout)
+    };
+    let first = run()?;
+    assert!(first == run()?, "a second run differs");
+    let v: serde_json::Value = serde_json::from_slice(&first)?;
+    assert_eq!(v["dead_letters"].as_array().map(Vec::len), Some(10));
+    // Calls end at their scripted disconnect, or 300 s after their last
+    // turn (09:04): not later, as if the retries had held time up.
+    for s in v["sessions"].as_array().expect("sessions") {
+        let end = s["ended_at"].as_str().expect("ended");
+        let day = &s["started_at"].as_str().expect("started")[..10];
+        let want = match (day, s["end_reason"].as_str()) {
+            ("2026-03-10", _) => "T20:19:00Z",
+            (_, Some("disconnect")) => "T09:06:00Z",
+            _ => "T09:09:00Z",
+        };
+        assert_eq!(end, format!("{day}{want}"), "{s}");
+    }
+    // The reads happened at their times, from the raw turns.
+    let at: Vec<&str> = v["contexts"]
+        .as_array()
+        .expect("contexts")
+        .iter()
+        .filter_map(|c| c["at"].as_str())
+        .collect();
+    assert_eq!(at.first(), Some(&"2026-03-02T09:04:00Z"));
+    assert_eq!(at.last(), Some(&"2026-03-10T23:00:00Z"));
+    Ok(())
+}

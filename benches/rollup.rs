@@ -1,18 +1,27 @@
 //! The daily rollup of 10,000 agents with the offline summarizer: the
-//! total time of `Runtime::run_rollups` and the process's peak resident
-//! memory, against a baseline in the same run that does the least such a
-//! rollup needs — for each agent, read its day's two session summaries
-//! from sled, combine them with the same extractive summarizer and insert
-//! the result with a raw sled insert.
+//! total time of `Runtime::run_rollups` and the peak resident memory of the
+//! rollup itself, against a baseline in the same run that does the least
+//! such a rollup needs — for each agent, read its day's two session
+//! summaries from sled, combine them with the same extractive summarizer
+//! and insert the result with a raw sled insert.
 //!
 //! Each agent has one user with two session summaries on Monday 2 March
 //! 2026, written straight into a store folder; the runtime starts on it at
 //! 04:00 the next day (rollup timers spread over the default 15 minutes are
 //! not waited for: `run_rollups` rolls every agent at once, 4 at a time).
-//! Run with `cargo bench --bench rollup`.
+//!
+//! Two rounds, the baseline first in the first and the rollup first in the
+//! second. Each side runs in a process of its own (this bench started
+//! again with `ROLLUP_BENCH_SIDE` set), on a folder of its own filled the
+//! same way, so that neither inherits the other's heap: memory is the peak
+//! during the timed stretch minus what was resident just before it (the
+//! high-water mark reset then, see `common::PeakRss`), so the fill and the
+//! runtime's start do not count. Run with `cargo bench --bench rollup`.
 
 mod common;
 
+use std::path::Path;
+use std::process::Command;
 use std::time::Instant;
 
 use chrono::{Duration, TimeZone, Utc};
@@ -21,6 +30,7 @@ use recall::engine::model::{AgentMeta, ConversationSummary, SummaryType};
 use recall::engine::reflect::extractive::{combine, DEFAULT_COMBINE_MAX_CHARS};
 use recall::engine::store::Trees;
 use recall::{Clock, RuntimeBuilder, Settings};
+use tempfile::TempDir;
 use uuid::Uuid;
 
 const AGENTS: usize = 10_000;
@@ -76,64 +86,81 @@ fn fill(trees: &Trees) {
     trees.db.flush().expect("flush");
 }
 
-fn main() {
+/// A fresh store folder holding the day's summaries.
+fn filled() -> TempDir {
     let dir = tempfile::tempdir().expect("temp dir");
-    let t = Instant::now();
-    {
-        let trees = Trees::open(dir.path(), &Default::default()).expect("open");
-        fill(&trees);
+    let trees = Trees::open(dir.path(), &Default::default()).expect("open");
+    fill(&trees);
+    dir
+}
+
+/// One side's timed stretch: its wall time and memory (KiB).
+struct Side {
+    secs: f64,
+    before_kib: u64,
+    peak_kib: u64,
+}
+
+impl Side {
+    fn added_mib(&self) -> f64 {
+        self.peak_kib.saturating_sub(self.before_kib) as f64 / 1024.0
     }
-    println!(
-        "wrote {} session summaries of {AGENTS} agents in {:.1} s",
-        2 * AGENTS,
-        t.elapsed().as_secs_f64()
-    );
+}
 
-    // Baseline: read each agent's two summaries, combine, raw insert.
+/// The baseline: read each agent's two summaries, combine, raw insert.
+fn baseline(src: &Path) -> Side {
+    let trees = Trees::open(src, &Default::default()).expect("open");
     let base_dir = tempfile::tempdir().expect("temp dir");
-    let baseline = {
-        let trees = Trees::open(dir.path(), &Default::default()).expect("open");
-        let out = sled::open(base_dir.path()).expect("baseline db");
-        let t = Instant::now();
-        for a in 0..AGENTS {
-            let agent = format!("agent-{a:05}");
-            let texts: Vec<String> = trees
-                .summaries(&agent, SummaryType::Session, None)
-                .expect("read")
-                .into_iter()
-                .map(|s| s.summary_text)
-                .collect();
-            out.insert(
-                agent.as_bytes(),
-                combine("user", &texts, DEFAULT_COMBINE_MAX_CHARS).into_bytes(),
-            )
-            .expect("insert");
-        }
-        out.flush().expect("flush");
-        t.elapsed()
-    };
+    let out = sled::open(base_dir.path()).expect("baseline db");
+    let mem = common::PeakRss::start();
+    let t = Instant::now();
+    for a in 0..AGENTS {
+        let agent = format!("agent-{a:05}");
+        let texts: Vec<String> = trees
+            .summaries(&agent, SummaryType::Session, None)
+            .expect("read")
+            .into_iter()
+            .map(|s| s.summary_text)
+            .collect();
+        out.insert(
+            agent.as_bytes(),
+            combine("user", &texts, DEFAULT_COMBINE_MAX_CHARS).into_bytes(),
+        )
+        .expect("insert");
+    }
+    out.flush().expect("flush");
+    let secs = t.elapsed().as_secs_f64();
+    let (before_kib, peak_kib) = mem.finish();
+    Side {
+        secs,
+        before_kib,
+        peak_kib,
+    }
+}
 
+/// recall: `Runtime::run_rollups` on a runtime started on the folder.
+fn rollup(dir: &Path) -> Side {
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("tokio");
-    let rss_before = common::status_kib("VmRSS:");
     let start_at = Utc
         .with_ymd_and_hms(2026, 3, 3, 4, 0, 0)
         .single()
         .expect("time");
     let rt = tokio
         .block_on(
-            RuntimeBuilder::new(dir.path())
+            RuntimeBuilder::new(dir)
                 .settings(Settings::default())
                 .clock(Clock::starting_at(start_at))
                 .start(),
         )
         .expect("runtime");
+    let mem = common::PeakRss::start();
     let t = Instant::now();
     let report = tokio.block_on(rt.run_rollups()).expect("rollups");
-    let total = t.elapsed();
-    let peak = common::status_kib("VmHWM:");
+    let secs = t.elapsed().as_secs_f64();
+    let (before_kib, peak_kib) = mem.finish();
     let dailies = tokio.block_on(async {
         let mut n = 0;
         for a in [0, AGENTS / 2, AGENTS - 1] {
@@ -146,23 +173,127 @@ fn main() {
         n
     });
     assert_eq!(report.daily as usize, AGENTS, "{report:?}");
+    assert_eq!(report.failures, 0, "{report:?}");
     assert_eq!(dailies, 3);
-    println!(
-        "daily rollup of {AGENTS} agents: {:.2} s ({:.0} µs per agent), {} daily rollups, {} failures",
-        total.as_secs_f64(),
-        total.as_secs_f64() * 1e6 / AGENTS as f64,
-        report.daily,
-        report.failures
-    );
-    println!(
-        "peak resident memory {} MiB (resident before the runtime started: {} MiB)",
-        peak / 1024,
-        rss_before / 1024
-    );
-    println!(
-        "baseline (read, combine, raw sled insert per agent): {:.2} s; ratio rollup/baseline {:.1}x",
-        baseline.as_secs_f64(),
-        total.as_secs_f64() / baseline.as_secs_f64()
-    );
     let _ = tokio.block_on(rt.shutdown());
+    Side {
+        secs,
+        before_kib,
+        peak_kib,
+    }
+}
+
+const SIDE_VAR: &str = "ROLLUP_BENCH_SIDE";
+
+/// In a child process: fills a folder, runs one side, prints its figures.
+fn run_side(side: &str) {
+    let dir = filled();
+    let s = match side {
+        "baseline" => baseline(dir.path()),
+        _ => rollup(dir.path()),
+    };
+    println!("side {} {} {}", s.secs, s.before_kib, s.peak_kib);
+}
+
+/// Runs one side in a process of its own.
+fn side(name: &str) -> Side {
+    let out = Command::new(std::env::current_exe().expect("this bench"))
+        .env(SIDE_VAR, name)
+        .output()
+        .expect("run a side");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{name} failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("side "))
+        .expect("the side's figures");
+    let v: Vec<f64> = line
+        .split_whitespace()
+        .map(|x| x.parse().expect("a number"))
+        .collect();
+    Side {
+        secs: v[0],
+        before_kib: v[1] as u64,
+        peak_kib: v[2] as u64,
+    }
+}
+
+/// Shows that the high-water mark resets here: 64 MiB touched and freed
+/// raise it, the write to `clear_refs` brings it back to the resident size.
+fn check_reset() {
+    let block = vec![1u8; 64 << 20];
+    std::hint::black_box(&block);
+    drop(block);
+    let (hwm, rss) = (common::status_kib("VmHWM:"), common::rss_kib());
+    let reset = common::PeakRss::reset_hwm();
+    println!(
+        "64 MiB touched and freed: VmHWM {:.1} MiB, VmRSS {:.1} MiB; after writing \"5\" to \
+         /proc/self/clear_refs VmHWM {:.1} MiB: {}",
+        hwm as f64 / 1024.0,
+        rss as f64 / 1024.0,
+        common::status_kib("VmHWM:") as f64 / 1024.0,
+        if reset {
+            "the mark resets, peaks below are VmHWM"
+        } else {
+            "no reset here, peaks below are VmRSS sampled every 1 ms"
+        }
+    );
+}
+
+fn main() {
+    if let Ok(name) = std::env::var(SIDE_VAR) {
+        run_side(&name);
+        return;
+    }
+    println!("load average at the start {}", common::load_average());
+    check_reset();
+    let mut rounds = Vec::new();
+    for round in 0..2 {
+        let (rec, base) = if round == 0 {
+            let base = side("baseline");
+            (side("recall"), base)
+        } else {
+            let rec = side("recall");
+            (rec, side("baseline"))
+        };
+        println!(
+            "round {} ({} first): rollup {:.2} s ({:.0} µs per agent), peak +{:.1} MiB over {:.1} MiB \
+             resident before; baseline (read, combine, raw sled insert per agent) {:.2} s, peak \
+             +{:.1} MiB over {:.1} MiB; ratio rollup/baseline {:.2} (time)",
+            round + 1,
+            if round == 0 { "baseline" } else { "rollup" },
+            rec.secs,
+            rec.secs * 1e6 / AGENTS as f64,
+            rec.added_mib(),
+            rec.before_kib as f64 / 1024.0,
+            base.secs,
+            base.added_mib(),
+            base.before_kib as f64 / 1024.0,
+            rec.secs / base.secs
+        );
+        rounds.push((rec, base));
+    }
+    let join =
+        |f: &dyn Fn(&(Side, Side)) -> String| rounds.iter().map(f).collect::<Vec<_>>().join(" / ");
+    println!();
+    println!(
+        "daily rollup of {AGENTS} agents, rounds 1 / 2: {} s; peak resident above before {} MiB",
+        join(&|(r, _)| format!("{:.2}", r.secs)),
+        join(&|(r, _)| format!("{:.1}", r.added_mib()))
+    );
+    println!(
+        "baseline, same rounds: {} s; peak resident above before {} MiB",
+        join(&|(_, b)| format!("{:.2}", b.secs)),
+        join(&|(_, b)| format!("{:.1}", b.added_mib()))
+    );
+    println!(
+        "ratio rollup/baseline: time {}; memory {}",
+        join(&|(r, b)| format!("{:.2}", r.secs / b.secs)),
+        join(&|(r, b)| format!("{:.1}", r.added_mib() / b.added_mib().max(0.1)))
+    );
+    println!("load average at the end {}", common::load_average());
 }

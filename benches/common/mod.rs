@@ -27,3 +27,69 @@ pub fn load_average() -> String {
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_default()
 }
+
+/// The peak resident memory of one stretch of a run, above what was
+/// resident when it began, so that what ran before it (a setup's peak)
+/// does not count. On Linux the kernel's high-water mark (`VmHWM`) is reset
+/// to the current resident size by writing "5" to `/proc/self/clear_refs`;
+/// where that is refused or does not take, `VmRSS` is sampled every
+/// millisecond on a thread instead (which can miss a peak shorter than
+/// that).
+pub struct PeakRss {
+    before_kib: u64,
+    sampler: Option<Sampler>,
+}
+
+struct Sampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl PeakRss {
+    /// Resets the high-water mark to the resident size now; false where
+    /// that is refused or does not take.
+    pub fn reset_hwm() -> bool {
+        let reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
+        // After a reset the mark is the resident size at that moment; a
+        // mark well above the resident size now means it did not take.
+        reset && status_kib("VmHWM:") <= rss_kib() + 1024
+    }
+
+    /// Starts the stretch now.
+    pub fn start() -> PeakRss {
+        let reset = PeakRss::reset_hwm();
+        let before_kib = rss_kib();
+        if reset {
+            return PeakRss {
+                before_kib,
+                sampler: None,
+            };
+        }
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut peak = rss_kib();
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(rss_kib());
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            peak
+        });
+        PeakRss {
+            before_kib,
+            sampler: Some(Sampler { stop, thread }),
+        }
+    }
+
+    /// Ends the stretch: (resident before, peak during) in KiB.
+    pub fn finish(self) -> (u64, u64) {
+        let peak = match self.sampler {
+            None => status_kib("VmHWM:"),
+            Some(s) => {
+                s.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                s.thread.join().unwrap_or(0).max(rss_kib())
+            }
+        };
+        (self.before_kib, peak.max(self.before_kib))
+    }
+}

@@ -2073,17 +2073,25 @@ impl Actor for StoreActor {
                 reply,
             } => {
                 let res = t.reflection_done(&summary, &blocks, &facts);
-                // The user's summary and facts (every user's where a fact
-                // is shared), the blocks it updated and the agent's record.
+                // The user's summary and facts; every user's facts where a
+                // fact is shared, and the agent's blocks where it wrote one
+                // (the summary counter it moves in the agent's record is
+                // the watchdog's, not part of a context). A reflection
+                // that wrote neither leaves the other users' cached
+                // contexts current.
                 let (agent, user) = (&summary.agent_id, &summary.user_id);
                 state
                     .generations
                     .bump_user(agent, user, Parts::SUMMARIES | Parts::FACTS);
                 let shared = matches!(res, Ok((_, true)));
-                state.generations.bump(
-                    agent,
-                    Parts::BLOCKS | if shared { Parts::FACTS } else { Parts::NONE },
-                );
+                let everyone = if blocks.is_empty() {
+                    Parts::NONE
+                } else {
+                    Parts::BLOCKS
+                } | if shared { Parts::FACTS } else { Parts::NONE };
+                if !everyone.is_empty() {
+                    state.generations.bump(agent, everyone);
+                }
                 let res = res.map(|(stored, _)| stored);
                 if let Ok(true) = res {
                     // The facts that survived de-duplication, and those on

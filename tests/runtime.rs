@@ -1633,3 +1633,39 @@ async fn damaged_records_are_skipped_counted_and_never_fatal() -> Res {
     rt.shutdown().await?;
     Ok(())
 }
+
+/// Durable turns from many calls at once share flushes: a flush answers
+/// every caller that asked before it began, and the Store goes on with
+/// writes while it runs. (Group commit's window is far longer than the
+/// test: only the durable turns flush.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_durable_turns_share_flushes() -> Res {
+    let mut settings = Settings::for_test();
+    settings.store.flush = recall::engine::settings::FlushPolicy::GroupCommit;
+    settings.store.flush_interval_ms = 3_600_000;
+    let rt = TestRuntime::start_full(settings, Arc::new(ExtractiveReflect)).await?;
+    const CALLS: usize = 200;
+    for i in 0..CALLS {
+        rt.start_session("kairix", &format!("user-{i}"), &format!("c{i}"))
+            .await?;
+    }
+    let before = rt.stats().await?.store;
+    let turns = (0..CALLS).map(|i| {
+        let rt = rt.clone();
+        tokio::spawn(async move {
+            rt.record_turn_durable(&format!("c{i}"), format!("durable {i}"), "on disk")
+                .await
+        })
+    });
+    for t in futures::future::join_all(turns).await {
+        t??;
+    }
+    let after = rt.stats().await?.store;
+    assert_eq!(after.turns_written - before.turns_written, CALLS as u64);
+    let flushes = after.flushes - before.flushes;
+    assert!(
+        (1..CALLS as u64 / 4).contains(&flushes),
+        "{flushes} flushes for {CALLS} durable turns"
+    );
+    Ok(())
+}

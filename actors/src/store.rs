@@ -9,7 +9,11 @@
 //!
 //! Durability: with `store.flush = "group_commit"` a write reaches the
 //! process's sled cache at once and the disk within `flush_interval_ms` plus
-//! one flush; with `"every_write"` before the next message is handled.
+//! one flush; with `"every_write"` before the next message is handled. A
+//! `Flush` (a durable turn, `Runtime::flush`) is answered once a flush that
+//! began after it asked is over; flushes run on the blocking pool while
+//! the actor goes on with writes, so callers that ask meanwhile share the
+//! next one.
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -1779,6 +1783,13 @@ pub struct StoreState {
     forgotten: std::collections::HashSet<Uuid>,
     flushing: bool,
     tick_armed: bool,
+    /// `Flush` callers waiting for the flush in progress (it began after
+    /// they asked), with the failed writes it reports to them.
+    flush_waiters: Vec<RpcReplyPort<Result<(), StoreError>>>,
+    flush_waiters_failed: u64,
+    /// `Flush` callers that asked while a flush was in progress: the next
+    /// flush is theirs.
+    flush_next: Vec<RpcReplyPort<Result<(), StoreError>>>,
     stats: StoreStats,
 }
 
@@ -1802,6 +1813,30 @@ impl StoreState {
                 self.arm(myself);
             }
         }
+    }
+
+    /// Starts a flush of everything written so far on the blocking pool
+    /// (`FlushDone` when it is over); the callers waiting for the next
+    /// flush are now waiting for this one. The actor goes on handling
+    /// writes meanwhile: one flush serves every caller that asked before it
+    /// began, so durable turns from many calls share flushes.
+    fn start_flush(&mut self, myself: &ActorRef<StoreMsg>) {
+        self.dirty = false;
+        self.flushing = true;
+        metrics::histogram!("recall_store_batch_writes").record(self.batch as f64);
+        self.batch = 0;
+        if !self.flush_next.is_empty() {
+            self.flush_waiters = std::mem::take(&mut self.flush_next);
+            // A caller asking for durability learns of any write that
+            // failed since the last explicit flush, not only of its own.
+            self.flush_waiters_failed = std::mem::take(&mut self.failed_since_flush);
+        }
+        let db = self.trees.db.clone();
+        let me = myself.clone();
+        tokio::task::spawn_blocking(move || {
+            let res = timed_flush(&db).map(|_| ());
+            let _ = me.cast(StoreMsg::FlushDone(res));
+        });
     }
 
     fn arm(&mut self, myself: &ActorRef<StoreMsg>) {
@@ -1858,6 +1893,9 @@ impl Actor for StoreActor {
             forgotten: Default::default(),
             flushing: false,
             tick_armed: false,
+            flush_waiters: Vec::new(),
+            flush_waiters_failed: 0,
+            flush_next: Vec::new(),
             stats: StoreStats::default(),
         })
     }
@@ -2435,25 +2473,13 @@ impl Actor for StoreActor {
                 let _ = reply.send(());
             }
             StoreMsg::Flush(reply) => {
-                let db = t.db.clone();
-                metrics::histogram!("recall_store_batch_writes").record(state.batch as f64);
-                state.batch = 0;
-                let res = match tokio::task::spawn_blocking(move || timed_flush(&db)).await {
-                    Ok(r) => r.map(|_| ()).map_err(StoreError::from),
-                    // The flush closure cannot panic in practice; if the
-                    // blocking pool is gone, flush on this thread instead.
-                    Err(_) => timed_flush(&t.db).map(|_| ()).map_err(StoreError::from),
-                };
-                state.stats.flushes += 1;
-                state.dirty = false;
-                // A caller asking for durability learns of any write that
-                // failed since the last explicit flush, not only of this one.
-                let failed = std::mem::take(&mut state.failed_since_flush);
-                let res = match res {
-                    Ok(()) if failed > 0 => Err(StoreError::WritesFailed(failed)),
-                    other => other,
-                };
-                let _ = reply.send(res);
+                // Answered by the next flush to begin: now, or after the
+                // one in progress (it may have begun before this caller's
+                // writes).
+                state.flush_next.push(reply);
+                if !state.flushing {
+                    state.start_flush(&myself);
+                }
             }
             StoreMsg::Stats(reply) => {
                 state.stats.skipped_records = t.skipped_records();
@@ -2462,32 +2488,33 @@ impl Actor for StoreActor {
             StoreMsg::FlushTick => {
                 state.tick_armed = false;
                 if state.dirty && !state.flushing {
-                    state.dirty = false;
-                    state.flushing = true;
-                    metrics::histogram!("recall_store_batch_writes").record(state.batch as f64);
-                    state.batch = 0;
-                    let db = t.db.clone();
-                    let me = myself.clone();
-                    tokio::task::spawn_blocking(move || {
-                        let res = timed_flush(&db).map(|_| ());
-                        let _ = me.cast(StoreMsg::FlushDone(res));
-                    });
+                    state.start_flush(&myself);
                 }
             }
             StoreMsg::FlushDone(res) => {
                 state.flushing = false;
                 state.stats.flushes += 1;
-                if let Err(err) = res {
+                if let Err(err) = &res {
                     // The data stays in sled's cache; mark it dirty so the
                     // next tick tries again.
                     state.stats.write_errors += 1;
                     state.dirty = true;
-                    error!(error = %err, "group commit flush failed");
+                    error!(error = %err, "flush failed");
                 }
-                if state.dirty {
+                let failed = std::mem::take(&mut state.flush_waiters_failed);
+                for reply in state.flush_waiters.drain(..) {
+                    let _ = reply.send(match &res {
+                        Err(err) => Err(StoreError::from(err.clone())),
+                        Ok(()) if failed > 0 => Err(StoreError::WritesFailed(failed)),
+                        Ok(()) => Ok(()),
+                    });
+                }
+                if !state.flush_next.is_empty() {
+                    state.start_flush(&myself);
+                } else if state.dirty {
                     state.arm(&myself);
                 }
-                debug!("group commit flushed");
+                debug!("flushed");
             }
         }
         Ok(())

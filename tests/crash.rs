@@ -39,8 +39,8 @@ const WORKERS: usize = 6;
 /// (one group-commit interval, 5 ms, plus one flush) plus the time the write
 /// may still wait in the session actor's and the Store's mailboxes under
 /// load. Measured over 80 kills (40 in a release and 40 in a debug build,
-/// `RECALL_CRASH_ROUNDS=40`): at most 46 ms, 6–9 ms at the median kill; once
-/// 113 ms in earlier runs. The bound leaves room for an fsync on a busy disk
+/// `RECALL_CRASH_ROUNDS=40`): at most 10.9 ms, 0.9–3.7 ms at the median
+/// kill; 46 ms and once 113 ms before durable flushes were shared. The bound leaves room for an fsync on a busy disk
 /// and stays well inside a round (up to 1.25 s of load), so turns
 /// acknowledged earlier than it are checked in most rounds.
 const LOSS_BOUND: Duration = Duration::from_millis(250);

@@ -25,6 +25,9 @@
 //! A crate of its own, outside recall's workspace, so recall's build and
 //! tests never compile tantivy. Run with `cargo run --release` here.
 
+/// The benchmarks' helpers (`/proc` figures).
+#[path = "../../../benches/common/mod.rs"]
+mod common;
 #[path = "../../../benches/common/search_corpus.rs"]
 mod corpus;
 mod peer;
@@ -44,25 +47,6 @@ use recall::{Runtime, RuntimeBuilder, Settings};
 use tantivy::Score;
 
 type Queries = [(String, Option<String>)];
-
-/// A field of `/proc/self/status` in KiB; 0 where there is none.
-fn status_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|n| n.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
 
 /// p50 and p99 in nanoseconds.
 fn percentiles(ns: &[u64]) -> (u64, u64) {
@@ -273,7 +257,7 @@ fn agreement(
 }
 
 fn main() -> anyhow::Result<()> {
-    println!("load average at start: {}", load_average());
+    println!("load average at start: {}", common::load_average());
     let vocab = corpus::vocabulary();
     let all = corpus::summaries(&vocab);
     let queries = corpus::queries(&vocab);
@@ -301,23 +285,23 @@ fn main() -> anyhow::Result<()> {
     // Keywords only: BM25 scaled to the best hit, similarity weighs 0.
     settings.search.keyword_weight = 1.0;
     let rt = tokio.block_on(RuntimeBuilder::new(dir.path()).settings(settings).start())?;
-    let rss = status_kib("VmRSS:");
+    let rss = common::rss_kib();
     let t = Instant::now();
     let (q0, u0) = &queries[0];
     tokio.block_on(rt.search(AGENT, query(q0, u0.as_deref())))?;
     let recall_build = t.elapsed();
-    let recall_mib = status_kib("VmRSS:").saturating_sub(rss) / 1024;
+    let recall_mib = common::rss_kib().saturating_sub(rss) / 1024;
     println!(
         "recall: first search (builds the index from the store) {:.2} s, resident memory +{recall_mib} MiB",
         recall_build.as_secs_f64()
     );
 
     // tantivy: the same summaries, one segment in RAM.
-    let rss = status_kib("VmRSS:");
+    let rss = common::rss_kib();
     let t = Instant::now();
     let peer = Peer::build(&all)?;
     let peer_build = t.elapsed();
-    let peer_mib = status_kib("VmRSS:").saturating_sub(rss) / 1024;
+    let peer_mib = common::rss_kib().saturating_sub(rss) / 1024;
     ensure!(
         peer.docs() == SUMMARIES as u64,
         "tantivy holds {} docs",
@@ -395,7 +379,7 @@ fn main() -> anyhow::Result<()> {
         b99 as f64 / t99.max(1) as f64
     );
     agreement(&peer, &queries, &blended_hits, &peer_hits, 0)?;
-    println!("\nload average at end: {}", load_average());
+    println!("\nload average at end: {}", common::load_average());
     tokio.block_on(rt.shutdown())?;
     Ok(())
 }

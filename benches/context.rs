@@ -575,11 +575,11 @@ fn main() {
         "  {}",
         stats_line("context_uncached, same steps", &m.uncached)
     );
+    // (No target for the mix: the repeated read's is for a hit alone.)
     println!(
-        "  ratio cached/uncached: p99 {:.3}, p50 {:.3}; target p99 < 100 µs: {}",
+        "  ratio cached/uncached: p99 {:.3}, p50 {:.3}",
         m99 as f64 / n99.max(1) as f64,
         m50 as f64 / n50.max(1) as f64,
-        if m99 < 100_000 { "met" } else { "MISSED" }
     );
     println!();
 

@@ -239,7 +239,7 @@ impl LocalEmbed {
         let header = safetensors_header(&dir, &weights)?;
         // SAFETY: the weights are memory-mapped read-only; recall never
         // writes them, and the user is told not to change the folder while
-        // recall runs (the README).
+        // recall runs (docs/configuration.md).
         let vb = unsafe {
             VarBuilder::from_mmaped_safetensors(
                 std::slice::from_ref(&weights),

@@ -33,7 +33,7 @@ type Res = anyhow::Result<()>;
 const AGENTS: [&str; 3] = ["kairix", "nova", "orin"];
 const USERS: [&str; 4] = ["mark", "ada", "li", "sam"];
 const WORKERS: usize = 6;
-/// The durability bound README.md documents (Durability): a turn
+/// The durability bound docs/storage-and-durability.md documents: a turn
 /// acknowledged without `durable=true` may be lost only if the kill came
 /// within this long after its acknowledgement. It is the Store's window
 /// (one group-commit interval, 5 ms, plus one flush) plus the time the write

@@ -12,7 +12,7 @@
 //! writer; a second on-disk index would need its own commit protocol kept
 //! in step with sled transactions across crashes, and the hybrid ranking
 //! needs every document's vector in memory anyway. The in-memory BM25 over
-//! one agent's documents is small (see the README's figures) and a query
+//! one agent's documents is small (see docs/performance.md) and a query
 //! touches only the postings of its words.
 
 use std::collections::{HashMap, HashSet};

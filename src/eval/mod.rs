@@ -40,7 +40,7 @@ use baseline::{holds, normalize, Bm25};
 pub use data::{Category, Split};
 pub use generate::{Dataset, PersonaLog, Question};
 
-/// The seed the figures in the README were made with.
+/// The seed the figures in docs/evaluation.md were made with.
 pub const DEFAULT_SEED: u64 = 20_260_105;
 
 #[derive(Debug, thiserror::Error)]

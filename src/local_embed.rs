@@ -130,13 +130,6 @@ fn parse<T: serde::de::DeserializeOwned>(path: PathBuf, bytes: &[u8]) -> Result<
     })
 }
 
-/// 64-bit FNV-1a, for the model's identity.
-fn fnv1a(h: u64, bytes: &[u8]) -> u64 {
-    bytes.iter().fold(h, |h, b| {
-        (h ^ *b as u64).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
 impl LocalEmbed {
     /// Loads a model folder (blocking: reads and maps files). Every file
     /// is checked before anything runs; the error names the first one
@@ -258,7 +251,7 @@ impl LocalEmbed {
         // The identity stored with every vector: the folder's name and a
         // hash of what defines the model (config, tokenizer, the weights'
         // tensor table and size, pooling).
-        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        let mut h = recall_actors::embed::FNV1A_START;
         for b in [
             &config_bytes[..],
             &tokenizer_bytes,
@@ -266,7 +259,7 @@ impl LocalEmbed {
             &pooling_bytes,
             &modules_bytes,
         ] {
-            h = fnv1a(h, b);
+            h = recall_actors::embed::fnv1a_extend(h, b);
         }
         let folder = dir
             .canonicalize()

@@ -1118,9 +1118,6 @@ fn print_json(v: &Value) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A JSON value as a table cell.
-/// The elements of a JSON array (none if it is not one).
-/// `fixed` then the optional parameters that are set, URL-encoded.
 /// `recall replay`: streams the server's progress into a progress bar (on a
 /// terminal), then prints what changed.
 async fn replay(
@@ -1218,6 +1215,7 @@ async fn replay(
     Ok(())
 }
 
+/// `fixed` then the optional parameters that are set, URL-encoded.
 fn query_string<const N: usize>(
     mut fixed: Vec<String>,
     optional: [(&str, Option<String>); N],
@@ -1230,10 +1228,12 @@ fn query_string<const N: usize>(
     fixed.join("&")
 }
 
+/// The elements of a JSON array (none if it is not one).
 fn items(v: &Value) -> &[Value] {
     v.as_array().map(Vec::as_slice).unwrap_or(&[])
 }
 
+/// A JSON value as a table cell.
 fn text(v: &Value) -> String {
     match v {
         Value::Null => "-".into(),

@@ -152,14 +152,20 @@ impl Embed for HashingEmbed {
     }
 }
 
-/// 64-bit FNV-1a.
-pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= *b as u64;
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
+/// 64-bit FNV-1a's offset basis: where a hash starts.
+pub const FNV1A_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// 64-bit FNV-1a: fixed across builds and runs, unlike the std hasher.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    fnv1a_extend(FNV1A_START, bytes)
+}
+
+/// 64-bit FNV-1a of `bytes` continued from the hash `h` (of what came
+/// before them; [`FNV1A_START`] for nothing).
+pub fn fnv1a_extend(h: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(h, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// Cosine similarity; 0 when either vector is all zeros or their sizes

@@ -179,6 +179,16 @@ impl RollupPrompts {
     }
 }
 
+/// A conversation as the prompts show it: `User:` and `Agent:` lines, a
+/// blank line between exchanges.
+pub fn conversation_text(turns: &[crate::model::ConversationTurn]) -> String {
+    turns
+        .iter()
+        .map(|t| format!("User: {}\nAgent: {}", t.user_message, t.agent_response))
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,7 +22,7 @@ use crate::model::{
     isoformat, truncate_chars, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter, Fact,
     MemoryBlock, ReflectionJob, SessionRecord, SourceRange, SummaryType, Visibility,
 };
-use crate::prompt::Prompts;
+use crate::prompt::{conversation_text, Prompts};
 use crate::reflect::parse::{parse_reflection, Reflection};
 use crate::reflect::{Reflect, ReflectError, ReflectRequest};
 use crate::settings::{BlockSettings, ReflectorSettings};
@@ -126,15 +126,6 @@ pub fn backoff(
     z ^= z >> 31;
     let jitter = if half == 0 { 0 } else { z % (half + 1) };
     Duration::from_millis(ceiling - half + jitter)
-}
-
-/// The conversation as the prompt shows it (the seed's format).
-pub fn conversation_text(turns: &[ConversationTurn]) -> String {
-    turns
-        .iter()
-        .map(|t| format!("User: {}\nAgent: {}", t.user_message, t.agent_response))
-        .collect::<Vec<_>>()
-        .join("\n\n")
 }
 
 impl ReflectorState {

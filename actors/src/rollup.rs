@@ -169,12 +169,7 @@ pub fn spread_offset(agent_id: &str, spread_secs: u64) -> ChronoDuration {
     if spread_secs == 0 {
         return ChronoDuration::zero();
     }
-    // FNV-1a: fixed across builds and runs, unlike the std hasher.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in agent_id.as_bytes() {
-        h ^= *b as u64;
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
+    let h = crate::embed::fnv1a(agent_id.as_bytes());
     ChronoDuration::seconds((h % spread_secs) as i64)
 }
 

@@ -24,10 +24,9 @@ use tracing::{debug, error, info, warn};
 
 use crate::clock::Clock;
 use crate::model::{ConversationTurn, EndReason, SessionRecord};
-use crate::prompt::PromptTemplate;
+use crate::prompt::{conversation_text, PromptTemplate};
 use crate::reflect::parse::parse_reflection;
 use crate::reflect::{Reflect, ReflectRequest};
-use crate::reflector::conversation_text;
 use crate::registry::Registry;
 use crate::store::{StoreError, StoreMsg};
 use crate::supervisor::SupervisorMsg;

@@ -281,13 +281,6 @@ async fn run_phase(rt: &Runtime, fake: &Fake, calls: &mut Calls<'_>, phase: Phas
 }
 
 /// p50 and p99 in ns.
-fn percentiles(samples: &[u64]) -> (u64, u64) {
-    let mut v = samples.to_vec();
-    v.sort_unstable();
-    let at = |q: f64| v[((v.len() as f64 * q) as usize).min(v.len() - 1)];
-    (at(0.50), at(0.99))
-}
-
 fn us(ns: u64) -> f64 {
     ns as f64 / 1e3
 }
@@ -353,8 +346,8 @@ fn main() {
 
     println!();
     for (i, m) in measured.iter().enumerate() {
-        let (p50, p99) = percentiles(&m.plain);
-        let (d50, d99) = percentiles(&m.durable);
+        let (p50, p99) = common::p50_p99(&m.plain);
+        let (d50, d99) = common::p50_p99(&m.durable);
         println!(
             "phase {} {} ({:.1} s): record_turn ×{} p50 {:.1} µs, p99 {:.1} µs; \
              record_turn_durable ×{} p50 {:.2} ms, p99 {:.2} ms",
@@ -397,10 +390,10 @@ fn main() {
     };
     let (hp, op) = (pooled(Phase::Healthy, false), pooled(Phase::Outage, false));
     let (hd, od) = (pooled(Phase::Healthy, true), pooled(Phase::Outage, true));
-    let (hp50, hp99) = percentiles(&hp);
-    let (op50, op99) = percentiles(&op);
-    let (hd50, hd99) = percentiles(&hd);
-    let (od50, od99) = percentiles(&od);
+    let (hp50, hp99) = common::p50_p99(&hp);
+    let (op50, op99) = common::p50_p99(&op);
+    let (hd50, hd99) = common::p50_p99(&hd);
+    let (od50, od99) = common::p50_p99(&od);
     let failed: usize = measured
         .iter()
         .filter(|m| m.phase == Phase::Outage)

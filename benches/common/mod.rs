@@ -93,3 +93,11 @@ impl PeakRss {
         (self.before_kib, peak.max(self.before_kib))
     }
 }
+
+/// p50 and p99 of some samples (any unit), by nearest rank.
+pub fn p50_p99(samples: &[u64]) -> (u64, u64) {
+    let mut v = samples.to_vec();
+    v.sort_unstable();
+    let at = |q: f64| v[((v.len() as f64 * q) as usize).min(v.len() - 1)];
+    (at(0.50), at(0.99))
+}

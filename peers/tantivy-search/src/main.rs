@@ -48,14 +48,6 @@ use tantivy::Score;
 
 type Queries = [(String, Option<String>)];
 
-/// p50 and p99 in nanoseconds.
-fn percentiles(ns: &[u64]) -> (u64, u64) {
-    let mut ns = ns.to_vec();
-    ns.sort_unstable();
-    let at = |q: f64| ns[((ns.len() as f64 * q) as usize).min(ns.len() - 1)];
-    (at(0.5), at(0.99))
-}
-
 fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
@@ -333,7 +325,7 @@ fn main() -> anyhow::Result<()> {
         "\n{QUERIES} queries of 2–3 words over {SUMMARIES} summaries ({USERS} users), half filtered by user, top {LIMIT}:"
     );
     let line = |name: &str, round: &str, ns: &[u64]| {
-        let (p50, p99) = percentiles(ns);
+        let (p50, p99) = common::p50_p99(ns);
         println!(
             "  {name:<8} {round:<26} p50 {:.3} ms, p99 {:.3} ms",
             ms(p50),

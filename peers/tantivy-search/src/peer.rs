@@ -176,8 +176,12 @@ impl Peer {
         let top = self
             .searcher
             .search(&query, &TopDocs::with_limit(limit).order_by_score())?;
-        Ok(top
-            .into_iter()
+        Ok(self.hits(top))
+    }
+
+    /// Search results as (summary number, score).
+    fn hits(&self, top: Vec<(f32, tantivy::DocAddress)>) -> Vec<Hit> {
+        top.into_iter()
             .map(|(score, at)| {
                 let n = self
                     .numbers
@@ -186,7 +190,7 @@ impl Peer {
                     .unwrap_or(u64::MAX);
                 (n, score)
             })
-            .collect())
+            .collect()
     }
 
     /// tantivy's BM25 of the given summaries for the query (those that
@@ -215,16 +219,6 @@ impl Peer {
         let top = self
             .searcher
             .search(&query, &TopDocs::with_limit(numbers.len()).order_by_score())?;
-        Ok(top
-            .into_iter()
-            .map(|(score, at)| {
-                let n = self
-                    .numbers
-                    .get(at.segment_ord as usize)
-                    .and_then(|c| c.first(at.doc_id))
-                    .unwrap_or(u64::MAX);
-                (n, score)
-            })
-            .collect())
+        Ok(self.hits(top))
     }
 }

@@ -271,29 +271,34 @@ fn the_binary_prints_json_and_rejects_a_malformed_script() -> anyhow::Result<()>
     Ok(())
 }
 
+/// `cmd` (the binary, with its variables) simulating the two-user script
+/// with `--json` and `options`: its output, or an error with its stderr.
+fn simulate_two_users(mut cmd: std::process::Command, options: &[&str]) -> anyhow::Result<Vec<u8>> {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/two_users.jsonl"
+    );
+    let out = cmd
+        .args(["simulate", "--json", script])
+        .args(options)
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(out.stdout)
+}
+
 /// Two users of one agent over five days: calls that start, speak, go
 /// silent and end at the same instants, reads at those instants, a long
 /// call with window summaries, rollups and topics. The same script and
 /// seed give the same `--json` output, byte for byte, ids included.
 #[test]
 fn a_multi_user_script_gives_the_same_output_every_run() -> anyhow::Result<()> {
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/two_users.jsonl"
-    );
-    let run = |seed: Option<&str>| -> anyhow::Result<Vec<u8>> {
-        let mut cmd = common::recall();
-        cmd.args(["simulate", "--json", script]);
-        if let Some(seed) = seed {
-            cmd.args(["--seed", seed]);
-        }
-        let out = cmd.output()?;
-        anyhow::ensure!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(out.stdout)
+    let run = |seed: Option<&str>| match seed {
+        Some(seed) => simulate_two_users(common::recall(), &["--seed", seed]),
+        None => simulate_two_users(common::recall(), &[]),
     };
     let first = run(None)?;
     for i in 1..5 {
@@ -367,18 +372,13 @@ fn a_multi_user_script_gives_the_same_output_every_run() -> anyhow::Result<()> {
 /// output is still the same every run.
 #[test]
 fn a_failing_llm_keeps_the_scripts_times_and_the_output_repeats() -> anyhow::Result<()> {
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/two_users.jsonl"
-    );
     // A port nothing listens on.
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
-    let run = || -> anyhow::Result<Vec<u8>> {
-        let out = common::recall()
-            .args(["simulate", "--json", script])
-            .env("RECALL_REFLECTOR__KIND", "openai")
+    let run = || {
+        let mut cmd = common::recall();
+        cmd.env("RECALL_REFLECTOR__KIND", "openai")
             .env(
                 "RECALL_REFLECTOR__OPENAI__BASE_URL",
                 format!("http://127.0.0.1:{port}/v1"),
@@ -386,14 +386,8 @@ fn a_failing_llm_keeps_the_scripts_times_and_the_output_repeats() -> anyhow::Res
             // Backoffs of minutes: longer than the gaps between some events.
             .env("RECALL_REFLECTOR__BACKOFF_BASE_MS", "120000")
             .env("RECALL_REFLECTOR__BACKOFF_MAX_MS", "600000")
-            .env("RECALL_LOG__FILTER", "error")
-            .output()?;
-        anyhow::ensure!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(out.stdout)
+            .env("RECALL_LOG__FILTER", "error");
+        simulate_two_users(cmd, &[])
     };
     let first = run()?;
     assert!(first == run()?, "a second run differs");

@@ -462,7 +462,7 @@ impl Rng {
     fn turn(&mut self) -> (String, String) {
         let frame = self.pick_uniform(&USER_FRAMES);
         let mut user = self.fill(frame);
-        if self.next() % 2 == 0 {
+        if self.next().is_multiple_of(2) {
             let frame = self.pick_uniform(&USER_FRAMES);
             user.push(' ');
             user.push_str(&self.fill(frame));

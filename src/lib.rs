@@ -13,7 +13,8 @@
 //! - [`runtime`]: [`RuntimeBuilder`] and the [`Runtime`] handle.
 //! - [`settings`]: loading settings from `config/default.toml`, a file and
 //!   `RECALL_*` environment variables.
-//! - [`client`]: a client for the server API, used by the CLI.
+//! - [`api`]: the HTTP API's request and response types and a typed
+//!   client for it, used by the server and the CLI.
 //! - [`embeddings`]: the OpenAI-compatible `/embeddings` `Embed` adapter.
 //! - [`llm`]: the OpenAI-compatible chat-completions `Reflect` adapter.
 //! - [`server`]: `recall serve`, the HTTP + WebSocket API (axum).
@@ -24,7 +25,7 @@
 //! - [`testkit`]: a scripted `Reflect` and a paused-time test runtime.
 //! - [`engine`]: the engine crate (`recall-actors`), re-exported.
 
-pub mod client;
+pub mod api;
 pub mod embeddings;
 pub mod eval;
 pub mod llm;

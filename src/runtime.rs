@@ -138,7 +138,7 @@ fn unavailable<E: std::fmt::Display>(actor: &'static str) -> impl FnOnce(E) -> R
 }
 
 /// A stored session and whether it is still live.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct SessionStatus {
     #[serde(flatten)]
     pub record: SessionRecord,
@@ -146,7 +146,7 @@ pub struct SessionStatus {
 }
 
 /// One live session in an agent's working context with a user.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct LiveContext {
     pub session: SessionRecord,
     pub turn_count: usize,

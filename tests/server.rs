@@ -4,6 +4,8 @@
 //! shutdown.
 
 mod common;
+#[path = "common/openapi.rs"]
+mod openapi;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +32,8 @@ struct Server {
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<ShutdownReport, ServeError>>>,
     dir: Arc<tempfile::TempDir>,
+    /// The documented operations answered so far.
+    seen: std::sync::Mutex<std::collections::BTreeSet<openapi::Operation>>,
 }
 
 async fn start_with(
@@ -62,6 +66,7 @@ async fn start_with(
         stop: Some(tx),
         task: Some(task),
         dir,
+        seen: Default::default(),
     })
 }
 
@@ -84,18 +89,49 @@ impl Server {
         path: &str,
         body: Option<Value>,
     ) -> anyhow::Result<(StatusCode, Value)> {
+        let method_name = method.clone();
         let mut r = self.req(method, path);
         if let Some(b) = body {
             r = r.json(&b);
         }
         let resp = r.send().await?;
+        self.answer(method_name, path, resp).await
+    }
+
+    /// The answer's status and JSON body, once checked against the OpenAPI
+    /// document (every answer of these tests is).
+    async fn answer(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        resp: reqwest::Response,
+    ) -> anyhow::Result<(StatusCode, Value)> {
         let status = resp.status();
+        let content_type = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
         let text = resp.text().await?;
         let v = if text.is_empty() {
             Value::Null
         } else {
             serde_json::from_str(&text).unwrap_or(Value::String(text))
         };
+        if status != StatusCode::SWITCHING_PROTOCOLS {
+            openapi::ApiSchema::get().check(
+                method.as_str(),
+                path,
+                status.as_u16(),
+                &content_type,
+                &v,
+            );
+        }
+        self.seen
+            .lock()
+            .expect("seen")
+            .extend(openapi::ApiSchema::get().operation(method.as_str(), path));
         Ok((status, v))
     }
 
@@ -119,8 +155,7 @@ impl Server {
             .body(body.to_string())
             .send()
             .await?;
-        let status = resp.status();
-        Ok((status, resp.json().await?))
+        self.answer(reqwest::Method::POST, path, resp).await
     }
 
     async fn start_session(&self, agent: &str, user: &str, conn: &str) -> anyhow::Result<Value> {
@@ -1821,6 +1856,153 @@ async fn replay_over_http_streams_progress_and_the_cli_reports_the_changes() -> 
     let (ok, _, err) = cli(&srv, &["replay", "--agent", "kairix", "--since", "soon"]).await?;
     assert!(!ok && err.contains("RFC 3339"), "{err}");
     assert_eq!(second.calls(), 3);
+    srv.stop().await?;
+    Ok(())
+}
+
+/// Every documented operation, called for real: each answer is checked
+/// against the generated OpenAPI document (status and body) by the
+/// helpers, and no operation is left out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_endpoint_answers_as_documented() -> Res {
+    let srv = start().await?;
+    let started = srv.start_session("kairix", "mark", "c1").await?;
+    let sid = started["session_id"]
+        .as_str()
+        .expect("session id")
+        .to_string();
+    srv.turn(
+        "c1",
+        "My interview at Stripe is on Friday. I work at Initech",
+        "Let's prepare",
+    )
+    .await?;
+    let turn = json!({"user_message": "I live in Lisbon", "agent_response": "Nice city"});
+    let (s, _) = srv
+        .post("/v1/connections/c1/turns?durable=true", turn)
+        .await?;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, _) = srv.post("/v1/connections/c1/touch", json!({})).await?;
+    assert_eq!(s, StatusCode::ACCEPTED);
+    for path in [
+        "/v1/sessions?agent_id=kairix&live=true".to_string(),
+        format!("/v1/sessions/{sid}"),
+        format!("/v1/sessions/{sid}/turns"),
+        "/v1/agents/kairix/users/mark/context".into(),
+        "/v1/agents/kairix/context?user_id=mark&message=interview&budget_tokens=2000".into(),
+    ] {
+        let (s, v) = srv.get(&path).await?;
+        assert_eq!(s, StatusCode::OK, "{path}: {v}");
+    }
+    let (s, _) = srv
+        .put(
+            "/v1/agents/kairix/blocks/persona",
+            json!({"value": "I coach careers"}),
+        )
+        .await?;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = srv
+        .post("/v1/connections/c1/end", json!({"reason": "disconnect"}))
+        .await?;
+    assert_eq!(s, StatusCode::ACCEPTED);
+    srv.runtime.wait_idle().await?;
+
+    let (_, v) = srv.get("/v1/agents/kairix/summaries?type=session").await?;
+    let summary_id = v["summaries"][0]["summary_id"]
+        .as_str()
+        .expect("a summary")
+        .to_string();
+    let (_, v) = srv.get("/v1/agents/kairix/facts?user_id=mark").await?;
+    let fact_id = v["facts"][0]["fact_id"]
+        .as_str()
+        .expect("a fact")
+        .to_string();
+    for path in [
+        "/v1/agents/kairix/blocks".to_string(),
+        "/v1/agents/kairix/blocks/background_context?user_id=mark".into(),
+        format!("/v1/summaries/{summary_id}"),
+        "/v1/agents/kairix/topics?user_id=mark".into(),
+        "/v1/agents/kairix/search?q=interview&type=session,fact".into(),
+        "/v1/agents/kairix/dead-letters".into(),
+        "/healthz".into(),
+        "/readyz".into(),
+        "/v1/openapi.json".into(),
+    ] {
+        let (s, v) = srv.get(&path).await?;
+        assert_eq!(s, StatusCode::OK, "{path}: {v}");
+    }
+    // Answers that are not 200 are checked the same way.
+    let (s, _) = srv.get("/metrics").await?;
+    assert!(s == StatusCode::OK || s == StatusCode::NOT_FOUND);
+    let (s, _) = srv
+        .get("/v1/connections/c1/stream?agent_id=kairix&user_id=mark")
+        .await?;
+    assert!(s.is_client_error());
+    use reqwest::Method;
+    let missing = uuid::Uuid::new_v4();
+    let share = json!({"user_id": "mark", "visibility": "shared"});
+    let calls: [(Method, String, Option<Value>, &[StatusCode]); 8] = [
+        (
+            Method::POST,
+            format!("/v1/dead-letters/{missing}/retry"),
+            Some(json!({})),
+            &[StatusCode::NOT_FOUND],
+        ),
+        (
+            Method::PATCH,
+            format!("/v1/facts/{fact_id}"),
+            Some(share),
+            &[StatusCode::OK],
+        ),
+        (
+            Method::POST,
+            "/v1/rollups/run".into(),
+            None,
+            &[StatusCode::OK, StatusCode::CONFLICT],
+        ),
+        (
+            Method::POST,
+            "/v1/agents/kairix/replay".into(),
+            Some(json!({})),
+            &[StatusCode::OK],
+        ),
+        (
+            Method::POST,
+            "/v1/agents/kairix/replay?stream=true".into(),
+            Some(json!({"user_id": "mark"})),
+            &[StatusCode::OK],
+        ),
+        (
+            Method::DELETE,
+            format!("/v1/facts/{fact_id}?user_id=mark"),
+            None,
+            &[StatusCode::OK],
+        ),
+        (
+            Method::DELETE,
+            "/v1/agents/kairix/users/mark/context".into(),
+            None,
+            &[StatusCode::OK],
+        ),
+        (
+            Method::DELETE,
+            "/v1/users/mark?agent_id=kairix".into(),
+            None,
+            &[StatusCode::OK],
+        ),
+    ];
+    for (method, path, body, expected) in calls {
+        let (s, v) = srv.call(method.clone(), &path, body).await?;
+        assert!(expected.contains(&s), "{method} {path}: {s} {v}");
+    }
+
+    let seen = srv.seen.lock().expect("seen").clone();
+    let missed: Vec<_> = openapi::ApiSchema::get()
+        .operations()
+        .difference(&seen)
+        .cloned()
+        .collect();
+    assert!(missed.is_empty(), "operations not called: {missed:?}");
     srv.stop().await?;
     Ok(())
 }

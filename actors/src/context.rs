@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 pub use crate::window::dedup_key;
@@ -55,7 +55,8 @@ pub enum ContextError {
 }
 
 /// The tiers, in the order they appear.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Tier {
     Blocks,
@@ -77,15 +78,39 @@ impl Tier {
         Tier::Turns,
         Tier::Message,
     ];
+
+    /// Its name in JSON (`blocks`, `facts`…).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Blocks => "blocks",
+            Tier::Facts => "facts",
+            Tier::Summaries => "summaries",
+            Tier::Retrieved => "retrieved",
+            Tier::Turns => "turns",
+            Tier::Message => "message",
+        }
+    }
 }
 
 /// Who says an item, once rendered as chat messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     System,
     User,
     Assistant,
+}
+
+impl Role {
+    /// Its name in JSON and chat messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
 }
 
 /// What an item comes from. Copy-sized, so reporting what was trimmed
@@ -190,7 +215,8 @@ pub struct AssembledContext {
 }
 
 /// An OpenAI-style chat message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChatMessage {
     pub role: Role,
     pub content: String,

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 /// The layer a summary belongs to.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SummaryType {
@@ -56,6 +57,7 @@ impl fmt::Display for SummaryType {
 }
 
 /// A single completed exchange: what the user said and what the agent answered.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConversationTurn {
     pub user_message: String,
@@ -64,6 +66,7 @@ pub struct ConversationTurn {
 }
 
 /// Why a session ended.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EndReason {
@@ -123,6 +126,7 @@ impl std::str::FromStr for EndReason {
 
 /// A session as the store keeps it. Turns are stored separately, keyed by
 /// session and sequence number, so that appending one never rewrites this.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionRecord {
     pub session_id: Uuid,
@@ -143,6 +147,7 @@ impl SessionRecord {
 
 /// A summary of a session or of a period (seed §5.1 plus `user_id`,
 /// `emotional_tone` and the `fallback` mark of seed §8).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConversationSummary {
     /// For a session summary this is the session id, which makes storing it
@@ -226,6 +231,7 @@ impl ConversationSummary {
 
 /// Messages `start_seq..=end_seq` of a session (turn `i` is messages `2i`
 /// and `2i + 1`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceRange {
     pub session_id: Uuid,
@@ -332,6 +338,7 @@ pub fn truncate_chars(s: &str, max_chars: usize) -> &str {
 }
 
 /// The labelled core-memory blocks an agent has.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BlockLabel {
@@ -382,6 +389,7 @@ impl std::str::FromStr for BlockLabel {
 }
 
 /// A core-memory block as stored.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemoryBlock {
     pub agent_id: String,
@@ -406,6 +414,7 @@ pub struct ReflectionJob {
 }
 
 /// A reflection that used up its retry budget, kept with its last error.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeadLetter {
     pub session_id: Uuid,
@@ -551,6 +560,7 @@ mod tests {
 
 /// What a fact is about (seed `004`'s categories plus preference, goal,
 /// constraint and biographical from seed `001`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FactCategory {
@@ -603,6 +613,7 @@ impl FactCategory {
 }
 
 /// Who may see a fact besides the user it is about.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Visibility {
@@ -634,6 +645,7 @@ pub fn normalize_fact(content: &str) -> String {
 }
 
 /// A verbatim fact about a user, extracted by a reflection.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fact {
     pub fact_id: Uuid,
@@ -662,6 +674,7 @@ pub struct Fact {
 }
 
 /// A fact's place in the history of its subject.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FactHistory {
     /// When the user said it: the start of the call it came from. `None`
@@ -680,6 +693,7 @@ pub struct FactHistory {
 /// A fact as the Store keeps it and the facts API lists it: the fact and
 /// its history, in one flat JSON object (so records stored before the
 /// history was kept load with an empty one).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FactRecord {
     #[serde(flatten)]

@@ -84,7 +84,8 @@ pub enum RollupError {
 }
 
 /// What one run did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RollupReport {
     pub daily: u64,
     pub weekly: u64,

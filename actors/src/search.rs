@@ -48,6 +48,7 @@ const K1: f32 = 1.2;
 const B: f32 = 0.75;
 
 /// What a search may return.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DocKind {
@@ -121,6 +122,7 @@ pub struct SearchQuery {
 }
 
 /// One result.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SearchHit {
     pub id: Uuid,
@@ -144,6 +146,7 @@ pub struct SearchHit {
 }
 
 /// Where a turn is stored: its session and sequence number.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TurnRef {
     pub session_id: Uuid,

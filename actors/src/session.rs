@@ -325,7 +325,7 @@ impl SessionState {
         let Some(watchdog) = &self.window.watchdog else {
             return;
         };
-        if every == 0 || self.turns.len() % every != 0 {
+        if every == 0 || !self.turns.len().is_multiple_of(every) {
             return;
         }
         // At most one report per interval: a shift needs no faster answer,

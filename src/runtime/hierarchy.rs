@@ -18,7 +18,7 @@ use super::{unavailable, RecallError, Runtime, CALL_TIMEOUT_MS};
 pub(super) const ROLLUP_TIMEOUT_MS: u64 = 30 * 60 * 1000;
 
 /// A topic as shown to callers: its label, members and topic summary.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct TopicView {
     pub topic_id: Uuid,
     pub agent_id: String,

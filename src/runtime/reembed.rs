@@ -31,7 +31,9 @@ use super::{Runtime, CALL_TIMEOUT_MS};
 const BATCH: usize = 64;
 
 /// How far re-embedding has come since the start.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 pub struct ReembedProgress {
     /// Still looking for items, or embedding them.
     pub running: bool,

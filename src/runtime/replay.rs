@@ -40,7 +40,9 @@ pub struct ReplayRequest {
 }
 
 /// Where a replay stands, after each session.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 pub struct ReplayProgress {
     pub done: usize,
     pub total: usize,
@@ -50,7 +52,7 @@ pub struct ReplayProgress {
 }
 
 /// A session whose summary changed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct ReplayChange {
     pub session_id: Uuid,
     pub user_id: String,
@@ -65,14 +67,14 @@ pub struct ReplayChange {
 }
 
 /// A session the replay could not reflect on; the rest went on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct ReplayFailure {
     pub session_id: Uuid,
     pub error: String,
 }
 
 /// What a replay did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct ReplayReport {
     pub progress: ReplayProgress,
     pub changed: Vec<ReplayChange>,

@@ -5,37 +5,37 @@
 //!
 //! - [`error`]: the `{"error":{"code","message"}}` body and status mapping.
 //! - [`auth`]: bearer tokens and the agents each covers.
-//! - `routes`: the `/v1` handlers; `ws`: the WebSocket stream.
-//! - `openapi.json`: the API's OpenAPI document, served at
-//!   `/v1/openapi.json`.
+//! - `routes`: the `/v1` handlers, by group; `ws`: the WebSocket stream.
+//! - `openapi`: the OpenAPI document, generated from the handlers and the
+//!   [`crate::api`] types and served at `/v1/openapi.json`.
 
 pub mod auth;
 pub mod error;
+mod openapi;
 mod routes;
 mod ws;
 
 use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::api::{ErrorBody, Health, Readiness};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use axum::{middleware, Json, Router};
 use metrics_exporter_prometheus::PrometheusHandle;
 use recall_actors::settings::Settings;
-use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::info;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::runtime::{RecallError, Runtime, ShutdownReport};
 pub use auth::{Access, Auth};
 pub use error::ApiError;
-
-/// The OpenAPI document of the API.
-pub const OPENAPI: &str = include_str!("openapi.json");
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -112,69 +112,77 @@ pub(crate) struct AppState {
     max_body_bytes: usize,
     /// Turns true when the server begins shutting down.
     shutdown: watch::Receiver<bool>,
+    /// The OpenAPI document, as served.
+    openapi: Arc<str>,
+}
+
+/// The `/v1` endpoints behind the token, with their documentation.
+fn v1_routes() -> OpenApiRouter<AppState> {
+    use routes::{admin, memory, sessions};
+    OpenApiRouter::new()
+        .routes(routes!(sessions::start_session, sessions::list_sessions))
+        .routes(routes!(sessions::get_session))
+        .routes(routes!(sessions::get_turns))
+        .routes(routes!(sessions::record_turn))
+        .routes(routes!(sessions::touch))
+        .routes(routes!(sessions::end))
+        .routes(routes!(ws::stream))
+        .routes(routes!(sessions::get_context, sessions::clear_context))
+        .routes(routes!(memory::list_blocks))
+        .routes(routes!(memory::get_block, memory::put_block))
+        .routes(routes!(memory::list_summaries))
+        .routes(routes!(memory::get_summary))
+        .routes(routes!(memory::list_facts))
+        .routes(routes!(memory::patch_fact, memory::delete_fact))
+        .routes(routes!(memory::list_topics))
+        .routes(routes!(memory::search))
+        .routes(routes!(memory::assemble_context))
+        .routes(routes!(admin::list_dead_letters))
+        .routes(routes!(admin::retry_dead_letter))
+        .routes(routes!(admin::forget_user))
+        .routes(routes!(admin::replay))
+        .routes(routes!(admin::run_rollups))
+}
+
+/// The endpoints open to all: health, readiness, metrics, the document.
+fn public_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(openapi))
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+        .routes(routes!(metrics))
+}
+
+/// The routers and the OpenAPI document they make.
+fn parts() -> (Router<AppState>, Router<AppState>, utoipa::openapi::OpenApi) {
+    let (v1, mut doc) = OpenApiRouter::with_openapi(openapi::base())
+        .merge(v1_routes())
+        .split_for_parts();
+    let (public, public_doc) = public_routes().split_for_parts();
+    doc.merge(public_doc);
+    openapi::finish(&mut doc);
+    (v1, public, doc)
+}
+
+/// The API's OpenAPI document, as served at `/v1/openapi.json`.
+pub fn openapi_document() -> utoipa::openapi::OpenApi {
+    parts().2
 }
 
 /// The API's router, for a runtime.
 pub fn router(runtime: Runtime, config: &ServerConfig, shutdown: watch::Receiver<bool>) -> Router {
+    let (v1, public, doc) = parts();
     let state = AppState {
         runtime,
         metrics: crate::metrics::prometheus(),
         max_body_bytes: config.max_body_bytes,
         shutdown,
+        openapi: doc
+            .to_json()
+            .expect("the OpenAPI document serializes")
+            .into(),
     };
-    let v1 = Router::new()
-        .route(
-            "/v1/sessions",
-            post(routes::start_session).get(routes::list_sessions),
-        )
-        .route("/v1/sessions/{session_id}", get(routes::get_session))
-        .route("/v1/sessions/{session_id}/turns", get(routes::get_turns))
-        .route(
-            "/v1/connections/{connection_id}/turns",
-            post(routes::record_turn),
-        )
-        .route("/v1/connections/{connection_id}/touch", post(routes::touch))
-        .route("/v1/connections/{connection_id}/end", post(routes::end))
-        .route("/v1/connections/{connection_id}/stream", get(ws::stream))
-        .route("/v1/agents/{agent_id}/blocks", get(routes::list_blocks))
-        .route(
-            "/v1/agents/{agent_id}/blocks/{label}",
-            get(routes::get_block).put(routes::put_block),
-        )
-        .route(
-            "/v1/agents/{agent_id}/summaries",
-            get(routes::list_summaries),
-        )
-        .route("/v1/summaries/{summary_id}", get(routes::get_summary))
-        .route(
-            "/v1/agents/{agent_id}/dead-letters",
-            get(routes::list_dead_letters),
-        )
-        .route(
-            "/v1/dead-letters/{session_id}/retry",
-            post(routes::retry_dead_letter),
-        )
-        .route("/v1/agents/{agent_id}/facts", get(routes::list_facts))
-        .route("/v1/rollups/run", post(routes::run_rollups))
-        .route("/v1/agents/{agent_id}/replay", post(routes::replay))
-        .route(
-            "/v1/users/{user_id}",
-            axum::routing::delete(routes::forget_user),
-        )
-        .route("/v1/agents/{agent_id}/topics", get(routes::list_topics))
-        .route("/v1/agents/{agent_id}/search", get(routes::search))
-        .route(
-            "/v1/agents/{agent_id}/context",
-            get(routes::assemble_context),
-        )
-        .route(
-            "/v1/facts/{fact_id}",
-            axum::routing::patch(routes::patch_fact).delete(routes::delete_fact),
-        )
-        .route(
-            "/v1/agents/{agent_id}/users/{user_id}/context",
-            get(routes::get_context).delete(routes::clear_context),
-        )
+    let v1 = v1
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(
@@ -183,10 +191,7 @@ pub fn router(runtime: Runtime, config: &ServerConfig, shutdown: watch::Receiver
         ));
     Router::new()
         .merge(v1)
-        .route("/v1/openapi.json", get(openapi))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
+        .merge(public)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
@@ -258,41 +263,70 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
-async fn openapi() -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+/// This document (no token needed)
+#[utoipa::path(get, path = "/v1/openapi.json", operation_id = "openapi", tag = "operations",
+    responses((status = 200, description = "The OpenAPI 3.1 document", body = Object)))]
+async fn openapi(State(app): State<AppState>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        app.openapi.to_string(),
+    )
+        .into_response()
 }
 
-async fn healthz() -> Json<serde_json::Value> {
-    Json(json!({"status": "ok"}))
+/// Liveness
+#[utoipa::path(get, path = "/healthz", operation_id = "healthz", tag = "operations",
+    responses((status = 200, description = "The process answers", body = Health)))]
+async fn healthz() -> Json<Health> {
+    Json(Health {
+        status: "ok".into(),
+    })
 }
 
-/// Ready when the Store answers and the actors are up.
-async fn readyz(State(app): State<AppState>) -> Response {
+/// Readiness: the store answers and the actors are up
+///
+/// Ready, and saying so, even with damaged records (they are skipped), and
+/// while stored items are re-embedded (searches find those by their words
+/// meanwhile).
+#[utoipa::path(get, path = "/readyz", operation_id = "readyz", tag = "operations",
+    responses(
+        (status = 200, description = "`ready`", body = Readiness),
+        (status = 503, description = "`shutting_down` or `unavailable`", body = Readiness),
+    ))]
+async fn readyz(State(app): State<AppState>) -> (StatusCode, Json<Readiness>) {
+    let not_ready = |status: &str, error: Option<String>| Readiness {
+        status: status.into(),
+        skipped_records: None,
+        reembedding: None,
+        error,
+    };
     if *app.shutdown.borrow() {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "shutting_down"})),
-        )
-            .into_response();
+        let r = not_ready("shutting_down", None);
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(r));
     }
     match app.runtime.stats().await {
-        // Ready, and saying so, even with damaged records: they are skipped.
-        // Ready while stored items are re-embedded (searches find those
-        // by their words meanwhile); the progress says how far it is.
-        Ok(stats) => Json(json!({
-            "status": "ready",
-            "skipped_records": stats.store.skipped_records,
-            "reembedding": app.runtime.reembed_progress(),
-        }))
-        .into_response(),
-        Err(e) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "unavailable", "error": e.to_string()})),
-        )
-            .into_response(),
+        Ok(stats) => (
+            StatusCode::OK,
+            Json(Readiness {
+                status: "ready".into(),
+                skipped_records: Some(stats.store.skipped_records),
+                reembedding: Some(app.runtime.reembed_progress()),
+                error: None,
+            }),
+        ),
+        Err(e) => {
+            let r = not_ready("unavailable", Some(e.to_string()));
+            (StatusCode::SERVICE_UNAVAILABLE, Json(r))
+        }
     }
 }
 
+/// Prometheus metrics
+#[utoipa::path(get, path = "/metrics", operation_id = "metrics", tag = "operations",
+    responses(
+        (status = 200, description = "The text exposition format", body = String, content_type = "text/plain"),
+        (status = 404, description = "`metrics_unavailable`: another metrics recorder is installed in this process", body = ErrorBody),
+    ))]
 async fn metrics(State(app): State<AppState>) -> Response {
     match &app.metrics {
         Some(handle) => (

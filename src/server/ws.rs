@@ -15,14 +15,8 @@ use uuid::Uuid;
 use super::auth::Access;
 use super::error::{ApiError, ApiPath, ApiQuery, ApiWebSocket};
 use super::AppState;
+use crate::api::{Id, StreamParams};
 use crate::runtime::RecallError;
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StreamQuery {
-    agent_id: String,
-    user_id: String,
-}
 
 /// A frame from the client: `{"type":"turn",…}`, `{"type":"touch"}` or
 /// `{"type":"heard","user_message":…}`.
@@ -54,11 +48,31 @@ enum FrameKind {
     Heard,
 }
 
+/// A voice connection as a WebSocket
+///
+/// Opening starts a session (HTTP errors as for `POST /v1/sessions` before
+/// the upgrade). The server first sends
+/// `{"type":"session","session_id","connection_id"}`. Client text frames:
+/// `{"type":"turn","user_message","agent_response","id"?,"durable"?}`,
+/// `{"type":"touch","id"?}` or `{"type":"heard","user_message","id"?}`
+/// (the user's words before their turn ends: a touch that also makes the
+/// next context read's vector ahead); each is answered with
+/// `{"type":"ack","session_id"?,"id"?}` or
+/// `{"type":"error","error":{"code","message"},"id"?}`. Closing the socket
+/// ends the session with reason `disconnect`; on server shutdown the
+/// server closes with code 1001.
+#[utoipa::path(get, path = "/v1/connections/{connection_id}/stream", operation_id = "stream", tag = "sessions",
+    params(("connection_id" = Id, Path, description = "The voice connection"), StreamParams),
+    responses(
+        (status = 101, description = "Switching to the WebSocket protocol"),
+        (status = 409, description = "`connection_busy`, `connection_owned`", body = crate::api::ErrorBody),
+        (status = 426, description = "`websocket_required`: not a WebSocket upgrade request", body = crate::api::ErrorBody),
+    ))]
 pub async fn stream(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
     ApiPath(connection_id): ApiPath<String>,
-    ApiQuery(q): ApiQuery<StreamQuery>,
+    ApiQuery(q): ApiQuery<StreamParams>,
     ApiWebSocket(ws): ApiWebSocket,
 ) -> Result<Response, ApiError> {
     access.allow(&q.agent_id)?;
@@ -91,7 +105,7 @@ async fn run(
     mut socket: WebSocket,
     app: AppState,
     connection_id: String,
-    owner: StreamQuery,
+    owner: StreamParams,
     session_id: Uuid,
 ) {
     let mut shutdown = app.shutdown.clone();
@@ -167,7 +181,7 @@ async fn run(
 async fn handle_text(
     app: &AppState,
     connection_id: &str,
-    owner: &StreamQuery,
+    owner: &StreamParams,
     text: &str,
 ) -> Result<Message, Message> {
     let frame: Frame = match serde_json::from_str(text) {

@@ -30,6 +30,7 @@ use crate::model::{
 const PENDING: &[u8] = b"forget/";
 
 /// What a forget removed.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ForgetReport {
     pub user_id: String,

@@ -1,0 +1,165 @@
+//! The OpenAPI document, made from the handlers' `#[utoipa::path]`
+//! attributes and the [`crate::api`] types, and served at
+//! `/v1/openapi.json`.
+//!
+//! What every `/v1` endpoint shares is added here once rather than on each
+//! handler: the bearer token and the error answers any of them can give.
+
+use utoipa::openapi::link::LinkBuilder;
+use utoipa::openapi::response::ResponseBuilder;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{Content, OpenApi, RefOr, Required};
+use utoipa::{Modify, OpenApi as _};
+
+use crate::api::{ErrorBody, Id};
+
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(
+        title = "recall",
+        description = "Memory runtime for voice AI agents: record turns per connection; read \
+                       summaries, facts, topics, memory blocks and the assembled context. Every \
+                       error is {\"error\":{\"code\",\"message\"}}.",
+    ),
+    servers((url = "http://127.0.0.1:7878")),
+    components(schemas(ErrorBody, Id)),
+    tags(
+        (name = "sessions", description = "Sessions, turns and connections"),
+        (name = "memory", description = "Blocks, summaries, facts, topics, search and context"),
+        (name = "admin", description = "Dead letters, replay, rollups, forgetting a user"),
+        (name = "operations", description = "Health, readiness, metrics and this document"),
+    ),
+    modifiers(&Conventions),
+)]
+pub(super) struct ApiDoc;
+
+/// The document's frame (info, tags, shared schemas) before the paths.
+pub(super) fn base() -> OpenApi {
+    ApiDoc::openapi()
+}
+
+/// Errors any `/v1` endpoint may answer, besides its own.
+const COMMON: &[(&str, &str)] = &[
+    ("400", "A malformed path, query or id (`invalid_path`, `invalid_query`, `invalid_id`, `invalid`, `empty_field`, `control_character`)"),
+    ("401", "`unauthorized`: a token is configured and none (or another) was sent"),
+    ("403", "`forbidden`: the token does not cover the agent"),
+    ("422", "`too_long`: an id or text over its limit"),
+    ("503", "`unavailable` or `shutting_down`"),
+];
+
+/// Errors of an endpoint that takes a body.
+const WITH_BODY: &[(&str, &str)] = &[
+    ("413", "`body_too_large`: over server.max_body_bytes"),
+    (
+        "415",
+        "`unsupported_media_type`: send Content-Type: application/json",
+    ),
+];
+
+/// Adds the bearer scheme, and the shared error answers to every `/v1`
+/// operation (this document itself excepted).
+struct Conventions;
+
+impl Modify for Conventions {
+    fn modify(&self, doc: &mut OpenApi) {
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "server.token or one of server.tokens; not needed when none is \
+                         configured (loopback only)",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// Where the ids a started session answers with are used next: the links
+/// a client (or a stateful API fuzzer) follows from `startSession`.
+const SESSION_LINKS: &[(&str, &str, &str)] = &[
+    (
+        "recordTurn",
+        "connection_id",
+        "$response.body#/connection_id",
+    ),
+    ("touch", "connection_id", "$response.body#/connection_id"),
+    (
+        "endSession",
+        "connection_id",
+        "$response.body#/connection_id",
+    ),
+    ("getSession", "session_id", "$response.body#/session_id"),
+    ("getTurns", "session_id", "$response.body#/session_id"),
+];
+
+/// Applied once the paths are in: the shared answers, the security and
+/// the links.
+pub(super) fn finish(doc: &mut OpenApi) {
+    if let Some(RefOr::T(started)) = doc
+        .paths
+        .paths
+        .get_mut("/v1/sessions")
+        .and_then(|item| item.post.as_mut())
+        .and_then(|op| op.responses.responses.get_mut("201"))
+    {
+        for (operation, parameter, value) in SESSION_LINKS {
+            started.links.insert(
+                operation.to_string(),
+                RefOr::T(
+                    LinkBuilder::new()
+                        .operation_id(*operation)
+                        .parameter(*parameter, *value)
+                        .build(),
+                ),
+            );
+        }
+    }
+    let error = |description: &str| {
+        ResponseBuilder::new()
+            .description(description)
+            .content(
+                "application/json",
+                Content::new(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
+                    "ErrorBody",
+                )))),
+            )
+            .build()
+    };
+    for (path, item) in doc.paths.paths.iter_mut() {
+        if !path.starts_with("/v1/") || path == "/v1/openapi.json" {
+            continue;
+        }
+        let ops = [
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.patch,
+            &mut item.delete,
+        ];
+        for op in ops.into_iter().flatten() {
+            let has_body = op.request_body.is_some();
+            let json_body = op
+                .request_body
+                .as_ref()
+                .is_some_and(|b| matches!(b, RefOr::T(b) if b.required == Some(Required::True)));
+            for (status, description) in COMMON.iter().chain(if has_body {
+                &WITH_BODY[..if json_body { 2 } else { 1 }]
+            } else {
+                &[][..]
+            }) {
+                op.responses
+                    .responses
+                    .entry(status.to_string())
+                    .or_insert_with(|| RefOr::T(error(description)));
+            }
+            op.security = Some(vec![utoipa::openapi::security::SecurityRequirement::new(
+                "bearer",
+                Vec::<String>::new(),
+            )]);
+        }
+    }
+}

@@ -1,0 +1,779 @@
+//! The Store actor: the shell around [`Trees`] that serializes writes,
+//! group-commits flushes and keeps the search index and the generation
+//! counters in step.
+
+use super::*;
+
+/// Indexes an ended call's turns for retrieval (a call's worth of turns,
+/// read back from the tree just written: tens of microseconds).
+fn index_ended(search: &SearchIndex, t: &Trees, rec: &SessionRecord) {
+    let (trees, user, id) = (t.clone(), rec.user_id.clone(), rec.session_id);
+    let inline = search.inline();
+    search.update(&rec.agent_id, move |ix| match trees.numbered_turns(id) {
+        Ok(turns) => ix.put_turns_with(&user, id, &turns, inline.as_deref()),
+        Err(err) => warn!(session_id = %id, error = %err, "turns not indexed"),
+    });
+}
+
+pub struct StoreArgs {
+    pub trees: Trees,
+    pub settings: StoreSettings,
+    /// Bumped, per part and per agent or user, on every context-relevant
+    /// write.
+    pub generations: std::sync::Arc<Generations>,
+    /// Kept current after every write for agents whose index is built.
+    pub search: std::sync::Arc<SearchIndex>,
+}
+
+pub struct StoreState {
+    trees: Trees,
+    settings: StoreSettings,
+    generations: std::sync::Arc<Generations>,
+    search: std::sync::Arc<SearchIndex>,
+    dirty: bool,
+    /// Writes since the last flush began: the group-commit batch.
+    batch: u64,
+    /// Writes that failed since the last explicit `Flush`.
+    failed_since_flush: u64,
+    /// Ids forgotten since the start: a reflection, rollup or topic update
+    /// that read them before the forget must not write them back.
+    forgotten: std::collections::HashSet<Uuid>,
+    flushing: bool,
+    tick_armed: bool,
+    /// `Flush` callers waiting for the flush in progress (it began after
+    /// they asked), with the failed writes it reports to them.
+    flush_waiters: Vec<RpcReplyPort<Result<(), StoreError>>>,
+    flush_waiters_failed: u64,
+    /// `Flush` callers that asked while a flush was in progress: the next
+    /// flush is theirs.
+    flush_next: Vec<RpcReplyPort<Result<(), StoreError>>>,
+    stats: StoreStats,
+}
+
+pub struct StoreActor;
+
+impl StoreState {
+    fn wrote(&mut self, myself: &ActorRef<StoreMsg>) {
+        self.stats.writes += 1;
+        match self.settings.flush {
+            FlushPolicy::EveryWrite => {
+                self.stats.flushes += 1;
+                metrics::histogram!("recall_store_batch_writes").record(1.0);
+                if let Err(err) = timed_flush(&self.trees.db) {
+                    self.stats.write_errors += 1;
+                    error!(error = %err, "flush failed");
+                }
+            }
+            FlushPolicy::GroupCommit => {
+                self.dirty = true;
+                self.batch += 1;
+                self.arm(myself);
+            }
+        }
+    }
+
+    /// Starts a flush of everything written so far on the blocking pool
+    /// (`FlushDone` when it is over); the callers waiting for the next
+    /// flush are now waiting for this one. The actor goes on handling
+    /// writes meanwhile: one flush serves every caller that asked before it
+    /// began, so durable turns from many calls share flushes.
+    fn start_flush(&mut self, myself: &ActorRef<StoreMsg>) {
+        self.dirty = false;
+        self.flushing = true;
+        metrics::histogram!("recall_store_batch_writes").record(self.batch as f64);
+        self.batch = 0;
+        if !self.flush_next.is_empty() {
+            self.flush_waiters = std::mem::take(&mut self.flush_next);
+            // A caller asking for durability learns of any write that
+            // failed since the last explicit flush, not only of its own.
+            self.flush_waiters_failed = std::mem::take(&mut self.failed_since_flush);
+        }
+        let db = self.trees.db.clone();
+        let me = myself.clone();
+        tokio::task::spawn_blocking(move || {
+            let res = timed_flush(&db).map(|_| ());
+            let _ = me.cast(StoreMsg::FlushDone(res));
+        });
+    }
+
+    fn arm(&mut self, myself: &ActorRef<StoreMsg>) {
+        if !self.tick_armed && !self.flushing {
+            self.tick_armed = true;
+            myself.send_after(
+                Duration::from_millis(self.settings.flush_interval_ms),
+                || StoreMsg::FlushTick,
+            );
+        }
+    }
+
+    fn forgot_session(&self, id: &[u8]) -> bool {
+        !self.forgotten.is_empty()
+            && Uuid::from_slice(id).is_ok_and(|id| self.forgotten.contains(&id))
+    }
+
+    /// Whether `summary` was made from a summary that has since been
+    /// forgotten (a rollup or topic update that was running meanwhile).
+    fn built_from_forgotten(&self, summary: &ConversationSummary) -> bool {
+        !self.forgotten.is_empty()
+            && (self.forgotten.contains(&summary.summary_id)
+                || summary
+                    .source_summary_ids
+                    .iter()
+                    .any(|id| self.forgotten.contains(id)))
+    }
+
+    fn failed(&mut self, what: &'static str, err: &StoreError) {
+        self.stats.write_errors += 1;
+        self.failed_since_flush += 1;
+        error!(error = %err, what, "store write failed");
+    }
+}
+
+impl Actor for StoreActor {
+    type Msg = StoreMsg;
+    type State = StoreState;
+    type Arguments = StoreArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<StoreMsg>,
+        args: StoreArgs,
+    ) -> Result<StoreState, ActorProcessingErr> {
+        Ok(StoreState {
+            trees: args.trees,
+            settings: args.settings,
+            generations: args.generations,
+            search: args.search,
+            dirty: false,
+            batch: 0,
+            failed_since_flush: 0,
+            forgotten: Default::default(),
+            flushing: false,
+            tick_armed: false,
+            flush_waiters: Vec::new(),
+            flush_waiters_failed: 0,
+            flush_next: Vec::new(),
+            stats: StoreStats::default(),
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<StoreMsg>,
+        state: &mut StoreState,
+    ) -> Result<(), ActorProcessingErr> {
+        // A plain flush on the blocking pool, awaited: sled's `flush_async`
+        // finishes on sled's own thread pool, which can still hold the
+        // database (and the folder's lock) after this actor has stopped.
+        let db = state.trees.db.clone();
+        let res = match tokio::task::spawn_blocking(move || db.flush()).await {
+            Ok(res) => res,
+            Err(_) => state.trees.db.flush(),
+        };
+        if let Err(err) = res {
+            error!(error = %err, "final flush failed");
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<StoreMsg>,
+        msg: StoreMsg,
+        state: &mut StoreState,
+    ) -> Result<(), ActorProcessingErr> {
+        let t = state.trees.clone();
+        match msg {
+            StoreMsg::OpenSession(rec) => {
+                let res = serde_json::to_vec(&rec)
+                    .map_err(StoreError::from)
+                    .and_then(|v| {
+                        (&t.sessions, &t.open)
+                            .transaction(|(sessions, open)| {
+                                let key = keys::session(rec.session_id);
+                                sessions.insert(&key, v.as_slice())?;
+                                open.insert(&key, &[])?;
+                                Ok::<_, ConflictableTransactionError<StoreError>>(())
+                            })
+                            .map_err(StoreError::from)
+                    });
+                t.note_sessions([keys::session(rec.session_id)]);
+                match res {
+                    Ok(()) => state.wrote(&myself),
+                    Err(e) => state.failed("open_session", &e),
+                }
+            }
+            // A forgotten call's last writes, sent before the forget and
+            // arriving after it.
+            StoreMsg::AppendTurn { key, .. } if state.forgot_session(&key[..16]) => {
+                debug!("turn of a forgotten session dropped");
+            }
+            StoreMsg::EndSession(rec) if state.forgotten.contains(&rec.session_id) => {
+                debug!(session_id = %rec.session_id, "end of a forgotten session dropped");
+            }
+            StoreMsg::AppendTurn { key, value } => match t.turns.insert(key, value) {
+                Ok(_) => {
+                    state.stats.turns_written += 1;
+                    state.wrote(&myself);
+                }
+                Err(e) => state.failed("append_turn", &StoreError::from(e)),
+            },
+            StoreMsg::EndSession(rec) => {
+                let at = rec.ended_at.unwrap_or(rec.started_at);
+                let res = t.end_session(&rec, at);
+                state
+                    .generations
+                    .bump_user(&rec.agent_id, &rec.user_id, Parts::SESSIONS);
+                match res {
+                    Ok(()) => {
+                        index_ended(&state.search, &t, &rec);
+                        state.wrote(&myself)
+                    }
+                    Err(e) => state.failed("end_session", &e),
+                }
+            }
+            StoreMsg::CloseOrphan {
+                session_id,
+                reason,
+                at,
+                reply,
+            } => {
+                let res = (|| {
+                    let Some(mut rec) = t.session(session_id)? else {
+                        return Err(StoreError::SessionNotFound(session_id));
+                    };
+                    if !rec.is_open() {
+                        return Ok(None);
+                    }
+                    let turns = t.turns(session_id)?;
+                    rec.turn_count = turns.len() as u32;
+                    // A recovered session was last known alive at its last
+                    // turn; a crashed one ends now.
+                    rec.ended_at = Some(match reason {
+                        EndReason::Recovered => {
+                            turns.last().map(|l| l.timestamp).unwrap_or(rec.started_at)
+                        }
+                        _ => at,
+                    });
+                    rec.end_reason = Some(reason);
+                    t.end_session(&rec, at)?;
+                    Ok(Some(rec))
+                })();
+                if let Ok(Some(rec)) = &res {
+                    state
+                        .generations
+                        .bump_user(&rec.agent_id, &rec.user_id, Parts::SESSIONS);
+                    index_ended(&state.search, &t, rec);
+                }
+                if res.is_ok() {
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::LoadSession { session_id, reply } => {
+                let res = (|| {
+                    let Some(rec) = t.session(session_id)? else {
+                        return Ok(None);
+                    };
+                    Ok(Some((rec, t.turns(session_id)?)))
+                })();
+                let _ = reply.send(res);
+            }
+            StoreMsg::Forget {
+                user_id,
+                agent_id,
+                reply,
+            } => {
+                let res = t.forget_user(&user_id, agent_id.as_deref());
+                if let Ok(r) = &res {
+                    for agent in &r.agents {
+                        state.generations.bump(agent, Parts::ALL);
+                        let (ids, user) = (r.removed_ids.clone(), user_id.clone());
+                        state.search.update(agent, move |ix| {
+                            for id in ids {
+                                ix.remove(id);
+                            }
+                            ix.remove_user(&user);
+                        });
+                    }
+                    state.forgotten.extend(r.removed_ids.iter().copied());
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::ReviseSession { summary, reply, .. }
+                if summary
+                    .supersedes
+                    .is_some_and(|id| state.forgotten.contains(&id)) =>
+            {
+                let _ = reply.send(Ok(Revision::default()));
+            }
+            StoreMsg::ReviseSession {
+                summary,
+                facts,
+                reply,
+            } => {
+                let res = t.revise_session(&summary, &facts);
+                if let Ok(r) = &res {
+                    if r.stored {
+                        state.generations.bump(&summary.agent_id, Parts::ALL);
+                        let (old, added, moved) = (
+                            r.old.as_ref().map(|o| o.summary_id),
+                            r.facts_added.clone(),
+                            r.facts_moved.clone(),
+                        );
+                        let (s, t2) = (summary.clone(), t.clone());
+                        state.search.update(&summary.agent_id, move |ix| {
+                            if let Some(old) = old {
+                                ix.remove(old);
+                            }
+                            ix.put_summary(&s, None);
+                            t2.index_facts(ix, added.iter().chain(&moved));
+                        });
+                        state.wrote(&myself);
+                    }
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::StampDerivation {
+                summary_id,
+                derivation,
+                reply,
+            } => {
+                let res = t.stamp_derivation(summary_id, &derivation);
+                if res.is_ok() {
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::CompleteReflection { summary, reply, .. }
+                if state.forgotten.contains(&summary.summary_id) =>
+            {
+                // The session was forgotten while it was being reflected on.
+                debug!(session_id = %summary.summary_id, "reflection of a forgotten session dropped");
+                let _ = t.queue.remove(keys::session(summary.summary_id));
+                let _ = reply.send(Ok(false));
+            }
+            StoreMsg::PutRollup { summary, reply, .. } if state.built_from_forgotten(&summary) => {
+                debug!(summary_id = %summary.summary_id, "rollup of forgotten summaries dropped");
+                let _ = reply.send(Ok(false));
+            }
+            StoreMsg::PutTopic { summary, reply, .. } if state.built_from_forgotten(&summary) => {
+                debug!(summary_id = %summary.summary_id, "topic of forgotten summaries dropped");
+                let _ = reply.send(Ok(()));
+            }
+            StoreMsg::CompleteReflection {
+                summary,
+                blocks,
+                facts,
+                reply,
+            } => {
+                let res = t.reflection_done(&summary, &blocks, &facts);
+                // The user's summary and facts; every user's facts where a
+                // fact is shared, and the agent's blocks where it wrote one
+                // (the summary counter it moves in the agent's record is
+                // the watchdog's, not part of a context). A reflection
+                // that wrote neither leaves the other users' cached
+                // contexts current.
+                let (agent, user) = (&summary.agent_id, &summary.user_id);
+                state
+                    .generations
+                    .bump_user(agent, user, Parts::SUMMARIES | Parts::FACTS);
+                let shared = matches!(res, Ok((_, true)));
+                let everyone = if blocks.is_empty() {
+                    Parts::NONE
+                } else {
+                    Parts::BLOCKS
+                } | if shared { Parts::FACTS } else { Parts::NONE };
+                if !everyone.is_empty() {
+                    state.generations.bump(agent, everyone);
+                }
+                let res = res.map(|(stored, _)| stored);
+                if let Ok(true) = res {
+                    // The facts that survived de-duplication, and those on
+                    // their subjects, as they now stand.
+                    let subjects: std::collections::BTreeSet<&String> =
+                        facts.iter().filter_map(|f| f.subject.as_ref()).collect();
+                    let touched: Vec<FactRecord> = match facts.first() {
+                        Some(f) => t
+                            .user_facts(&f.agent_id, &f.user_id)
+                            .unwrap_or_default()
+                            .into_iter()
+                            .filter(|s| {
+                                facts.iter().any(|c| c.fact_id == s.fact_id)
+                                    || s.subject.as_ref().is_some_and(|x| subjects.contains(x))
+                            })
+                            .collect(),
+                        None => Vec::new(),
+                    };
+                    let (s, t2) = (summary.clone(), t.clone());
+                    state.search.update(&summary.agent_id, move |ix| {
+                        ix.put_summary(&s, None);
+                        t2.index_facts(ix, &touched);
+                    });
+                }
+                if res.is_ok() {
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::ListFacts {
+                agent_id,
+                user_id,
+                reply,
+            } => {
+                let _ = reply.send(t.visible_facts(&agent_id, &user_id));
+            }
+            StoreMsg::GetFact(id, reply) => {
+                let _ = reply.send(t.fact(id));
+            }
+            StoreMsg::SetFactVisibility {
+                fact_id,
+                user_id,
+                visibility,
+                reply,
+            } => {
+                let res = t.set_fact_visibility(fact_id, &user_id, visibility);
+                if let Ok(f) = &res {
+                    state.generations.bump(&f.agent_id, Parts::FACTS);
+                    let (f2, t2) = (f.clone(), t.clone());
+                    state
+                        .search
+                        .update(&f.agent_id, move |ix| t2.index_facts(ix, [&f2]));
+                }
+                if res.is_ok() {
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::DeleteFact {
+                fact_id,
+                user_id,
+                reply,
+            } => {
+                let res = t.delete_fact(fact_id, &user_id);
+                if let Ok((f, moved)) = &res {
+                    state.generations.bump(&f.agent_id, Parts::FACTS);
+                    let (id, moved, t2) = (f.fact_id, moved.clone(), t.clone());
+                    state.search.update(&f.agent_id, move |ix| {
+                        ix.remove(id);
+                        t2.index_facts(ix, &moved);
+                    });
+                    if let Err(e) = t.embeddings.remove(keys::embedding(f.fact_id)) {
+                        state.failed("delete_fact_vector", &e.into());
+                    }
+                }
+                if res.is_ok() {
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res.map(|(f, _)| f));
+            }
+            StoreMsg::DeadLetter { letter, reply }
+                if state.forgotten.contains(&letter.session_id) =>
+            {
+                // A reflection of a forgotten session gave up (or found the
+                // session gone): nothing of it is kept.
+                let _ = t.queue.remove(keys::session(letter.session_id));
+                let _ = reply.send(Ok(()));
+            }
+            StoreMsg::DeadLetter { letter, reply } => {
+                let res = t.dead_letter(&letter);
+                if res.is_ok() {
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::Requeue {
+                session_id,
+                at,
+                reply,
+            } => {
+                let res = t.requeue(session_id, at);
+                if res.is_ok() {
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::PutBlock { block, reply } => {
+                let res = serde_json::to_vec(&block)
+                    .map_err(StoreError::from)
+                    .and_then(|v| {
+                        t.blocks
+                            .insert(keys::block(&block.agent_id, block.label), v)
+                            .map_err(StoreError::from)
+                    })
+                    .map(|_| ());
+                state.generations.bump(&block.agent_id, Parts::BLOCKS);
+                if res.is_ok() {
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::SetPersistentContext {
+                agent_id,
+                lines,
+                reply,
+            } => {
+                let res = (|| {
+                    let mut meta = t.agent(&agent_id)?;
+                    meta.persistent_context = lines;
+                    meta.summary_version += 1;
+                    t.agents
+                        .insert(keys::agent(&agent_id), serde_json::to_vec(&meta)?)?;
+                    Ok(())
+                })();
+                state.generations.bump(&agent_id, Parts::BLOCKS);
+                if res.is_ok() {
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::MarkContextBuilt {
+                agent_id,
+                version,
+                expires_at,
+            } => {
+                let res = (|| {
+                    let mut meta = t.agent(&agent_id)?;
+                    meta.context_version = version;
+                    meta.context_expires_at = expires_at;
+                    t.agents
+                        .insert(keys::agent(&agent_id), serde_json::to_vec(&meta)?)?;
+                    Ok::<_, StoreError>(())
+                })();
+                match res {
+                    Ok(()) => state.wrote(&myself),
+                    Err(e) => state.failed("mark_context_built", &e),
+                }
+            }
+            StoreMsg::GetSession(id, reply) => {
+                let _ = reply.send(t.session(id));
+            }
+            StoreMsg::ListSessions(agent, reply) => {
+                let _ = reply.send(t.sessions(agent.as_deref()));
+            }
+            StoreMsg::ListOpenSessions(reply) => {
+                let _ = reply.send(t.open_sessions());
+            }
+            StoreMsg::GetTurns(id, reply) => {
+                let _ = reply.send(t.turns(id));
+            }
+            StoreMsg::GetNumberedTurns(id, reply) => {
+                let _ = reply.send(t.numbered_turns(id));
+            }
+            StoreMsg::GetSummary(id, reply) => {
+                let _ = reply.send(t.summary(id));
+            }
+            StoreMsg::ListSummaries {
+                agent_id,
+                kind,
+                since,
+                reply,
+            } => {
+                let _ = reply.send(t.summaries(&agent_id, kind, since));
+            }
+            StoreMsg::GetBlocks(agent, reply) => {
+                let _ = reply.send(t.blocks(&agent));
+            }
+            StoreMsg::GetUserBlocks {
+                agent_id,
+                user_id,
+                reply,
+            } => {
+                let _ = reply.send(t.user_blocks(&agent_id, &user_id));
+            }
+            StoreMsg::ListAgents(reply) => {
+                let _ = reply.send(t.agents());
+            }
+            StoreMsg::GetAgent(agent_id, reply) => {
+                let _ = reply.send(t.agent(&agent_id));
+            }
+            StoreMsg::LatestSummary {
+                agent_id,
+                kind,
+                reply,
+            } => {
+                let _ = reply.send(t.latest_summary(&agent_id, kind));
+            }
+            StoreMsg::ListQueue(reply) => {
+                let _ = reply.send(t.queued());
+            }
+            StoreMsg::ListDeadLetters(reply) => {
+                let _ = reply.send(t.dead_letters());
+            }
+            StoreMsg::PutRollup {
+                summary,
+                supersedes,
+                vector,
+                reply,
+            } => {
+                let res = t.put_rollup(&summary, supersedes, vector.as_ref());
+                if let Ok(true) = res {
+                    // A rollup is one user's.
+                    state.generations.bump_user(
+                        &summary.agent_id,
+                        &summary.user_id,
+                        Parts::SUMMARIES,
+                    );
+                    let s = summary.clone();
+                    state.search.update(&summary.agent_id, move |ix| {
+                        if let Some(old) = supersedes {
+                            ix.remove(old);
+                        }
+                        ix.put_summary(&s, vector);
+                    });
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::RollupCursor {
+                agent_id,
+                level,
+                reply,
+            } => {
+                let _ = reply.send(t.rollup_cursor(&agent_id, level));
+            }
+            StoreMsg::SetRollupCursor {
+                agent_id,
+                level,
+                period,
+                reply,
+            } => {
+                let res = t.set_rollup_cursor(&agent_id, level, period);
+                if res.is_ok() {
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::Inbox {
+                after,
+                limit,
+                reply,
+            } => {
+                let _ = reply.send(t.inbox(after.as_deref(), limit));
+            }
+            StoreMsg::InboxDone { keys, reply } => {
+                let res = t.inbox_done(&keys);
+                if res.is_ok() {
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::Topics {
+                agent_id,
+                user_id,
+                reply,
+            } => {
+                let _ = reply.send(t.topics(&agent_id, user_id.as_deref()));
+            }
+            StoreMsg::PutTopic {
+                topic,
+                summary,
+                vector,
+                reply,
+            } => {
+                let res = t.put_topic(&topic, &summary, vector.as_ref());
+                if res.is_ok() {
+                    // The topic and its summary, one user's.
+                    state.generations.bump_user(
+                        &topic.agent_id,
+                        &topic.user_id,
+                        Parts::TOPICS | Parts::SUMMARIES,
+                    );
+                    let s = summary.clone();
+                    state
+                        .search
+                        .update(&summary.agent_id, move |ix| ix.put_summary(&s, vector));
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::PutVectors {
+                agent_id,
+                items,
+                reply,
+            } => {
+                let res = t.put_vectors(&items);
+                if let Ok(stored) = &res {
+                    let stored = stored.clone();
+                    state.search.update(&agent_id, move |ix| {
+                        for (id, v) in items {
+                            if stored.contains(&id) {
+                                ix.set_vector(id, v);
+                            }
+                        }
+                    });
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res.map(|_| ()));
+            }
+            StoreMsg::PutTurnVectors {
+                agent_id,
+                session_id,
+                items,
+                reply,
+            } => {
+                let res = t.put_turn_vectors(session_id, &items);
+                if let Ok(stored) = &res {
+                    let stored: std::collections::HashSet<u32> = stored.iter().copied().collect();
+                    state.search.update(&agent_id, move |ix| {
+                        for (seq, v) in items {
+                            if stored.contains(&seq) {
+                                ix.set_vector(TurnRef { session_id, seq }.doc_id(), v);
+                            }
+                        }
+                    });
+                    state.wrote(&myself);
+                }
+                let _ = reply.send(res.map(|_| ()));
+            }
+            StoreMsg::Barrier(reply) => {
+                let _ = reply.send(());
+            }
+            StoreMsg::Flush(reply) => {
+                // Answered by the next flush to begin: now, or after the
+                // one in progress (it may have begun before this caller's
+                // writes).
+                state.flush_next.push(reply);
+                if !state.flushing {
+                    state.start_flush(&myself);
+                }
+            }
+            StoreMsg::Stats(reply) => {
+                state.stats.skipped_records = t.skipped_records();
+                let _ = reply.send(state.stats);
+            }
+            StoreMsg::FlushTick => {
+                state.tick_armed = false;
+                if state.dirty && !state.flushing {
+                    state.start_flush(&myself);
+                }
+            }
+            StoreMsg::FlushDone(res) => {
+                state.flushing = false;
+                state.stats.flushes += 1;
+                if let Err(err) = &res {
+                    // The data stays in sled's cache; mark it dirty so the
+                    // next tick tries again.
+                    state.stats.write_errors += 1;
+                    state.dirty = true;
+                    error!(error = %err, "flush failed");
+                }
+                let failed = std::mem::take(&mut state.flush_waiters_failed);
+                for reply in state.flush_waiters.drain(..) {
+                    let _ = reply.send(match &res {
+                        Err(err) => Err(StoreError::from(err.clone())),
+                        Ok(()) if failed > 0 => Err(StoreError::WritesFailed(failed)),
+                        Ok(()) => Ok(()),
+                    });
+                }
+                if !state.flush_next.is_empty() {
+                    state.start_flush(&myself);
+                } else if state.dirty {
+                    state.arm(&myself);
+                }
+                debug!("flushed");
+            }
+        }
+        Ok(())
+    }
+}

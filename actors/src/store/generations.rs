@@ -1,0 +1,137 @@
+//! Generation counters per agent and user: which parts of a context's
+//! sources a write changed, so a cached context re-reads only those.
+
+use super::*;
+
+/// The parts of an agent's context sources a write may change, as a set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Parts(u8);
+
+impl Parts {
+    /// The agent's blocks, users' blocks and the agent's record (its
+    /// persistent context).
+    pub const BLOCKS: Parts = Parts(1);
+    /// Session records (a call ended).
+    pub const SESSIONS: Parts = Parts(1 << 1);
+    /// Summaries of every type.
+    pub const SUMMARIES: Parts = Parts(1 << 2);
+    /// Facts.
+    pub const FACTS: Parts = Parts(1 << 3);
+    /// Topics.
+    pub const TOPICS: Parts = Parts(1 << 4);
+    /// No part.
+    pub const NONE: Parts = Parts(0);
+    /// Every part.
+    pub const ALL: Parts = Parts((1 << 5) - 1);
+    const COUNT: usize = 5;
+
+    pub fn contains(self, other: Parts) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// How many parts the set holds.
+    pub fn count(self) -> u32 {
+        self.0.count_ones()
+    }
+}
+
+impl std::ops::BitOr for Parts {
+    type Output = Parts;
+    fn bitor(self, other: Parts) -> Parts {
+        Parts(self.0 | other.0)
+    }
+}
+
+/// The change counters that bear on one user's context with an agent, one
+/// per part: the agent's (writes that change what every user of it sees)
+/// and the user's own (their calls, summaries, facts and topics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stamp {
+    agent: [u64; Parts::COUNT],
+    user: [u64; Parts::COUNT],
+}
+
+impl Stamp {
+    /// The parts whose counter differs from `earlier`'s.
+    pub fn changed_since(&self, earlier: &Stamp) -> Parts {
+        let mut out = Parts::NONE;
+        for i in 0..Parts::COUNT {
+            if self.agent[i] != earlier.agent[i] || self.user[i] != earlier.user[i] {
+                out = out | Parts(1 << i);
+            }
+        }
+        out
+    }
+}
+
+/// An agent's counters, and each of its users'.
+#[derive(Debug, Default)]
+pub(super) struct AgentCounts {
+    all: [u64; Parts::COUNT],
+    users: HashMap<String, [u64; Parts::COUNT]>,
+}
+
+pub(super) fn add(counts: &mut [u64; Parts::COUNT], parts: Parts) {
+    for (i, n) in counts.iter_mut().enumerate() {
+        if parts.contains(Parts(1 << i)) {
+            *n += 1;
+        }
+    }
+}
+
+/// Change counters, one per part of what contexts are assembled from
+/// (blocks, ended sessions, summaries, facts, topics), kept per agent and,
+/// for what is one user's alone, per user: a user's call ending leaves
+/// the other users' cached contexts current. The Store bumps the parts a
+/// write changed, after the write, so a reader that saw the old counts and
+/// then read the data can only be stale in the safe direction: it sees
+/// newer counts next time and re-reads those parts. Turn appends do not
+/// bump: live turns are read from the session actors.
+#[derive(Debug, Default)]
+pub struct Generations(std::sync::Mutex<HashMap<String, AgentCounts>>);
+
+impl Generations {
+    /// The counters of a user's context with the agent (all 0 before the
+    /// first change).
+    pub fn get(&self, agent_id: &str, user_id: &str) -> Stamp {
+        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match map.get(agent_id) {
+            Some(c) => Stamp {
+                agent: c.all,
+                user: c.users.get(user_id).copied().unwrap_or_default(),
+            },
+            None => Stamp::default(),
+        }
+    }
+
+    pub(super) fn counts<'m>(
+        map: &'m mut HashMap<String, AgentCounts>,
+        agent_id: &str,
+    ) -> &'m mut AgentCounts {
+        map.entry(agent_id.to_string()).or_default()
+    }
+
+    /// Moves the counters of `parts` for every user of the agent.
+    pub fn bump(&self, agent_id: &str, parts: Parts) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        add(&mut Self::counts(&mut map, agent_id).all, parts);
+    }
+
+    /// Moves the counters of `parts` for one user of the agent.
+    pub fn bump_user(&self, agent_id: &str, user_id: &str, parts: Parts) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let counts = Self::counts(&mut map, agent_id);
+        match counts.users.get_mut(user_id) {
+            Some(c) => add(c, parts),
+            None => {
+                let mut c = [0; Parts::COUNT];
+                add(&mut c, parts);
+                counts.users.insert(user_id.to_string(), c);
+            }
+        }
+    }
+}

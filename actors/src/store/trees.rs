@@ -1,0 +1,195 @@
+//! Opening the data folder, and reading records generically: one by
+//! key, or a scan, decoding each and skipping the damaged ones.
+
+use super::*;
+
+impl Trees {
+    /// Opens (or creates) the data folder and checks its schema version.
+    /// sled panics on some kinds of damage; that becomes `Corrupt`.
+    pub fn open(path: &Path, settings: &StoreSettings) -> Result<Trees, StoreError> {
+        Self::open_waiting(path, settings, LOCK_WAIT)
+    }
+
+    pub(super) fn open_waiting(
+        path: &Path,
+        settings: &StoreSettings,
+        lock_wait: Duration,
+    ) -> Result<Trees, StoreError> {
+        if path.exists() && !path.is_dir() {
+            return Err(StoreError::NotADirectory {
+                path: path.to_path_buf(),
+            });
+        }
+        let config = sled::Config::new()
+            .path(path)
+            .cache_capacity(settings.cache_capacity_mb * 1024 * 1024)
+            // recall's own flush policy is the one in force
+            .flush_every_ms(None);
+        // The folder's lock can outlive a runtime that has just stopped in
+        // this process by a moment (a flush finishing on a blocking thread);
+        // a lock still held after that belongs to another process.
+        let mut waited = Duration::ZERO;
+        let opened = loop {
+            let res = catch_unwind(AssertUnwindSafe(|| config.open()));
+            match &res {
+                Ok(Err(e)) if is_lock_error(e) && waited < lock_wait => {
+                    std::thread::sleep(LOCK_POLL);
+                    waited += LOCK_POLL;
+                }
+                _ => break res,
+            }
+        };
+        let db = match opened {
+            Ok(Ok(db)) => db,
+            Ok(Err(e)) if is_lock_error(&e) => {
+                return Err(StoreError::Locked {
+                    path: path.to_path_buf(),
+                })
+            }
+            Ok(Err(sled::Error::Corruption { .. })) | Ok(Err(sled::Error::Unsupported(_))) => {
+                return Err(StoreError::Corrupt {
+                    path: path.to_path_buf(),
+                    message: "sled reported corruption".into(),
+                })
+            }
+            Ok(Err(source)) => {
+                return Err(StoreError::Open {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
+            Err(panic) => {
+                let message = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "sled panicked while opening".into());
+                return Err(StoreError::Corrupt {
+                    path: path.to_path_buf(),
+                    message,
+                });
+            }
+        };
+        let tree = |name: &str| db.open_tree(name);
+        let trees = Trees {
+            meta: tree(keys::TREE_META)?,
+            sessions: tree(keys::TREE_SESSIONS)?,
+            open: tree(keys::TREE_OPEN)?,
+            turns: tree(keys::TREE_TURNS)?,
+            summaries: tree(keys::TREE_SUMMARIES)?,
+            summary_index: tree(keys::TREE_SUMMARY_INDEX)?,
+            blocks: tree(keys::TREE_BLOCKS)?,
+            queue: tree(keys::TREE_QUEUE)?,
+            dead: tree(keys::TREE_DEAD)?,
+            agents: tree(keys::TREE_AGENTS)?,
+            facts: tree(keys::TREE_FACTS)?,
+            fact_index: tree(keys::TREE_FACT_INDEX)?,
+            rollup_cursors: tree(keys::TREE_ROLLUP_CURSORS)?,
+            rollup_inbox: tree(keys::TREE_ROLLUP_INBOX)?,
+            topics: tree(keys::TREE_TOPICS)?,
+            embeddings: tree(keys::TREE_EMBEDDINGS)?,
+            fact_tombstones: tree(keys::TREE_FACT_TOMBSTONES)?,
+            fill_inbox: true,
+            skipped: Default::default(),
+            mirror_sessions: Default::default(),
+            mirror_summaries: Default::default(),
+            mirror_facts: Default::default(),
+            mirror_topics: Default::default(),
+            db,
+        };
+        match trees.meta.get(keys::SCHEMA_KEY)? {
+            None => {
+                trees
+                    .meta
+                    .insert(keys::SCHEMA_KEY, &keys::SCHEMA_VERSION.to_be_bytes())?;
+                trees.db.flush()?;
+            }
+            Some(v) => {
+                let found = <[u8; 4]>::try_from(v.as_ref())
+                    .map(u32::from_be_bytes)
+                    .map_err(|_| StoreError::Corrupt {
+                        path: path.to_path_buf(),
+                        message: "the schema version record is unreadable".into(),
+                    })?;
+                if found != keys::SCHEMA_VERSION {
+                    return Err(StoreError::IncompatibleSchema {
+                        path: path.to_path_buf(),
+                        found,
+                        expected: keys::SCHEMA_VERSION,
+                    });
+                }
+            }
+        }
+        Ok(trees)
+    }
+
+    /// A stored record, decoded. One that does not decode is skipped with a
+    /// warning and counted (`skipped_records`, in the stats, `/readyz` and
+    /// `/metrics`): one damaged record must not hide the rest of the data
+    /// folder.
+    pub(super) fn decode<T: DeserializeOwned>(
+        &self,
+        tree: &str,
+        key: &[u8],
+        bytes: &[u8],
+    ) -> Option<T> {
+        match serde_json::from_slice(bytes) {
+            Ok(v) => Some(v),
+            Err(err) => {
+                self.skip(tree, key, &err.to_string());
+                None
+            }
+        }
+    }
+
+    /// Counts and reports a damaged record once, however often it is read.
+    pub(super) fn skip(&self, tree: &str, key: &[u8], error: &str) {
+        let mut id = tree.as_bytes().to_vec();
+        id.push(0);
+        id.extend_from_slice(key);
+        let first = self
+            .skipped
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id);
+        if first {
+            metrics::counter!("recall_store_skipped_records_total", "tree" => tree.to_string())
+                .increment(1);
+            warn!(tree, key = ?key, error, "skipping undecodable record");
+        }
+    }
+
+    /// Damaged records met (and skipped) since this folder was opened, each
+    /// counted once.
+    pub fn skipped_records(&self) -> u64 {
+        self.skipped.lock().unwrap_or_else(|p| p.into_inner()).len() as u64
+    }
+
+    /// The record under `key`, decoded (a record that does not decode is
+    /// skipped, like a missing one).
+    pub(super) fn get<T: DeserializeOwned>(
+        &self,
+        tree: &sled::Tree,
+        name: &str,
+        key: &[u8],
+    ) -> Result<Option<T>, StoreError> {
+        Ok(tree.get(key)?.and_then(|v| self.decode(name, key, &v)))
+    }
+
+    pub(super) fn scan<T: DeserializeOwned>(
+        &self,
+        tree: &sled::Tree,
+        name: &str,
+        iter: impl Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>,
+    ) -> Result<Vec<T>, StoreError> {
+        let _ = tree;
+        let mut out = Vec::new();
+        for item in iter {
+            let (k, v) = item?;
+            if let Some(rec) = self.decode(name, &k, &v) {
+                out.push(rec);
+            }
+        }
+        Ok(out)
+    }
+}

@@ -106,20 +106,59 @@ impl StoreState {
         }
     }
 
-    fn forgot_session(&self, id: &[u8]) -> bool {
-        !self.forgotten.is_empty()
-            && Uuid::from_slice(id).is_ok_and(|id| self.forgotten.contains(&id))
-    }
-
-    /// Whether `summary` was made from a summary that has since been
-    /// forgotten (a rollup or topic update that was running meanwhile).
-    fn built_from_forgotten(&self, summary: &ConversationSummary) -> bool {
-        !self.forgotten.is_empty()
-            && (self.forgotten.contains(&summary.summary_id)
-                || summary
-                    .source_summary_ids
-                    .iter()
-                    .any(|id| self.forgotten.contains(id)))
+    /// The one guard for what was forgotten: a write about a forgotten
+    /// session or summary (a call's last turns sent before the forget and
+    /// arriving after it, or a reflection, rollup, topic update, replay or
+    /// dead letter that was running meanwhile) is answered as a no-op and
+    /// dropped; any other message comes back to be handled.
+    fn unless_forgotten(&self, msg: StoreMsg) -> Option<StoreMsg> {
+        let gone = &self.forgotten;
+        if gone.is_empty() {
+            return Some(msg);
+        }
+        // Made from a forgotten summary, or is one.
+        let built_from_gone = |s: &ConversationSummary| {
+            gone.contains(&s.summary_id) || s.source_summary_ids.iter().any(|id| gone.contains(id))
+        };
+        let queue = &self.trees.queue;
+        match msg {
+            StoreMsg::AppendTurn { key, .. }
+                if Uuid::from_slice(&key[..16]).is_ok_and(|id| gone.contains(&id)) =>
+            {
+                debug!("turn of a forgotten session dropped");
+            }
+            StoreMsg::EndSession(rec) if gone.contains(&rec.session_id) => {
+                debug!(session_id = %rec.session_id, "end of a forgotten session dropped");
+            }
+            StoreMsg::ReviseSession { summary, reply, .. }
+                if summary.supersedes.is_some_and(|id| gone.contains(&id)) =>
+            {
+                let _ = reply.send(Ok(Revision::default()));
+            }
+            StoreMsg::CompleteReflection { summary, reply, .. }
+                if gone.contains(&summary.summary_id) =>
+            {
+                debug!(session_id = %summary.summary_id, "reflection of a forgotten session dropped");
+                let _ = queue.remove(keys::session(summary.summary_id));
+                let _ = reply.send(Ok(false));
+            }
+            StoreMsg::PutRollup { summary, reply, .. } if built_from_gone(&summary) => {
+                debug!(summary_id = %summary.summary_id, "rollup of forgotten summaries dropped");
+                let _ = reply.send(Ok(false));
+            }
+            StoreMsg::PutTopic { summary, reply, .. } if built_from_gone(&summary) => {
+                debug!(summary_id = %summary.summary_id, "topic of forgotten summaries dropped");
+                let _ = reply.send(Ok(()));
+            }
+            // A reflection of a forgotten session gave up (or found the
+            // session gone): nothing of it is kept.
+            StoreMsg::DeadLetter { letter, reply } if gone.contains(&letter.session_id) => {
+                let _ = queue.remove(keys::session(letter.session_id));
+                let _ = reply.send(Ok(()));
+            }
+            msg => return Some(msg),
+        }
+        None
     }
 
     fn failed(&mut self, what: &'static str, err: &StoreError) {
@@ -183,6 +222,9 @@ impl Actor for StoreActor {
         state: &mut StoreState,
     ) -> Result<(), ActorProcessingErr> {
         let t = state.trees.clone();
+        let Some(msg) = state.unless_forgotten(msg) else {
+            return Ok(());
+        };
         match msg {
             StoreMsg::OpenSession(rec) => {
                 let res = serde_json::to_vec(&rec)
@@ -202,14 +244,6 @@ impl Actor for StoreActor {
                     Ok(()) => state.wrote(&myself),
                     Err(e) => state.failed("open_session", &e),
                 }
-            }
-            // A forgotten call's last writes, sent before the forget and
-            // arriving after it.
-            StoreMsg::AppendTurn { key, .. } if state.forgot_session(&key[..16]) => {
-                debug!("turn of a forgotten session dropped");
-            }
-            StoreMsg::EndSession(rec) if state.forgotten.contains(&rec.session_id) => {
-                debug!(session_id = %rec.session_id, "end of a forgotten session dropped");
             }
             StoreMsg::AppendTurn { key, value } => match t.turns.insert(key, value) {
                 Ok(_) => {
@@ -300,13 +334,6 @@ impl Actor for StoreActor {
                 }
                 let _ = reply.send(res);
             }
-            StoreMsg::ReviseSession { summary, reply, .. }
-                if summary
-                    .supersedes
-                    .is_some_and(|id| state.forgotten.contains(&id)) =>
-            {
-                let _ = reply.send(Ok(Revision::default()));
-            }
             StoreMsg::ReviseSession {
                 summary,
                 facts,
@@ -344,22 +371,6 @@ impl Actor for StoreActor {
                     state.wrote(&myself);
                 }
                 let _ = reply.send(res);
-            }
-            StoreMsg::CompleteReflection { summary, reply, .. }
-                if state.forgotten.contains(&summary.summary_id) =>
-            {
-                // The session was forgotten while it was being reflected on.
-                debug!(session_id = %summary.summary_id, "reflection of a forgotten session dropped");
-                let _ = t.queue.remove(keys::session(summary.summary_id));
-                let _ = reply.send(Ok(false));
-            }
-            StoreMsg::PutRollup { summary, reply, .. } if state.built_from_forgotten(&summary) => {
-                debug!(summary_id = %summary.summary_id, "rollup of forgotten summaries dropped");
-                let _ = reply.send(Ok(false));
-            }
-            StoreMsg::PutTopic { summary, reply, .. } if state.built_from_forgotten(&summary) => {
-                debug!(summary_id = %summary.summary_id, "topic of forgotten summaries dropped");
-                let _ = reply.send(Ok(()));
             }
             StoreMsg::CompleteReflection {
                 summary,
@@ -466,14 +477,6 @@ impl Actor for StoreActor {
                     state.wrote(&myself);
                 }
                 let _ = reply.send(res.map(|(f, _)| f));
-            }
-            StoreMsg::DeadLetter { letter, reply }
-                if state.forgotten.contains(&letter.session_id) =>
-            {
-                // A reflection of a forgotten session gave up (or found the
-                // session gone): nothing of it is kept.
-                let _ = t.queue.remove(keys::session(letter.session_id));
-                let _ = reply.send(Ok(()));
             }
             StoreMsg::DeadLetter { letter, reply } => {
                 let res = t.dead_letter(&letter);

@@ -22,7 +22,8 @@
 //! - [`simulate`]: `recall simulate`, replaying a JSONL script in virtual time.
 //! - [`eval`]: `recall eval`, the answer-recall evaluation on a generated
 //!   set of long conversations, beside a recency window and BM25.
-//! - [`testkit`]: a scripted `Reflect` and a paused-time test runtime.
+//! - `testkit` (feature `testkit`, on for this package's tests): a
+//!   scripted `Reflect` and a paused-time test runtime.
 //! - [`engine`]: the engine crate (`recall-actors`), re-exported.
 
 pub mod api;
@@ -36,6 +37,7 @@ pub mod runtime;
 pub mod server;
 pub mod settings;
 pub mod simulate;
+#[cfg(feature = "testkit")]
 pub mod testkit;
 
 pub use recall_actors as engine;

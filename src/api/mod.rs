@@ -1,7 +1,7 @@
 //! The HTTP API's types: every request body, query and response of
 //! `recall serve`, shared by the server's handlers, the [`client`] and the
 //! CLI. The OpenAPI document is generated from them and from the
-//! handlers' `#[utoipa::path]` attributes ([`crate::server::openapi`]), so
+//! handlers' `#[utoipa::path]` attributes (`server::openapi`), so
 //! the document cannot drift from what the server answers.
 //!
 //! Records the engine stores (sessions, summaries, facts, blocks) go over

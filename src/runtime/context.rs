@@ -36,7 +36,7 @@ use recall_actors::store::{
 use recall_actors::watchdog::{render_context, topic_order, Hierarchy};
 use uuid::Uuid;
 
-use super::{unavailable, RecallError, Runtime, CALL_TIMEOUT_MS};
+use super::{ask, RecallError, Runtime, CALL_TIMEOUT_MS};
 
 /// An ended call of the user's, as the decay bands need it.
 struct EndedCall {
@@ -569,8 +569,13 @@ impl Runtime {
         // counted): the parts to read again are those that moved by then.
         // The read itself runs off the Store actor, so turn writes never
         // wait behind it.
-        call_t!(self.inner.store, StoreMsg::Barrier, CALL_TIMEOUT_MS)
-            .map_err(unavailable("store"))?;
+        ask(
+            &self.inner.store,
+            "store",
+            CALL_TIMEOUT_MS,
+            StoreMsg::Barrier,
+        )
+        .await?;
         let stamp = self.inner.generations.get(agent_id, user_id);
         let parts = match &kept {
             Some(s) => stamp.changed_since(&s.stamp),

@@ -2,12 +2,11 @@
 //! the Store removes every record of theirs and every record built from
 //! them, and the agents' `background_context` blocks are rebuilt.
 
-use ractor::call_t;
 use recall_actors::model::validate_id;
 use recall_actors::store::{ForgetReport, StoreMsg};
 use tracing::{info, warn};
 
-use super::{unavailable, RecallError, Runtime};
+use super::{ask, unavailable, RecallError, Runtime};
 
 /// A forget scans every tree once: longer than a plain call.
 const FORGET_TIMEOUT_MS: u64 = 10 * 60 * 1000;
@@ -59,16 +58,14 @@ impl Runtime {
                 warn!(session_id = %id, "a session being forgotten did not stop in time");
             }
         }
-        let report = call_t!(
-            self.inner.store,
-            |reply| StoreMsg::Forget {
+        let report = ask(&self.inner.store, "store", FORGET_TIMEOUT_MS, |reply| {
+            StoreMsg::Forget {
                 user_id: user_id.to_string(),
                 agent_id: agent_id.map(str::to_string),
-                reply
-            },
-            FORGET_TIMEOUT_MS
-        )
-        .map_err(unavailable("store"))??;
+                reply,
+            }
+        })
+        .await??;
         // Nothing of theirs stays in memory either.
         self.inner.context_cache.remove_user(user_id, agent_id);
         self.inner.live_topics.remove_user(user_id, agent_id);

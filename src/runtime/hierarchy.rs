@@ -2,7 +2,6 @@
 //! archival search.
 
 use chrono::{DateTime, Utc};
-use ractor::call_t;
 use recall_actors::embed::StoredVector;
 use recall_actors::model::{validate_id, InputError, Topic};
 use recall_actors::rollup::{RollupMsg, RollupReport};
@@ -12,7 +11,7 @@ use serde::Serialize;
 use std::sync::Arc;
 use uuid::Uuid;
 
-use super::{unavailable, RecallError, Runtime, CALL_TIMEOUT_MS};
+use super::{ask, RecallError, Runtime};
 
 /// Rollups of many agents take longer than a plain call.
 pub(super) const ROLLUP_TIMEOUT_MS: u64 = 30 * 60 * 1000;
@@ -46,15 +45,14 @@ impl Runtime {
     /// late rollups). What the timers do, at once.
     pub async fn run_rollups(&self) -> Result<RollupReport, RecallError> {
         let r = self.rollup_actor()?;
-        Ok(call_t!(r, RollupMsg::RunNow, ROLLUP_TIMEOUT_MS).map_err(unavailable("rollup"))??)
+        Ok(ask(r, "rollup", ROLLUP_TIMEOUT_MS, RollupMsg::RunNow).await??)
     }
 
     /// Takes in the summaries and facts stored since the last time (topics,
     /// vectors, late rollups) and returns when done.
     pub async fn process_new_summaries(&self) -> Result<RollupReport, RecallError> {
         let r = self.rollup_actor()?;
-        Ok(call_t!(r, RollupMsg::DrainInbox, ROLLUP_TIMEOUT_MS)
-            .map_err(unavailable("rollup"))??)
+        Ok(ask(r, "rollup", ROLLUP_TIMEOUT_MS, RollupMsg::DrainInbox).await??)
     }
 
     /// An agent's topics, one user's or all, most recently active first.
@@ -67,16 +65,13 @@ impl Runtime {
         if let Some(u) = user_id {
             validate_id("user_id", u)?;
         }
-        let topics: Vec<Topic> = call_t!(
-            self.inner.store,
-            |reply| StoreMsg::Topics {
+        let topics: Vec<Topic> = self
+            .store(|reply| StoreMsg::Topics {
                 agent_id: agent_id.to_string(),
                 user_id: user_id.map(str::to_string),
-                reply
-            },
-            CALL_TIMEOUT_MS
-        )
-        .map_err(unavailable("store"))??;
+                reply,
+            })
+            .await?;
         let mut out = Vec::with_capacity(topics.len());
         for t in topics {
             let summary = self.summary(t.topic_id).await?.map(|s| s.summary_text);

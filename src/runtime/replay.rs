@@ -16,7 +16,6 @@
 //! older one's.
 
 use chrono::{DateTime, Utc};
-use ractor::call_t;
 use recall_actors::model::{validate_id, ConversationSummary, SessionRecord};
 use recall_actors::reflect::parse::parse_reflection;
 use recall_actors::reflect::{ReflectError, ReflectRequest};
@@ -27,7 +26,7 @@ use serde::Serialize;
 use tracing::{info, warn};
 use uuid::Uuid;
 
-use super::{unavailable, RecallError, Runtime, CALL_TIMEOUT_MS};
+use super::{ask, RecallError, Runtime, CALL_TIMEOUT_MS};
 
 /// What to replay.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -272,17 +271,15 @@ impl Runtime {
         let Some(current) = current else {
             // Never summarized (its reflection is queued or dead-lettered):
             // this is its first summary.
-            call_t!(
-                store,
-                |reply| StoreMsg::CompleteReflection {
+            ask(store, "store", CALL_TIMEOUT_MS, |reply| {
+                StoreMsg::CompleteReflection {
                     summary: Box::new(summary.clone()),
                     blocks: Vec::new(),
                     facts: facts.clone(),
-                    reply
-                },
-                CALL_TIMEOUT_MS
-            )
-            .map_err(unavailable("store"))??;
+                    reply,
+                }
+            })
+            .await??;
             return Ok(Outcome::Changed(ReplayChange {
                 session_id: rec.session_id,
                 user_id: rec.user_id.clone(),
@@ -294,16 +291,14 @@ impl Runtime {
             }));
         };
         if same_content(&current, &summary) {
-            call_t!(
-                store,
-                |reply| StoreMsg::StampDerivation {
+            ask(store, "store", CALL_TIMEOUT_MS, |reply| {
+                StoreMsg::StampDerivation {
                     summary_id: current.summary_id,
                     derivation: fingerprint,
-                    reply
-                },
-                CALL_TIMEOUT_MS
-            )
-            .map_err(unavailable("store"))??;
+                    reply,
+                }
+            })
+            .await??;
             return Ok(Outcome::Unchanged);
         }
         // A new version, named by what it was derived from: storing it
@@ -314,16 +309,14 @@ impl Runtime {
         for (i, f) in facts.iter_mut().enumerate() {
             f.fact_id = fact_id(summary.summary_id, i);
         }
-        let revision = call_t!(
-            store,
-            |reply| StoreMsg::ReviseSession {
+        let revision = ask(store, "store", CALL_TIMEOUT_MS, |reply| {
+            StoreMsg::ReviseSession {
                 summary: Box::new(summary.clone()),
                 facts,
-                reply
-            },
-            CALL_TIMEOUT_MS
-        )
-        .map_err(unavailable("store"))??;
+                reply,
+            }
+        })
+        .await??;
         Ok(Outcome::Changed(ReplayChange {
             session_id: rec.session_id,
             user_id: rec.user_id.clone(),

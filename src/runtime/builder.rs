@@ -1,0 +1,366 @@
+//! [`RuntimeBuilder`]: the actors started on a data folder, and the
+//! recovery of what a stopped process left open.
+
+use super::*;
+
+/// Starts a [`Runtime`].
+pub struct RuntimeBuilder {
+    data_dir: PathBuf,
+    settings: Settings,
+    reflect: Option<Arc<dyn Reflect>>,
+    embed: Option<Arc<dyn Embed>>,
+    clock: Option<Clock>,
+    api_key: Option<String>,
+    seed: Option<u64>,
+}
+
+impl RuntimeBuilder {
+    /// A runtime storing its data under `data_dir` (created if missing),
+    /// with default settings and the reflector they name.
+    pub fn new(data_dir: impl AsRef<Path>) -> Self {
+        RuntimeBuilder {
+            data_dir: data_dir.as_ref().to_path_buf(),
+            settings: Settings::default(),
+            reflect: None,
+            embed: None,
+            clock: None,
+            api_key: None,
+            seed: None,
+        }
+    }
+
+    /// Use this `Embed` implementation instead of the one the settings name.
+    pub fn embed(mut self, embed: Arc<dyn Embed>) -> Self {
+        self.embed = Some(embed);
+        self
+    }
+
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Use this `Reflect` implementation instead of the one the settings name.
+    pub fn reflect(mut self, reflect: Arc<dyn Reflect>) -> Self {
+        self.reflect = Some(reflect);
+        self
+    }
+
+    /// The clock timestamps come from (default: the system clock).
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Draw session ids from `seed` instead of at random: with a virtual
+    /// clock, the same calls give the same ids every run (`recall
+    /// simulate`).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// The API key for `reflector.kind = "openai"`; by default it is read
+    /// from the environment variable named by `reflector.openai.api_key_env`.
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// The API key given to the builder, else the named variable's value.
+    pub(super) fn key_from(&self, env: &str) -> Option<String> {
+        self.api_key.clone().or_else(|| std::env::var(env).ok())
+    }
+
+    pub(super) fn prompts(&self) -> Result<Prompts, StartupError> {
+        let mut prompts = Prompts::builtin();
+        let file = &self.settings.reflector.prompt_file;
+        if !file.is_empty() {
+            let path = PathBuf::from(file);
+            let text =
+                std::fs::read_to_string(&path).map_err(|source| StartupError::PromptFile {
+                    path: path.clone(),
+                    source,
+                })?;
+            prompts.session = PromptTemplate::parse(&text, SESSION_VARS)
+                .map_err(|source| StartupError::Prompt { path, source })?;
+        }
+        Ok(prompts)
+    }
+
+    /// Opens the data folder, starts the actors and recovers: sessions left
+    /// open are ended with reason `recovered` and reflected, and queued
+    /// reflections resume.
+    pub async fn start(self) -> Result<Runtime, StartupError> {
+        self.settings.validate()?;
+        let prompts = Arc::new(self.prompts()?);
+        let reflect: Arc<dyn Reflect> = match (&self.reflect, self.settings.reflector.kind) {
+            (Some(r), _) => r.clone(),
+            (None, ReflectorKind::Extractive) => Arc::new(ExtractiveReflect),
+            (None, ReflectorKind::Openai) => {
+                let key = self.key_from(&self.settings.reflector.openai.api_key_env);
+                Arc::new(
+                    OpenAiReflect::new(&self.settings.reflector.openai, key)
+                        .map_err(StartupError::Reflector)?,
+                )
+            }
+        };
+        let embed: Arc<dyn Embed> = match (&self.embed, self.settings.embed.kind) {
+            (Some(e), _) => e.clone(),
+            (None, EmbedKind::Hashing) => {
+                Arc::new(HashingEmbed::new(self.settings.embed.dimensions))
+            }
+            (None, EmbedKind::Static) => {
+                Arc::new(StaticEmbed::builtin().map_err(StartupError::Embedder)?)
+            }
+            (None, EmbedKind::Openai) => {
+                let key = self.key_from(&self.settings.embed.openai.api_key_env);
+                Arc::new(
+                    OpenAiEmbed::new(&self.settings.embed.openai, key)
+                        .map_err(StartupError::Embedder)?,
+                )
+            }
+            (None, EmbedKind::Local) => local_embedder(&self.settings.embed.local).await?,
+        };
+        // Related words (retrieval) read the built-in word table: parsed
+        // now, once per process, not in the first read that asks.
+        if self.settings.context.retrieval_related_words > 0 {
+            tokio::task::spawn_blocking(StaticEmbed::builtin)
+                .await
+                .map_err(|e| StartupError::Embedder(EmbedError::Failed(e.to_string())))?
+                .map_err(StartupError::Embedder)?;
+        }
+        let rollup_prompts =
+            Arc::new(
+                RollupPrompts::builtin().map_err(|source| StartupError::Prompt {
+                    path: PathBuf::from("config/prompts"),
+                    source,
+                })?,
+            );
+        let clock = self.clock.unwrap_or_else(Clock::system);
+        let settings = self.settings;
+        let dir = self.data_dir.clone();
+        let store_settings = settings.store.clone();
+        let mut trees = tokio::task::spawn_blocking(move || Trees::open(&dir, &store_settings))
+            .await
+            .map_err(|e| StartupError::Recovery(format!("opening the store panicked: {e}")))??;
+        trees.fill_inbox = settings.rollup.enabled;
+        // A forget a crash cut short is finished before any actor starts,
+        // so none of them reads (or sends out) what was to be forgotten.
+        {
+            let t = trees.clone();
+            let finished = tokio::task::spawn_blocking(move || {
+                let mut n = 0;
+                for (user_id, agent_id) in t.pending_forgets()? {
+                    t.forget_user(&user_id, agent_id.as_deref())?;
+                    n += 1;
+                }
+                Ok::<_, StoreError>(n)
+            })
+            .await
+            .map_err(|e| StartupError::Recovery(format!("finishing a forget panicked: {e}")))??;
+            if finished > 0 {
+                info!(finished, "finished forgets a crash had cut short");
+            }
+        }
+        if trees.fill_inbox {
+            // A folder from before rollups: its summaries join topics too.
+            let t = trees.clone();
+            let queued = tokio::task::spawn_blocking(move || t.backfill_inbox())
+                .await
+                .map_err(|e| {
+                    StartupError::Recovery(format!("queueing summaries panicked: {e}"))
+                })??;
+            if queued > 0 {
+                info!(
+                    queued,
+                    "queued stored summaries and facts for rollups and topics"
+                );
+            }
+        }
+
+        let generations = Arc::new(Generations::default());
+        let search = Arc::new(SearchIndex::new(&embed));
+        // Readers that scan (context sources, index builds, retrieved
+        // turns) read a clone of the trees off the Store actor, after a
+        // barrier when they must see its earlier writes.
+        let reader = trees.clone();
+        let (store, _) = Actor::spawn(
+            None,
+            StoreActor,
+            StoreArgs {
+                trees,
+                settings: settings.store.clone(),
+                generations: generations.clone(),
+                search: search.clone(),
+            },
+        )
+        .await
+        .map_err(|e| StartupError::Spawn("store", e))?;
+        let (rollup_stats_tx, rollup_stats) = watch::channel(RollupStats::default());
+        let rollup = if settings.rollup.enabled {
+            let (rollup, _) = Actor::spawn(
+                None,
+                RollupActor,
+                RollupArgs {
+                    store: store.clone(),
+                    reflect: reflect.clone(),
+                    embed: embed.clone(),
+                    prompts: rollup_prompts,
+                    settings: settings.rollup.clone(),
+                    attempt_timeout: Duration::from_secs(settings.reflector.attempt_timeout_secs),
+                    clock,
+                    stats: rollup_stats_tx,
+                },
+            )
+            .await
+            .map_err(|e| StartupError::Spawn("rollup", e))?;
+            Some(rollup)
+        } else {
+            None
+        };
+        let live_topics = Arc::new(LiveTopics::default());
+        let (watchdog, _) = Actor::spawn(
+            None,
+            WatchdogActor,
+            WatchdogArgs {
+                store: store.clone(),
+                settings: settings.watchdog.clone(),
+                block_limit: settings.blocks.background_context_limit,
+                clock,
+                embed: embed.clone(),
+                topic_threshold: settings.rollup.topic_threshold_for(embed.closeness()),
+                live_topics: live_topics.clone(),
+            },
+        )
+        .await
+        .map_err(|e| StartupError::Spawn("watchdog", e))?;
+        let registry = match self.seed {
+            Some(seed) => Registry::seeded(seed),
+            None => Registry::new(),
+        };
+        let (stats_tx, stats_rx) = watch::channel(SupervisorStats::default());
+        let (windows_tx, windows_in_flight) = watch::channel(0usize);
+        let (supervisor, _) = Actor::spawn(
+            None,
+            SessionSupervisor,
+            SupervisorArgs {
+                settings: settings.clone(),
+                registry: registry.clone(),
+                store: store.clone(),
+                reflect: reflect.clone(),
+                prompts: prompts.clone(),
+                clock,
+                stats: stats_tx,
+                rollup: rollup.clone(),
+                watchdog: Some(watchdog.clone()),
+                windows_in_flight: windows_tx,
+            },
+        )
+        .await
+        .map_err(|e| StartupError::Spawn("supervisor", e))?;
+
+        let runtime = Runtime {
+            inner: Arc::new(Inner {
+                reflect,
+                prompts,
+                context_cache: context::ContextCache::new(settings.context.cache_entries),
+                settings,
+                generations,
+                clock,
+                registry,
+                store,
+                supervisor,
+                watchdog,
+                windows_in_flight,
+                rollup,
+                search,
+                reader: std::sync::RwLock::new(Some(reader)),
+                embed,
+                query_vectors: Arc::new(context::QueryVectors::new(1024)),
+                tokio: tokio::runtime::Handle::current(),
+                reembed: watch::Sender::new(reembed::ReembedProgress::default()),
+                live_topics,
+                rollup_stats,
+                stats: stats_rx,
+            }),
+            recovered: Vec::new(),
+        };
+        let runtime = runtime.recover().await?;
+        runtime.warm_indexes();
+        runtime.start_reembedding();
+        Ok(runtime)
+    }
+}
+
+impl Runtime {
+    pub fn builder(data_dir: impl AsRef<Path>) -> RuntimeBuilder {
+        RuntimeBuilder::new(data_dir)
+    }
+
+    pub(super) async fn recover(mut self) -> Result<Self, StartupError> {
+        let store = &self.inner.store;
+        let open = call_t!(store, StoreMsg::ListOpenSessions, CALL_TIMEOUT_MS)
+            .map_err(|e| StartupError::Recovery(e.to_string()))??;
+        let at = self.inner.clock.now();
+        for rec in open {
+            let session_id = rec.session_id;
+            let closed = call_t!(
+                store,
+                |reply| StoreMsg::CloseOrphan {
+                    session_id,
+                    reason: EndReason::Recovered,
+                    at,
+                    reply
+                },
+                CALL_TIMEOUT_MS
+            )
+            .map_err(|e| StartupError::Recovery(e.to_string()))??;
+            if let Some(rec) = closed {
+                info!(%session_id, turns = rec.turn_count, "recovered a session left open");
+                self.recovered.push(rec);
+            }
+        }
+        let queued = call_t!(store, StoreMsg::ListQueue, CALL_TIMEOUT_MS)
+            .map_err(|e| StartupError::Recovery(e.to_string()))??;
+        if !queued.is_empty() {
+            info!(jobs = queued.len(), "resuming queued reflections");
+        }
+        for job in queued {
+            self.inner
+                .supervisor
+                .cast(SupervisorMsg::Enqueue(job))
+                .map_err(|e| StartupError::Recovery(e.to_string()))?;
+        }
+        Ok(self)
+    }
+}
+
+/// The in-process embedder of `embed.local` (the model is read on the
+/// blocking pool).
+#[cfg(feature = "local-embed")]
+pub(super) async fn local_embedder(
+    settings: &recall_actors::settings::LocalEmbedSettings,
+) -> Result<Arc<dyn Embed>, StartupError> {
+    let settings = settings.clone();
+    let started = std::time::Instant::now();
+    let embed =
+        tokio::task::spawn_blocking(move || crate::local_embed::LocalEmbed::load(&settings))
+            .await
+            .map_err(|e| StartupError::Recovery(format!("loading the model panicked: {e}")))?
+            .map_err(StartupError::LocalModel)?;
+    tracing::info!(
+        embedder = embed.name(),
+        dimensions = embed.dimensions(),
+        ms = started.elapsed().as_millis() as u64,
+        "local embedding model loaded"
+    );
+    Ok(Arc::new(embed))
+}
+
+#[cfg(not(feature = "local-embed"))]
+pub(super) async fn local_embedder(
+    _: &recall_actors::settings::LocalEmbedSettings,
+) -> Result<Arc<dyn Embed>, StartupError> {
+    Err(StartupError::LocalEmbedNotBuilt)
+}

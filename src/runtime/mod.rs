@@ -1,0 +1,210 @@
+//! The embedding API: [`RuntimeBuilder`] starts the actors on a data folder,
+//! [`Runtime`] is the handle a voice server keeps.
+//!
+//! Recording a turn is a registry read and one cast: no await, no lock held
+//! across an actor. Everything else is a call with a timeout, through one
+//! helper (`ask`, and `Runtime::store` for the Store).
+//!
+//! # Layout
+//!
+//! - `builder`: [`RuntimeBuilder`], starting the actors, recovery.
+//! - `sessions`: the hot path and the live sessions.
+//! - `queries`: stored sessions, turns, summaries, blocks, facts, dead
+//!   letters.
+//! - `context`: the assembled context and its cache.
+//! - `hierarchy`: rollups, topics, search; `replay`; `forget`; `reembed`.
+//! - `lifecycle`: stats, barriers, shutdown.
+//! - `error`: [`StartupError`], [`RecallError`].
+//! - `testing`: hooks for tests (feature `testkit`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{call_t, Actor, ActorRef, RpcReplyPort};
+use recall_actors::clock::Clock;
+use recall_actors::context::{AssembledContext, ContextError};
+use recall_actors::model::{
+    truncate_chars, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter, EndReason,
+    FactRecord, InputError, MemoryBlock, SessionRecord, SummaryType, Visibility,
+};
+use recall_actors::prompt::{PromptError, PromptTemplate, Prompts, SESSION_VARS};
+use recall_actors::reflect::extractive::ExtractiveReflect;
+use recall_actors::reflect::{Reflect, ReflectError};
+use recall_actors::registry::{Registry, RouteError, Routed, UnknownConnection};
+use recall_actors::session::{SessionMsg, SessionView};
+use recall_actors::settings::{ReflectorKind, Settings, SettingsError};
+use recall_actors::store::{
+    Generations, StoreActor, StoreArgs, StoreError, StoreMsg, StoreStats, Trees,
+};
+use recall_actors::supervisor::{
+    SessionSupervisor, StartError, SupervisorArgs, SupervisorMsg, SupervisorStats,
+};
+use recall_actors::watchdog::{
+    LiveTopics, WatchdogActor, WatchdogArgs, WatchdogError, WatchdogMsg, WatchdogStats,
+};
+use tokio::sync::watch;
+use tracing::{info, warn};
+use uuid::Uuid;
+
+use crate::embeddings::OpenAiEmbed;
+use crate::llm::OpenAiReflect;
+use recall_actors::embed::{Embed, EmbedError, HashingEmbed};
+use recall_actors::prompt::RollupPrompts;
+use recall_actors::rollup::{RollupActor, RollupArgs, RollupError, RollupMsg, RollupStats};
+use recall_actors::search::SearchIndex;
+use recall_actors::settings::EmbedKind;
+use recall_actors::static_embed::StaticEmbed;
+
+mod builder;
+mod context;
+mod error;
+mod forget;
+mod hierarchy;
+mod lifecycle;
+mod queries;
+mod reembed;
+mod replay;
+mod sessions;
+#[cfg(any(test, feature = "testkit"))]
+mod testing;
+
+pub use builder::RuntimeBuilder;
+pub use context::{ContextCacheStats, ContextOptions};
+use error::unavailable;
+pub use error::{RecallError, StartupError};
+pub use hierarchy::TopicView;
+pub use reembed::ReembedProgress;
+pub use replay::{ReplayChange, ReplayFailure, ReplayProgress, ReplayReport, ReplayRequest};
+
+/// Timeout of calls into the actors, in ms.
+const CALL_TIMEOUT_MS: u64 = 30_000;
+
+/// Asks an actor and waits at most `timeout_ms` for the answer: an actor
+/// that is gone, or late, is [`RecallError::Unavailable`] named `name`.
+pub(crate) async fn ask<M: ractor::Message, T: Send + 'static>(
+    actor: &ActorRef<M>,
+    name: &'static str,
+    timeout_ms: u64,
+    msg: impl FnOnce(RpcReplyPort<T>) -> M,
+) -> Result<T, RecallError> {
+    call_t!(actor, msg, timeout_ms).map_err(unavailable(name))
+}
+
+impl Runtime {
+    /// Asks the Store ([`ask`]); the error it answers with is passed on.
+    pub(crate) async fn store<T: Send + 'static>(
+        &self,
+        msg: impl FnOnce(RpcReplyPort<Result<T, StoreError>>) -> StoreMsg,
+    ) -> Result<T, RecallError> {
+        Ok(ask(&self.inner.store, "store", CALL_TIMEOUT_MS, msg).await??)
+    }
+}
+
+/// A stored session and whether it is still live.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct SessionStatus {
+    #[serde(flatten)]
+    pub record: SessionRecord,
+    pub live: bool,
+}
+
+/// One live session in an agent's working context with a user.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct LiveContext {
+    pub session: SessionRecord,
+    pub turn_count: usize,
+    /// About four characters per token.
+    pub token_estimate: usize,
+    pub last_activity_at: chrono::DateTime<chrono::Utc>,
+    /// Seconds since the last turn (or the start, without turns).
+    pub idle_secs: f64,
+}
+
+/// Which summaries [`Runtime::find_summaries`] returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SummaryQuery {
+    pub kind: Option<SummaryType>,
+    pub user_id: Option<String>,
+    /// Summaries whose period ends at or after this time.
+    pub since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Summaries whose period starts at or before this time.
+    pub until: Option<chrono::DateTime<chrono::Utc>>,
+    pub limit: Option<usize>,
+}
+
+struct Inner {
+    settings: Settings,
+    /// What reflections run through, for replays.
+    reflect: Arc<dyn Reflect>,
+    prompts: Arc<Prompts>,
+    generations: Arc<Generations>,
+    context_cache: context::ContextCache,
+    clock: Clock,
+    registry: Arc<Registry>,
+    store: ActorRef<StoreMsg>,
+    supervisor: ActorRef<SupervisorMsg>,
+    watchdog: ActorRef<WatchdogMsg>,
+    /// In-session summaries whose outcome is not yet back with their
+    /// session.
+    windows_in_flight: watch::Receiver<usize>,
+    /// `None` with `rollup.enabled = false`.
+    rollup: Option<ActorRef<RollupMsg>>,
+    search: Arc<SearchIndex>,
+    /// The Store's trees, for reads off its actor; taken away when the
+    /// runtime stops, so the folder is released with the Store.
+    reader: std::sync::RwLock<Option<Trees>>,
+    embed: Arc<dyn Embed>,
+    /// Messages' vectors, for retrieval by meaning.
+    query_vectors: Arc<context::QueryVectors>,
+    /// The tokio runtime the actors run on: for work started from calls
+    /// that may come from outside it ([`Runtime::prepare_message`]).
+    tokio: tokio::runtime::Handle,
+    /// Re-embedding of what another embedder embedded.
+    reembed: watch::Sender<reembed::ReembedProgress>,
+    live_topics: Arc<LiveTopics>,
+    rollup_stats: watch::Receiver<RollupStats>,
+    stats: watch::Receiver<SupervisorStats>,
+}
+
+/// A handle on a running recall runtime. Cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+    recovered: Vec<SessionRecord>,
+}
+
+/// Counters of every actor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuntimeStats {
+    pub supervisor: SupervisorStats,
+    pub store: StoreStats,
+    pub watchdog: WatchdogStats,
+    /// Zero with rollups off.
+    pub rollup: RollupStats,
+}
+
+/// What a graceful shutdown did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Live sessions ended with reason `shutdown`.
+    pub sessions_ended: usize,
+    /// Reflections still running or queued when the grace period ran out;
+    /// they stay in the durable queue and resume at the next start.
+    pub reflections_left: usize,
+}
+
+impl Runtime {
+    /// Sessions found open at start and ended with reason `recovered`.
+    pub fn recovered(&self) -> &[SessionRecord] {
+        &self.recovered
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    pub fn clock(&self) -> Clock {
+        self.inner.clock
+    }
+}

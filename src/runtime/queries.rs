@@ -1,0 +1,298 @@
+//! Reading and changing what is stored: sessions, turns, summaries,
+//! blocks, facts and dead letters.
+
+use super::*;
+
+impl Runtime {
+    pub async fn session(&self, session_id: Uuid) -> Result<Option<SessionRecord>, RecallError> {
+        self.store(|r| StoreMsg::GetSession(session_id, r)).await
+    }
+
+    /// Stored sessions, oldest first, of one agent or of all.
+    pub async fn sessions(
+        &self,
+        agent_id: Option<&str>,
+    ) -> Result<Vec<SessionRecord>, RecallError> {
+        self.store(|r| StoreMsg::ListSessions(agent_id.map(str::to_string), r))
+            .await
+    }
+
+    /// A session's stored turns, in order.
+    pub async fn turns(&self, session_id: Uuid) -> Result<Vec<ConversationTurn>, RecallError> {
+        self.store(|r| StoreMsg::GetTurns(session_id, r)).await
+    }
+
+    /// An agent's summaries of one type, oldest first.
+    pub async fn summaries(
+        &self,
+        agent_id: &str,
+        kind: SummaryType,
+    ) -> Result<Vec<ConversationSummary>, RecallError> {
+        self.store(|reply| StoreMsg::ListSummaries {
+            agent_id: agent_id.to_string(),
+            kind,
+            since: None,
+            reply,
+        })
+        .await
+    }
+
+    /// An agent's summaries matching `query`, newest first.
+    pub async fn find_summaries(
+        &self,
+        agent_id: &str,
+        query: &SummaryQuery,
+    ) -> Result<Vec<ConversationSummary>, RecallError> {
+        let kinds: Vec<SummaryType> = match query.kind {
+            Some(k) => vec![k],
+            None => SummaryType::ALL.to_vec(),
+        };
+        let mut out = Vec::new();
+        for kind in kinds {
+            // The store's key is the period start; filter below on the
+            // period instead.
+            let found = self.summaries(agent_id, kind).await?;
+            out.extend(found.into_iter().filter(|s| {
+                query.user_id.as_deref().is_none_or(|u| s.user_id == u)
+                    && query.since.is_none_or(|t| s.period_end >= t)
+                    && query.until.is_none_or(|t| s.period_start <= t)
+            }));
+        }
+        out.sort_by(|a, b| {
+            (b.period_end, b.created_at, b.summary_id).cmp(&(
+                a.period_end,
+                a.created_at,
+                a.summary_id,
+            ))
+        });
+        if let Some(limit) = query.limit {
+            out.truncate(limit);
+        }
+        Ok(out)
+    }
+
+    pub async fn summary(
+        &self,
+        summary_id: Uuid,
+    ) -> Result<Option<ConversationSummary>, RecallError> {
+        self.store(|r| StoreMsg::GetSummary(summary_id, r)).await
+    }
+
+    /// The agent's stored blocks. `background_context` among them holds
+    /// only the agent's persistent context; `relationship` and
+    /// `self_perception` are the latest reflection's, of whichever user (see
+    /// [`Runtime::user_block`] for what one user's context shows).
+    pub async fn blocks(&self, agent_id: &str) -> Result<Vec<MemoryBlock>, RecallError> {
+        self.store(|r| StoreMsg::GetBlocks(agent_id.to_string(), r))
+            .await
+    }
+
+    /// One of the agent's stored blocks (see [`Runtime::blocks`]).
+    pub async fn block(
+        &self,
+        agent_id: &str,
+        label: BlockLabel,
+    ) -> Result<Option<MemoryBlock>, RecallError> {
+        Ok(self
+            .blocks(agent_id)
+            .await?
+            .into_iter()
+            .find(|b| b.label == label))
+    }
+
+    /// A block as one user's context shows it. `background_context` is
+    /// rendered now from the user's own summary hierarchy (the agent's
+    /// stored block holds only its persistent context); another label is
+    /// the block drawn from this user's conversations if there is one, else
+    /// the agent's own, never one drawn from another user's. `None` when
+    /// there is nothing.
+    pub async fn user_block(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+        label: BlockLabel,
+    ) -> Result<Option<MemoryBlock>, RecallError> {
+        recall_actors::model::validate_id("agent_id", agent_id)?;
+        recall_actors::model::validate_id("user_id", user_id)?;
+        if label == BlockLabel::BackgroundContext {
+            let value = self.user_background_context(agent_id, user_id).await?;
+            return Ok((!value.is_empty()).then(|| MemoryBlock {
+                agent_id: agent_id.to_string(),
+                label,
+                value,
+                limit: self.inner.settings.blocks.limit(label),
+                updated_at: self.inner.clock.now(),
+                source_user_id: Some(user_id.to_string()),
+            }));
+        }
+        let theirs = self
+            .store(|reply| StoreMsg::GetUserBlocks {
+                agent_id: agent_id.to_string(),
+                user_id: user_id.to_string(),
+                reply,
+            })
+            .await?
+            .into_iter()
+            .find(|b| b.label == label);
+        if theirs.is_some() {
+            return Ok(theirs);
+        }
+        Ok(self
+            .block(agent_id, label)
+            .await?
+            .filter(|b| b.source_user_id.is_none()))
+    }
+
+    /// Writes a block the agent owns (`persona`, `human`, `self_perception`,
+    /// `relationship`). Over its limit is an error and nothing is written.
+    pub async fn set_block(
+        &self,
+        agent_id: &str,
+        label: BlockLabel,
+        value: &str,
+    ) -> Result<MemoryBlock, RecallError> {
+        recall_actors::model::validate_id("agent_id", agent_id)?;
+        if label == BlockLabel::BackgroundContext {
+            return Err(RecallError::ManagedBlock(label));
+        }
+        let limit = self.inner.settings.blocks.limit(label);
+        let len = value.chars().count();
+        if len > limit {
+            return Err(RecallError::BlockTooLong { label, len, limit });
+        }
+        let block = MemoryBlock {
+            agent_id: agent_id.to_string(),
+            label,
+            value: value.to_string(),
+            limit,
+            updated_at: self.inner.clock.now(),
+            source_user_id: None,
+        };
+        let b = block.clone();
+        self.store(|reply| StoreMsg::PutBlock { block: b, reply })
+            .await?;
+        Ok(block)
+    }
+
+    /// Replaces the agent's persistent context lines (always shown in
+    /// `background_context`); the watchdog picks them up on its next tick.
+    pub async fn set_persistent_context(
+        &self,
+        agent_id: &str,
+        lines: Vec<String>,
+    ) -> Result<(), RecallError> {
+        recall_actors::model::validate_id("agent_id", agent_id)?;
+        let limit = self.inner.settings.blocks.background_context_limit;
+        for line in &lines {
+            if line.chars().count() > limit {
+                return Err(InputError::TooLong {
+                    field: "persistent context line",
+                    len: line.chars().count(),
+                    max: limit,
+                }
+                .into());
+            }
+            if line.contains('\n') {
+                return Err(InputError::Invalid {
+                    field: "persistent context line",
+                    reason: format!("{:?} spans several lines", truncate_chars(line, 40)),
+                }
+                .into());
+            }
+        }
+        self.store(|reply| StoreMsg::SetPersistentContext {
+            agent_id: agent_id.to_string(),
+            lines,
+            reply,
+        })
+        .await?;
+        Ok(())
+    }
+
+    pub async fn dead_letters(&self) -> Result<Vec<DeadLetter>, RecallError> {
+        self.store(StoreMsg::ListDeadLetters).await
+    }
+
+    /// The facts `user_id` may see of an agent's: their own and every
+    /// user's shared ones, oldest first. Values a later call replaced are
+    /// listed too, as history: their `superseded_by` names the fact that
+    /// replaced them ([`FactRecord::is_current`] tells them apart).
+    pub async fn facts(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+    ) -> Result<Vec<FactRecord>, RecallError> {
+        recall_actors::model::validate_id("agent_id", agent_id)?;
+        recall_actors::model::validate_id("user_id", user_id)?;
+        self.store(|reply| StoreMsg::ListFacts {
+            agent_id: agent_id.to_string(),
+            user_id: user_id.to_string(),
+            reply,
+        })
+        .await
+    }
+
+    pub async fn fact(&self, fact_id: Uuid) -> Result<Option<FactRecord>, RecallError> {
+        self.store(|r| StoreMsg::GetFact(fact_id, r)).await
+    }
+
+    /// Shares a fact with the agent's other users, or makes it private
+    /// again; only the user it belongs to may.
+    pub async fn set_fact_visibility(
+        &self,
+        fact_id: Uuid,
+        user_id: &str,
+        visibility: Visibility,
+    ) -> Result<FactRecord, RecallError> {
+        recall_actors::model::validate_id("user_id", user_id)?;
+        self.store(|reply| StoreMsg::SetFactVisibility {
+            fact_id,
+            user_id: user_id.to_string(),
+            visibility,
+            reply,
+        })
+        .await
+    }
+
+    /// Deletes a fact; only the user it belongs to may. If it was the
+    /// current value of its subject, the value it replaced is current
+    /// again.
+    pub async fn delete_fact(
+        &self,
+        fact_id: Uuid,
+        user_id: &str,
+    ) -> Result<FactRecord, RecallError> {
+        recall_actors::model::validate_id("user_id", user_id)?;
+        self.store(|reply| StoreMsg::DeleteFact {
+            fact_id,
+            user_id: user_id.to_string(),
+            reply,
+        })
+        .await
+    }
+
+    /// The dead letter of a session, if its reflection failed for good.
+    pub async fn dead_letter(&self, session_id: Uuid) -> Result<Option<DeadLetter>, RecallError> {
+        Ok(self
+            .dead_letters()
+            .await?
+            .into_iter()
+            .find(|d| d.session_id == session_id))
+    }
+
+    /// Moves a dead letter back into the queue and reflects on it again.
+    pub async fn retry_dead_letter(&self, session_id: Uuid) -> Result<(), RecallError> {
+        let at = self.inner.clock.now();
+        let job = self
+            .store(|reply| StoreMsg::Requeue {
+                session_id,
+                at,
+                reply,
+            })
+            .await?;
+        self.inner
+            .supervisor
+            .cast(SupervisorMsg::Enqueue(job))
+            .map_err(unavailable("supervisor"))
+    }
+}

@@ -1,0 +1,467 @@
+//! Sessions and the hot path: starting one, recording turns (plain and
+//! durable), touches, ending, and what the live sessions hold.
+
+use super::*;
+
+impl Runtime {
+    /// Starts a session on a connection (a voice call opening).
+    pub async fn start_session(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+        connection_id: &str,
+    ) -> Result<SessionRecord, RecallError> {
+        let res = ask(
+            &self.inner.supervisor,
+            "supervisor",
+            CALL_TIMEOUT_MS,
+            |reply| SupervisorMsg::Start {
+                agent_id: agent_id.to_string(),
+                user_id: user_id.to_string(),
+                connection_id: connection_id.to_string(),
+                reply,
+            },
+        )
+        .await??;
+        Ok(res)
+    }
+
+    pub(super) fn check_message(&self, field: &'static str, text: &str) -> Result<(), InputError> {
+        let max = self.inner.settings.session.max_message_chars;
+        // bytes bound chars from above: count only when it could matter
+        if text.len() > max {
+            let len = text.chars().count();
+            if len > max {
+                return Err(InputError::TooLong { field, len, max });
+            }
+        }
+        Ok(())
+    }
+
+    /// Records a completed exchange. Non-blocking: validates, reads the
+    /// connection table and casts to the session actor. Returns the id of
+    /// the session the turn went to. A turn for a connection whose session
+    /// ended opens a new session there (and gets its id); a turn for a
+    /// connection never started is `UnknownConnection`.
+    pub fn record_turn(
+        &self,
+        connection_id: &str,
+        user_message: impl Into<String>,
+        agent_response: impl Into<String>,
+    ) -> Result<Uuid, RecallError> {
+        self.record_turn_inner(
+            connection_id,
+            None,
+            user_message.into(),
+            agent_response.into(),
+        )
+    }
+
+    /// [`record_turn`](Self::record_turn) only if the connection belongs to
+    /// this agent and user, checked atomically with the routing: for
+    /// callers (a WebSocket stream) that hold a connection id longer than
+    /// its session may last. Otherwise `NotOwner`, and nothing is recorded.
+    pub fn record_turn_as(
+        &self,
+        connection_id: &str,
+        agent_id: &str,
+        user_id: &str,
+        user_message: impl Into<String>,
+        agent_response: impl Into<String>,
+    ) -> Result<Uuid, RecallError> {
+        self.record_turn_inner(
+            connection_id,
+            Some((agent_id, user_id)),
+            user_message.into(),
+            agent_response.into(),
+        )
+    }
+
+    pub(super) fn record_turn_inner(
+        &self,
+        connection_id: &str,
+        owner: Option<(&str, &str)>,
+        user_message: String,
+        agent_response: String,
+    ) -> Result<Uuid, RecallError> {
+        if user_message.trim().is_empty() && agent_response.trim().is_empty() {
+            return Err(InputError::EmptyTurn.into());
+        }
+        self.check_message("user_message", &user_message)?;
+        self.check_message("agent_response", &agent_response)?;
+        let turn = ConversationTurn {
+            user_message,
+            agent_response,
+            timestamp: self.inner.clock.now(),
+        };
+        let routed = match self
+            .inner
+            .registry
+            .route_turn_as(connection_id, owner, turn)
+        {
+            Ok(r) => r,
+            Err(RouteError::Unknown(e)) => return Err(e.into()),
+            Err(RouteError::NotOwner) => {
+                return Err(RecallError::NotOwner(connection_id.to_string()))
+            }
+        };
+        if let Routed::NeedsOpen(_) = routed {
+            self.inner
+                .supervisor
+                .cast(SupervisorMsg::Reopen {
+                    connection_id: connection_id.to_string(),
+                })
+                .map_err(unavailable("supervisor"))?;
+        }
+        Ok(routed.session_id())
+    }
+
+    /// Records a turn and returns once it is on disk (flushed), whatever
+    /// the flush policy: for callers that cannot afford the group-commit
+    /// window for this turn.
+    pub async fn record_turn_durable(
+        &self,
+        connection_id: &str,
+        user_message: impl Into<String>,
+        agent_response: impl Into<String>,
+    ) -> Result<Uuid, RecallError> {
+        let session_id = self.record_turn(connection_id, user_message, agent_response)?;
+        self.confirm_durable(connection_id, session_id).await
+    }
+
+    /// [`record_turn_durable`](Self::record_turn_durable) with the owner
+    /// check of [`record_turn_as`](Self::record_turn_as).
+    pub async fn record_turn_durable_as(
+        &self,
+        connection_id: &str,
+        agent_id: &str,
+        user_id: &str,
+        user_message: impl Into<String>,
+        agent_response: impl Into<String>,
+    ) -> Result<Uuid, RecallError> {
+        let session_id = self.record_turn_as(
+            connection_id,
+            agent_id,
+            user_id,
+            user_message,
+            agent_response,
+        )?;
+        self.confirm_durable(connection_id, session_id).await
+    }
+
+    /// Returns once the turns routed to `session_id` so far are on disk.
+    pub(super) async fn confirm_durable(
+        &self,
+        connection_id: &str,
+        session_id: Uuid,
+    ) -> Result<Uuid, RecallError> {
+        let not_durable = |why: &str| {
+            RecallError::NotDurable(format!(
+                "turn recorded in session {session_id} but not confirmed on disk: {why}"
+            ))
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(CALL_TIMEOUT_MS);
+        loop {
+            match self.inner.registry.current(connection_id) {
+                // The session actor forwards a flush to the Store after the
+                // turn's write, from its own mailbox, so the flush cannot
+                // overtake the write.
+                Some((id, Some(actor))) if id == session_id => {
+                    match call_t!(actor, SessionMsg::Sync, CALL_TIMEOUT_MS) {
+                        Ok(res) => return Ok(res.map(|()| session_id)?),
+                        Err(ractor::RactorErr::Messaging(_)) => {
+                            // The actor stopped (ended) meanwhile: it wrote
+                            // the turn before stopping.
+                            if actor
+                                .wait(Some(Duration::from_millis(CALL_TIMEOUT_MS)))
+                                .await
+                                .is_err()
+                            {
+                                return Err(not_durable("the session did not stop in time"));
+                            }
+                            self.flush().await?;
+                            return Ok(session_id);
+                        }
+                        Err(_) => return Err(not_durable("the session did not answer in time")),
+                    }
+                }
+                // The session is still being opened with the turn pending.
+                Some((id, None)) if id == session_id => {
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(not_durable("the session did not open in time"));
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                // The session ended: its actor wrote every turn before it
+                // stopped, so these writes are queued at the Store already.
+                _ => {
+                    if !self.wait_session_stopped(session_id).await {
+                        return Err(not_durable("the session did not stop in time"));
+                    }
+                    self.flush().await?;
+                    return Ok(session_id);
+                }
+            }
+        }
+    }
+
+    /// Waits until an ended session's actor has stopped, i.e. its final
+    /// record reached the supervisor. False if that takes too long.
+    pub(super) async fn wait_session_stopped(&self, session_id: Uuid) -> bool {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(CALL_TIMEOUT_MS);
+        while self.inner.registry.is_ending(session_id) {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        true
+    }
+
+    /// The user is speaking: defer the silence timeout.
+    pub fn touch(&self, connection_id: &str) -> Result<(), RecallError> {
+        match self.inner.registry.live(connection_id) {
+            Some((_, actor)) => {
+                // A session that just began ending has nothing to defer.
+                let _ = actor.cast(SessionMsg::Touch(tokio::time::Instant::now()));
+                Ok(())
+            }
+            None if self.inner.registry.session_of(connection_id).is_some() => Ok(()),
+            None => Err(UnknownConnection(connection_id.to_string()).into()),
+        }
+    }
+
+    /// Ends the connection's live session (the call disconnected). Returns
+    /// its id, or `None` if it had already ended.
+    pub fn end_session(&self, connection_id: &str) -> Result<Option<Uuid>, RecallError> {
+        self.end_session_because(connection_id, EndReason::Disconnect)
+    }
+
+    /// Ends the connection's live session for `reason`: `disconnect` or
+    /// `cleared` (the reasons a caller can give). Idempotent.
+    pub fn end_session_because(
+        &self,
+        connection_id: &str,
+        reason: EndReason,
+    ) -> Result<Option<Uuid>, RecallError> {
+        if !matches!(reason, EndReason::Disconnect | EndReason::Cleared) {
+            return Err(InputError::Invalid {
+                field: "reason",
+                reason: format!(
+                    "{reason} is recorded by the runtime itself; a caller ends a session with disconnect or cleared"
+                ),
+            }
+            .into());
+        }
+        match self.inner.registry.live(connection_id) {
+            Some((id, actor)) => {
+                // Marked here, not only in the actor, so that a turn sent
+                // after this returns opens a new session.
+                self.inner.registry.mark_ended(connection_id, id);
+                let _ = actor.cast(SessionMsg::End(reason));
+                Ok(Some(id))
+            }
+            // A late turn is reopening the connection: that session ends
+            // as soon as it opens, with the turn in it.
+            None => match self.inner.registry.request_end(connection_id, reason) {
+                Some(id) => Ok(Some(id)),
+                None if self.inner.registry.session_of(connection_id).is_some() => Ok(None),
+                None => Err(UnknownConnection(connection_id.to_string()).into()),
+            },
+        }
+    }
+
+    /// The agent and user a connection belongs to (live, opening or
+    /// recently ended), or `None` for a connection unknown here.
+    pub fn connection_owner(&self, connection_id: &str) -> Option<(String, String)> {
+        self.inner
+            .registry
+            .owner(connection_id)
+            .map(|o| (o.agent_id.to_string(), o.user_id.to_string()))
+    }
+
+    /// Whether a connection is (still) this agent's and user's.
+    pub fn connection_owned_by(&self, connection_id: &str, agent_id: &str, user_id: &str) -> bool {
+        self.inner
+            .registry
+            .owned_by(connection_id, agent_id, user_id)
+    }
+
+    /// A stored session with its live state: for a live session the turn
+    /// count is the one so far.
+    pub async fn session_status(
+        &self,
+        session_id: Uuid,
+    ) -> Result<Option<SessionStatus>, RecallError> {
+        let Some(mut record) = self.session(session_id).await? else {
+            return Ok(None);
+        };
+        let mut live = false;
+        if record.ended_at.is_none() {
+            if let Some((id, Some(actor))) = self.inner.registry.current(&record.connection_id) {
+                if id == session_id {
+                    if let Ok(view) = call_t!(actor, SessionMsg::Inspect, CALL_TIMEOUT_MS) {
+                        record = view.record;
+                        live = true;
+                    }
+                }
+            }
+            if !live {
+                // Ended meanwhile: read the final record.
+                let _ = self.wait_session_stopped(session_id).await;
+                if let Some(r) = self.session(session_id).await? {
+                    live = r.ended_at.is_none();
+                    record = r;
+                }
+            }
+        }
+        Ok(Some(SessionStatus { record, live }))
+    }
+
+    /// The working context of an agent with a user: their live sessions,
+    /// turn counts, a token estimate and the time since the last turn (the
+    /// operator view of `recall context show`).
+    pub async fn live_contexts(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+    ) -> Result<Vec<LiveContext>, RecallError> {
+        recall_actors::model::validate_id("agent_id", agent_id)?;
+        recall_actors::model::validate_id("user_id", user_id)?;
+        let now = self.inner.clock.now();
+        let mut out = Vec::new();
+        for live in self.inner.registry.live_of(agent_id, user_id) {
+            // A session that ended meanwhile does not answer: skip it.
+            let Ok(view) = call_t!(live.actor, SessionMsg::Inspect, CALL_TIMEOUT_MS) else {
+                continue;
+            };
+            let chars: usize = view
+                .turns
+                .iter()
+                .map(|t| t.user_message.chars().count() + t.agent_response.chars().count())
+                .sum();
+            let last = view
+                .turns
+                .last()
+                .map(|t| t.timestamp)
+                .unwrap_or(view.record.started_at);
+            out.push(LiveContext {
+                turn_count: view.turns.len(),
+                // About four characters per token (seed 002).
+                token_estimate: chars.div_ceil(4),
+                last_activity_at: last,
+                idle_secs: (now - last).num_milliseconds().max(0) as f64 / 1000.0,
+                session: view.record,
+            });
+        }
+        out.sort_by_key(|c| c.session.started_at);
+        Ok(out)
+    }
+
+    /// The context for the agent's next LLM call with `user_id`: core
+    /// memory blocks, the facts the user may see, the user's session
+    /// summaries, the live session's turns, then `current_message`, within
+    /// `budget_tokens` (see [`recall_actors::context`]). Reads what is
+    /// stored and what the live session holds; never waits on an LLM.
+    pub async fn context(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+        current_message: &str,
+        budget_tokens: usize,
+    ) -> Result<AssembledContext, RecallError> {
+        self.context_with(
+            agent_id,
+            user_id,
+            current_message,
+            budget_tokens,
+            ContextOptions::default(),
+        )
+        .await
+    }
+
+    /// [`Runtime::context`] with options: e.g. without the live call, for
+    /// a caller that sends the call's own messages to its LLM itself.
+    pub async fn context_with(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+        current_message: &str,
+        budget_tokens: usize,
+        options: ContextOptions,
+    ) -> Result<AssembledContext, RecallError> {
+        self.assemble_context(
+            agent_id,
+            user_id,
+            current_message,
+            budget_tokens,
+            true,
+            options,
+        )
+        .await
+    }
+
+    /// [`Runtime::context`] read entirely from the store, bypassing the
+    /// cache: what the cached read must always equal.
+    #[doc(hidden)]
+    pub async fn context_uncached(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+        current_message: &str,
+        budget_tokens: usize,
+    ) -> Result<AssembledContext, RecallError> {
+        self.assemble_context(
+            agent_id,
+            user_id,
+            current_message,
+            budget_tokens,
+            false,
+            ContextOptions::default(),
+        )
+        .await
+    }
+
+    /// Entries, hits and misses of the context cache.
+    pub fn context_cache_stats(&self) -> ContextCacheStats {
+        self.inner.context_cache.stats()
+    }
+
+    /// Clears the working context of an agent with a user: ends their live
+    /// sessions with reason `cleared` (each is still reflected on). Returns
+    /// the sessions ended.
+    pub fn clear_context(&self, agent_id: &str, user_id: &str) -> Result<Vec<Uuid>, RecallError> {
+        recall_actors::model::validate_id("agent_id", agent_id)?;
+        recall_actors::model::validate_id("user_id", user_id)?;
+        let mut ended = Vec::new();
+        for live in self.inner.registry.live_of(agent_id, user_id) {
+            if self
+                .inner
+                .registry
+                .mark_ended(&live.connection_id, live.session_id)
+            {
+                let _ = live.actor.cast(SessionMsg::End(EndReason::Cleared));
+                ended.push(live.session_id);
+            }
+        }
+        // Sessions a late turn is reopening end as soon as they open.
+        for conn in self.inner.registry.opening_of(agent_id, user_id) {
+            if let Some(id) = self.inner.registry.request_end(&conn, EndReason::Cleared) {
+                ended.push(id);
+            }
+        }
+        Ok(ended)
+    }
+
+    /// The live session on a connection, with its turns so far.
+    pub async fn live_session(
+        &self,
+        connection_id: &str,
+    ) -> Result<Option<SessionView>, RecallError> {
+        let Some((_, actor)) = self.inner.registry.live(connection_id) else {
+            return Ok(None);
+        };
+        // An actor that ended meanwhile does not answer: report no session.
+        Ok(call_t!(actor, SessionMsg::Inspect, CALL_TIMEOUT_MS).ok())
+    }
+}

@@ -9,85 +9,61 @@ use serde::{Deserialize, Serialize};
 use crate::model::BlockLabel;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Settings {
-    #[serde(default)]
     pub session: SessionSettings,
-    #[serde(default)]
     pub reflector: ReflectorSettings,
-    #[serde(default)]
     pub watchdog: WatchdogSettings,
-    #[serde(default)]
     pub blocks: BlockSettings,
-    #[serde(default)]
     pub store: StoreSettings,
-    #[serde(default)]
     pub server: ServerSettings,
-    #[serde(default)]
     pub log: LogSettings,
-    #[serde(default)]
     pub context: ContextSettings,
-    #[serde(default)]
     pub rollup: RollupSettings,
-    #[serde(default)]
     pub embed: EmbedSettings,
-    #[serde(default)]
     pub search: SearchSettings,
 }
 
 /// Daily and weekly rollups, topics (the Rollup actor).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct RollupSettings {
     /// Off: no rollups and no topics (session summaries are still made).
-    #[serde(default = "default_true")]
     pub enabled: bool,
     /// IANA time zone agents' days are counted in, unless listed in
     /// `agent_time_zones`.
-    #[serde(default = "default_time_zone")]
     pub time_zone: String,
     /// Per-agent time zones: agent id → IANA name.
-    #[serde(default)]
     pub agent_time_zones: std::collections::BTreeMap<String, String>,
     /// Local hour (0–23) at which the previous day is rolled up.
-    #[serde(default = "default_daily_hour")]
     pub daily_hour: u32,
     /// Weeks start on this day; the week before is rolled up on it, at
     /// `daily_hour`, after that day's daily rollup.
-    #[serde(default = "default_weekly_weekday")]
     pub weekly_weekday: String,
     /// Agents' rollups start within this many seconds after the hour (each
     /// at a fixed place set by its id), so many agents do not fire at once.
-    #[serde(default = "default_spread_secs")]
     pub spread_secs: u64,
     /// Seconds between looks at agents and summaries not seen yet: a
     /// safety net, since a finished reflection wakes the actor at once.
-    #[serde(default = "default_check_interval_secs")]
     pub check_interval_secs: u64,
     /// Agents rolled up at once.
-    #[serde(default = "default_rollup_concurrency")]
     pub max_concurrent: usize,
     /// A summary joins the closest topic at or above this cosine
     /// similarity, else it starts a new topic.
-    #[serde(default = "default_topic_threshold")]
     pub topic_threshold: f32,
     /// The same with a sentence model (local, openai): a model finds one
     /// user's calls closer to each other than shared words do
     /// (all-MiniLM-L6-v2 put 46 calls of one persona in one topic at 0.3).
-    #[serde(default = "default_topic_threshold_meaning")]
     pub topic_threshold_meaning: f32,
     /// The same with the static word vectors (at 0.7 one persona's 46
     /// calls made 30 topics, 19 of one call; at 0.5, 14).
-    #[serde(default = "default_topic_threshold_static")]
     pub topic_threshold_static: f32,
     /// Member summaries a topic summary is re-made from when one joins
     /// (the previous topic summary and the newest members).
-    #[serde(default = "default_topic_sources")]
     pub topic_sources: usize,
     /// The longest a daily, weekly or topic summary may be, in characters:
     /// the offline summarizer fills it with each source's disclosures
     /// first, and a longer answer from a model is cut at a sentence.
-    #[serde(default = "default_combine_max_chars")]
     pub combine_max_chars: usize,
 }
 
@@ -95,51 +71,20 @@ impl Default for RollupSettings {
     fn default() -> Self {
         RollupSettings {
             enabled: true,
-            time_zone: default_time_zone(),
+            time_zone: "UTC".into(),
             agent_time_zones: Default::default(),
-            daily_hour: default_daily_hour(),
-            weekly_weekday: default_weekly_weekday(),
-            spread_secs: default_spread_secs(),
-            check_interval_secs: default_check_interval_secs(),
-            max_concurrent: default_rollup_concurrency(),
-            topic_threshold: default_topic_threshold(),
-            topic_threshold_meaning: default_topic_threshold_meaning(),
-            topic_threshold_static: default_topic_threshold_static(),
-            topic_sources: default_topic_sources(),
-            combine_max_chars: default_combine_max_chars(),
+            daily_hour: 3,
+            weekly_weekday: "monday".into(),
+            spread_secs: 900,
+            check_interval_secs: 600,
+            max_concurrent: 4,
+            topic_threshold: 0.3,
+            topic_threshold_meaning: 0.7,
+            topic_threshold_static: 0.5,
+            topic_sources: 6,
+            combine_max_chars: 1_500,
         }
     }
-}
-
-fn default_true() -> bool {
-    true
-}
-fn default_time_zone() -> String {
-    "UTC".into()
-}
-fn default_daily_hour() -> u32 {
-    3
-}
-fn default_weekly_weekday() -> String {
-    "monday".into()
-}
-fn default_spread_secs() -> u64 {
-    900
-}
-fn default_check_interval_secs() -> u64 {
-    600
-}
-fn default_rollup_concurrency() -> usize {
-    4
-}
-fn default_topic_threshold() -> f32 {
-    0.3
-}
-fn default_topic_threshold_meaning() -> f32 {
-    0.7
-}
-fn default_topic_threshold_static() -> f32 {
-    0.5
 }
 
 impl RollupSettings {
@@ -152,12 +97,6 @@ impl RollupSettings {
             Closeness::Sentences => self.topic_threshold_meaning,
         }
     }
-}
-fn default_topic_sources() -> usize {
-    6
-}
-fn default_combine_max_chars() -> usize {
-    1_500
 }
 
 impl RollupSettings {
@@ -194,24 +133,20 @@ pub enum EmbedKind {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct EmbedSettings {
-    #[serde(default = "default_embed_kind")]
     pub kind: EmbedKind,
     /// Dimensions of the hashing embedder.
-    #[serde(default = "default_embed_dimensions")]
     pub dimensions: usize,
-    #[serde(default)]
     pub openai: OpenAiEmbedSettings,
-    #[serde(default)]
     pub local: LocalEmbedSettings,
 }
 
 impl Default for EmbedSettings {
     fn default() -> Self {
         EmbedSettings {
-            kind: default_embed_kind(),
-            dimensions: default_embed_dimensions(),
+            kind: EmbedKind::Hashing,
+            dimensions: 256,
             openai: OpenAiEmbedSettings::default(),
             local: LocalEmbedSettings::default(),
         }
@@ -220,18 +155,15 @@ impl Default for EmbedSettings {
 
 /// The in-process embedder: a sentence-transformers model folder.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct LocalEmbedSettings {
     /// The model folder (`config.json`, `tokenizer.json`,
     /// `model.safetensors`, `modules.json`, `1_Pooling/config.json`).
-    #[serde(default)]
     pub model_dir: String,
     /// Texts per forward pass.
-    #[serde(default = "default_local_batch")]
     pub batch: usize,
     /// Forward passes running at once, each on a thread of the blocking
     /// pool.
-    #[serde(default = "default_local_concurrency")]
     pub concurrency: usize,
 }
 
@@ -239,156 +171,99 @@ impl Default for LocalEmbedSettings {
     fn default() -> Self {
         LocalEmbedSettings {
             model_dir: String::new(),
-            batch: default_local_batch(),
-            concurrency: default_local_concurrency(),
+            batch: 32,
+            concurrency: 1,
         }
     }
 }
 
-fn default_local_batch() -> usize {
-    32
-}
-fn default_local_concurrency() -> usize {
-    1
-}
-
-fn default_embed_kind() -> EmbedKind {
-    EmbedKind::Hashing
-}
-fn default_embed_dimensions() -> usize {
-    256
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct OpenAiEmbedSettings {
-    #[serde(default = "default_base_url")]
     pub base_url: String,
-    #[serde(default = "default_embed_model")]
     pub model: String,
-    #[serde(default = "default_api_key_env")]
     pub api_key_env: String,
-    #[serde(default = "default_embed_timeout_secs")]
     pub timeout_secs: u64,
     /// Texts sent per request.
-    #[serde(default = "default_embed_batch")]
     pub batch: usize,
 }
 
 impl Default for OpenAiEmbedSettings {
     fn default() -> Self {
         OpenAiEmbedSettings {
-            base_url: default_base_url(),
-            model: default_embed_model(),
-            api_key_env: default_api_key_env(),
-            timeout_secs: default_embed_timeout_secs(),
-            batch: default_embed_batch(),
+            base_url: "http://127.0.0.1:11434/v1".to_string(),
+            model: "nomic-embed-text".into(),
+            api_key_env: "RECALL_LLM_API_KEY".to_string(),
+            timeout_secs: 30,
+            batch: 64,
         }
     }
 }
 
-fn default_embed_model() -> String {
-    "nomic-embed-text".into()
-}
-fn default_embed_timeout_secs() -> u64 {
-    30
-}
-fn default_embed_batch() -> usize {
-    64
-}
-
 /// Archival search over summaries and facts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct SearchSettings {
     /// Share of the score from keyword relevance (BM25, scaled to the best
     /// hit); the rest is embedding similarity.
-    #[serde(default = "default_keyword_weight")]
     pub keyword_weight: f32,
     /// Keyword hits re-ranked by similarity per query.
-    #[serde(default = "default_candidates")]
     pub candidates: usize,
     /// Results when the query names no limit.
-    #[serde(default = "default_search_limit")]
     pub default_limit: usize,
     /// Largest limit a query may ask for.
-    #[serde(default = "default_search_max_limit")]
     pub max_limit: usize,
 }
 
 impl Default for SearchSettings {
     fn default() -> Self {
         SearchSettings {
-            keyword_weight: default_keyword_weight(),
-            candidates: default_candidates(),
-            default_limit: default_search_limit(),
-            max_limit: default_search_max_limit(),
+            keyword_weight: 0.6,
+            candidates: 200,
+            default_limit: 10,
+            max_limit: 100,
         }
     }
 }
 
-fn default_keyword_weight() -> f32 {
-    0.6
-}
-fn default_candidates() -> usize {
-    200
-}
-fn default_search_limit() -> usize {
-    10
-}
-fn default_search_max_limit() -> usize {
-    100
-}
-
 /// How the working context decays between calls (seed `002`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct ContextSettings {
     /// Back within this many minutes of the last turn: the previous call's
     /// turns stay verbatim.
-    #[serde(default = "default_soft_decay_minutes")]
     pub soft_decay_minutes: u64,
     /// Back after this many minutes: nothing of the previous call but its
     /// long-term memory (summary, facts, blocks).
-    #[serde(default = "default_hard_decay_minutes")]
     pub hard_decay_minutes: u64,
     /// Between the two: how many of the previous call's last turns stay
     /// verbatim beside its summary.
-    #[serde(default = "default_turns_after_soft_decay")]
     pub turns_after_soft_decay: usize,
     /// A live call whose raw turns since its last window summary go over
     /// this many tokens is summarized early.
-    #[serde(default = "default_max_session_tokens")]
     pub max_session_tokens: usize,
     /// How many (agent, user) pairs keep their stored context sources
     /// prepared in memory (least recently used go first); 0 turns the
     /// cache off, so every context read goes to the store.
-    #[serde(default = "default_cache_entries")]
     pub cache_entries: usize,
     /// The share of a context's budget (after the current message) that
     /// what the user's memory holds about the message takes first; the
     /// other tiers then fill the rest, and retrieval what they leave.
-    #[serde(default = "default_retrieval_share")]
     pub retrieval_share: f32,
     /// How many of the best search hits a context read considers.
-    #[serde(default = "default_retrieval_candidates")]
     pub retrieval_candidates: usize,
     /// The bonus a hit from just now gets over the keyword score (the best
     /// hit's is 1): of two hits that match about as well, the newer wins.
-    #[serde(default = "default_retrieval_recency_weight")]
     pub retrieval_recency_weight: f32,
     /// The recency bonus halves every this many days.
-    #[serde(default = "default_retrieval_half_life_days")]
     pub retrieval_half_life_days: f32,
     /// With an embedder that captures meaning: the share of a hit's score
     /// from its words (BM25 scaled to the best hit's); the rest is the
     /// similarity of its vector to the message's.
-    #[serde(default = "default_retrieval_keyword_weight")]
     pub retrieval_keyword_weight: f32,
     /// How long a context read waits for the message's vector (an
     /// embedder that captures meaning) before it ranks by words alone;
     /// the vector, once made, is kept for the next read of the message.
-    #[serde(default = "default_query_embed_timeout_ms")]
     pub query_embed_timeout_ms: u64,
     /// Each word of the message also matches up to this many of the words
     /// the user's memory holds that are nearest it in meaning (by the
@@ -396,129 +271,57 @@ pub struct ContextSettings {
     /// finds "wasp", "city" the city's name; and as many again of those
     /// said in at most two of its items ("Micra" for "car"). 0 matches
     /// the message's own words only.
-    #[serde(default = "default_retrieval_related_words")]
     pub retrieval_related_words: usize,
     /// How close a word must be to count as related (cosine of the static
     /// vectors; a related word weighs its similarity).
-    #[serde(default = "default_retrieval_related_similarity")]
     pub retrieval_related_similarity: f32,
 }
 
 impl Default for ContextSettings {
     fn default() -> Self {
         ContextSettings {
-            soft_decay_minutes: default_soft_decay_minutes(),
-            hard_decay_minutes: default_hard_decay_minutes(),
-            turns_after_soft_decay: default_turns_after_soft_decay(),
-            max_session_tokens: default_max_session_tokens(),
-            cache_entries: default_cache_entries(),
-            retrieval_share: default_retrieval_share(),
-            retrieval_candidates: default_retrieval_candidates(),
-            retrieval_recency_weight: default_retrieval_recency_weight(),
-            retrieval_half_life_days: default_retrieval_half_life_days(),
-            retrieval_keyword_weight: default_retrieval_keyword_weight(),
-            query_embed_timeout_ms: default_query_embed_timeout_ms(),
-            retrieval_related_words: default_retrieval_related_words(),
-            retrieval_related_similarity: default_retrieval_related_similarity(),
+            soft_decay_minutes: 10,
+            hard_decay_minutes: 30,
+            turns_after_soft_decay: 2,
+            max_session_tokens: 8000,
+            cache_entries: 1024,
+            retrieval_share: 0.5,
+            retrieval_candidates: 40,
+            retrieval_recency_weight: 0.2,
+            retrieval_half_life_days: 30.0,
+            retrieval_keyword_weight: 0.5,
+            query_embed_timeout_ms: 50,
+            retrieval_related_words: 10,
+            retrieval_related_similarity: 0.3,
         }
     }
 }
 
-fn default_retrieval_share() -> f32 {
-    0.5
-}
-fn default_retrieval_candidates() -> usize {
-    40
-}
-fn default_retrieval_recency_weight() -> f32 {
-    0.2
-}
-fn default_retrieval_half_life_days() -> f32 {
-    30.0
-}
-fn default_retrieval_keyword_weight() -> f32 {
-    0.5
-}
-fn default_retrieval_related_words() -> usize {
-    10
-}
-fn default_retrieval_related_similarity() -> f32 {
-    0.3
-}
-fn default_query_embed_timeout_ms() -> u64 {
-    50
-}
-
-fn default_soft_decay_minutes() -> u64 {
-    10
-}
-fn default_hard_decay_minutes() -> u64 {
-    30
-}
-fn default_turns_after_soft_decay() -> usize {
-    2
-}
-fn default_cache_entries() -> usize {
-    1024
-}
-fn default_max_session_tokens() -> usize {
-    8000
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct SessionSettings {
-    #[serde(default = "default_silence_timeout_secs")]
     pub silence_timeout_secs: u64,
-    #[serde(default = "default_max_message_chars")]
     pub max_message_chars: usize,
-    #[serde(default = "default_reopen_window_secs")]
     pub reopen_window_secs: u64,
     /// Messages (user and assistant each count one) a session has before
     /// its first in-session window summary.
-    #[serde(default = "default_window_start_messages")]
     pub window_start_messages: u64,
     /// Messages each in-session window summary covers.
-    #[serde(default = "default_window_messages")]
     pub window_messages: u64,
     /// Messages after the latest window's end before the next window
     /// starts (2: at every round).
-    #[serde(default = "default_window_every_messages")]
     pub window_every_messages: u64,
     /// In-session summaries (windows and folds) made at once, across
     /// every live call; 0: half the cores (at least one) with the offline
     /// summarizer, whose summaries take a core each, and
     /// `reflector.max_concurrent` with an LLM, whose summaries wait on
     /// the network.
-    #[serde(default = "default_window_concurrency")]
     pub window_concurrency: usize,
     /// Older window summaries of a live call (all but the latest shown)
     /// that fold into its long narrative…
-    #[serde(default = "default_long_fold_windows")]
     pub long_fold_windows: usize,
     /// …or their total characters, whichever comes first.
-    #[serde(default = "default_long_fold_chars")]
     pub long_fold_chars: usize,
-}
-
-fn default_long_fold_windows() -> usize {
-    4
-}
-fn default_long_fold_chars() -> usize {
-    4000
-}
-
-fn default_window_start_messages() -> u64 {
-    20
-}
-fn default_window_messages() -> u64 {
-    14
-}
-fn default_window_every_messages() -> u64 {
-    6
-}
-fn default_window_concurrency() -> usize {
-    0
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -529,87 +332,60 @@ pub enum ReflectorKind {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct ReflectorSettings {
-    #[serde(default = "default_reflector_kind")]
     pub kind: ReflectorKind,
-    #[serde(default = "default_max_concurrent")]
     pub max_concurrent: usize,
-    #[serde(default = "default_max_attempts")]
     pub max_attempts: u32,
-    #[serde(default = "default_backoff_base_ms")]
     pub backoff_base_ms: u64,
-    #[serde(default = "default_backoff_max_ms")]
     pub backoff_max_ms: u64,
     /// An attempt that has not answered by then counts as a timeout.
-    #[serde(default = "default_attempt_timeout_secs")]
     pub attempt_timeout_secs: u64,
     /// A prompt template file replacing the built-in one; empty for built-in.
-    #[serde(default)]
     pub prompt_file: String,
-    #[serde(default)]
     pub openai: OpenAiSettings,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct OpenAiSettings {
-    #[serde(default = "default_base_url")]
     pub base_url: String,
-    #[serde(default = "default_model")]
     pub model: String,
-    #[serde(default = "default_api_key_env")]
     pub api_key_env: String,
-    #[serde(default = "default_timeout_secs")]
     pub timeout_secs: u64,
-    #[serde(default = "default_temperature")]
     pub temperature: f32,
-    #[serde(default = "default_json_mode")]
     pub json_mode: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct WatchdogSettings {
-    #[serde(default = "default_watchdog_interval_secs")]
     pub interval_secs: u64,
-    #[serde(default = "default_lookback_hours")]
     pub lookback_hours: u64,
-    #[serde(default = "default_max_topics")]
     pub max_topics: usize,
 }
 
 /// Character limits of the core-memory blocks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct BlockSettings {
-    #[serde(default = "default_block_limit")]
     pub persona_limit: usize,
-    #[serde(default = "default_block_limit")]
     pub human_limit: usize,
-    #[serde(default = "default_block_limit")]
     pub self_perception_limit: usize,
-    #[serde(default = "default_block_limit")]
     pub relationship_limit: usize,
-    #[serde(default = "default_block_limit")]
     pub background_context_limit: usize,
 }
 
 /// `recall serve`: where it listens and who may call it.
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct ServerSettings {
-    #[serde(default = "default_server_addr")]
     pub addr: String,
     /// One bearer token for every agent; empty for none.
-    #[serde(default)]
     pub token: String,
     /// Bearer tokens limited to some agents.
-    #[serde(default)]
     pub tokens: Vec<TokenGrant>,
-    #[serde(default = "default_max_body_bytes")]
     pub max_body_bytes: usize,
-    #[serde(default = "default_shutdown_grace_secs")]
     pub shutdown_grace_secs: u64,
 }
 
@@ -647,23 +423,13 @@ impl std::fmt::Debug for ServerSettings {
 impl Default for ServerSettings {
     fn default() -> Self {
         ServerSettings {
-            addr: default_server_addr(),
+            addr: "127.0.0.1:7878".into(),
             token: String::new(),
             tokens: Vec::new(),
-            max_body_bytes: default_max_body_bytes(),
-            shutdown_grace_secs: default_shutdown_grace_secs(),
+            max_body_bytes: 1 << 20,
+            shutdown_grace_secs: 30,
         }
     }
-}
-
-fn default_server_addr() -> String {
-    "127.0.0.1:7878".into()
-}
-fn default_max_body_bytes() -> usize {
-    1 << 20
-}
-fn default_shutdown_grace_secs() -> u64 {
-    30
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -677,13 +443,11 @@ pub enum LogFormat {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct LogSettings {
-    #[serde(default)]
     pub format: LogFormat,
     /// A `tracing` filter such as `info` or `recall=debug,warn`; the
     /// `RECALL_LOG` variable overrides it.
-    #[serde(default = "default_log_filter")]
     pub filter: String,
 }
 
@@ -691,13 +455,9 @@ impl Default for LogSettings {
     fn default() -> Self {
         LogSettings {
             format: LogFormat::Human,
-            filter: default_log_filter(),
+            filter: "info".into(),
         }
     }
-}
-
-fn default_log_filter() -> String {
-    "info".into()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -711,95 +471,25 @@ pub enum FlushPolicy {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct StoreSettings {
-    #[serde(default = "default_flush")]
     pub flush: FlushPolicy,
-    #[serde(default = "default_flush_interval_ms")]
     pub flush_interval_ms: u64,
-    #[serde(default = "default_cache_capacity_mb")]
     pub cache_capacity_mb: u64,
-}
-
-fn default_silence_timeout_secs() -> u64 {
-    300
-}
-fn default_max_message_chars() -> usize {
-    32_768
-}
-fn default_reopen_window_secs() -> u64 {
-    3_600
-}
-fn default_reflector_kind() -> ReflectorKind {
-    ReflectorKind::Extractive
-}
-fn default_max_concurrent() -> usize {
-    4
-}
-fn default_max_attempts() -> u32 {
-    5
-}
-fn default_backoff_base_ms() -> u64 {
-    1_000
-}
-fn default_backoff_max_ms() -> u64 {
-    60_000
-}
-fn default_attempt_timeout_secs() -> u64 {
-    120
-}
-fn default_base_url() -> String {
-    "http://127.0.0.1:11434/v1".to_string()
-}
-fn default_model() -> String {
-    "llama3.1".to_string()
-}
-fn default_api_key_env() -> String {
-    "RECALL_LLM_API_KEY".to_string()
-}
-fn default_timeout_secs() -> u64 {
-    60
-}
-fn default_temperature() -> f32 {
-    0.2
-}
-fn default_json_mode() -> bool {
-    true
-}
-fn default_watchdog_interval_secs() -> u64 {
-    300
-}
-fn default_lookback_hours() -> u64 {
-    24
-}
-fn default_max_topics() -> usize {
-    12
-}
-fn default_block_limit() -> usize {
-    2_000
-}
-fn default_flush() -> FlushPolicy {
-    FlushPolicy::GroupCommit
-}
-fn default_flush_interval_ms() -> u64 {
-    5
-}
-fn default_cache_capacity_mb() -> u64 {
-    64
 }
 
 impl Default for SessionSettings {
     fn default() -> Self {
         SessionSettings {
-            silence_timeout_secs: default_silence_timeout_secs(),
-            max_message_chars: default_max_message_chars(),
-            reopen_window_secs: default_reopen_window_secs(),
-            window_start_messages: default_window_start_messages(),
-            window_messages: default_window_messages(),
-            window_every_messages: default_window_every_messages(),
-            window_concurrency: default_window_concurrency(),
-            long_fold_windows: default_long_fold_windows(),
-            long_fold_chars: default_long_fold_chars(),
+            silence_timeout_secs: 300,
+            max_message_chars: 32_768,
+            reopen_window_secs: 3_600,
+            window_start_messages: 20,
+            window_messages: 14,
+            window_every_messages: 6,
+            window_concurrency: 0,
+            long_fold_windows: 4,
+            long_fold_chars: 4000,
         }
     }
 }
@@ -807,12 +497,12 @@ impl Default for SessionSettings {
 impl Default for ReflectorSettings {
     fn default() -> Self {
         ReflectorSettings {
-            kind: default_reflector_kind(),
-            max_concurrent: default_max_concurrent(),
-            max_attempts: default_max_attempts(),
-            backoff_base_ms: default_backoff_base_ms(),
-            backoff_max_ms: default_backoff_max_ms(),
-            attempt_timeout_secs: default_attempt_timeout_secs(),
+            kind: ReflectorKind::Extractive,
+            max_concurrent: 4,
+            max_attempts: 5,
+            backoff_base_ms: 1_000,
+            backoff_max_ms: 60_000,
+            attempt_timeout_secs: 120,
             prompt_file: String::new(),
             openai: OpenAiSettings::default(),
         }
@@ -822,12 +512,12 @@ impl Default for ReflectorSettings {
 impl Default for OpenAiSettings {
     fn default() -> Self {
         OpenAiSettings {
-            base_url: default_base_url(),
-            model: default_model(),
-            api_key_env: default_api_key_env(),
-            timeout_secs: default_timeout_secs(),
-            temperature: default_temperature(),
-            json_mode: default_json_mode(),
+            base_url: "http://127.0.0.1:11434/v1".to_string(),
+            model: "llama3.1".to_string(),
+            api_key_env: "RECALL_LLM_API_KEY".to_string(),
+            timeout_secs: 60,
+            temperature: 0.2,
+            json_mode: true,
         }
     }
 }
@@ -835,9 +525,9 @@ impl Default for OpenAiSettings {
 impl Default for WatchdogSettings {
     fn default() -> Self {
         WatchdogSettings {
-            interval_secs: default_watchdog_interval_secs(),
-            lookback_hours: default_lookback_hours(),
-            max_topics: default_max_topics(),
+            interval_secs: 300,
+            lookback_hours: 24,
+            max_topics: 12,
         }
     }
 }
@@ -845,11 +535,11 @@ impl Default for WatchdogSettings {
 impl Default for BlockSettings {
     fn default() -> Self {
         BlockSettings {
-            persona_limit: default_block_limit(),
-            human_limit: default_block_limit(),
-            self_perception_limit: default_block_limit(),
-            relationship_limit: default_block_limit(),
-            background_context_limit: default_block_limit(),
+            persona_limit: 2_000,
+            human_limit: 2_000,
+            self_perception_limit: 2_000,
+            relationship_limit: 2_000,
+            background_context_limit: 2_000,
         }
     }
 }
@@ -857,9 +547,9 @@ impl Default for BlockSettings {
 impl Default for StoreSettings {
     fn default() -> Self {
         StoreSettings {
-            flush: default_flush(),
-            flush_interval_ms: default_flush_interval_ms(),
-            cache_capacity_mb: default_cache_capacity_mb(),
+            flush: FlushPolicy::GroupCommit,
+            flush_interval_ms: 5,
+            cache_capacity_mb: 64,
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use config::{Config, Environment, File, FileFormat, Value, ValueKind};
+use config::{Config, Environment, File, FileFormat};
 use recall_actors::settings::{Settings, SettingsError};
 
 /// The defaults file, every key with a comment.
@@ -49,97 +49,86 @@ pub fn settings_env(vars: impl IntoIterator<Item = (String, String)>) -> HashMap
         .collect()
 }
 
-/// Settings that are maps from ids to values.
+/// Settings that are maps from ids to values: any key below them is an
+/// entry, not a setting.
 const MAP_KEYS: &[&str] = &["rollup.agent_time_zones"];
 
-fn leaf_keys(prefix: &str, v: &Value, out: &mut Vec<String>) {
-    match &v.kind {
-        // An empty table is a key of its own, so that an unknown empty
-        // section is still reported.
-        ValueKind::Table(t) if t.is_empty() && !prefix.is_empty() => out.push(prefix.to_string()),
-        ValueKind::Table(t) => {
-            for (k, v) in t {
-                let key = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                leaf_keys(&key, v, out);
+/// Every setting's dotted key (`session.silence_timeout_secs`), from the
+/// settings types themselves.
+fn known_keys() -> BTreeSet<String> {
+    fn walk(prefix: &str, v: &serde_json::Value, out: &mut BTreeSet<String>) {
+        match v {
+            serde_json::Value::Object(map) if !map.is_empty() && !MAP_KEYS.contains(&prefix) => {
+                for (k, v) in map {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    walk(&key, v, out);
+                }
+            }
+            _ => {
+                out.insert(prefix.to_string());
             }
         }
-        _ => out.push(prefix.to_string()),
     }
+    let defaults = serde_json::to_value(Settings::default()).expect("settings serialize");
+    let mut out = BTreeSet::new();
+    walk("", &defaults, &mut out);
+    out
 }
 
-fn known_keys() -> Result<BTreeSet<String>, LoadError> {
-    let defaults = Config::builder()
-        .add_source(File::from_str(DEFAULT_TOML, FileFormat::Toml))
-        .build()
-        .map_err(LoadError::Config)?;
-    let root: Value = defaults.cache.clone();
-    let mut keys = Vec::new();
-    leaf_keys("", &root, &mut keys);
-    Ok(keys.into_iter().collect())
+/// Whether `key` is a setting, a section of settings, or an entry of a
+/// map setting.
+fn is_known(known: &BTreeSet<String>, key: &str) -> bool {
+    known.contains(key)
+        || known.iter().any(|k| k.starts_with(&format!("{key}.")))
+        || MAP_KEYS.iter().any(|m| key.starts_with(&format!("{m}.")))
 }
 
-/// Finds the key a deserialization message is about.
-fn key_in_message(msg: &str, known: &BTreeSet<String>) -> Option<String> {
-    if let Some(i) = msg.find("for key `") {
-        let rest = &msg[i + "for key `".len()..];
-        if let Some(end) = rest.find('`') {
-            return Some(rest[..end].to_string());
+/// An unknown section is named by its first setting (`[sessions]` with
+/// `silence_timeout_secs` in it is `sessions.silence_timeout_secs`); an
+/// empty one, or a setting, by itself.
+fn first_leaf(cfg: &Config, mut key: String) -> String {
+    while let Ok(table) = cfg.get_table(&key) {
+        match table.keys().min() {
+            Some(first) => key = format!("{key}.{first}"),
+            None => break,
         }
     }
-    known
-        .iter()
-        .filter(|k| {
-            let leaf = k.rsplit('.').next().unwrap_or(k);
-            msg.contains(&format!("`{leaf}`")) || msg.contains(k.as_str())
-        })
-        .max_by_key(|k| k.len())
-        .cloned()
+    key
 }
 
 /// Loads settings from the defaults, `file` and the given environment.
+///
+/// The settings types reject unknown keys and bad values as they are read
+/// (`deny_unknown_fields`, typed time zones and weekdays);
+/// `serde_path_to_error` says at which key, and where that key came from
+/// decides the origin named.
 pub fn load_from(file: Option<&Path>, env: HashMap<String, String>) -> Result<Settings, LoadError> {
-    let known = known_keys()?;
     // Only `RECALL_<SECTION>__<KEY>` variables are settings.
     let env = settings_env(env);
     let mut builder = Config::builder().add_source(File::from_str(DEFAULT_TOML, FileFormat::Toml));
     if let Some(path) = file {
-        let user = Config::builder()
+        // Read on its own first, so that an unreadable file is a file error.
+        Config::builder()
             .add_source(File::from(path).format(FileFormat::Toml).required(true))
             .build()
             .map_err(|source| LoadError::File {
                 path: path.to_path_buf(),
                 source,
             })?;
-        let mut keys = Vec::new();
-        leaf_keys("", &user.cache, &mut keys);
-        // A known key, or a known section left empty.
-        // Under a map setting (per-agent time zones), any key is an entry.
-        let is_known = |k: &String| {
-            known.contains(k)
-                || known.iter().any(|kk| kk.starts_with(&format!("{k}.")))
-                || MAP_KEYS.iter().any(|m| k.starts_with(&format!("{m}.")))
-        };
-        if let Some(k) = keys.into_iter().find(|k| !is_known(k)) {
-            return Err(LoadError::UnknownKey {
-                key: k,
-                origin: path.display().to_string(),
-            });
-        }
         builder = builder.add_source(File::from(path).format(FileFormat::Toml));
     }
-    for var in env.keys() {
-        let key = var["RECALL_".len()..].to_lowercase().replace("__", ".");
-        if !known.contains(&key) && !MAP_KEYS.iter().any(|m| key.starts_with(&format!("{m}."))) {
-            return Err(LoadError::UnknownKey {
-                key,
-                origin: format!("environment variable {var}"),
-            });
-        }
-    }
+    // The variable each key comes from.
+    let from_env: HashMap<String, String> = env
+        .keys()
+        .map(|var| {
+            let key = var["RECALL_".len()..].to_lowercase().replace("__", ".");
+            (key, var.clone())
+        })
+        .collect();
     builder = builder.add_source(
         Environment::with_prefix("RECALL")
             .prefix_separator("_")
@@ -148,12 +137,21 @@ pub fn load_from(file: Option<&Path>, env: HashMap<String, String>) -> Result<Se
             .source(Some(env.into_iter().collect())),
     );
     let cfg = builder.build().map_err(LoadError::Config)?;
-    let settings: Settings = cfg.try_deserialize().map_err(|e| {
-        let reason = e.to_string();
-        match key_in_message(&reason, &known) {
-            Some(key) => LoadError::InvalidValue { key, reason },
-            None => LoadError::Config(e),
+    let settings: Settings = serde_path_to_error::deserialize(cfg.cache.clone()).map_err(|e| {
+        let key = first_leaf(&cfg, e.path().to_string());
+        let reason = e.inner().to_string();
+        if key.is_empty() || key == "." {
+            return LoadError::Config(e.into_inner());
         }
+        if is_known(&known_keys(), &key) {
+            return LoadError::InvalidValue { key, reason };
+        }
+        let origin = match (from_env.get(&key), file) {
+            (Some(var), _) => format!("environment variable {var}"),
+            (None, Some(path)) => path.display().to_string(),
+            (None, None) => "the defaults".to_string(),
+        };
+        LoadError::UnknownKey { key, origin }
     })?;
     settings.validate()?;
     Ok(settings)

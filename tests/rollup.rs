@@ -25,7 +25,7 @@ fn settings(zone: &str) -> Settings {
     let mut s = Settings::for_test();
     s.rollup
         .agent_time_zones
-        .insert("kairix".into(), zone.into());
+        .insert("kairix".into(), zone.parse().expect("a time zone"));
     s.rollup.daily_hour = 3;
     s.rollup.spread_secs = 0;
     s
@@ -126,7 +126,7 @@ async fn rollups_fire_at_local_hours_across_the_spring_change() -> Res {
 async fn rollups_fire_at_local_hours_across_the_fall_change() -> Res {
     // New York moves from EDT to EST on Sunday 1 November 2026 at 02:00.
     let mut s = settings("America/New_York");
-    s.rollup.weekly_weekday = "sunday".into();
+    s.rollup.weekly_weekday = "sunday".parse().expect("a weekday");
     let rt =
         TestRuntime::start_at(s, Arc::new(ExtractiveReflect), utc("2026-10-30T15:00:00Z")).await?;
     for (i, day) in ["10-30", "10-31", "11-01", "11-02"].iter().enumerate() {

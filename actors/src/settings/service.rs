@@ -1,0 +1,177 @@
+//! Settings of the service: the HTTP server, logs and the store.
+
+use super::*;
+
+/// `recall serve`: where it listens and who may call it.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerSettings {
+    pub addr: String,
+    /// One bearer token for every agent; empty for none.
+    pub token: String,
+    /// Bearer tokens limited to some agents.
+    pub tokens: Vec<TokenGrant>,
+    pub max_body_bytes: usize,
+    pub shutdown_grace_secs: u64,
+}
+
+/// A bearer token and the agents it covers (`"*"` for all).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenGrant {
+    pub token: String,
+    pub agents: Vec<String>,
+}
+
+impl std::fmt::Debug for TokenGrant {
+    // The token is a secret: never in logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenGrant")
+            .field("token", &"…")
+            .field("agents", &self.agents)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for ServerSettings {
+    // Tokens are secrets: never in logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerSettings")
+            .field("addr", &self.addr)
+            .field("token", &if self.token.is_empty() { "" } else { "…" })
+            .field("tokens", &self.tokens)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("shutdown_grace_secs", &self.shutdown_grace_secs)
+            .finish()
+    }
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        ServerSettings {
+            addr: "127.0.0.1:7878".into(),
+            token: String::new(),
+            tokens: Vec::new(),
+            max_body_bytes: 1 << 20,
+            shutdown_grace_secs: 30,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    /// Readable lines.
+    #[default]
+    Human,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogSettings {
+    pub format: LogFormat,
+    /// A `tracing` filter such as `info` or `recall=debug,warn`; the
+    /// `RECALL_LOG` variable overrides it.
+    pub filter: String,
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        LogSettings {
+            format: LogFormat::Human,
+            filter: "info".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlushPolicy {
+    /// Writes are acknowledged to the process at once and flushed to disk
+    /// together every `flush_interval_ms`.
+    GroupCommit,
+    /// Every write is flushed before the Store handles the next message.
+    EveryWrite,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreSettings {
+    pub flush: FlushPolicy,
+    pub flush_interval_ms: u64,
+    pub cache_capacity_mb: u64,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        StoreSettings {
+            flush: FlushPolicy::GroupCommit,
+            flush_interval_ms: 5,
+            cache_capacity_mb: 64,
+        }
+    }
+}
+
+impl StoreSettings {
+    /// Rejects values the runtime cannot run with, naming the key.
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        positive("store.flush_interval_ms", self.flush_interval_ms)?;
+        positive("store.cache_capacity_mb", self.cache_capacity_mb)?;
+        Ok(())
+    }
+}
+
+impl ServerSettings {
+    /// Rejects values the runtime cannot run with, naming the key.
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        let srv = self;
+        let host_port = srv
+            .addr
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+        if srv.addr.parse::<std::net::SocketAddr>().is_err() && !host_port {
+            return Err(SettingsError {
+                key: "server.addr",
+                reason: format!("{:?} is not HOST:PORT, such as 127.0.0.1:7878", srv.addr),
+            });
+        }
+        if srv.token.chars().any(char::is_whitespace) {
+            return Err(SettingsError {
+                key: "server.token",
+                reason: "must not contain whitespace".into(),
+            });
+        }
+        for grant in &srv.tokens {
+            if grant.token.is_empty() || grant.token.chars().any(char::is_whitespace) {
+                return Err(SettingsError {
+                    key: "server.tokens",
+                    reason: "a token must be non-empty and without whitespace".into(),
+                });
+            }
+            if grant.agents.is_empty() || grant.agents.iter().any(|a| a.is_empty()) {
+                return Err(SettingsError {
+                    key: "server.tokens",
+                    reason: "each token needs a list of agent ids, or [\"*\"] for all".into(),
+                });
+            }
+        }
+        positive("server.max_body_bytes", srv.max_body_bytes as u64)?;
+        Ok(())
+    }
+}
+
+impl LogSettings {
+    /// Rejects values the runtime cannot run with, naming the key.
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        if self.filter.trim().is_empty() {
+            return Err(SettingsError {
+                key: "log.filter",
+                reason: "must not be empty".into(),
+            });
+        }
+
+        Ok(())
+    }
+}

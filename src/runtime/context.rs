@@ -30,13 +30,11 @@ use recall_actors::model::{
 };
 use recall_actors::search::{DocKind, Ranking, Recency, RelatedWords, SearchQuery, TurnRef};
 use recall_actors::session::SessionMsg;
-use recall_actors::store::{
-    ContextParts, CurrentFacts, Parts, Stamp, StoreError, StoreMsg, StoredBlocks,
-};
+use recall_actors::store::{ContextParts, CurrentFacts, Parts, Stamp, StoreError, StoredBlocks};
 use recall_actors::watchdog::{render_context, topic_order, Hierarchy};
 use uuid::Uuid;
 
-use super::{ask, RecallError, Runtime, CALL_TIMEOUT_MS};
+use super::{RecallError, Runtime, CALL_TIMEOUT_MS};
 
 /// An ended call of the user's, as the decay bands need it.
 struct EndedCall {
@@ -569,13 +567,7 @@ impl Runtime {
         // counted): the parts to read again are those that moved by then.
         // The read itself runs off the Store actor, so turn writes never
         // wait behind it.
-        ask(
-            &self.inner.store,
-            "store",
-            CALL_TIMEOUT_MS,
-            StoreMsg::Barrier,
-        )
-        .await?;
+        self.store_barrier().await?;
         let stamp = self.inner.generations.get(agent_id, user_id);
         let parts = match &kept {
             Some(s) => stamp.changed_since(&s.stamp),

@@ -99,6 +99,18 @@ impl Runtime {
     ) -> Result<T, RecallError> {
         Ok(ask(&self.inner.store, "store", CALL_TIMEOUT_MS, msg).await??)
     }
+
+    /// Returns once the Store has handled every message sent before: a
+    /// read of its trees then sees those writes.
+    pub(crate) async fn store_barrier(&self) -> Result<(), RecallError> {
+        ask(
+            &self.inner.store,
+            "store",
+            CALL_TIMEOUT_MS,
+            StoreMsg::Barrier,
+        )
+        .await
+    }
 }
 
 /// A stored session and whether it is still live.

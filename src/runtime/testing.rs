@@ -9,13 +9,7 @@ impl Runtime {
     /// sent before is done (for tests).
     #[doc(hidden)]
     pub async fn store_mirrors_match(&self) -> Result<bool, RecallError> {
-        ask(
-            &self.inner.store,
-            "store",
-            CALL_TIMEOUT_MS,
-            StoreMsg::Barrier,
-        )
-        .await?;
+        self.store_barrier().await?;
         Ok(self.reader()?.mirrors_match()?)
     }
 

@@ -84,7 +84,7 @@ fn store_actor_run(rt: &tokio::runtime::Runtime, msgs: Vec<StoreMsg>) -> Duratio
     let trees = Trees::open(dir.path(), &settings).expect("open store");
     rt.block_on(async move {
         let args = StoreArgs {
-            trees,
+            backend: std::sync::Arc::new(trees),
             settings,
             generations: Default::default(),
             search: Default::default(),

@@ -28,6 +28,10 @@ pub const TREE_ROLLUP_INBOX: &str = "rollup_inbox";
 pub const TREE_TOPICS: &str = "topics";
 pub const TREE_EMBEDDINGS: &str = "embeddings";
 pub const TREE_FACT_TOMBSTONES: &str = "fact_tombstones";
+pub const TREE_USER_SESSIONS: &str = "user_sessions";
+/// `meta`: set once `user_sessions` holds every session (a data folder
+/// from before the index gets it built at open).
+pub const USER_SESSIONS_BUILT: &[u8] = b"user_sessions_built";
 
 /// `sessions`, `open_sessions`, `reflection_queue`, `dead_letters`: the
 /// session id.
@@ -54,6 +58,33 @@ fn agent_prefix(agent_id: &str) -> Vec<u8> {
     k.extend_from_slice(agent_id.as_bytes());
     k.push(0);
     k
+}
+
+/// `user_sessions` (an index, values empty): agent, user, start time,
+/// session id; a prefix scan gives one user's sessions with an agent in
+/// the order they started, an agent prefix scan every user's.
+pub fn user_session(rec: &crate::model::SessionRecord) -> Vec<u8> {
+    let mut k = user_sessions_prefix(&rec.agent_id, &rec.user_id);
+    k.extend_from_slice(&time_key(rec.started_at));
+    k.extend_from_slice(rec.session_id.as_bytes());
+    k
+}
+
+pub fn user_sessions_prefix(agent_id: &str, user_id: &str) -> Vec<u8> {
+    let mut k = agent_prefix(agent_id);
+    k.extend_from_slice(user_id.as_bytes());
+    k.push(0);
+    k
+}
+
+pub fn agent_sessions_prefix(agent_id: &str) -> Vec<u8> {
+    agent_prefix(agent_id)
+}
+
+/// The session id at the end of a `user_sessions` key.
+pub fn user_session_id(key: &[u8]) -> Option<Uuid> {
+    let at = key.len().checked_sub(16)?;
+    Uuid::from_slice(&key[at..]).ok()
 }
 
 /// Milliseconds since the epoch, shifted so that ordering holds across 1970.

@@ -141,14 +141,18 @@ impl RuntimeBuilder {
         let settings = self.settings;
         let dir = self.data_dir.clone();
         let store_settings = settings.store.clone();
-        let mut trees = tokio::task::spawn_blocking(move || Trees::open(&dir, &store_settings))
-            .await
-            .map_err(|e| StartupError::Recovery(format!("opening the store panicked: {e}")))??;
-        trees.fill_inbox = settings.rollup.enabled;
+        let fill_inbox = settings.rollup.enabled;
+        let backend: SharedBackend = tokio::task::spawn_blocking(move || {
+            let mut trees = Trees::open(&dir, &store_settings)?;
+            trees.fill_inbox = fill_inbox;
+            Ok::<_, StoreError>(Arc::new(trees))
+        })
+        .await
+        .map_err(|e| StartupError::Recovery(format!("opening the store panicked: {e}")))??;
         // A forget a crash cut short is finished before any actor starts,
         // so none of them reads (or sends out) what was to be forgotten.
         {
-            let t = trees.clone();
+            let t = backend.clone();
             let finished = tokio::task::spawn_blocking(move || {
                 let mut n = 0;
                 for (user_id, agent_id) in t.pending_forgets()? {
@@ -163,9 +167,9 @@ impl RuntimeBuilder {
                 info!(finished, "finished forgets a crash had cut short");
             }
         }
-        if trees.fill_inbox {
+        if fill_inbox {
             // A folder from before rollups: its summaries join topics too.
-            let t = trees.clone();
+            let t = backend.clone();
             let queued = tokio::task::spawn_blocking(move || t.backfill_inbox())
                 .await
                 .map_err(|e| {
@@ -182,14 +186,14 @@ impl RuntimeBuilder {
         let generations = Arc::new(Generations::default());
         let search = Arc::new(SearchIndex::new(&embed));
         // Readers that scan (context sources, index builds, retrieved
-        // turns) read a clone of the trees off the Store actor, after a
-        // barrier when they must see its earlier writes.
-        let reader = trees.clone();
+        // turns) read the backend off the Store actor, after a barrier when
+        // they must see its earlier writes.
+        let reader = backend.clone();
         let (store, _) = Actor::spawn(
             None,
             StoreActor,
             StoreArgs {
-                trees,
+                backend,
                 settings: settings.store.clone(),
                 generations: generations.clone(),
                 search: search.clone(),

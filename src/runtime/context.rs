@@ -1092,7 +1092,7 @@ impl Runtime {
                 if shown(r) || turns_hit.contains_key(&r) {
                     continue;
                 }
-                let around = self.turns_around(trees, user_id, r, cached)?;
+                let around = self.turns_around(&**trees, user_id, r, cached)?;
                 if let Some(t) = around.iter().find(|t| t.seq == r.seq) {
                     restated.extend(t.said.iter().copied());
                 }
@@ -1350,7 +1350,7 @@ impl Runtime {
     /// held from an earlier read (with `cached`), else read and held.
     fn turns_around(
         &self,
-        trees: &recall_actors::store::Trees,
+        trees: &dyn recall_actors::store::Backend,
         user_id: &str,
         r: TurnRef,
         cached: bool,

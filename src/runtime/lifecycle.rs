@@ -205,8 +205,8 @@ impl Runtime {
         })
     }
 
-    /// A handle on the Store's trees for a read off its actor.
-    pub(crate) fn reader(&self) -> Result<Trees, RecallError> {
+    /// A handle on the Store's backend for a read off its actor.
+    pub(crate) fn reader(&self) -> Result<SharedBackend, RecallError> {
         self.inner
             .reader
             .read()

@@ -35,7 +35,7 @@ use recall_actors::registry::{Registry, RouteError, Routed, UnknownConnection};
 use recall_actors::session::{SessionMsg, SessionView};
 use recall_actors::settings::{ReflectorKind, Settings, SettingsError};
 use recall_actors::store::{
-    Generations, StoreActor, StoreArgs, StoreError, StoreMsg, StoreStats, Trees,
+    Generations, SharedBackend, StoreActor, StoreArgs, StoreError, StoreMsg, StoreStats, Trees,
 };
 use recall_actors::supervisor::{
     SessionSupervisor, StartError, SupervisorArgs, SupervisorMsg, SupervisorStats,
@@ -165,7 +165,7 @@ struct Inner {
     search: Arc<SearchIndex>,
     /// The Store's trees, for reads off its actor; taken away when the
     /// runtime stops, so the folder is released with the Store.
-    reader: std::sync::RwLock<Option<Trees>>,
+    reader: std::sync::RwLock<Option<SharedBackend>>,
     embed: Arc<dyn Embed>,
     /// Messages' vectors, for retrieval by meaning.
     query_vectors: Arc<context::QueryVectors>,

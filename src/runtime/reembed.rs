@@ -21,7 +21,7 @@ use ractor::call_t;
 use recall_actors::embed::{summary_text, StoredVector};
 use recall_actors::model::SummaryType;
 use recall_actors::search::TurnRef;
-use recall_actors::store::{StoreError, StoreMsg, Trees};
+use recall_actors::store::{Backend, StoreError, StoreMsg};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -61,7 +61,7 @@ struct Work {
 }
 
 /// Everything of every agent whose vector is missing or not `embedder`'s.
-fn find(trees: &Trees, embedder: &str, turns: bool) -> Result<Vec<Work>, StoreError> {
+fn find(trees: &dyn Backend, embedder: &str, turns: bool) -> Result<Vec<Work>, StoreError> {
     let stale = |id: Uuid| -> Result<bool, StoreError> {
         Ok(trees.vector(id)?.is_none_or(|v| v.embedder != embedder))
     };
@@ -139,7 +139,7 @@ impl Runtime {
         let trees = self.reader().map_err(|e| e.to_string())?;
         let (n, work) = {
             let name = name.clone();
-            let work = tokio::task::spawn_blocking(move || find(&trees, &name, turns))
+            let work = tokio::task::spawn_blocking(move || find(&*trees, &name, turns))
                 .await
                 .map_err(|e| e.to_string())?
                 .map_err(|e| e.to_string())?;

@@ -1,22 +1,30 @@
-//! The Store actor: the shell around [`Trees`] that serializes writes,
-//! group-commits flushes and keeps the search index and the generation
-//! counters in step.
+//! The Store actor: the shell around a [`Backend`] that serializes writes,
+//! runs the reads that scan off its own task, group-commits flushes and
+//! keeps the search index and the generation counters in step.
+//!
+//! A read that scans (a session's turns, a listing, the inbox) runs on the
+//! blocking pool so that turn writes never wait behind it. It is started
+//! only when the actor reaches its message, after every write sent before
+//! it was applied, so a caller still reads its own writes; a point read (one
+//! record by id) is answered here, as it costs less than the hand-off.
+
+use std::sync::Arc;
 
 use super::*;
 
 /// Indexes an ended call's turns for retrieval (a call's worth of turns,
 /// read back from the tree just written: tens of microseconds).
-fn index_ended(search: &SearchIndex, t: &Trees, rec: &SessionRecord) {
-    let (trees, user, id) = (t.clone(), rec.user_id.clone(), rec.session_id);
+fn index_ended(search: &SearchIndex, t: &SharedBackend, rec: &SessionRecord) {
+    let (backend, user, id) = (t.clone(), rec.user_id.clone(), rec.session_id);
     let inline = search.inline();
-    search.update(&rec.agent_id, move |ix| match trees.numbered_turns(id) {
+    search.update(&rec.agent_id, move |ix| match backend.numbered_turns(id) {
         Ok(turns) => ix.put_turns_with(&user, id, &turns, inline.as_deref()),
         Err(err) => warn!(session_id = %id, error = %err, "turns not indexed"),
     });
 }
 
 pub struct StoreArgs {
-    pub trees: Trees,
+    pub backend: SharedBackend,
     pub settings: StoreSettings,
     /// Bumped, per part and per agent or user, on every context-relevant
     /// write.
@@ -26,7 +34,7 @@ pub struct StoreArgs {
 }
 
 pub struct StoreState {
-    trees: Trees,
+    backend: SharedBackend,
     settings: StoreSettings,
     generations: std::sync::Arc<Generations>,
     search: std::sync::Arc<SearchIndex>,
@@ -59,7 +67,7 @@ impl StoreState {
             FlushPolicy::EveryWrite => {
                 self.stats.flushes += 1;
                 metrics::histogram!("recall_store_batch_writes").record(1.0);
-                if let Err(err) = timed_flush(&self.trees.db) {
+                if let Err(err) = self.backend.flush() {
                     self.stats.write_errors += 1;
                     error!(error = %err, "flush failed");
                 }
@@ -88,11 +96,10 @@ impl StoreState {
             // failed since the last explicit flush, not only of its own.
             self.flush_waiters_failed = std::mem::take(&mut self.failed_since_flush);
         }
-        let db = self.trees.db.clone();
+        let backend = self.backend.clone();
         let me = myself.clone();
         tokio::task::spawn_blocking(move || {
-            let res = timed_flush(&db).map(|_| ());
-            let _ = me.cast(StoreMsg::FlushDone(res));
+            let _ = me.cast(StoreMsg::FlushDone(backend.flush().map_err(Arc::new)));
         });
     }
 
@@ -120,7 +127,7 @@ impl StoreState {
         let built_from_gone = |s: &ConversationSummary| {
             gone.contains(&s.summary_id) || s.source_summary_ids.iter().any(|id| gone.contains(id))
         };
-        let queue = &self.trees.queue;
+        let backend = &self.backend;
         match msg {
             StoreMsg::AppendTurn { key, .. }
                 if Uuid::from_slice(&key[..16]).is_ok_and(|id| gone.contains(&id)) =>
@@ -139,7 +146,7 @@ impl StoreState {
                 if gone.contains(&summary.summary_id) =>
             {
                 debug!(session_id = %summary.summary_id, "reflection of a forgotten session dropped");
-                let _ = queue.remove(keys::session(summary.summary_id));
+                let _ = backend.drop_job(summary.summary_id);
                 let _ = reply.send(Ok(false));
             }
             StoreMsg::PutRollup { summary, reply, .. } if built_from_gone(&summary) => {
@@ -153,12 +160,26 @@ impl StoreState {
             // A reflection of a forgotten session gave up (or found the
             // session gone): nothing of it is kept.
             StoreMsg::DeadLetter { letter, reply } if gone.contains(&letter.session_id) => {
-                let _ = queue.remove(keys::session(letter.session_id));
+                let _ = backend.drop_job(letter.session_id);
                 let _ = reply.send(Ok(()));
             }
             msg => return Some(msg),
         }
         None
+    }
+
+    /// Answers a read that scans from the blocking pool (see the module's
+    /// notes): the writes handled before it are in; the ones after it do
+    /// not wait for it.
+    fn read_off<T: Send + 'static>(
+        &self,
+        reply: RpcReplyPort<Result<T, StoreError>>,
+        read: impl FnOnce(&dyn Backend) -> Result<T, StoreError> + Send + 'static,
+    ) {
+        let backend = self.backend.clone();
+        tokio::task::spawn_blocking(move || {
+            let _ = reply.send(read(&*backend));
+        });
     }
 
     fn failed(&mut self, what: &'static str, err: &StoreError) {
@@ -179,7 +200,7 @@ impl Actor for StoreActor {
         args: StoreArgs,
     ) -> Result<StoreState, ActorProcessingErr> {
         Ok(StoreState {
-            trees: args.trees,
+            backend: args.backend,
             settings: args.settings,
             generations: args.generations,
             search: args.search,
@@ -201,13 +222,14 @@ impl Actor for StoreActor {
         _myself: ActorRef<StoreMsg>,
         state: &mut StoreState,
     ) -> Result<(), ActorProcessingErr> {
-        // A plain flush on the blocking pool, awaited: sled's `flush_async`
-        // finishes on sled's own thread pool, which can still hold the
-        // database (and the folder's lock) after this actor has stopped.
-        let db = state.trees.db.clone();
-        let res = match tokio::task::spawn_blocking(move || db.flush()).await {
+        // A plain flush on the blocking pool, awaited: an asynchronous one
+        // (sled's `flush_async`) can finish on a pool of the backend's own,
+        // still holding the database (and the folder's lock) after this
+        // actor has stopped.
+        let backend = state.backend.clone();
+        let res = match tokio::task::spawn_blocking(move || backend.flush()).await {
             Ok(res) => res,
-            Err(_) => state.trees.db.flush(),
+            Err(_) => state.backend.flush(),
         };
         if let Err(err) = res {
             error!(error = %err, "final flush failed");
@@ -221,36 +243,21 @@ impl Actor for StoreActor {
         msg: StoreMsg,
         state: &mut StoreState,
     ) -> Result<(), ActorProcessingErr> {
-        let t = state.trees.clone();
+        let t = state.backend.clone();
         let Some(msg) = state.unless_forgotten(msg) else {
             return Ok(());
         };
         match msg {
-            StoreMsg::OpenSession(rec) => {
-                let res = serde_json::to_vec(&rec)
-                    .map_err(StoreError::from)
-                    .and_then(|v| {
-                        (&t.sessions, &t.open)
-                            .transaction(|(sessions, open)| {
-                                let key = keys::session(rec.session_id);
-                                sessions.insert(&key, v.as_slice())?;
-                                open.insert(&key, &[])?;
-                                Ok::<_, ConflictableTransactionError<StoreError>>(())
-                            })
-                            .map_err(StoreError::from)
-                    });
-                t.note_sessions([keys::session(rec.session_id)]);
-                match res {
-                    Ok(()) => state.wrote(&myself),
-                    Err(e) => state.failed("open_session", &e),
-                }
-            }
-            StoreMsg::AppendTurn { key, value } => match t.turns.insert(key, value) {
-                Ok(_) => {
+            StoreMsg::OpenSession(rec) => match t.open_session(&rec) {
+                Ok(()) => state.wrote(&myself),
+                Err(e) => state.failed("open_session", &e),
+            },
+            StoreMsg::AppendTurn { key, value } => match t.append_turn(key, &value) {
+                Ok(()) => {
                     state.stats.turns_written += 1;
                     state.wrote(&myself);
                 }
-                Err(e) => state.failed("append_turn", &StoreError::from(e)),
+                Err(e) => state.failed("append_turn", &e),
             },
             StoreMsg::EndSession(rec) => {
                 let at = rec.ended_at.unwrap_or(rec.started_at);
@@ -272,27 +279,7 @@ impl Actor for StoreActor {
                 at,
                 reply,
             } => {
-                let res = (|| {
-                    let Some(mut rec) = t.session(session_id)? else {
-                        return Err(StoreError::SessionNotFound(session_id));
-                    };
-                    if !rec.is_open() {
-                        return Ok(None);
-                    }
-                    let turns = t.turns(session_id)?;
-                    rec.turn_count = turns.len() as u32;
-                    // A recovered session was last known alive at its last
-                    // turn; a crashed one ends now.
-                    rec.ended_at = Some(match reason {
-                        EndReason::Recovered => {
-                            turns.last().map(|l| l.timestamp).unwrap_or(rec.started_at)
-                        }
-                        _ => at,
-                    });
-                    rec.end_reason = Some(reason);
-                    t.end_session(&rec, at)?;
-                    Ok(Some(rec))
-                })();
+                let res = t.close_orphan(session_id, reason, at);
                 if let Ok(Some(rec)) = &res {
                     state
                         .generations
@@ -305,13 +292,7 @@ impl Actor for StoreActor {
                 let _ = reply.send(res);
             }
             StoreMsg::LoadSession { session_id, reply } => {
-                let res = (|| {
-                    let Some(rec) = t.session(session_id)? else {
-                        return Ok(None);
-                    };
-                    Ok(Some((rec, t.turns(session_id)?)))
-                })();
-                let _ = reply.send(res);
+                state.read_off(reply, move |b| b.load_session(session_id));
             }
             StoreMsg::Forget {
                 user_id,
@@ -354,7 +335,7 @@ impl Actor for StoreActor {
                                 ix.remove(old);
                             }
                             ix.put_summary(&s, None);
-                            t2.index_facts(ix, added.iter().chain(&moved));
+                            index_facts(&*t2, ix, added.iter().chain(&moved));
                         });
                         state.wrote(&myself);
                     }
@@ -378,7 +359,7 @@ impl Actor for StoreActor {
                 facts,
                 reply,
             } => {
-                let res = t.reflection_done(&summary, &blocks, &facts);
+                let res = t.store_reflection(&summary, &blocks, &facts);
                 // The user's summary and facts; every user's facts where a
                 // fact is shared, and the agent's blocks where it wrote one
                 // (the summary counter it moves in the agent's record is
@@ -389,7 +370,7 @@ impl Actor for StoreActor {
                 state
                     .generations
                     .bump_user(agent, user, Parts::SUMMARIES | Parts::FACTS);
-                let shared = matches!(res, Ok((_, true)));
+                let shared = matches!(res, Ok(Reflected { shared: true, .. }));
                 let everyone = if blocks.is_empty() {
                     Parts::NONE
                 } else {
@@ -398,7 +379,7 @@ impl Actor for StoreActor {
                 if !everyone.is_empty() {
                     state.generations.bump(agent, everyone);
                 }
-                let res = res.map(|(stored, _)| stored);
+                let res = res.map(|r| r.stored);
                 if let Ok(true) = res {
                     // The facts that survived de-duplication, and those on
                     // their subjects, as they now stand.
@@ -419,7 +400,7 @@ impl Actor for StoreActor {
                     let (s, t2) = (summary.clone(), t.clone());
                     state.search.update(&summary.agent_id, move |ix| {
                         ix.put_summary(&s, None);
-                        t2.index_facts(ix, &touched);
+                        index_facts(&*t2, ix, &touched);
                     });
                 }
                 if res.is_ok() {
@@ -431,9 +412,7 @@ impl Actor for StoreActor {
                 agent_id,
                 user_id,
                 reply,
-            } => {
-                let _ = reply.send(t.visible_facts(&agent_id, &user_id));
-            }
+            } => state.read_off(reply, move |b| b.visible_facts(&agent_id, &user_id)),
             StoreMsg::GetFact(id, reply) => {
                 let _ = reply.send(t.fact(id));
             }
@@ -449,7 +428,7 @@ impl Actor for StoreActor {
                     let (f2, t2) = (f.clone(), t.clone());
                     state
                         .search
-                        .update(&f.agent_id, move |ix| t2.index_facts(ix, [&f2]));
+                        .update(&f.agent_id, move |ix| index_facts(&*t2, ix, [&f2]));
                 }
                 if res.is_ok() {
                     state.wrote(&myself);
@@ -467,11 +446,8 @@ impl Actor for StoreActor {
                     let (id, moved, t2) = (f.fact_id, moved.clone(), t.clone());
                     state.search.update(&f.agent_id, move |ix| {
                         ix.remove(id);
-                        t2.index_facts(ix, &moved);
+                        index_facts(&*t2, ix, &moved);
                     });
-                    if let Err(e) = t.embeddings.remove(keys::embedding(f.fact_id)) {
-                        state.failed("delete_fact_vector", &e.into());
-                    }
                 }
                 if res.is_ok() {
                     state.wrote(&myself);
@@ -497,14 +473,7 @@ impl Actor for StoreActor {
                 let _ = reply.send(res);
             }
             StoreMsg::PutBlock { block, reply } => {
-                let res = serde_json::to_vec(&block)
-                    .map_err(StoreError::from)
-                    .and_then(|v| {
-                        t.blocks
-                            .insert(keys::block(&block.agent_id, block.label), v)
-                            .map_err(StoreError::from)
-                    })
-                    .map(|_| ());
+                let res = t.put_block(&block);
                 state.generations.bump(&block.agent_id, Parts::BLOCKS);
                 if res.is_ok() {
                     state.wrote(&myself);
@@ -516,14 +485,7 @@ impl Actor for StoreActor {
                 lines,
                 reply,
             } => {
-                let res = (|| {
-                    let mut meta = t.agent(&agent_id)?;
-                    meta.persistent_context = lines;
-                    meta.summary_version += 1;
-                    t.agents
-                        .insert(keys::agent(&agent_id), serde_json::to_vec(&meta)?)?;
-                    Ok(())
-                })();
+                let res = t.set_persistent_context(&agent_id, lines);
                 state.generations.bump(&agent_id, Parts::BLOCKS);
                 if res.is_ok() {
                     state.wrote(&myself);
@@ -534,34 +496,20 @@ impl Actor for StoreActor {
                 agent_id,
                 version,
                 expires_at,
-            } => {
-                let res = (|| {
-                    let mut meta = t.agent(&agent_id)?;
-                    meta.context_version = version;
-                    meta.context_expires_at = expires_at;
-                    t.agents
-                        .insert(keys::agent(&agent_id), serde_json::to_vec(&meta)?)?;
-                    Ok::<_, StoreError>(())
-                })();
-                match res {
-                    Ok(()) => state.wrote(&myself),
-                    Err(e) => state.failed("mark_context_built", &e),
-                }
-            }
+            } => match t.mark_context_built(&agent_id, version, expires_at) {
+                Ok(()) => state.wrote(&myself),
+                Err(e) => state.failed("mark_context_built", &e),
+            },
             StoreMsg::GetSession(id, reply) => {
                 let _ = reply.send(t.session(id));
             }
             StoreMsg::ListSessions(agent, reply) => {
-                let _ = reply.send(t.sessions(agent.as_deref()));
+                state.read_off(reply, move |b| b.sessions(agent.as_deref()))
             }
-            StoreMsg::ListOpenSessions(reply) => {
-                let _ = reply.send(t.open_sessions());
-            }
-            StoreMsg::GetTurns(id, reply) => {
-                let _ = reply.send(t.turns(id));
-            }
+            StoreMsg::ListOpenSessions(reply) => state.read_off(reply, |b| b.open_sessions()),
+            StoreMsg::GetTurns(id, reply) => state.read_off(reply, move |b| b.turns(id)),
             StoreMsg::GetNumberedTurns(id, reply) => {
-                let _ = reply.send(t.numbered_turns(id));
+                state.read_off(reply, move |b| b.numbered_turns(id))
             }
             StoreMsg::GetSummary(id, reply) => {
                 let _ = reply.send(t.summary(id));
@@ -571,22 +519,14 @@ impl Actor for StoreActor {
                 kind,
                 since,
                 reply,
-            } => {
-                let _ = reply.send(t.summaries(&agent_id, kind, since));
-            }
-            StoreMsg::GetBlocks(agent, reply) => {
-                let _ = reply.send(t.blocks(&agent));
-            }
+            } => state.read_off(reply, move |b| b.summaries(&agent_id, kind, since)),
+            StoreMsg::GetBlocks(agent, reply) => state.read_off(reply, move |b| b.blocks(&agent)),
             StoreMsg::GetUserBlocks {
                 agent_id,
                 user_id,
                 reply,
-            } => {
-                let _ = reply.send(t.user_blocks(&agent_id, &user_id));
-            }
-            StoreMsg::ListAgents(reply) => {
-                let _ = reply.send(t.agents());
-            }
+            } => state.read_off(reply, move |b| b.user_blocks(&agent_id, &user_id)),
+            StoreMsg::ListAgents(reply) => state.read_off(reply, |b| b.agents()),
             StoreMsg::GetAgent(agent_id, reply) => {
                 let _ = reply.send(t.agent(&agent_id));
             }
@@ -594,15 +534,9 @@ impl Actor for StoreActor {
                 agent_id,
                 kind,
                 reply,
-            } => {
-                let _ = reply.send(t.latest_summary(&agent_id, kind));
-            }
-            StoreMsg::ListQueue(reply) => {
-                let _ = reply.send(t.queued());
-            }
-            StoreMsg::ListDeadLetters(reply) => {
-                let _ = reply.send(t.dead_letters());
-            }
+            } => state.read_off(reply, move |b| b.latest_summary(&agent_id, kind)),
+            StoreMsg::ListQueue(reply) => state.read_off(reply, |b| b.queued()),
+            StoreMsg::ListDeadLetters(reply) => state.read_off(reply, |b| b.dead_letters()),
             StoreMsg::PutRollup {
                 summary,
                 supersedes,
@@ -651,9 +585,7 @@ impl Actor for StoreActor {
                 after,
                 limit,
                 reply,
-            } => {
-                let _ = reply.send(t.inbox(after.as_deref(), limit));
-            }
+            } => state.read_off(reply, move |b| b.inbox(after.as_deref(), limit)),
             StoreMsg::InboxDone { keys, reply } => {
                 let res = t.inbox_done(&keys);
                 if res.is_ok() {
@@ -665,9 +597,7 @@ impl Actor for StoreActor {
                 agent_id,
                 user_id,
                 reply,
-            } => {
-                let _ = reply.send(t.topics(&agent_id, user_id.as_deref()));
-            }
+            } => state.read_off(reply, move |b| b.topics(&agent_id, user_id.as_deref())),
             StoreMsg::PutTopic {
                 topic,
                 summary,
@@ -755,8 +685,8 @@ impl Actor for StoreActor {
                 state.flushing = false;
                 state.stats.flushes += 1;
                 if let Err(err) = &res {
-                    // The data stays in sled's cache; mark it dirty so the
-                    // next tick tries again.
+                    // The data stays in the backend's cache; mark it dirty
+                    // so the next tick tries again.
                     state.stats.write_errors += 1;
                     state.dirty = true;
                     error!(error = %err, "flush failed");
@@ -764,7 +694,7 @@ impl Actor for StoreActor {
                 let failed = std::mem::take(&mut state.flush_waiters_failed);
                 for reply in state.flush_waiters.drain(..) {
                     let _ = reply.send(match &res {
-                        Err(err) => Err(StoreError::from(err.clone())),
+                        Err(err) => Err(StoreError::FlushFailed(err.clone())),
                         Ok(()) if failed > 0 => Err(StoreError::WritesFailed(failed)),
                         Ok(()) => Ok(()),
                     });

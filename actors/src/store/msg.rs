@@ -233,7 +233,7 @@ pub enum StoreMsg {
     /// Group commit: time to flush what is dirty.
     FlushTick,
     /// A background flush finished.
-    FlushDone(Result<(), sled::Error>),
+    FlushDone(Result<(), std::sync::Arc<StoreError>>),
 }
 
 impl StoreMsg {

@@ -4,64 +4,63 @@
 
 use super::*;
 
-impl Trees {
-    pub fn queued(&self) -> Result<Vec<ReflectionJob>, StoreError> {
+impl JobStore for Trees {
+    fn queued(&self) -> Result<Vec<ReflectionJob>, StoreError> {
         let mut jobs: Vec<ReflectionJob> =
             self.scan(&self.queue, keys::TREE_QUEUE, self.queue.iter())?;
         jobs.sort_by_key(|j| (j.enqueued_at, j.session_id));
         Ok(jobs)
     }
 
-    pub fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
+    fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
         let mut out: Vec<DeadLetter> = self.scan(&self.dead, keys::TREE_DEAD, self.dead.iter())?;
         out.sort_by_key(|d| (d.failed_at, d.session_id));
         Ok(out)
     }
 
-    /// The inbox rows of a new session summary and its new facts (none with
-    /// rollups off: nothing would take them out).
-    pub(super) fn inbox_rows(
-        &self,
-        summary: &ConversationSummary,
-        facts: &[FactRecord],
-    ) -> Vec<[u8; 25]> {
-        if !self.fill_inbox {
-            return Vec::new();
-        }
-        std::iter::once(keys::inbox(
-            summary.period_start,
-            keys::INBOX_SUMMARY,
-            summary.summary_id,
-        ))
-        .chain(
-            facts
-                .iter()
-                .map(|f| keys::inbox(f.extracted_at, keys::INBOX_FACT, f.fact_id)),
-        )
-        .collect()
+    /// Moves a job to the dead letters, unless the session has its summary
+    /// by now (a replay made it while the reflection was backing off).
+    fn dead_letter(&self, letter: &DeadLetter) -> Result<(), StoreError> {
+        let summarized = self
+            .summary_index
+            .contains_key(letter.session_id.as_bytes())?;
+        (&self.queue, &self.dead).transaction(|(queue, dead)| {
+            let key = keys::session(letter.session_id);
+            queue.remove(&key)?;
+            if !summarized {
+                dead.insert(&key, tx_encode(letter)?)?;
+            }
+            Ok(())
+        })?;
+        Ok(())
     }
 
-    /// Stores a session summary, the blocks its reflection produced and
-    /// its facts (de-duplicated, each placed in its subject's history),
-    /// dequeues the job and clears any dead letter. Returns false (and
-    /// changes nothing but the queue) when the summary already exists.
-    pub fn complete_reflection(
+    fn requeue(&self, session_id: Uuid, at: DateTime<Utc>) -> Result<ReflectionJob, StoreError> {
+        let key = keys::session(session_id);
+        let letter: DeadLetter = self
+            .dead
+            .get(key)?
+            .and_then(|v| self.decode(keys::TREE_DEAD, &key, &v))
+            .ok_or(StoreError::DeadLetterNotFound(session_id))?;
+        let job = ReflectionJob {
+            session_id,
+            agent_id: letter.agent_id,
+            enqueued_at: at,
+        };
+        (&self.queue, &self.dead).transaction(|(queue, dead)| {
+            dead.remove(&key)?;
+            queue.insert(&key, tx_encode(&job)?)?;
+            Ok(())
+        })?;
+        Ok(job)
+    }
+
+    fn store_reflection(
         &self,
         summary: &ConversationSummary,
         blocks: &[MemoryBlock],
         facts: &[Fact],
-    ) -> Result<bool, StoreError> {
-        Ok(self.reflection_done(summary, blocks, facts)?.0)
-    }
-
-    /// [`Trees::complete_reflection`], and whether a fact it wrote is
-    /// shared (other users of the agent see it change).
-    pub(super) fn reflection_done(
-        &self,
-        summary: &ConversationSummary,
-        blocks: &[MemoryBlock],
-        facts: &[Fact],
-    ) -> Result<(bool, bool), StoreError> {
+    ) -> Result<Reflected, StoreError> {
         // Facts are planned against the user's before the transaction
         // (sled transactions cannot scan); the Store actor is the only
         // writer, so nothing changes in between.
@@ -137,47 +136,36 @@ impl Trees {
             self.note_summaries([skey]);
             self.note_facts(fact_rows.iter().map(|(k, _, _)| k));
         }
-        Ok((stored, shared))
+        Ok(Reflected { stored, shared })
     }
 
-    /// Moves a job to the dead letters, unless the session has its summary
-    /// by now (a replay made it while the reflection was backing off).
-    pub fn dead_letter(&self, letter: &DeadLetter) -> Result<(), StoreError> {
-        let summarized = self
-            .summary_index
-            .contains_key(letter.session_id.as_bytes())?;
-        (&self.queue, &self.dead).transaction(|(queue, dead)| {
-            let key = keys::session(letter.session_id);
-            queue.remove(&key)?;
-            if !summarized {
-                dead.insert(&key, tx_encode(letter)?)?;
-            }
-            Ok(())
-        })?;
+    fn drop_job(&self, session_id: Uuid) -> Result<(), StoreError> {
+        self.queue.remove(keys::session(session_id))?;
         Ok(())
     }
+}
 
-    pub fn requeue(
+impl Trees {
+    /// The inbox rows of a new session summary and its new facts (none with
+    /// rollups off: nothing would take them out).
+    pub(super) fn inbox_rows(
         &self,
-        session_id: Uuid,
-        at: DateTime<Utc>,
-    ) -> Result<ReflectionJob, StoreError> {
-        let key = keys::session(session_id);
-        let letter: DeadLetter = self
-            .dead
-            .get(key)?
-            .and_then(|v| self.decode(keys::TREE_DEAD, &key, &v))
-            .ok_or(StoreError::DeadLetterNotFound(session_id))?;
-        let job = ReflectionJob {
-            session_id,
-            agent_id: letter.agent_id,
-            enqueued_at: at,
-        };
-        (&self.queue, &self.dead).transaction(|(queue, dead)| {
-            dead.remove(&key)?;
-            queue.insert(&key, tx_encode(&job)?)?;
-            Ok(())
-        })?;
-        Ok(job)
+        summary: &ConversationSummary,
+        facts: &[FactRecord],
+    ) -> Vec<[u8; 25]> {
+        if !self.fill_inbox {
+            return Vec::new();
+        }
+        std::iter::once(keys::inbox(
+            summary.period_start,
+            keys::INBOX_SUMMARY,
+            summary.summary_id,
+        ))
+        .chain(
+            facts
+                .iter()
+                .map(|f| keys::inbox(f.extracted_at, keys::INBOX_FACT, f.fact_id)),
+        )
+        .collect()
     }
 }

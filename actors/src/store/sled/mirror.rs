@@ -41,12 +41,12 @@ impl Owned for Topic {
 }
 
 /// The records of one group, by key.
-pub(super) type Group<T> = std::collections::BTreeMap<sled::IVec, std::sync::Arc<T>>;
+pub(super) type Group<T> = std::collections::BTreeMap<::sled::IVec, std::sync::Arc<T>>;
 
 /// What a [`Mirror`] holds: every record by key, and by group — each
 /// (agent, user)'s, and each agent's shared ones (user "" in the key).
 pub(super) struct Held<T> {
-    pub(super) by_key: HashMap<sled::IVec, std::sync::Arc<T>>,
+    pub(super) by_key: HashMap<::sled::IVec, std::sync::Arc<T>>,
     pub(super) groups: HashMap<(String, String), Group<T>>,
 }
 
@@ -57,7 +57,7 @@ impl<T: Owned> Held<T> {
         std::iter::once((agent.to_string(), user.to_string())).chain(shared)
     }
 
-    pub(super) fn insert(&mut self, key: sled::IVec, rec: std::sync::Arc<T>) {
+    pub(super) fn insert(&mut self, key: ::sled::IVec, rec: std::sync::Arc<T>) {
         self.remove(&key);
         for g in Self::groups_of(&rec) {
             self.groups
@@ -128,7 +128,7 @@ pub(super) enum MirrorState<T> {
     Empty,
     /// A scan is running (the `u64` tells one build from the next); the
     /// keys written meanwhile.
-    Building(u64, Vec<sled::IVec>),
+    Building(u64, Vec<::sled::IVec>),
     Ready(Held<T>),
 }
 
@@ -159,7 +159,7 @@ impl Trees {
     pub(super) fn mirrored<T: DeserializeOwned + Owned>(
         &self,
         mirror: &Mirror<T>,
-        tree: &sled::Tree,
+        tree: &::sled::Tree,
         name: &str,
         groups: &[(&str, &str)],
         keep: impl Fn(&T) -> bool,
@@ -237,7 +237,7 @@ impl Trees {
     pub(super) fn read_back<T: DeserializeOwned + Owned, K: AsRef<[u8]>>(
         &self,
         held: &mut Held<T>,
-        tree: &sled::Tree,
+        tree: &::sled::Tree,
         name: &str,
         keys: impl IntoIterator<Item = K>,
     ) -> bool {
@@ -245,7 +245,7 @@ impl Trees {
             let key = key.as_ref();
             match tree.get(key) {
                 Ok(Some(v)) => match self.decode::<T>(name, key, &v) {
-                    Some(rec) => held.insert(sled::IVec::from(key), std::sync::Arc::new(rec)),
+                    Some(rec) => held.insert(::sled::IVec::from(key), std::sync::Arc::new(rec)),
                     None => held.remove(key),
                 },
                 Ok(None) => held.remove(key),
@@ -265,7 +265,7 @@ impl Trees {
     pub(super) fn mirror_note<T: DeserializeOwned + Owned, K: AsRef<[u8]>>(
         &self,
         mirror: &Mirror<T>,
-        tree: &sled::Tree,
+        tree: &::sled::Tree,
         name: &str,
         keys: impl IntoIterator<Item = K>,
     ) {
@@ -273,7 +273,7 @@ impl Trees {
         match &mut *state {
             MirrorState::Empty => {}
             MirrorState::Building(_, written) => {
-                written.extend(keys.into_iter().map(|k| sled::IVec::from(k.as_ref())));
+                written.extend(keys.into_iter().map(|k| ::sled::IVec::from(k.as_ref())));
             }
             MirrorState::Ready(held) => {
                 if !self.read_back(held, tree, name, keys) {
@@ -329,7 +329,7 @@ impl Trees {
         fn same<T: DeserializeOwned + PartialEq + Owned>(
             t: &Trees,
             mirror: &Mirror<T>,
-            tree: &sled::Tree,
+            tree: &::sled::Tree,
             name: &str,
         ) -> Result<bool, StoreError> {
             let state = mirror.lock();
@@ -378,10 +378,10 @@ impl Trees {
     /// key.
     pub(super) fn matching<T: DeserializeOwned>(
         &self,
-        tree: &sled::Tree,
+        tree: &::sled::Tree,
         name: &str,
         mut keep: impl FnMut(&T) -> bool,
-    ) -> Result<Vec<(sled::IVec, T)>, StoreError> {
+    ) -> Result<Vec<(::sled::IVec, T)>, StoreError> {
         let mut out = Vec::new();
         for item in tree.iter() {
             let (k, v) = item?;

@@ -87,7 +87,7 @@ fn a_selection_of_several_groups_takes_each_record_once() {
             history: Default::default(),
         };
         held.insert(
-            sled::IVec::from(format!("k{n}").as_bytes()),
+            ::sled::IVec::from(format!("k{n}").as_bytes()),
             std::sync::Arc::new(rec),
         );
     }
@@ -457,4 +457,138 @@ fn a_corrupt_record_is_skipped_not_fatal() {
         .summaries("kairix", SummaryType::Session, None)
         .unwrap();
     assert_eq!(all.len(), 1);
+}
+
+fn opened(id: u128, agent: &str, user: &str, minute: u32) -> SessionRecord {
+    SessionRecord {
+        session_id: Uuid::from_u128(id),
+        agent_id: agent.into(),
+        user_id: user.into(),
+        connection_id: format!("c{id}"),
+        started_at: Utc.with_ymd_and_hms(2026, 1, 5, 9, minute, 0).unwrap(),
+        ended_at: None,
+        end_reason: None,
+        turn_count: 0,
+    }
+}
+
+#[test]
+fn sessions_are_indexed_by_agent_and_user_and_folders_from_before_get_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = |v: Vec<SessionRecord>| -> Vec<u128> {
+        v.into_iter().map(|s| s.session_id.as_u128()).collect()
+    };
+    {
+        let trees = Trees::open(dir.path(), &Default::default()).unwrap();
+        // "ab" and "abc" share a prefix; the index keeps them apart.
+        trees.open_session(&opened(3, "kairix", "ab", 30)).unwrap();
+        trees.open_session(&opened(1, "kairix", "abc", 10)).unwrap();
+        trees.open_session(&opened(2, "kairix", "ab", 20)).unwrap();
+        trees.open_session(&opened(4, "kairi", "ab", 5)).unwrap();
+        let mut ended = opened(2, "kairix", "ab", 20);
+        ended.ended_at = Some(ended.started_at);
+        ended.end_reason = Some(EndReason::Disconnect);
+        trees.end_session(&ended, ended.started_at).unwrap();
+
+        assert_eq!(ids(trees.user_sessions("kairix", "ab").unwrap()), [2, 3]);
+        assert_eq!(ids(trees.user_sessions("kairix", "abc").unwrap()), [1]);
+        assert_eq!(ids(trees.sessions(Some("kairix")).unwrap()), [1, 2, 3]);
+        assert_eq!(ids(trees.sessions(Some("kairi")).unwrap()), [4]);
+        assert_eq!(ids(trees.sessions(None).unwrap()), [4, 1, 2, 3]);
+        assert!(trees.user_sessions("kairix", "a").unwrap().is_empty());
+
+        // A folder written before the index: no rows, no marker.
+        trees.user_sessions.clear().unwrap();
+        trees.meta.remove(keys::USER_SESSIONS_BUILT).unwrap();
+        trees.db.flush().unwrap();
+    }
+    let trees = Trees::open(dir.path(), &Default::default()).unwrap();
+    assert_eq!(trees.user_sessions.len(), 4, "built again at open");
+    assert_eq!(ids(trees.user_sessions("kairix", "ab").unwrap()), [2, 3]);
+    assert_eq!(ids(trees.sessions(Some("kairix")).unwrap()), [1, 2, 3]);
+    // Built once: a second open finds the marker and leaves the tree be.
+    trees.user_sessions.clear().unwrap();
+    drop(trees);
+    let trees = Trees::open(dir.path(), &Default::default()).unwrap();
+    assert!(trees.user_sessions.is_empty());
+}
+
+#[test]
+fn a_forget_takes_the_users_index_rows_with_their_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let trees = Trees::open(dir.path(), &Default::default()).unwrap();
+    trees.open_session(&opened(1, "kairix", "zoe", 1)).unwrap();
+    trees.open_session(&opened(2, "nova", "zoe", 2)).unwrap();
+    trees.open_session(&opened(3, "kairix", "ada", 3)).unwrap();
+    let r = trees.forget_user("zoe", Some("kairix")).unwrap();
+    assert_eq!(r.sessions, 1);
+    assert!(trees.user_sessions("kairix", "zoe").unwrap().is_empty());
+    assert_eq!(trees.user_sessions("nova", "zoe").unwrap().len(), 1);
+    let r = trees.forget_user("zoe", None).unwrap();
+    assert_eq!(r.sessions, 1);
+    assert_eq!(trees.user_sessions.len(), 1, "only ada's row is left");
+}
+
+/// The Store actor answers reads that scan from the blocking pool; a read
+/// sent after writes still sees every one of them.
+#[tokio::test]
+async fn a_read_off_the_writer_sees_the_writes_sent_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let trees = Trees::open(dir.path(), &Default::default()).unwrap();
+    let embed: std::sync::Arc<dyn crate::embed::Embed> =
+        std::sync::Arc::new(crate::embed::HashingEmbed::default());
+    let (store, handle) = Actor::spawn(
+        None,
+        StoreActor,
+        StoreArgs {
+            backend: std::sync::Arc::new(trees),
+            settings: Default::default(),
+            generations: Default::default(),
+            search: std::sync::Arc::new(SearchIndex::new(&embed)),
+        },
+    )
+    .await
+    .unwrap();
+    let rec = opened(7, "kairix", "mark", 0);
+    let id = rec.session_id;
+    store.cast(StoreMsg::OpenSession(rec.clone())).unwrap();
+    for seq in 0..200u32 {
+        let turn = ConversationTurn {
+            user_message: format!("turn {seq}"),
+            agent_response: "ok".into(),
+            timestamp: rec.started_at,
+        };
+        store
+            .cast(StoreMsg::append_turn(id, seq, &turn).unwrap())
+            .unwrap();
+        if seq % 50 == 49 {
+            let turns = ractor::call!(store, StoreMsg::GetTurns, id)
+                .unwrap()
+                .unwrap();
+            assert_eq!(turns.len() as u32, seq + 1);
+            assert_eq!(turns.last().unwrap().user_message, format!("turn {seq}"));
+        }
+    }
+    let mut ended = rec;
+    ended.ended_at = Some(ended.started_at);
+    ended.end_reason = Some(EndReason::Disconnect);
+    ended.turn_count = 200;
+    store.cast(StoreMsg::EndSession(ended)).unwrap();
+    let listed = ractor::call!(store, StoreMsg::ListSessions, Some("kairix".into()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(listed[0].ended_at.is_some(), "the end sent before the read");
+    let queued = ractor::call!(store, StoreMsg::ListQueue).unwrap().unwrap();
+    assert_eq!(queued.len(), 1);
+    let (rec, turns) = ractor::call!(store, |reply| StoreMsg::LoadSession {
+        session_id: id,
+        reply
+    })
+    .unwrap()
+    .unwrap()
+    .unwrap();
+    assert_eq!((rec.turn_count, turns.len()), (200, 200));
+    store.stop(None);
+    handle.await.unwrap();
 }

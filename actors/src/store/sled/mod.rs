@@ -1,7 +1,128 @@
-//! Opening the data folder, and reading records generically: one by
-//! key, or a scan, decoding each and skipping the damaged ones.
+//! The sled backend: recall's records in the trees of one sled database
+//! in the data folder (layout in [`crate::keys`]).
+//!
+//! [`Trees`] is the open database; each record kind's half of the
+//! [`Backend`](super::Backend) traits is an impl of its own file:
+//! `sessions` (sessions and turns), `summaries` (summaries, blocks and
+//! per-agent bookkeeping), `facts`, `jobs` (the reflection queue, dead
+//! letters and what a finished reflection stores), `hierarchy` (rollups,
+//! cursors, the Rollup actor's inbox, topics and vectors), `forget`,
+//! `replay` and `context` (the reads a context is assembled from, through
+//! the in-memory mirrors of `mirror`). Writes that span trees run in one
+//! sled transaction.
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::facts::sorted_facts;
 use super::*;
+use crate::model::{normalize_fact, FactHistory};
+
+mod context;
+mod facts;
+mod forget;
+mod hierarchy;
+mod jobs;
+pub(crate) mod mirror;
+mod sessions;
+mod summaries;
+
+/// How long opening waits for the data folder's lock, and how often it looks.
+const LOCK_WAIT: Duration = Duration::from_secs(2);
+const LOCK_POLL: Duration = Duration::from_millis(20);
+
+/// sled reports a held folder lock as an I/O error carrying the
+/// `WouldBlock` it got, wrapped in a message.
+fn is_lock_error(e: &::sled::Error) -> bool {
+    match e {
+        ::sled::Error::Io(io) => {
+            io.kind() == std::io::ErrorKind::WouldBlock
+                || io.to_string().contains("could not acquire lock")
+        }
+        _ => false,
+    }
+}
+
+/// Flushes sled, recording how long it took.
+fn timed_flush(db: &::sled::Db) -> ::sled::Result<usize> {
+    let started = std::time::Instant::now();
+    let res = db.flush();
+    metrics::histogram!("recall_store_flush_seconds").record(started.elapsed().as_secs_f64());
+    res
+}
+
+/// A fact's key, encoded value and id.
+type FactRow = (Vec<u8>, Vec<u8>, Uuid);
+
+type TxResult<T> = Result<T, ConflictableTransactionError<StoreError>>;
+
+fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, StoreError> {
+    Ok(serde_json::to_vec(v)?)
+}
+
+fn tx_encode<T: Serialize>(v: &T) -> TxResult<Vec<u8>> {
+    serde_json::to_vec(v).map_err(|e| ConflictableTransactionError::Abort(StoreError::Codec(e)))
+}
+
+/// The open database and its trees.
+#[derive(Clone)]
+pub struct Trees {
+    pub db: ::sled::Db,
+    pub meta: ::sled::Tree,
+    pub sessions: ::sled::Tree,
+    pub open: ::sled::Tree,
+    pub turns: ::sled::Tree,
+    pub summaries: ::sled::Tree,
+    pub summary_index: ::sled::Tree,
+    pub blocks: ::sled::Tree,
+    pub queue: ::sled::Tree,
+    pub dead: ::sled::Tree,
+    pub agents: ::sled::Tree,
+    pub facts: ::sled::Tree,
+    /// fact id → its `facts` key.
+    pub fact_index: ::sled::Tree,
+    /// (agent, level) → the last period rolled up.
+    pub rollup_cursors: ::sled::Tree,
+    /// Session summaries and facts the Rollup actor has not taken in yet
+    /// (topics, late rollups, vectors).
+    pub rollup_inbox: ::sled::Tree,
+    pub topics: ::sled::Tree,
+    /// Item id → its vector.
+    pub embeddings: ::sled::Tree,
+    /// Hashes of the facts a user deleted (see [`keys::fact_tombstone`]).
+    pub fact_tombstones: ::sled::Tree,
+    /// Sessions by (agent, user, start time): see [`keys::user_session`].
+    pub user_sessions: ::sled::Tree,
+    /// Whether reflections queue their summary and facts for the Rollup
+    /// actor (off when rollups are: nothing would take them out).
+    pub fill_inbox: bool,
+    /// Tree and key of each record skipped because it did not decode.
+    skipped: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<Vec<u8>>>>,
+    /// Every session record, summary, fact and topic, in memory once a
+    /// context read first asks (see [`Mirror`]).
+    mirror_sessions: std::sync::Arc<Mirror<SessionRecord>>,
+    mirror_summaries: std::sync::Arc<Mirror<ConversationSummary>>,
+    mirror_facts: std::sync::Arc<Mirror<FactRecord>>,
+    mirror_topics: std::sync::Arc<Mirror<Topic>>,
+}
+
+impl Backend for Trees {
+    fn name(&self) -> &'static str {
+        "sled"
+    }
+
+    fn flush(&self) -> Result<(), StoreError> {
+        timed_flush(&self.db)?;
+        Ok(())
+    }
+
+    fn skipped_records(&self) -> u64 {
+        self.skipped.lock().unwrap_or_else(|p| p.into_inner()).len() as u64
+    }
+
+    fn caches_match(&self) -> Result<bool, StoreError> {
+        self.mirrors_match()
+    }
+}
 
 impl Trees {
     /// Opens (or creates) the data folder and checks its schema version.
@@ -20,7 +141,7 @@ impl Trees {
                 path: path.to_path_buf(),
             });
         }
-        let config = sled::Config::new()
+        let config = ::sled::Config::new()
             .path(path)
             .cache_capacity(settings.cache_capacity_mb * 1024 * 1024)
             // recall's own flush policy is the one in force
@@ -46,7 +167,7 @@ impl Trees {
                     path: path.to_path_buf(),
                 })
             }
-            Ok(Err(sled::Error::Corruption { .. })) | Ok(Err(sled::Error::Unsupported(_))) => {
+            Ok(Err(::sled::Error::Corruption { .. })) | Ok(Err(::sled::Error::Unsupported(_))) => {
                 return Err(StoreError::Corrupt {
                     path: path.to_path_buf(),
                     message: "sled reported corruption".into(),
@@ -89,6 +210,7 @@ impl Trees {
             topics: tree(keys::TREE_TOPICS)?,
             embeddings: tree(keys::TREE_EMBEDDINGS)?,
             fact_tombstones: tree(keys::TREE_FACT_TOMBSTONES)?,
+            user_sessions: tree(keys::TREE_USER_SESSIONS)?,
             fill_inbox: true,
             skipped: Default::default(),
             mirror_sessions: Default::default(),
@@ -119,6 +241,10 @@ impl Trees {
                     });
                 }
             }
+        }
+        let indexed = trees.index_user_sessions()?;
+        if indexed > 0 {
+            tracing::info!(sessions = indexed, "indexed sessions by agent and user");
         }
         Ok(trees)
     }
@@ -159,17 +285,11 @@ impl Trees {
         }
     }
 
-    /// Damaged records met (and skipped) since this folder was opened, each
-    /// counted once.
-    pub fn skipped_records(&self) -> u64 {
-        self.skipped.lock().unwrap_or_else(|p| p.into_inner()).len() as u64
-    }
-
     /// The record under `key`, decoded (a record that does not decode is
     /// skipped, like a missing one).
     pub(super) fn get<T: DeserializeOwned>(
         &self,
-        tree: &sled::Tree,
+        tree: &::sled::Tree,
         name: &str,
         key: &[u8],
     ) -> Result<Option<T>, StoreError> {
@@ -178,9 +298,9 @@ impl Trees {
 
     pub(super) fn scan<T: DeserializeOwned>(
         &self,
-        tree: &sled::Tree,
+        tree: &::sled::Tree,
         name: &str,
-        iter: impl Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>,
+        iter: impl Iterator<Item = ::sled::Result<(::sled::IVec, ::sled::IVec)>>,
     ) -> Result<Vec<T>, StoreError> {
         let _ = tree;
         let mut out = Vec::new();
@@ -193,3 +313,6 @@ impl Trees {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests;

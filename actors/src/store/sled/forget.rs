@@ -1,0 +1,317 @@
+//! Forgetting a user in sled.
+
+use super::*;
+
+/// `meta` keys of forgets begun and not yet finished.
+const PENDING: &[u8] = b"forget/";
+
+fn pending_key(user_id: &str, agent_id: Option<&str>) -> Vec<u8> {
+    // Ids hold no NUL, so it separates them unambiguously.
+    let mut k = PENDING.to_vec();
+    k.extend_from_slice(user_id.as_bytes());
+    if let Some(a) = agent_id {
+        k.push(0);
+        k.extend_from_slice(a.as_bytes());
+    }
+    k
+}
+
+impl ForgetStore for Trees {
+    /// Forgets begun and not finished (a crash came in between): user and
+    /// the agent it was limited to.
+    fn pending_forgets(&self) -> Result<Vec<PendingForget>, StoreError> {
+        let mut out = Vec::new();
+        for item in self.meta.scan_prefix(PENDING) {
+            let (k, _) = item?;
+            let rest = String::from_utf8_lossy(&k[PENDING.len()..]).into_owned();
+            match rest.split_once('\0') {
+                Some((u, a)) => out.push((u.to_string(), Some(a.to_string()))),
+                None => out.push((rest, None)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes every record of `user_id` (with one agent's, or with every
+    /// agent's) and every record built from them, then flushes.
+    fn forget_user(
+        &self,
+        user_id: &str,
+        agent_id: Option<&str>,
+    ) -> Result<ForgetReport, StoreError> {
+        let res = self.remove_user(user_id, agent_id);
+        // Done or not, the batches do not say which keys they removed.
+        self.drop_mirrors();
+        res
+    }
+}
+
+impl Trees {
+    /// Marks a forget as begun (what a crash right after it leaves);
+    /// returns the marker's key.
+    pub fn begin_forget(
+        &self,
+        user_id: &str,
+        agent_id: Option<&str>,
+    ) -> Result<Vec<u8>, StoreError> {
+        let marker = pending_key(user_id, agent_id);
+        self.meta.insert(&marker, &[1u8])?;
+        Ok(marker)
+    }
+
+    fn remove_user(
+        &self,
+        user_id: &str,
+        agent_id: Option<&str>,
+    ) -> Result<ForgetReport, StoreError> {
+        let marker = self.begin_forget(user_id, agent_id)?;
+        let mut r = ForgetReport {
+            user_id: user_id.to_string(),
+            agent_id: agent_id.map(str::to_string),
+            ..ForgetReport::default()
+        };
+        let ours = |agent: &str, user: &str| user == user_id && agent_id.is_none_or(|a| a == agent);
+
+        // Sessions, with their turns, open marks, jobs and dead letters.
+        let mut sessions = ::sled::Batch::default();
+        let mut open = ::sled::Batch::default();
+        let mut user_sessions = ::sled::Batch::default();
+        let mut turns = ::sled::Batch::default();
+        let mut queue = ::sled::Batch::default();
+        let mut dead = ::sled::Batch::default();
+        let mut turn_vectors: Vec<Uuid> = Vec::new();
+        // With one agent, the index has the user's sessions; with every
+        // agent, the tree is scanned.
+        let theirs: Vec<SessionRecord> = match agent_id {
+            Some(agent) => self.user_sessions(agent, user_id)?,
+            None => self
+                .matching::<SessionRecord>(&self.sessions, keys::TREE_SESSIONS, |s| {
+                    ours(&s.agent_id, &s.user_id)
+                })?
+                .into_iter()
+                .map(|(_, s)| s)
+                .collect(),
+        };
+        for s in theirs {
+            let key = keys::session(s.session_id);
+            sessions.remove(&key[..]);
+            open.remove(&key[..]);
+            user_sessions.remove(keys::user_session(&s));
+            for t in self.turns.scan_prefix(keys::turns_prefix(s.session_id)) {
+                let k = t?.0;
+                // The turn's vector (a meaning embedder's), by where it is.
+                if let Some(seq) = k.get(16..20).and_then(|b| <[u8; 4]>::try_from(b).ok()) {
+                    let id = crate::search::TurnRef {
+                        session_id: s.session_id,
+                        seq: u32::from_be_bytes(seq),
+                    }
+                    .doc_id();
+                    turn_vectors.push(id);
+                }
+                turns.remove(k);
+                r.turns += 1;
+            }
+            if self.queue.contains_key(key)? {
+                queue.remove(&key[..]);
+                r.reflection_jobs += 1;
+            }
+            if self.dead.contains_key(key)? {
+                dead.remove(&key[..]);
+                r.dead_letters += 1;
+            }
+            r.sessions += 1;
+            r.removed_ids.insert(s.session_id);
+            r.agents.insert(s.agent_id);
+        }
+        // Dead letters whose session record is gone or damaged.
+        let orphans = self.matching::<DeadLetter>(&self.dead, keys::TREE_DEAD, |d| {
+            ours(&d.agent_id, &d.user_id) && !r.removed_ids.contains(&d.session_id)
+        })?;
+        for (k, _) in orphans {
+            dead.remove(k);
+            r.dead_letters += 1;
+        }
+
+        // Summaries of every layer, and their index rows.
+        let mut summaries = ::sled::Batch::default();
+        let mut summary_index = ::sled::Batch::default();
+        let theirs =
+            self.matching::<ConversationSummary>(&self.summaries, keys::TREE_SUMMARIES, |s| {
+                ours(&s.agent_id, &s.user_id)
+            })?;
+        for (k, s) in theirs {
+            summaries.remove(k);
+            summary_index.remove(s.summary_id.as_bytes());
+            match s.summary_type {
+                SummaryType::Session => r.session_summaries += 1,
+                SummaryType::Daily => r.daily_summaries += 1,
+                SummaryType::Weekly => r.weekly_summaries += 1,
+                SummaryType::Topic => r.topic_summaries += 1,
+            }
+            r.removed_ids.insert(s.summary_id);
+            r.agents.insert(s.agent_id);
+        }
+
+        // Facts, topics and blocks.
+        let mut facts = ::sled::Batch::default();
+        let mut fact_index = ::sled::Batch::default();
+        let theirs = self.matching::<Fact>(&self.facts, keys::TREE_FACTS, |f| {
+            ours(&f.agent_id, &f.user_id)
+        })?;
+        for (k, f) in theirs {
+            facts.remove(k);
+            fact_index.remove(f.fact_id.as_bytes());
+            r.facts += 1;
+            r.removed_ids.insert(f.fact_id);
+            r.agents.insert(f.agent_id);
+        }
+        let mut tombstones = ::sled::Batch::default();
+        for item in self.fact_tombstones.iter() {
+            let (k, _) = item?;
+            if keys::fact_owner(&k).is_some_and(|(a, u)| ours(&a, &u)) {
+                tombstones.remove(k);
+            }
+        }
+        let mut topics = ::sled::Batch::default();
+        let theirs = self.matching::<Topic>(&self.topics, keys::TREE_TOPICS, |t| {
+            ours(&t.agent_id, &t.user_id)
+        })?;
+        for (k, t) in theirs {
+            topics.remove(k);
+            r.topics += 1;
+            r.removed_ids.insert(t.topic_id);
+            r.agents.insert(t.agent_id);
+        }
+        let mut blocks = ::sled::Batch::default();
+        // Blocks drawn from their calls.
+        let theirs = self.matching::<MemoryBlock>(&self.blocks, keys::TREE_BLOCKS, |b| {
+            b.source_user_id
+                .as_deref()
+                .is_some_and(|u| ours(&b.agent_id, u))
+        })?;
+        for (k, b) in theirs {
+            blocks.remove(k);
+            r.blocks += 1;
+            r.agents.insert(b.agent_id);
+        }
+        // The agents' mixed blocks, rebuilt by the watchdog from what is left.
+        for agent in &r.agents {
+            let key = keys::block(agent, BlockLabel::BackgroundContext);
+            if self.blocks.contains_key(&key)? {
+                blocks.remove(key);
+            }
+        }
+
+        // Vectors and inbox rows of everything removed.
+        let mut embeddings = ::sled::Batch::default();
+        for id in r.removed_ids.iter().chain(&turn_vectors) {
+            if self.embeddings.contains_key(keys::embedding(*id))? {
+                embeddings.remove(&keys::embedding(*id)[..]);
+                r.vectors += 1;
+            }
+        }
+        let mut inbox = ::sled::Batch::default();
+        for item in self.rollup_inbox.iter() {
+            let (k, _) = item?;
+            if keys::inbox_item(&k).is_some_and(|(_, id)| r.removed_ids.contains(&id)) {
+                inbox.remove(k);
+                r.inbox_rows += 1;
+            }
+        }
+        // Contexts of these agents are assembled afresh.
+        for agent in &r.agents {
+            let mut meta = self.agent(agent)?;
+            meta.summary_version += 1;
+            self.agents.insert(keys::agent(agent), encode(&meta)?)?;
+        }
+
+        // Derived records first, raw turns last: a crash in between leaves
+        // the marker, and the next start finishes the rest.
+        self.embeddings.apply_batch(embeddings)?;
+        self.rollup_inbox.apply_batch(inbox)?;
+        self.blocks.apply_batch(blocks)?;
+        self.topics.apply_batch(topics)?;
+        self.summary_index.apply_batch(summary_index)?;
+        self.summaries.apply_batch(summaries)?;
+        self.fact_index.apply_batch(fact_index)?;
+        self.facts.apply_batch(facts)?;
+        self.fact_tombstones.apply_batch(tombstones)?;
+        self.dead.apply_batch(dead)?;
+        self.queue.apply_batch(queue)?;
+        self.open.apply_batch(open)?;
+        self.turns.apply_batch(turns)?;
+        self.user_sessions.apply_batch(user_sessions)?;
+        self.sessions.apply_batch(sessions)?;
+        self.meta.remove(&marker)?;
+        self.db.flush()?;
+        Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ConversationSummary, EndReason};
+    use chrono::{TimeZone, Utc};
+
+    fn session(trees: &Trees, n: u128, agent: &str, user: &str) -> Uuid {
+        let at = Utc.with_ymd_and_hms(2026, 1, 5, 9, 0, 0).unwrap();
+        let id = Uuid::from_u128(n);
+        let rec = SessionRecord {
+            session_id: id,
+            agent_id: agent.into(),
+            user_id: user.into(),
+            connection_id: format!("c{n}"),
+            started_at: at,
+            ended_at: Some(at),
+            end_reason: Some(EndReason::Disconnect),
+            turn_count: 0,
+        };
+        trees.end_session(&rec, at).unwrap();
+        let s = ConversationSummary::session(id, agent, user, at, "Zoe sails to Zanzibar.");
+        trees.complete_reflection(&s, &[], &[]).unwrap();
+        id
+    }
+
+    #[test]
+    fn a_forget_is_scoped_idempotent_and_leaves_no_marker() {
+        let dir = tempfile::tempdir().unwrap();
+        let trees = Trees::open(dir.path(), &Default::default()).unwrap();
+        let a = session(&trees, 1, "kairix", "zoe");
+        let b = session(&trees, 2, "nova", "zoe");
+        let c = session(&trees, 3, "kairix", "ada");
+
+        let r = trees.forget_user("zoe", Some("nova")).unwrap();
+        assert_eq!((r.sessions, r.session_summaries), (1, 1));
+        assert_eq!(r.agents, ["nova".to_string()].into());
+        assert!(r.removed_ids.contains(&b));
+        assert!(trees.session(a).unwrap().is_some());
+        assert!(trees.session(b).unwrap().is_none());
+
+        let r = trees.forget_user("zoe", None).unwrap();
+        assert_eq!((r.sessions, r.session_summaries), (1, 1));
+        assert!(trees.forget_user("zoe", None).unwrap().is_empty());
+        assert!(trees.session(c).unwrap().is_some());
+        assert!(trees.summary(c).unwrap().is_some());
+        assert!(trees.pending_forgets().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_begun_forget_is_pending_until_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let trees = Trees::open(dir.path(), &Default::default()).unwrap();
+        trees.begin_forget("zoe", None).unwrap();
+        trees.begin_forget("ada", Some("kairix")).unwrap();
+        let mut pending = trees.pending_forgets().unwrap();
+        pending.sort();
+        assert_eq!(
+            pending,
+            [
+                ("ada".to_string(), Some("kairix".to_string())),
+                ("zoe".to_string(), None)
+            ]
+        );
+        trees.forget_user("zoe", None).unwrap();
+        assert_eq!(trees.pending_forgets().unwrap().len(), 1);
+    }
+}

@@ -1,0 +1,258 @@
+//! The summary hierarchy's records in sled.
+
+use super::*;
+
+impl HierarchyStore for Trees {
+    /// Stores a rollup unless one with its id exists (a rollup's id is a
+    /// hash of its period and sources, so the same rollup made twice is
+    /// stored once). With `supersedes`, the older version is marked
+    /// replaced in the same transaction. Returns whether it was new.
+    fn put_rollup(
+        &self,
+        summary: &ConversationSummary,
+        supersedes: Option<Uuid>,
+        vector: Option<&StoredVector>,
+    ) -> Result<bool, StoreError> {
+        let id = summary.summary_id;
+        if self.summary_index.get(id.as_bytes())?.is_some() {
+            return Ok(false);
+        }
+        let old = match supersedes {
+            Some(old_id) => self.summary(old_id)?.map(|mut old| {
+                old.superseded_by = Some(id);
+                old
+            }),
+            None => None,
+        };
+        let old_row = old
+            .as_ref()
+            .map(|o| Ok::<_, StoreError>((keys::summary_of(o), encode(o)?)))
+            .transpose()?;
+        let key = keys::summary_of(summary);
+        let mut meta = self.agent(&summary.agent_id)?;
+        meta.summary_version += 1;
+        let vector = vector.map(StoredVector::encode);
+        (
+            &self.summaries,
+            &self.summary_index,
+            &self.agents,
+            &self.embeddings,
+        )
+            .transaction(|(summaries, index, agents, embeddings)| {
+                summaries.insert(key.as_slice(), tx_encode(summary)?)?;
+                index.insert(id.as_bytes(), key.as_slice())?;
+                if let Some((k, v)) = &old_row {
+                    summaries.insert(k.as_slice(), v.as_slice())?;
+                }
+                if let Some(v) = &vector {
+                    embeddings.insert(&keys::embedding(id), v.as_slice())?;
+                }
+                agents.insert(keys::agent(&summary.agent_id), tx_encode(&meta)?)?;
+                Ok::<_, ConflictableTransactionError<StoreError>>(())
+            })?;
+        self.note_summaries(std::iter::once(key).chain(old_row.map(|(k, _)| k)));
+        Ok(true)
+    }
+
+    /// The last period of `level` rolled up for the agent (its first day).
+    fn rollup_cursor(&self, agent_id: &str, level: Level) -> Result<Option<NaiveDate>, StoreError> {
+        self.get(
+            &self.rollup_cursors,
+            keys::TREE_ROLLUP_CURSORS,
+            &keys::rollup_cursor(agent_id, level),
+        )
+    }
+
+    fn set_rollup_cursor(
+        &self,
+        agent_id: &str,
+        level: Level,
+        period: NaiveDate,
+    ) -> Result<(), StoreError> {
+        self.rollup_cursors
+            .insert(keys::rollup_cursor(agent_id, level), encode(&period)?)?;
+        Ok(())
+    }
+
+    /// Queues for the Rollup actor every session summary and fact stored
+    /// before there was an inbox (a data folder from an earlier version),
+    /// once per folder. Returns how many were queued.
+    fn backfill_inbox(&self) -> Result<usize, StoreError> {
+        const MARKER: &[u8] = b"inbox_backfilled";
+        if self.meta.contains_key(MARKER)? {
+            return Ok(0);
+        }
+        let mut batch = ::sled::Batch::default();
+        let mut n = 0;
+        for item in self.summaries.iter() {
+            let (k, v) = item?;
+            let Some(s) = self.decode::<ConversationSummary>(keys::TREE_SUMMARIES, &k, &v) else {
+                continue;
+            };
+            if s.summary_type == SummaryType::Session {
+                batch.insert(
+                    &keys::inbox(s.period_start, keys::INBOX_SUMMARY, s.summary_id)[..],
+                    s.agent_id.as_bytes(),
+                );
+                n += 1;
+            }
+        }
+        for item in self.facts.iter() {
+            let (k, v) = item?;
+            if let Some(f) = self.decode::<Fact>(keys::TREE_FACTS, &k, &v) {
+                batch.insert(
+                    &keys::inbox(f.extracted_at, keys::INBOX_FACT, f.fact_id)[..],
+                    f.agent_id.as_bytes(),
+                );
+                n += 1;
+            }
+        }
+        self.rollup_inbox.apply_batch(batch)?;
+        self.meta.insert(MARKER, &[1u8])?;
+        self.db.flush()?;
+        Ok(n)
+    }
+
+    /// Up to `limit` inbox entries after the key `after` (from the start
+    /// without one), oldest item first.
+    fn inbox(&self, after: Option<&[u8]>, limit: usize) -> Result<Vec<InboxEntry>, StoreError> {
+        let mut out = Vec::new();
+        let iter = match after {
+            Some(k) => self
+                .rollup_inbox
+                .range::<&[u8], _>((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded)),
+            None => self.rollup_inbox.iter(),
+        };
+        for item in iter.take(limit) {
+            let (k, v) = item?;
+            let Some((kind, id)) = keys::inbox_item(&k) else {
+                tracing::warn!(key = ?k, "skipping malformed rollup inbox key");
+                continue;
+            };
+            out.push(InboxEntry {
+                key: k.to_vec(),
+                agent_id: String::from_utf8_lossy(&v).into_owned(),
+                kind,
+                id,
+            });
+        }
+        Ok(out)
+    }
+
+    fn inbox_done(&self, keys: &[Vec<u8>]) -> Result<(), StoreError> {
+        let mut batch = ::sled::Batch::default();
+        for k in keys {
+            batch.remove(k.as_slice());
+        }
+        self.rollup_inbox.apply_batch(batch)?;
+        Ok(())
+    }
+
+    /// An agent's topics (one user's, or all), oldest first.
+    fn topics(&self, agent_id: &str, user_id: Option<&str>) -> Result<Vec<Topic>, StoreError> {
+        let prefix = match user_id {
+            Some(u) => keys::topics_prefix(agent_id, u),
+            None => keys::agent_facts_prefix(agent_id),
+        };
+        let mut out: Vec<Topic> = self.scan(
+            &self.topics,
+            keys::TREE_TOPICS,
+            self.topics.scan_prefix(prefix),
+        )?;
+        out.sort_by_key(|t| (t.created_at, t.topic_id));
+        Ok(out)
+    }
+
+    /// Writes a topic and its topic summary (replacing the previous
+    /// summary, whose key moves with its period end).
+    fn put_topic(
+        &self,
+        topic: &Topic,
+        summary: &ConversationSummary,
+        vector: Option<&StoredVector>,
+    ) -> Result<(), StoreError> {
+        let id = summary.summary_id;
+        let old_key = self.summary_index.get(id.as_bytes())?;
+        let key = keys::summary_of(summary);
+        let mut meta = self.agent(&summary.agent_id)?;
+        meta.summary_version += 1;
+        let topic_key = keys::topic(&topic.agent_id, &topic.user_id, topic.topic_id);
+        let topic_value = encode(topic)?;
+        let vector = vector.map(StoredVector::encode);
+        (
+            &self.summaries,
+            &self.summary_index,
+            &self.agents,
+            &self.topics,
+            &self.embeddings,
+        )
+            .transaction(|(summaries, index, agents, topics, embeddings)| {
+                if let Some(old) = &old_key {
+                    summaries.remove(old.as_ref())?;
+                }
+                summaries.insert(key.as_slice(), tx_encode(summary)?)?;
+                index.insert(id.as_bytes(), key.as_slice())?;
+                topics.insert(topic_key.as_slice(), topic_value.as_slice())?;
+                // No vector (the embedder failed): none, rather than the
+                // previous summary's.
+                match &vector {
+                    Some(v) => embeddings.insert(&keys::embedding(id), v.as_slice())?,
+                    None => embeddings.remove(&keys::embedding(id))?,
+                };
+                agents.insert(keys::agent(&summary.agent_id), tx_encode(&meta)?)?;
+                Ok::<_, ConflictableTransactionError<StoreError>>(())
+            })?;
+        self.note_summaries(old_key.iter().map(|k| k.to_vec()).chain([key]));
+        self.note_topics([topic_key]);
+        Ok(())
+    }
+
+    /// Stores vectors of summaries and facts that still exist (one deleted
+    /// while its vector was being made gets none). Returns the ids stored.
+    fn put_vectors(&self, items: &[(Uuid, StoredVector)]) -> Result<Vec<Uuid>, StoreError> {
+        let mut batch = ::sled::Batch::default();
+        let mut stored = Vec::new();
+        for (id, v) in items {
+            if self.summary_index.contains_key(id.as_bytes())?
+                || self.fact_index.contains_key(id.as_bytes())?
+            {
+                batch.insert(&keys::embedding(*id), v.encode());
+                stored.push(*id);
+            }
+        }
+        self.embeddings.apply_batch(batch)?;
+        Ok(stored)
+    }
+
+    /// Stores the vectors of a session's turns (by sequence number), each
+    /// under its turn's id; a turn not stored (forgotten meanwhile) gets
+    /// none. Returns the turns stored.
+    fn put_turn_vectors(
+        &self,
+        session_id: Uuid,
+        items: &[(u32, StoredVector)],
+    ) -> Result<Vec<u32>, StoreError> {
+        let mut batch = ::sled::Batch::default();
+        let mut stored = Vec::new();
+        for (seq, v) in items {
+            if self.turns.contains_key(keys::turn(session_id, *seq))? {
+                let id = crate::search::TurnRef {
+                    session_id,
+                    seq: *seq,
+                }
+                .doc_id();
+                batch.insert(&keys::embedding(id), v.encode());
+                stored.push(*seq);
+            }
+        }
+        self.embeddings.apply_batch(batch)?;
+        Ok(stored)
+    }
+
+    fn vector(&self, id: Uuid) -> Result<Option<StoredVector>, StoreError> {
+        Ok(self
+            .embeddings
+            .get(keys::embedding(id))?
+            .and_then(|v| StoredVector::decode(&v)))
+    }
+}

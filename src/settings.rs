@@ -54,8 +54,8 @@ pub fn settings_env(vars: impl IntoIterator<Item = (String, String)>) -> HashMap
 const MAP_KEYS: &[&str] = &["rollup.agent_time_zones"];
 
 /// Every setting's dotted key (`session.silence_timeout_secs`), from the
-/// settings types themselves.
-fn known_keys() -> BTreeSet<String> {
+/// settings types themselves (a map setting is one key).
+pub fn known_keys() -> BTreeSet<String> {
     fn walk(prefix: &str, v: &serde_json::Value, out: &mut BTreeSet<String>) {
         match v {
             serde_json::Value::Object(map) if !map.is_empty() && !MAP_KEYS.contains(&prefix) => {
@@ -100,6 +100,20 @@ fn first_leaf(cfg: &Config, mut key: String) -> String {
     key
 }
 
+/// What is wrong with a value, without the key and origin the `config`
+/// crate adds to its message (the error names them itself).
+fn reason_of(e: &config::ConfigError) -> String {
+    match e {
+        config::ConfigError::At { error, .. } => reason_of(error),
+        config::ConfigError::Type {
+            unexpected,
+            expected,
+            ..
+        } => format!("invalid type: {unexpected}, expected {expected}"),
+        other => other.to_string(),
+    }
+}
+
 /// Loads settings from the defaults, `file` and the given environment.
 ///
 /// The settings types reject unknown keys and bad values as they are read
@@ -139,7 +153,7 @@ pub fn load_from(file: Option<&Path>, env: HashMap<String, String>) -> Result<Se
     let cfg = builder.build().map_err(LoadError::Config)?;
     let settings: Settings = serde_path_to_error::deserialize(cfg.cache.clone()).map_err(|e| {
         let key = first_leaf(&cfg, e.path().to_string());
-        let reason = e.inner().to_string();
+        let reason = reason_of(e.inner());
         if key.is_empty() || key == "." {
             return LoadError::Config(e.into_inner());
         }

@@ -59,12 +59,12 @@ fn the_defaults_file_lists_every_key() {
     // Serializing the defaults and reading them back as TOML gives the same
     // tree as the commented defaults file.
     let from_file: key_paths::Paths = key_paths::parse(DEFAULT_TOML);
-    let from_struct: key_paths::Paths = key_paths::from_settings(&Settings::default());
+    let from_struct: key_paths::Paths = recall::settings::known_keys();
     assert_eq!(from_file, from_struct);
 }
 
-/// A minimal flattening of TOML-ish data into `section.key` paths, through
-/// `serde_json`, so the test needs no TOML crate of its own.
+/// A minimal reading of a TOML file's `section.key` paths, so the test
+/// needs no TOML crate of its own.
 mod key_paths {
     use std::collections::BTreeSet;
 
@@ -88,35 +88,6 @@ mod key_paths {
                 out.insert(format!("{section}.{}", key.trim()));
             }
         }
-        out
-    }
-
-    /// Dotted key paths of the serialized settings.
-    pub fn from_settings(s: &recall::Settings) -> Paths {
-        fn walk(prefix: &str, v: &serde_json::Value, out: &mut Paths) {
-            match v {
-                // A map setting (e.g. per-agent time zones) is one key.
-                serde_json::Value::Object(m) if !m.is_empty() || prefix.is_empty() => {
-                    for (k, v) in m {
-                        let key = if prefix.is_empty() {
-                            k.clone()
-                        } else {
-                            format!("{prefix}.{k}")
-                        };
-                        walk(&key, v, out);
-                    }
-                }
-                _ => {
-                    out.insert(prefix.to_string());
-                }
-            }
-        }
-        let mut out = Paths::new();
-        walk(
-            "",
-            &serde_json::to_value(s).expect("settings serialize"),
-            &mut out,
-        );
         out
     }
 }
@@ -355,6 +326,12 @@ fn a_value_of_the_wrong_type_is_named() {
         "session.silence_timeout_secs",
     );
     assert!(matches!(err, LoadError::InvalidValue { .. }), "{err:?}");
+    // The key once, then what is wrong with the value.
+    assert_eq!(
+        err.to_string(),
+        "invalid setting `session.silence_timeout_secs`: invalid type: string \"soon\", \
+         expected an integer"
+    );
 }
 
 #[test]

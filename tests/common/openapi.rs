@@ -111,13 +111,7 @@ impl ApiSchema {
             return;
         }
         let key = (method.clone(), template.clone(), status.to_string());
-        let validator = {
-            let mut cache = self.validators.lock().expect("validators");
-            cache
-                .entry(key)
-                .or_insert_with(|| Arc::new(self.validator(&entry["schema"])))
-                .clone()
-        };
+        let validator = self.cached(key, &entry["schema"]);
         let errors: Vec<String> = validator
             .iter_errors(body)
             .map(|e| format!("{} at {}", e, e.instance_path()))
@@ -129,6 +123,15 @@ impl ApiSchema {
         );
     }
 
+    /// The validator of `schema`, made once per key.
+    fn cached(&self, key: (String, String, String), schema: &Value) -> Arc<jsonschema::Validator> {
+        let mut cache = self.validators.lock().expect("validators");
+        cache
+            .entry(key)
+            .or_insert_with(|| Arc::new(self.validator(schema)))
+            .clone()
+    }
+
     fn validator(&self, schema: &Value) -> jsonschema::Validator {
         // The schema with the document's components beside it, so that
         // `#/components/schemas/…` references resolve.
@@ -138,7 +141,8 @@ impl ApiSchema {
     }
 
     fn validate(&self, reference: &str, body: &Value, what: &str) {
-        let validator = self.validator(&json!({"$ref": reference}));
+        let key = ("$ref".to_string(), reference.to_string(), String::new());
+        let validator = self.cached(key, &json!({"$ref": reference}));
         assert!(
             validator.is_valid(body),
             "{what}: {body} is not an {reference}"

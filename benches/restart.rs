@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 use chrono::{TimeZone, Utc};
 use recall::engine::keys;
 use recall::engine::model::{ConversationSummary, ConversationTurn, EndReason, SessionRecord};
-use recall::engine::store::prelude::*;
 use recall::engine::store::Trees;
 use recall::RuntimeBuilder;
 use uuid::Uuid;

@@ -28,7 +28,6 @@ use chrono::{Duration, TimeZone, Utc};
 use recall::engine::keys;
 use recall::engine::model::{AgentMeta, ConversationSummary, SummaryType};
 use recall::engine::reflect::extractive::{combine, DEFAULT_COMBINE_MAX_CHARS};
-use recall::engine::store::prelude::*;
 use recall::engine::store::Trees;
 use recall::{Clock, RuntimeBuilder, Settings};
 use tempfile::TempDir;

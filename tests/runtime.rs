@@ -4,7 +4,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use recall::engine::reflect::extractive::ExtractiveReflect;
-use recall::engine::store::prelude::*;
 use recall::engine::store::{StoreError, Trees};
 use recall::testkit::{test_epoch, ScriptedReflect, Step, TestRuntime};
 use recall::{

@@ -1891,6 +1891,12 @@ impl SearchIndex {
         self.agents.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether the agent's index is built or being built (an update would
+    /// be applied to it).
+    pub fn tracks(&self, agent_id: &str) -> bool {
+        self.slots().contains_key(agent_id)
+    }
+
     /// The agent's index, if it is built.
     pub fn agent(&self, agent_id: &str) -> Option<Arc<RwLock<AgentIndex>>> {
         match self.slots().get(agent_id) {

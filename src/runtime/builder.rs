@@ -152,29 +152,24 @@ impl RuntimeBuilder {
         // A forget a crash cut short is finished before any actor starts,
         // so none of them reads (or sends out) what was to be forgotten.
         {
-            let t = backend.clone();
-            let finished = tokio::task::spawn_blocking(move || {
-                let mut n = 0;
-                for (user_id, agent_id) in t.pending_forgets()? {
-                    t.forget_user(&user_id, agent_id.as_deref())?;
-                    n += 1;
-                }
-                Ok::<_, StoreError>(n)
+            let finished = read_blocking(backend.clone(), |b| {
+                Box::pin(async move {
+                    let mut n = 0;
+                    for (user_id, agent_id) in b.pending_forgets().await? {
+                        b.forget_user(&user_id, agent_id.as_deref()).await?;
+                        n += 1;
+                    }
+                    Ok(n)
+                })
             })
-            .await
-            .map_err(|e| StartupError::Recovery(format!("finishing a forget panicked: {e}")))??;
+            .await?;
             if finished > 0 {
                 info!(finished, "finished forgets a crash had cut short");
             }
         }
         if fill_inbox {
             // A folder from before rollups: its summaries join topics too.
-            let t = backend.clone();
-            let queued = tokio::task::spawn_blocking(move || t.backfill_inbox())
-                .await
-                .map_err(|e| {
-                    StartupError::Recovery(format!("queueing summaries panicked: {e}"))
-                })??;
+            let queued = read_blocking(backend.clone(), |b| Box::pin(b.backfill_inbox())).await?;
             if queued > 0 {
                 info!(
                     queued,

@@ -30,7 +30,9 @@ use recall_actors::model::{
 };
 use recall_actors::search::{DocKind, Ranking, Recency, RelatedWords, SearchQuery, TurnRef};
 use recall_actors::session::SessionMsg;
-use recall_actors::store::{ContextParts, CurrentFacts, Parts, Stamp, StoreError, StoredBlocks};
+use recall_actors::store::{
+    read_blocking, ContextParts, CurrentFacts, Parts, Stamp, StoreError, StoredBlocks,
+};
 use recall_actors::watchdog::{render_context, topic_order, Hierarchy};
 use uuid::Uuid;
 
@@ -588,9 +590,10 @@ impl Runtime {
         } else {
             let trees = self.reader()?;
             let (a, u) = (agent_id.to_string(), user_id.to_string());
-            tokio::task::spawn_blocking(move || trees.context_parts(&a, &u, parts))
-                .await
-                .map_err(StoreError::ReadAborted)??
+            read_blocking(trees, move |b| {
+                Box::pin(async move { b.context_parts(&a, &u, parts).await })
+            })
+            .await?
         };
         let sources = Arc::new(
             self.prepare_sources(agent_id, user_id, now, stamp, stored, kept.as_deref())
@@ -1092,7 +1095,7 @@ impl Runtime {
                 if shown(r) || turns_hit.contains_key(&r) {
                     continue;
                 }
-                let around = self.turns_around(&**trees, user_id, r, cached)?;
+                let around = self.turns_around(&**trees, user_id, r, cached).await?;
                 if let Some(t) = around.iter().find(|t| t.seq == r.seq) {
                     restated.extend(t.said.iter().copied());
                 }
@@ -1348,7 +1351,7 @@ impl Runtime {
 
     /// A retrieved turn and the stored turns either side of it, prepared:
     /// held from an earlier read (with `cached`), else read and held.
-    fn turns_around(
+    async fn turns_around(
         &self,
         trees: &dyn recall_actors::store::Backend,
         user_id: &str,
@@ -1365,7 +1368,8 @@ impl Runtime {
             None
         };
         let turns: Arc<[PreparedTurn]> = trees
-            .turns_around(r.session_id, r.seq)?
+            .turns_around(r.session_id, r.seq)
+            .await?
             .into_iter()
             .map(|(seq, t)| PreparedTurn {
                 seq,

@@ -6,7 +6,7 @@ use recall_actors::embed::StoredVector;
 use recall_actors::model::{validate_id, InputError, Topic};
 use recall_actors::rollup::{RollupMsg, RollupReport};
 use recall_actors::search::{AgentIndex, Ranking, SearchHit, SearchQuery};
-use recall_actors::store::{StoreError, StoreMsg};
+use recall_actors::store::{read_blocking, StoreError, StoreMsg};
 use serde::Serialize;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -172,10 +172,11 @@ impl Runtime {
         // A turn's words are in the store, not the index.
         if hits.iter().any(|h| h.turn.is_some()) {
             let trees = self.reader()?;
+            let handle = tokio::runtime::Handle::current();
             hits = tokio::task::spawn_blocking(move || {
                 for h in hits.iter_mut() {
                     if let Some(r) = h.turn {
-                        if let Some(t) = trees.turn(r.session_id, r.seq)? {
+                        if let Some(t) = handle.block_on(trees.turn(r.session_id, r.seq))? {
                             h.text = format!(
                                 "[TURN]\nAt: {}\n\nuser: {}\nagent: {}\n[/TURN]",
                                 recall_actors::model::isoformat(&t.timestamp),
@@ -203,11 +204,13 @@ impl Runtime {
         let trees = self.reader()?;
         let agent = agent_id.to_string();
         let inline = self.inner.search.inline();
+        let handle = tokio::runtime::Handle::current();
         Ok(self
             .inner
             .search
+            // (On the blocking pool.)
             .ensure(agent_id, move || {
-                trees.build_search_index(&agent, inline.as_deref())
+                handle.block_on(trees.build_search_index(&agent, inline.as_deref()))
             })
             .await?)
     }
@@ -221,8 +224,8 @@ impl Runtime {
             let Ok(trees) = rt.reader() else {
                 return;
             };
-            let agents = match tokio::task::spawn_blocking(move || trees.agents()).await {
-                Ok(Ok(agents)) => agents,
+            let agents = match read_blocking(trees, |b| Box::pin(b.agents())).await {
+                Ok(agents) => agents,
                 _ => return,
             };
             for (agent, _) in agents {

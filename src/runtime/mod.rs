@@ -35,7 +35,8 @@ use recall_actors::registry::{Registry, RouteError, Routed, UnknownConnection};
 use recall_actors::session::{SessionMsg, SessionView};
 use recall_actors::settings::{ReflectorKind, Settings, SettingsError};
 use recall_actors::store::{
-    Generations, SharedBackend, StoreActor, StoreArgs, StoreError, StoreMsg, StoreStats, Trees,
+    read_blocking, Generations, SharedBackend, StoreActor, StoreArgs, StoreError, StoreMsg,
+    StoreStats, Trees,
 };
 use recall_actors::supervisor::{
     SessionSupervisor, StartError, SupervisorArgs, SupervisorMsg, SupervisorStats,

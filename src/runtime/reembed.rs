@@ -21,7 +21,7 @@ use ractor::call_t;
 use recall_actors::embed::{summary_text, StoredVector};
 use recall_actors::model::SummaryType;
 use recall_actors::search::TurnRef;
-use recall_actors::store::{Backend, StoreError, StoreMsg};
+use recall_actors::store::{read_blocking, Backend, StoreError, StoreMsg};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -61,15 +61,18 @@ struct Work {
 }
 
 /// Everything of every agent whose vector is missing or not `embedder`'s.
-fn find(trees: &dyn Backend, embedder: &str, turns: bool) -> Result<Vec<Work>, StoreError> {
-    let stale = |id: Uuid| -> Result<bool, StoreError> {
-        Ok(trees.vector(id)?.is_none_or(|v| v.embedder != embedder))
+async fn find(trees: &dyn Backend, embedder: &str, turns: bool) -> Result<Vec<Work>, StoreError> {
+    let stale = async |id: Uuid| -> Result<bool, StoreError> {
+        Ok(trees
+            .vector(id)
+            .await?
+            .is_none_or(|v| v.embedder != embedder))
     };
     let mut out = Vec::new();
-    for (agent, _) in trees.agents()? {
+    for (agent, _) in trees.agents().await? {
         for kind in SummaryType::ALL {
-            for s in trees.summaries(&agent, kind, None)? {
-                if s.is_current() && stale(s.summary_id)? {
+            for s in trees.summaries(&agent, kind, None).await? {
+                if s.is_current() && stale(s.summary_id).await? {
                     out.push(Work {
                         agent_id: agent.clone(),
                         target: Target::Item(s.summary_id),
@@ -78,8 +81,8 @@ fn find(trees: &dyn Backend, embedder: &str, turns: bool) -> Result<Vec<Work>, S
                 }
             }
         }
-        for f in trees.agent_facts(&agent)? {
-            if f.is_current() && stale(f.fact_id)? {
+        for f in trees.agent_facts(&agent).await? {
+            if f.is_current() && stale(f.fact_id).await? {
                 out.push(Work {
                     agent_id: agent.clone(),
                     target: Target::Item(f.fact_id),
@@ -90,16 +93,16 @@ fn find(trees: &dyn Backend, embedder: &str, turns: bool) -> Result<Vec<Work>, S
         if !turns {
             continue;
         }
-        for s in trees.sessions(Some(&agent))? {
+        for s in trees.sessions(Some(&agent)).await? {
             if s.ended_at.is_none() {
                 continue;
             }
-            for (seq, t) in trees.numbered_turns(s.session_id)? {
+            for (seq, t) in trees.numbered_turns(s.session_id).await? {
                 let r = TurnRef {
                     session_id: s.session_id,
                     seq,
                 };
-                if !t.user_message.trim().is_empty() && stale(r.doc_id())? {
+                if !t.user_message.trim().is_empty() && stale(r.doc_id()).await? {
                     out.push(Work {
                         agent_id: agent.clone(),
                         target: Target::Turn(r),
@@ -139,10 +142,11 @@ impl Runtime {
         let trees = self.reader().map_err(|e| e.to_string())?;
         let (n, work) = {
             let name = name.clone();
-            let work = tokio::task::spawn_blocking(move || find(&*trees, &name, turns))
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?;
+            let work = read_blocking(trees, move |b| {
+                Box::pin(async move { find(b, &name, turns).await })
+            })
+            .await
+            .map_err(|e| e.to_string())?;
             (work.len() as u64, work)
         };
         self.inner.reembed.send_modify(|p| p.found = n);

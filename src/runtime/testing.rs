@@ -10,7 +10,7 @@ impl Runtime {
     #[doc(hidden)]
     pub async fn store_mirrors_match(&self) -> Result<bool, RecallError> {
         self.store_barrier().await?;
-        Ok(self.reader()?.caches_match()?)
+        Ok(self.reader()?.caches_match().await?)
     }
 
     /// Stops every actor at once without ending sessions or draining: what

@@ -12,14 +12,24 @@ use std::sync::Arc;
 
 use super::*;
 
-/// Indexes an ended call's turns for retrieval (a call's worth of turns,
-/// read back from the tree just written: tens of microseconds).
-fn index_ended(search: &SearchIndex, t: &SharedBackend, rec: &SessionRecord) {
-    let (backend, user, id) = (t.clone(), rec.user_id.clone(), rec.session_id);
+/// Indexes an ended call's turns for retrieval, if the agent's index is
+/// built or being built (a call's worth of turns, read back from the
+/// backend just written: tens of microseconds in sled).
+async fn index_ended(search: &SearchIndex, t: &SharedBackend, rec: &SessionRecord) {
+    if !search.tracks(&rec.agent_id) {
+        return;
+    }
+    let (user, id) = (rec.user_id.clone(), rec.session_id);
+    let turns = match t.numbered_turns(id).await {
+        Ok(turns) => turns,
+        Err(err) => {
+            warn!(session_id = %id, error = %err, "turns not indexed");
+            return;
+        }
+    };
     let inline = search.inline();
-    search.update(&rec.agent_id, move |ix| match backend.numbered_turns(id) {
-        Ok(turns) => ix.put_turns_with(&user, id, &turns, inline.as_deref()),
-        Err(err) => warn!(session_id = %id, error = %err, "turns not indexed"),
+    search.update(&rec.agent_id, move |ix| {
+        ix.put_turns_with(&user, id, &turns, inline.as_deref())
     });
 }
 
@@ -61,13 +71,13 @@ pub struct StoreState {
 pub struct StoreActor;
 
 impl StoreState {
-    fn wrote(&mut self, myself: &ActorRef<StoreMsg>) {
+    async fn wrote(&mut self, myself: &ActorRef<StoreMsg>) {
         self.stats.writes += 1;
         match self.settings.flush {
             FlushPolicy::EveryWrite => {
                 self.stats.flushes += 1;
                 metrics::histogram!("recall_store_batch_writes").record(1.0);
-                if let Err(err) = self.backend.flush() {
+                if let Err(err) = self.backend.flush().await {
                     self.stats.write_errors += 1;
                     error!(error = %err, "flush failed");
                 }
@@ -98,8 +108,10 @@ impl StoreState {
         }
         let backend = self.backend.clone();
         let me = myself.clone();
+        let handle = tokio::runtime::Handle::current();
         tokio::task::spawn_blocking(move || {
-            let _ = me.cast(StoreMsg::FlushDone(backend.flush().map_err(Arc::new)));
+            let res = handle.block_on(backend.flush());
+            let _ = me.cast(StoreMsg::FlushDone(res.map_err(Arc::new)));
         });
     }
 
@@ -118,7 +130,7 @@ impl StoreState {
     /// arriving after it, or a reflection, rollup, topic update, replay or
     /// dead letter that was running meanwhile) is answered as a no-op and
     /// dropped; any other message comes back to be handled.
-    fn unless_forgotten(&self, msg: StoreMsg) -> Option<StoreMsg> {
+    async fn unless_forgotten(&self, msg: StoreMsg) -> Option<StoreMsg> {
         let gone = &self.forgotten;
         if gone.is_empty() {
             return Some(msg);
@@ -146,7 +158,7 @@ impl StoreState {
                 if gone.contains(&summary.summary_id) =>
             {
                 debug!(session_id = %summary.summary_id, "reflection of a forgotten session dropped");
-                let _ = backend.drop_job(summary.summary_id);
+                let _ = backend.drop_job(summary.summary_id).await;
                 let _ = reply.send(Ok(false));
             }
             StoreMsg::PutRollup { summary, reply, .. } if built_from_gone(&summary) => {
@@ -160,7 +172,7 @@ impl StoreState {
             // A reflection of a forgotten session gave up (or found the
             // session gone): nothing of it is kept.
             StoreMsg::DeadLetter { letter, reply } if gone.contains(&letter.session_id) => {
-                let _ = backend.drop_job(letter.session_id);
+                let _ = backend.drop_job(letter.session_id).await;
                 let _ = reply.send(Ok(()));
             }
             msg => return Some(msg),
@@ -171,14 +183,16 @@ impl StoreState {
     /// Answers a read that scans from the blocking pool (see the module's
     /// notes): the writes handled before it are in; the ones after it do
     /// not wait for it.
-    fn read_off<T: Send + 'static>(
-        &self,
-        reply: RpcReplyPort<Result<T, StoreError>>,
-        read: impl FnOnce(&dyn Backend) -> Result<T, StoreError> + Send + 'static,
-    ) {
+    fn read_off<T, F>(&self, reply: RpcReplyPort<Result<T, StoreError>>, read: F)
+    where
+        T: Send + 'static,
+        F: for<'b> FnOnce(&'b dyn Backend) -> futures::future::BoxFuture<'b, Result<T, StoreError>>
+            + Send
+            + 'static,
+    {
         let backend = self.backend.clone();
-        tokio::task::spawn_blocking(move || {
-            let _ = reply.send(read(&*backend));
+        tokio::spawn(async move {
+            let _ = reply.send(read_blocking(backend, read).await);
         });
     }
 
@@ -227,9 +241,11 @@ impl Actor for StoreActor {
         // still holding the database (and the folder's lock) after this
         // actor has stopped.
         let backend = state.backend.clone();
-        let res = match tokio::task::spawn_blocking(move || backend.flush()).await {
+        let handle = tokio::runtime::Handle::current();
+        let res = match tokio::task::spawn_blocking(move || handle.block_on(backend.flush())).await
+        {
             Ok(res) => res,
-            Err(_) => state.backend.flush(),
+            Err(_) => state.backend.flush().await,
         };
         if let Err(err) = res {
             error!(error = %err, "final flush failed");
@@ -244,31 +260,31 @@ impl Actor for StoreActor {
         state: &mut StoreState,
     ) -> Result<(), ActorProcessingErr> {
         let t = state.backend.clone();
-        let Some(msg) = state.unless_forgotten(msg) else {
+        let Some(msg) = state.unless_forgotten(msg).await else {
             return Ok(());
         };
         match msg {
-            StoreMsg::OpenSession(rec) => match t.open_session(&rec) {
-                Ok(()) => state.wrote(&myself),
+            StoreMsg::OpenSession(rec) => match t.open_session(&rec).await {
+                Ok(()) => state.wrote(&myself).await,
                 Err(e) => state.failed("open_session", &e),
             },
-            StoreMsg::AppendTurn { key, value } => match t.append_turn(key, &value) {
+            StoreMsg::AppendTurn { key, value } => match t.append_turn(key, &value).await {
                 Ok(()) => {
                     state.stats.turns_written += 1;
-                    state.wrote(&myself);
+                    state.wrote(&myself).await;
                 }
                 Err(e) => state.failed("append_turn", &e),
             },
             StoreMsg::EndSession(rec) => {
                 let at = rec.ended_at.unwrap_or(rec.started_at);
-                let res = t.end_session(&rec, at);
+                let res = t.end_session(&rec, at).await;
                 state
                     .generations
                     .bump_user(&rec.agent_id, &rec.user_id, Parts::SESSIONS);
                 match res {
                     Ok(()) => {
-                        index_ended(&state.search, &t, &rec);
-                        state.wrote(&myself)
+                        index_ended(&state.search, &t, &rec).await;
+                        state.wrote(&myself).await
                     }
                     Err(e) => state.failed("end_session", &e),
                 }
@@ -279,27 +295,29 @@ impl Actor for StoreActor {
                 at,
                 reply,
             } => {
-                let res = t.close_orphan(session_id, reason, at);
+                let res = t.close_orphan(session_id, reason, at).await;
                 if let Ok(Some(rec)) = &res {
                     state
                         .generations
                         .bump_user(&rec.agent_id, &rec.user_id, Parts::SESSIONS);
-                    index_ended(&state.search, &t, rec);
+                    index_ended(&state.search, &t, rec).await;
                 }
                 if res.is_ok() {
-                    state.wrote(&myself);
+                    state.wrote(&myself).await;
                 }
                 let _ = reply.send(res);
             }
             StoreMsg::LoadSession { session_id, reply } => {
-                state.read_off(reply, move |b| b.load_session(session_id));
+                state.read_off(reply, move |b| {
+                    Box::pin(async move { b.load_session(session_id).await })
+                });
             }
             StoreMsg::Forget {
                 user_id,
                 agent_id,
                 reply,
             } => {
-                let res = t.forget_user(&user_id, agent_id.as_deref());
+                let res = t.forget_user(&user_id, agent_id.as_deref()).await;
                 if let Ok(r) = &res {
                     for agent in &r.agents {
                         state.generations.bump(agent, Parts::ALL);
@@ -320,7 +338,7 @@ impl Actor for StoreActor {
                 facts,
                 reply,
             } => {
-                let res = t.revise_session(&summary, &facts);
+                let res = t.revise_session(&summary, &facts).await;
                 if let Ok(r) = &res {
                     if r.stored {
                         state.generations.bump(&summary.agent_id, Parts::ALL);
@@ -329,15 +347,17 @@ impl Actor for StoreActor {
                             r.facts_added.clone(),
                             r.facts_moved.clone(),
                         );
-                        let (s, t2) = (summary.clone(), t.clone());
+                        let s = summary.clone();
+                        let mut vectors =
+                            fact_vectors(&*t, added.iter().chain(&moved).collect()).await;
                         state.search.update(&summary.agent_id, move |ix| {
                             if let Some(old) = old {
                                 ix.remove(old);
                             }
                             ix.put_summary(&s, None);
-                            index_facts(&*t2, ix, added.iter().chain(&moved));
+                            index_facts(ix, added.iter().chain(&moved), &mut vectors);
                         });
-                        state.wrote(&myself);
+                        state.wrote(&myself).await;
                     }
                 }
                 let _ = reply.send(res);
@@ -347,9 +367,9 @@ impl Actor for StoreActor {
                 derivation,
                 reply,
             } => {
-                let res = t.stamp_derivation(summary_id, &derivation);
+                let res = t.stamp_derivation(summary_id, &derivation).await;
                 if res.is_ok() {
-                    state.wrote(&myself);
+                    state.wrote(&myself).await;
                 }
                 let _ = reply.send(res);
             }
@@ -359,7 +379,7 @@ impl Actor for StoreActor {
                 facts,
                 reply,
             } => {
-                let res = t.store_reflection(&summary, &blocks, &facts);
+                let res = t.store_reflection(&summary, &blocks, &facts).await;
                 // The user's summary and facts; every user's facts where a
                 // fact is shared, and the agent's blocks where it wrote one
                 // (the summary counter it moves in the agent's record is
@@ -388,6 +408,7 @@ impl Actor for StoreActor {
                     let touched: Vec<FactRecord> = match facts.first() {
                         Some(f) => t
                             .user_facts(&f.agent_id, &f.user_id)
+                            .await
                             .unwrap_or_default()
                             .into_iter()
                             .filter(|s| {
@@ -397,14 +418,15 @@ impl Actor for StoreActor {
                             .collect(),
                         None => Vec::new(),
                     };
-                    let (s, t2) = (summary.clone(), t.clone());
+                    let s = summary.clone();
+                    let mut vectors = fact_vectors(&*t, touched.iter().collect()).await;
                     state.search.update(&summary.agent_id, move |ix| {
                         ix.put_summary(&s, None);
-                        index_facts(&*t2, ix, &touched);
+                        index_facts(ix, &touched, &mut vectors);
                     });
                 }
                 if res.is_ok() {
-                    state.wrote(&myself);
+                    state.wrote(&myself).await;
                 }
                 let _ = reply.send(res);
             }
@@ -412,9 +434,11 @@ impl Actor for StoreActor {
                 agent_id,
                 user_id,
                 reply,
-            } => state.read_off(reply, move |b| b.visible_facts(&agent_id, &user_id)),
+            } => state.read_off(reply, move |b| {
+                Box::pin(async move { b.visible_facts(&agent_id, &user_id).await })
+            }),
             StoreMsg::GetFact(id, reply) => {
-                let _ = reply.send(t.fact(id));
+                let _ = reply.send(t.fact(id).await);
             }
             StoreMsg::SetFactVisibility {
                 fact_id,
@@ -422,16 +446,17 @@ impl Actor for StoreActor {
                 visibility,
                 reply,
             } => {
-                let res = t.set_fact_visibility(fact_id, &user_id, visibility);
+                let res = t.set_fact_visibility(fact_id, &user_id, visibility).await;
                 if let Ok(f) = &res {
                     state.generations.bump(&f.agent_id, Parts::FACTS);
-                    let (f2, t2) = (f.clone(), t.clone());
+                    let f2 = f.clone();
+                    let mut vectors = fact_vectors(&*t, vec![&f2]).await;
                     state
                         .search
-                        .update(&f.agent_id, move |ix| index_facts(&*t2, ix, [&f2]));
+                        .update(&f.agent_id, move |ix| index_facts(ix, [&f2], &mut vectors));
                 }
                 if res.is_ok() {
-                    state.wrote(&myself);
+                    state.wrote(&myself).await;
                 }
                 let _ = reply.send(res);
             }
@@ -440,24 +465,25 @@ impl Actor for StoreActor {
                 user_id,
                 reply,
             } => {
-                let res = t.delete_fact(fact_id, &user_id);
+                let res = t.delete_fact(fact_id, &user_id).await;
                 if let Ok((f, moved)) = &res {
                     state.generations.bump(&f.agent_id, Parts::FACTS);
-                    let (id, moved, t2) = (f.fact_id, moved.clone(), t.clone());
+                    let (id, moved) = (f.fact_id, moved.clone());
+                    let mut vectors = fact_vectors(&*t, moved.iter().collect()).await;
                     state.search.update(&f.agent_id, move |ix| {
                         ix.remove(id);
-                        index_facts(&*t2, ix, &moved);
+                        index_facts(ix, &moved, &mut vectors);
                     });
                 }
                 if res.is_ok() {
-                    state.wrote(&myself);
+                    state.wrote(&myself).await;
                 }
                 let _ = reply.send(res.map(|(f, _)| f));
             }
             StoreMsg::DeadLetter { letter, reply } => {
-                let res = t.dead_letter(&letter);
+                let res = t.dead_letter(&letter).await;
                 if res.is_ok() {
-                    state.wrote(&myself);
+                    state.wrote(&myself).await;
                 }
                 let _ = reply.send(res);
             }
@@ -466,17 +492,17 @@ impl Actor for StoreActor {
                 at,
                 reply,
             } => {
-                let res = t.requeue(session_id, at);
+                let res = t.requeue(session_id, at).await;
                 if res.is_ok() {
-                    state.wrote(&myself);
+                    state.wrote(&myself).await;
                 }
                 let _ = reply.send(res);
             }
             StoreMsg::PutBlock { block, reply } => {
-                let res = t.put_block(&block);
+                let res = t.put_block(&block).await;
                 state.generations.bump(&block.agent_id, Parts::BLOCKS);
                 if res.is_ok() {
-                    state.wrote(&myself);
+                    state.wrote(&myself).await;
                 }
                 let _ = reply.send(res);
             }
@@ -485,10 +511,10 @@ impl Actor for StoreActor {
                 lines,
                 reply,
             } => {
-                let res = t.set_persistent_context(&agent_id, lines);
+                let res = t.set_persistent_context(&agent_id, lines).await;
                 state.generations.bump(&agent_id, Parts::BLOCKS);
                 if res.is_ok() {
-                    state.wrote(&myself);
+                    state.wrote(&myself).await;
                 }
                 let _ = reply.send(res);
             }
@@ -496,54 +522,72 @@ impl Actor for StoreActor {
                 agent_id,
                 version,
                 expires_at,
-            } => match t.mark_context_built(&agent_id, version, expires_at) {
-                Ok(()) => state.wrote(&myself),
+            } => match t.mark_context_built(&agent_id, version, expires_at).await {
+                Ok(()) => state.wrote(&myself).await,
                 Err(e) => state.failed("mark_context_built", &e),
             },
             StoreMsg::GetSession(id, reply) => {
-                let _ = reply.send(t.session(id));
+                let _ = reply.send(t.session(id).await);
             }
-            StoreMsg::ListSessions(agent, reply) => {
-                state.read_off(reply, move |b| b.sessions(agent.as_deref()))
+            StoreMsg::ListSessions(agent, reply) => state.read_off(reply, move |b| {
+                Box::pin(async move { b.sessions(agent.as_deref()).await })
+            }),
+            StoreMsg::ListOpenSessions(reply) => {
+                state.read_off(reply, |b| Box::pin(async move { b.open_sessions().await }))
             }
-            StoreMsg::ListOpenSessions(reply) => state.read_off(reply, |b| b.open_sessions()),
-            StoreMsg::GetTurns(id, reply) => state.read_off(reply, move |b| b.turns(id)),
-            StoreMsg::GetNumberedTurns(id, reply) => {
-                state.read_off(reply, move |b| b.numbered_turns(id))
+            StoreMsg::GetTurns(id, reply) => {
+                state.read_off(reply, move |b| Box::pin(async move { b.turns(id).await }))
             }
+            StoreMsg::GetNumberedTurns(id, reply) => state.read_off(reply, move |b| {
+                Box::pin(async move { b.numbered_turns(id).await })
+            }),
             StoreMsg::GetSummary(id, reply) => {
-                let _ = reply.send(t.summary(id));
+                let _ = reply.send(t.summary(id).await);
             }
             StoreMsg::ListSummaries {
                 agent_id,
                 kind,
                 since,
                 reply,
-            } => state.read_off(reply, move |b| b.summaries(&agent_id, kind, since)),
-            StoreMsg::GetBlocks(agent, reply) => state.read_off(reply, move |b| b.blocks(&agent)),
+            } => state.read_off(reply, move |b| {
+                Box::pin(async move { b.summaries(&agent_id, kind, since).await })
+            }),
+            StoreMsg::GetBlocks(agent, reply) => state.read_off(reply, move |b| {
+                Box::pin(async move { b.blocks(&agent).await })
+            }),
             StoreMsg::GetUserBlocks {
                 agent_id,
                 user_id,
                 reply,
-            } => state.read_off(reply, move |b| b.user_blocks(&agent_id, &user_id)),
-            StoreMsg::ListAgents(reply) => state.read_off(reply, |b| b.agents()),
+            } => state.read_off(reply, move |b| {
+                Box::pin(async move { b.user_blocks(&agent_id, &user_id).await })
+            }),
+            StoreMsg::ListAgents(reply) => {
+                state.read_off(reply, |b| Box::pin(async move { b.agents().await }))
+            }
             StoreMsg::GetAgent(agent_id, reply) => {
-                let _ = reply.send(t.agent(&agent_id));
+                let _ = reply.send(t.agent(&agent_id).await);
             }
             StoreMsg::LatestSummary {
                 agent_id,
                 kind,
                 reply,
-            } => state.read_off(reply, move |b| b.latest_summary(&agent_id, kind)),
-            StoreMsg::ListQueue(reply) => state.read_off(reply, |b| b.queued()),
-            StoreMsg::ListDeadLetters(reply) => state.read_off(reply, |b| b.dead_letters()),
+            } => state.read_off(reply, move |b| {
+                Box::pin(async move { b.latest_summary(&agent_id, kind).await })
+            }),
+            StoreMsg::ListQueue(reply) => {
+                state.read_off(reply, |b| Box::pin(async move { b.queued().await }))
+            }
+            StoreMsg::ListDeadLetters(reply) => {
+                state.read_off(reply, |b| Box::pin(async move { b.dead_letters().await }))
+            }
             StoreMsg::PutRollup {
                 summary,
                 supersedes,
                 vector,
                 reply,
             } => {
-                let res = t.put_rollup(&summary, supersedes, vector.as_ref());
+                let res = t.put_rollup(&summary, supersedes, vector.as_ref()).await;
                 if let Ok(true) = res {
                     // A rollup is one user's.
                     state.generations.bump_user(
@@ -558,7 +602,7 @@ impl Actor for StoreActor {
                         }
                         ix.put_summary(&s, vector);
                     });
-                    state.wrote(&myself);
+                    state.wrote(&myself).await;
                 }
                 let _ = reply.send(res);
             }
@@ -567,7 +611,7 @@ impl Actor for StoreActor {
                 level,
                 reply,
             } => {
-                let _ = reply.send(t.rollup_cursor(&agent_id, level));
+                let _ = reply.send(t.rollup_cursor(&agent_id, level).await);
             }
             StoreMsg::SetRollupCursor {
                 agent_id,
@@ -575,9 +619,9 @@ impl Actor for StoreActor {
                 period,
                 reply,
             } => {
-                let res = t.set_rollup_cursor(&agent_id, level, period);
+                let res = t.set_rollup_cursor(&agent_id, level, period).await;
                 if res.is_ok() {
-                    state.wrote(&myself);
+                    state.wrote(&myself).await;
                 }
                 let _ = reply.send(res);
             }
@@ -585,11 +629,13 @@ impl Actor for StoreActor {
                 after,
                 limit,
                 reply,
-            } => state.read_off(reply, move |b| b.inbox(after.as_deref(), limit)),
+            } => state.read_off(reply, move |b| {
+                Box::pin(async move { b.inbox(after.as_deref(), limit).await })
+            }),
             StoreMsg::InboxDone { keys, reply } => {
-                let res = t.inbox_done(&keys);
+                let res = t.inbox_done(&keys).await;
                 if res.is_ok() {
-                    state.wrote(&myself);
+                    state.wrote(&myself).await;
                 }
                 let _ = reply.send(res);
             }
@@ -597,14 +643,16 @@ impl Actor for StoreActor {
                 agent_id,
                 user_id,
                 reply,
-            } => state.read_off(reply, move |b| b.topics(&agent_id, user_id.as_deref())),
+            } => state.read_off(reply, move |b| {
+                Box::pin(async move { b.topics(&agent_id, user_id.as_deref()).await })
+            }),
             StoreMsg::PutTopic {
                 topic,
                 summary,
                 vector,
                 reply,
             } => {
-                let res = t.put_topic(&topic, &summary, vector.as_ref());
+                let res = t.put_topic(&topic, &summary, vector.as_ref()).await;
                 if res.is_ok() {
                     // The topic and its summary, one user's.
                     state.generations.bump_user(
@@ -616,7 +664,7 @@ impl Actor for StoreActor {
                     state
                         .search
                         .update(&summary.agent_id, move |ix| ix.put_summary(&s, vector));
-                    state.wrote(&myself);
+                    state.wrote(&myself).await;
                 }
                 let _ = reply.send(res);
             }
@@ -625,7 +673,7 @@ impl Actor for StoreActor {
                 items,
                 reply,
             } => {
-                let res = t.put_vectors(&items);
+                let res = t.put_vectors(&items).await;
                 if let Ok(stored) = &res {
                     let stored = stored.clone();
                     state.search.update(&agent_id, move |ix| {
@@ -635,7 +683,7 @@ impl Actor for StoreActor {
                             }
                         }
                     });
-                    state.wrote(&myself);
+                    state.wrote(&myself).await;
                 }
                 let _ = reply.send(res.map(|_| ()));
             }
@@ -645,7 +693,7 @@ impl Actor for StoreActor {
                 items,
                 reply,
             } => {
-                let res = t.put_turn_vectors(session_id, &items);
+                let res = t.put_turn_vectors(session_id, &items).await;
                 if let Ok(stored) = &res {
                     let stored: std::collections::HashSet<u32> = stored.iter().copied().collect();
                     state.search.update(&agent_id, move |ix| {
@@ -655,7 +703,7 @@ impl Actor for StoreActor {
                             }
                         }
                     });
-                    state.wrote(&myself);
+                    state.wrote(&myself).await;
                 }
                 let _ = reply.send(res.map(|_| ()));
             }

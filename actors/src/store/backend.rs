@@ -21,10 +21,15 @@
 //! - **Durability on [`Backend::flush`]**: what was written before it is on
 //!   disk (or committed) when it returns.
 //!
-//! Methods are blocking: the Store actor calls the writes in order on its
-//! own task, and the reads that scan on the blocking pool.
+//! Methods are async, so a backend over the network waits without holding
+//! a thread. The Store actor awaits writes one at a time, in order, on its
+//! own task, so a backend whose writes are local and short (sled's) does
+//! them inline; reads that scan it runs on the blocking pool (see
+//! [`read_blocking`]), where a backend may block.
 
 use std::sync::Arc;
+
+use async_trait::async_trait;
 
 use super::*;
 use crate::search::AgentIndex;
@@ -34,60 +39,69 @@ use crate::search::AgentIndex;
 pub type TurnKey = [u8; 20];
 
 /// Sessions and their turns.
-pub trait SessionStore {
+#[async_trait]
+pub trait SessionStore: Send + Sync {
     /// Records a newly started session as open.
-    fn open_session(&self, record: &SessionRecord) -> Result<(), StoreError>;
+    async fn open_session(&self, record: &SessionRecord) -> Result<(), StoreError>;
     /// Stores one turn (`value` is the turn's JSON, encoded by the session
     /// actor off the Store's task).
-    fn append_turn(&self, key: TurnKey, value: &[u8]) -> Result<(), StoreError>;
+    async fn append_turn(&self, key: TurnKey, value: &[u8]) -> Result<(), StoreError>;
     /// Stores an ended session and, if it has turns, queues its reflection,
     /// atomically.
-    fn end_session(&self, record: &SessionRecord, at: DateTime<Utc>) -> Result<(), StoreError>;
-    fn session(&self, id: Uuid) -> Result<Option<SessionRecord>, StoreError>;
+    async fn end_session(
+        &self,
+        record: &SessionRecord,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
+    async fn session(&self, id: Uuid) -> Result<Option<SessionRecord>, StoreError>;
     /// A session's turns, in order.
-    fn turns(&self, id: Uuid) -> Result<Vec<ConversationTurn>, StoreError>;
+    async fn turns(&self, id: Uuid) -> Result<Vec<ConversationTurn>, StoreError>;
     /// A session's turns with their sequence numbers, in order.
-    fn numbered_turns(&self, id: Uuid) -> Result<Vec<(u32, ConversationTurn)>, StoreError>;
+    async fn numbered_turns(&self, id: Uuid) -> Result<Vec<(u32, ConversationTurn)>, StoreError>;
     /// One stored turn.
-    fn turn(&self, id: Uuid, seq: u32) -> Result<Option<ConversationTurn>, StoreError>;
+    async fn turn(&self, id: Uuid, seq: u32) -> Result<Option<ConversationTurn>, StoreError>;
     /// The stored turns of a session from `seq - 1` to `seq + 1`, in
     /// order, each with its number.
-    fn turns_around(&self, id: Uuid, seq: u32) -> Result<Vec<(u32, ConversationTurn)>, StoreError>;
+    async fn turns_around(
+        &self,
+        id: Uuid,
+        seq: u32,
+    ) -> Result<Vec<(u32, ConversationTurn)>, StoreError>;
     /// Every session, or one agent's, by start time.
-    fn sessions(&self, agent_id: Option<&str>) -> Result<Vec<SessionRecord>, StoreError>;
+    async fn sessions(&self, agent_id: Option<&str>) -> Result<Vec<SessionRecord>, StoreError>;
     /// One user's sessions with an agent, by start time.
-    fn user_sessions(
+    async fn user_sessions(
         &self,
         agent_id: &str,
         user_id: &str,
     ) -> Result<Vec<SessionRecord>, StoreError>;
     /// The sessions not ended, by start time.
-    fn open_sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
+    async fn open_sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
 
     /// A session and its turns, for a reflection.
-    fn load_session(&self, id: Uuid) -> Result<Option<LoadedSession>, StoreError> {
-        let Some(rec) = self.session(id)? else {
+    async fn load_session(&self, id: Uuid) -> Result<Option<LoadedSession>, StoreError> {
+        let Some(rec) = self.session(id).await? else {
             return Ok(None);
         };
-        Ok(Some((rec, self.turns(id)?)))
+        Ok(Some((rec, self.turns(id).await?)))
     }
 
     /// Ends a session whose actor is gone (it panicked, or the process
     /// died), counting its turns from the store. Returns the ended record,
     /// or `None` if it was not open.
-    fn close_orphan(
+    async fn close_orphan(
         &self,
         session_id: Uuid,
         reason: EndReason,
         at: DateTime<Utc>,
     ) -> Result<Option<SessionRecord>, StoreError> {
-        let Some(mut rec) = self.session(session_id)? else {
+        let Some(mut rec) = self.session(session_id).await? else {
             return Err(StoreError::SessionNotFound(session_id));
         };
         if !rec.is_open() {
             return Ok(None);
         }
-        let turns = self.turns(session_id)?;
+        let turns = self.turns(session_id).await?;
         rec.turn_count = turns.len() as u32;
         // A recovered session was last known alive at its last turn; a
         // crashed one ends now.
@@ -96,25 +110,26 @@ pub trait SessionStore {
             _ => at,
         });
         rec.end_reason = Some(reason);
-        self.end_session(&rec, at)?;
+        self.end_session(&rec, at).await?;
         Ok(Some(rec))
     }
 }
 
 /// Summaries (with their versions), memory blocks and per-agent
 /// bookkeeping.
-pub trait SummaryStore {
-    fn summary(&self, id: Uuid) -> Result<Option<ConversationSummary>, StoreError>;
+#[async_trait]
+pub trait SummaryStore: Send + Sync {
+    async fn summary(&self, id: Uuid) -> Result<Option<ConversationSummary>, StoreError>;
     /// An agent's summaries of one type, oldest first, ending at or after
     /// `since` when given.
-    fn summaries(
+    async fn summaries(
         &self,
         agent_id: &str,
         kind: SummaryType,
         since: Option<DateTime<Utc>>,
     ) -> Result<Vec<ConversationSummary>, StoreError>;
     /// An agent's newest current summary of `kind` (by period end).
-    fn latest_summary(
+    async fn latest_summary(
         &self,
         agent_id: &str,
         kind: SummaryType,
@@ -123,29 +138,41 @@ pub trait SummaryStore {
     /// `supersedes` names the current one, marked replaced in the same
     /// write) with the facts of `facts` the user has not got and did not
     /// delete.
-    fn revise_session(
+    async fn revise_session(
         &self,
         new: &ConversationSummary,
         facts: &[Fact],
     ) -> Result<Revision, StoreError>;
     /// Records how a stored summary was derived (which summarizer).
-    fn stamp_derivation(&self, summary_id: Uuid, derivation: &str) -> Result<(), StoreError>;
+    async fn stamp_derivation(&self, summary_id: Uuid, derivation: &str) -> Result<(), StoreError>;
     /// The agent's blocks (agent-wide).
-    fn blocks(&self, agent_id: &str) -> Result<Vec<MemoryBlock>, StoreError>;
+    async fn blocks(&self, agent_id: &str) -> Result<Vec<MemoryBlock>, StoreError>;
     /// The blocks reflections drew from one user's conversations.
-    fn user_blocks(&self, agent_id: &str, user_id: &str) -> Result<Vec<MemoryBlock>, StoreError>;
-    fn block(&self, agent_id: &str, label: BlockLabel) -> Result<Option<MemoryBlock>, StoreError>;
+    async fn user_blocks(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+    ) -> Result<Vec<MemoryBlock>, StoreError>;
+    async fn block(
+        &self,
+        agent_id: &str,
+        label: BlockLabel,
+    ) -> Result<Option<MemoryBlock>, StoreError>;
     /// Stores an agent-wide block (replacing the one with its label).
-    fn put_block(&self, block: &MemoryBlock) -> Result<(), StoreError>;
+    async fn put_block(&self, block: &MemoryBlock) -> Result<(), StoreError>;
     /// An agent's bookkeeping (the default for an agent never seen).
-    fn agent(&self, agent_id: &str) -> Result<AgentMeta, StoreError>;
-    fn agents(&self) -> Result<Vec<(String, AgentMeta)>, StoreError>;
+    async fn agent(&self, agent_id: &str) -> Result<AgentMeta, StoreError>;
+    async fn agents(&self) -> Result<Vec<(String, AgentMeta)>, StoreError>;
     /// Replaces the operator's persistent context lines of an agent (and
     /// moves its summary version, so its context is assembled afresh).
-    fn set_persistent_context(&self, agent_id: &str, lines: Vec<String>) -> Result<(), StoreError>;
+    async fn set_persistent_context(
+        &self,
+        agent_id: &str,
+        lines: Vec<String>,
+    ) -> Result<(), StoreError>;
     /// Records that the Watchdog built the agent's background context at
     /// `version`.
-    fn mark_context_built(
+    async fn mark_context_built(
         &self,
         agent_id: &str,
         version: u64,
@@ -154,17 +181,26 @@ pub trait SummaryStore {
 }
 
 /// Facts and their history.
-pub trait FactStore {
+#[async_trait]
+pub trait FactStore: Send + Sync {
     /// One user's facts, current and earlier, oldest first.
-    fn user_facts(&self, agent_id: &str, user_id: &str) -> Result<Vec<FactRecord>, StoreError>;
+    async fn user_facts(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+    ) -> Result<Vec<FactRecord>, StoreError>;
     /// What `user_id` may see of an agent's facts: their own and every
     /// user's shared ones, current and earlier, oldest first.
-    fn visible_facts(&self, agent_id: &str, user_id: &str) -> Result<Vec<FactRecord>, StoreError>;
+    async fn visible_facts(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+    ) -> Result<Vec<FactRecord>, StoreError>;
     /// Every fact stored for an agent, every user, current and earlier.
-    fn agent_facts(&self, agent_id: &str) -> Result<Vec<FactRecord>, StoreError>;
-    fn fact(&self, fact_id: Uuid) -> Result<Option<FactRecord>, StoreError>;
+    async fn agent_facts(&self, agent_id: &str) -> Result<Vec<FactRecord>, StoreError>;
+    async fn fact(&self, fact_id: Uuid) -> Result<Option<FactRecord>, StoreError>;
     /// Changes a fact's visibility, as `user_id` (its owner).
-    fn set_fact_visibility(
+    async fn set_fact_visibility(
         &self,
         fact_id: Uuid,
         user_id: &str,
@@ -173,7 +209,7 @@ pub trait FactStore {
     /// Deletes a fact (and its vector) as `user_id` (its owner), leaving a
     /// tombstone so a later reflection does not store it again. Returns it
     /// and the facts of its subject whose place in the history moved.
-    fn delete_fact(
+    async fn delete_fact(
         &self,
         fact_id: Uuid,
         user_id: &str,
@@ -193,16 +229,17 @@ pub struct Reflected {
 
 /// The reflection queue and dead letters, and what a finished reflection
 /// stores.
-pub trait JobStore {
+#[async_trait]
+pub trait JobStore: Send + Sync {
     /// The queued reflections, oldest first.
-    fn queued(&self) -> Result<Vec<ReflectionJob>, StoreError>;
+    async fn queued(&self) -> Result<Vec<ReflectionJob>, StoreError>;
     /// The dead letters, oldest first.
-    fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError>;
+    async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError>;
     /// Stores a session summary, the blocks its reflection produced and
     /// its facts (de-duplicated, each placed in its subject's history),
     /// dequeues the job and clears any dead letter, atomically; queues the
     /// summary and new facts for the Rollup actor when rollups are on.
-    fn store_reflection(
+    async fn store_reflection(
         &self,
         summary: &ConversationSummary,
         blocks: &[MemoryBlock],
@@ -210,38 +247,47 @@ pub trait JobStore {
     ) -> Result<Reflected, StoreError>;
     /// Moves a job to the dead letters, unless the session has its
     /// summary by now.
-    fn dead_letter(&self, letter: &DeadLetter) -> Result<(), StoreError>;
+    async fn dead_letter(&self, letter: &DeadLetter) -> Result<(), StoreError>;
     /// Moves a dead letter back to the queue.
-    fn requeue(&self, session_id: Uuid, at: DateTime<Utc>) -> Result<ReflectionJob, StoreError>;
+    async fn requeue(
+        &self,
+        session_id: Uuid,
+        at: DateTime<Utc>,
+    ) -> Result<ReflectionJob, StoreError>;
     /// Removes a session's queued reflection, if any.
-    fn drop_job(&self, session_id: Uuid) -> Result<(), StoreError>;
+    async fn drop_job(&self, session_id: Uuid) -> Result<(), StoreError>;
 
     /// [`JobStore::store_reflection`]: whether the summary was new.
-    fn complete_reflection(
+    async fn complete_reflection(
         &self,
         summary: &ConversationSummary,
         blocks: &[MemoryBlock],
         facts: &[Fact],
     ) -> Result<bool, StoreError> {
-        Ok(self.store_reflection(summary, blocks, facts)?.stored)
+        Ok(self.store_reflection(summary, blocks, facts).await?.stored)
     }
 }
 
 /// The summary hierarchy: rollups, rollup cursors, the Rollup actor's
 /// inbox, topics and vectors.
-pub trait HierarchyStore {
+#[async_trait]
+pub trait HierarchyStore: Send + Sync {
     /// Stores a rollup unless one with its id exists; with `supersedes`,
     /// the older version is marked replaced in the same write. Returns
     /// whether it was new.
-    fn put_rollup(
+    async fn put_rollup(
         &self,
         summary: &ConversationSummary,
         supersedes: Option<Uuid>,
         vector: Option<&StoredVector>,
     ) -> Result<bool, StoreError>;
     /// The last period of `level` rolled up for the agent (its first day).
-    fn rollup_cursor(&self, agent_id: &str, level: Level) -> Result<Option<NaiveDate>, StoreError>;
-    fn set_rollup_cursor(
+    async fn rollup_cursor(
+        &self,
+        agent_id: &str,
+        level: Level,
+    ) -> Result<Option<NaiveDate>, StoreError>;
+    async fn set_rollup_cursor(
         &self,
         agent_id: &str,
         level: Level,
@@ -249,16 +295,21 @@ pub trait HierarchyStore {
     ) -> Result<(), StoreError>;
     /// Queues for the Rollup actor every session summary and fact stored
     /// before there was an inbox, once. Returns how many were queued.
-    fn backfill_inbox(&self) -> Result<usize, StoreError>;
+    async fn backfill_inbox(&self) -> Result<usize, StoreError>;
     /// Up to `limit` inbox entries, oldest first, after the entry whose
     /// (opaque) key is `after`.
-    fn inbox(&self, after: Option<&[u8]>, limit: usize) -> Result<Vec<InboxEntry>, StoreError>;
+    async fn inbox(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<InboxEntry>, StoreError>;
     /// Removes inbox entries taken in.
-    fn inbox_done(&self, keys: &[Vec<u8>]) -> Result<(), StoreError>;
+    async fn inbox_done(&self, keys: &[Vec<u8>]) -> Result<(), StoreError>;
     /// An agent's topics, or one user's.
-    fn topics(&self, agent_id: &str, user_id: Option<&str>) -> Result<Vec<Topic>, StoreError>;
+    async fn topics(&self, agent_id: &str, user_id: Option<&str>)
+        -> Result<Vec<Topic>, StoreError>;
     /// Stores a topic with its summary (and the summary's vector).
-    fn put_topic(
+    async fn put_topic(
         &self,
         topic: &Topic,
         summary: &ConversationSummary,
@@ -266,25 +317,26 @@ pub trait HierarchyStore {
     ) -> Result<(), StoreError>;
     /// Stores vectors of summaries and facts that still exist; returns the
     /// ids stored.
-    fn put_vectors(&self, items: &[(Uuid, StoredVector)]) -> Result<Vec<Uuid>, StoreError>;
+    async fn put_vectors(&self, items: &[(Uuid, StoredVector)]) -> Result<Vec<Uuid>, StoreError>;
     /// Stores vectors of a session's turns that still exist; returns their
     /// sequence numbers.
-    fn put_turn_vectors(
+    async fn put_turn_vectors(
         &self,
         session_id: Uuid,
         items: &[(u32, StoredVector)],
     ) -> Result<Vec<u32>, StoreError>;
-    fn vector(&self, id: Uuid) -> Result<Option<StoredVector>, StoreError>;
+    async fn vector(&self, id: Uuid) -> Result<Option<StoredVector>, StoreError>;
 }
 
 /// Forgetting a user.
-pub trait ForgetStore {
+#[async_trait]
+pub trait ForgetStore: Send + Sync {
     /// Forgets begun and not finished (a crash came in between): the user,
     /// and the agent it was limited to.
-    fn pending_forgets(&self) -> Result<Vec<PendingForget>, StoreError>;
+    async fn pending_forgets(&self) -> Result<Vec<PendingForget>, StoreError>;
     /// Removes every record of `user_id` (with one agent's, or with every
     /// agent's) and every record built from them, durably.
-    fn forget_user(
+    async fn forget_user(
         &self,
         user_id: &str,
         agent_id: Option<&str>,
@@ -292,9 +344,10 @@ pub trait ForgetStore {
 }
 
 /// The reads a context is assembled from.
-pub trait ContextStore {
+#[async_trait]
+pub trait ContextStore: Send + Sync {
     /// The asked parts of an (agent, user)'s context sources.
-    fn context_parts(
+    async fn context_parts(
         &self,
         agent_id: &str,
         user_id: &str,
@@ -302,8 +355,12 @@ pub trait ContextStore {
     ) -> Result<ContextParts, StoreError>;
 
     /// Everything an (agent, user)'s context is assembled from.
-    fn context_sources(&self, agent_id: &str, user_id: &str) -> Result<ContextSources, StoreError> {
-        let parts = self.context_parts(agent_id, user_id, Parts::ALL)?;
+    async fn context_sources(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+    ) -> Result<ContextSources, StoreError> {
+        let parts = self.context_parts(agent_id, user_id, Parts::ALL).await?;
         let blocks = parts.blocks.unwrap_or_default();
         Ok(ContextSources {
             agent_blocks: blocks.agent_blocks,
@@ -318,6 +375,7 @@ pub trait ContextStore {
 }
 
 /// A storage backend: every record kind.
+#[async_trait]
 pub trait Backend:
     SessionStore
     + SummaryStore
@@ -333,13 +391,13 @@ pub trait Backend:
     /// The backend's name, for logs and `/readyz`.
     fn name(&self) -> &'static str;
     /// Makes every write so far durable.
-    fn flush(&self) -> Result<(), StoreError>;
+    async fn flush(&self) -> Result<(), StoreError>;
     /// Damaged records met (and skipped) since the backend was opened,
     /// each counted once.
     fn skipped_records(&self) -> u64;
     /// Whether the backend's in-memory caches match its records (a test
     /// hook; a backend without caches has nothing to compare).
-    fn caches_match(&self) -> Result<bool, StoreError> {
+    async fn caches_match(&self) -> Result<bool, StoreError> {
         Ok(true)
     }
 
@@ -347,32 +405,32 @@ pub trait Backend:
     /// type and its facts, with their stored vectors, and the turns of
     /// ended calls, with their stored vectors or, given an embedder that
     /// makes them on the spot, its.
-    fn build_search_index(
+    async fn build_search_index(
         &self,
         agent_id: &str,
         inline: Option<&dyn crate::embed::Embed>,
     ) -> Result<AgentIndex, StoreError> {
         let mut ix = AgentIndex::default();
         for kind in SummaryType::ALL {
-            for s in self.summaries(agent_id, kind, None)? {
+            for s in self.summaries(agent_id, kind, None).await? {
                 if s.is_current() {
-                    let v = self.vector(s.summary_id)?;
+                    let v = self.vector(s.summary_id).await?;
                     ix.put_summary(&s, v);
                 }
             }
         }
         // Current facts only: a value a later call replaced is history.
-        for f in self.agent_facts(agent_id)? {
+        for f in self.agent_facts(agent_id).await? {
             if f.is_current() {
-                let v = self.vector(f.fact_id)?;
+                let v = self.vector(f.fact_id).await?;
                 ix.put_fact(&f.fact, v);
             }
         }
         // The raw turns of every ended call (a live call's turns are in its
         // own context already).
-        for s in self.sessions(Some(agent_id))? {
+        for s in self.sessions(Some(agent_id)).await? {
             if s.ended_at.is_some() {
-                let turns = self.numbered_turns(s.session_id)?;
+                let turns = self.numbered_turns(s.session_id).await?;
                 ix.put_turns_with(&s.user_id, s.session_id, &turns, inline);
                 if inline.is_some() {
                     continue;
@@ -383,7 +441,7 @@ pub trait Backend:
                         seq: *seq,
                     }
                     .doc_id();
-                    if let Some(v) = self.vector(id)? {
+                    if let Some(v) = self.vector(id).await? {
                         ix.set_vector(id, v);
                     }
                 }
@@ -393,18 +451,37 @@ pub trait Backend:
     }
 }
 
-/// Brings a search index in line with facts that were added or moved:
-/// current ones are searchable (with their stored vector), earlier ones
-/// are not.
-pub fn index_facts<'a>(
+/// The stored vectors of the current facts among `facts`, to index them
+/// with ([`index_facts`]).
+pub async fn fact_vectors(
     backend: &dyn Backend,
+    facts: Vec<&FactRecord>,
+) -> HashMap<Uuid, StoredVector> {
+    let ids: Vec<Uuid> = facts
+        .into_iter()
+        .filter(|f| f.is_current())
+        .map(|f| f.fact_id)
+        .collect();
+    let mut out = HashMap::new();
+    for id in ids {
+        if let Ok(Some(v)) = backend.vector(id).await {
+            out.insert(id, v);
+        }
+    }
+    out
+}
+
+/// Brings a search index in line with facts that were added or moved:
+/// current ones are searchable (with their stored vector, from
+/// [`fact_vectors`]), earlier ones are not.
+pub fn index_facts<'a>(
     ix: &mut AgentIndex,
     facts: impl IntoIterator<Item = &'a FactRecord>,
+    vectors: &mut HashMap<Uuid, StoredVector>,
 ) {
     for f in facts {
         if f.is_current() {
-            let v = backend.vector(f.fact_id).ok().flatten();
-            ix.put_fact(&f.fact, v);
+            ix.put_fact(&f.fact, vectors.remove(&f.fact_id));
         } else {
             ix.remove(f.fact_id);
         }
@@ -413,3 +490,19 @@ pub fn index_facts<'a>(
 
 /// A backend shared by the Store actor and the readers.
 pub type SharedBackend = Arc<dyn Backend>;
+
+/// Runs a read on the blocking pool (a backend may do blocking work in
+/// it, such as a sled scan) and waits for it without holding the caller's
+/// thread.
+pub async fn read_blocking<T, F>(backend: SharedBackend, read: F) -> Result<T, StoreError>
+where
+    T: Send + 'static,
+    F: for<'b> FnOnce(&'b dyn Backend) -> futures::future::BoxFuture<'b, Result<T, StoreError>>
+        + Send
+        + 'static,
+{
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || handle.block_on(read(&*backend)))
+        .await
+        .map_err(StoreError::ReadAborted)?
+}

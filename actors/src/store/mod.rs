@@ -70,18 +70,9 @@ mod sled;
 pub use self::sled::mirror::{Mirror, Owned};
 pub use self::sled::Trees;
 pub use actor::{StoreActor, StoreArgs, StoreState};
-/// The storage traits, to call a backend's methods on a concrete one
-/// ([`Trees`]): `use recall_actors::store::prelude::*`.
-pub mod prelude {
-    pub use super::{
-        Backend, ContextStore, FactStore, ForgetStore, HierarchyStore, JobStore, SessionStore,
-        SummaryStore,
-    };
-}
-
 pub use backend::{
-    index_facts, Backend, ContextStore, FactStore, ForgetStore, HierarchyStore, JobStore,
-    Reflected, SessionStore, SharedBackend, SummaryStore, TurnKey,
+    fact_vectors, index_facts, read_blocking, Backend, ContextStore, FactStore, ForgetStore,
+    HierarchyStore, JobStore, Reflected, SessionStore, SharedBackend, SummaryStore, TurnKey,
 };
 pub use context::{ContextParts, ContextSources, CurrentFacts, StoredBlocks};
 pub use facts::{dedup_facts, reconcile_facts, FactChanges};

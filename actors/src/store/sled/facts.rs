@@ -2,9 +2,9 @@
 
 use super::*;
 
-impl FactStore for Trees {
+impl Trees {
     /// One user's facts, current and earlier, oldest first.
-    fn user_facts(&self, agent_id: &str, user_id: &str) -> Result<Vec<FactRecord>, StoreError> {
+    pub fn user_facts(&self, agent_id: &str, user_id: &str) -> Result<Vec<FactRecord>, StoreError> {
         // From memory once context reads have built the mirror: a
         // reflection plans its facts against the user's (a decode of every
         // one of them from the tree, inside the Store actor, took
@@ -26,7 +26,11 @@ impl FactStore for Trees {
 
     /// What `user_id` may see of an agent's facts: their own and every
     /// user's shared ones, current and earlier, oldest first.
-    fn visible_facts(&self, agent_id: &str, user_id: &str) -> Result<Vec<FactRecord>, StoreError> {
+    pub fn visible_facts(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+    ) -> Result<Vec<FactRecord>, StoreError> {
         let all: Vec<FactRecord> = self.scan(
             &self.facts,
             keys::TREE_FACTS,
@@ -39,7 +43,7 @@ impl FactStore for Trees {
         ))
     }
 
-    fn fact(&self, fact_id: Uuid) -> Result<Option<FactRecord>, StoreError> {
+    pub fn fact(&self, fact_id: Uuid) -> Result<Option<FactRecord>, StoreError> {
         let Some(key) = self.fact_index.get(fact_id.as_bytes())? else {
             return Ok(None);
         };
@@ -47,7 +51,7 @@ impl FactStore for Trees {
     }
 
     /// Changes a fact's visibility; only its owner may.
-    fn set_fact_visibility(
+    pub fn set_fact_visibility(
         &self,
         fact_id: Uuid,
         user_id: &str,
@@ -70,7 +74,7 @@ impl FactStore for Trees {
     /// over the gap: the value it replaced is current again if it was the
     /// current one; its vector goes with it. Returns the deleted fact and
     /// the facts that moved.
-    fn delete_fact(
+    pub fn delete_fact(
         &self,
         fact_id: Uuid,
         user_id: &str,
@@ -120,7 +124,7 @@ impl FactStore for Trees {
     }
 
     /// Every fact stored for an agent, every user, current and earlier.
-    fn agent_facts(&self, agent_id: &str) -> Result<Vec<FactRecord>, StoreError> {
+    pub fn agent_facts(&self, agent_id: &str) -> Result<Vec<FactRecord>, StoreError> {
         self.scan(
             &self.facts,
             keys::TREE_FACTS,

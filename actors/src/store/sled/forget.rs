@@ -16,10 +16,10 @@ fn pending_key(user_id: &str, agent_id: Option<&str>) -> Vec<u8> {
     k
 }
 
-impl ForgetStore for Trees {
+impl Trees {
     /// Forgets begun and not finished (a crash came in between): user and
     /// the agent it was limited to.
-    fn pending_forgets(&self) -> Result<Vec<PendingForget>, StoreError> {
+    pub fn pending_forgets(&self) -> Result<Vec<PendingForget>, StoreError> {
         let mut out = Vec::new();
         for item in self.meta.scan_prefix(PENDING) {
             let (k, _) = item?;
@@ -34,7 +34,7 @@ impl ForgetStore for Trees {
 
     /// Removes every record of `user_id` (with one agent's, or with every
     /// agent's) and every record built from them, then flushes.
-    fn forget_user(
+    pub fn forget_user(
         &self,
         user_id: &str,
         agent_id: Option<&str>,

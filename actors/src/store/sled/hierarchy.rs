@@ -2,12 +2,12 @@
 
 use super::*;
 
-impl HierarchyStore for Trees {
+impl Trees {
     /// Stores a rollup unless one with its id exists (a rollup's id is a
     /// hash of its period and sources, so the same rollup made twice is
     /// stored once). With `supersedes`, the older version is marked
     /// replaced in the same transaction. Returns whether it was new.
-    fn put_rollup(
+    pub fn put_rollup(
         &self,
         summary: &ConversationSummary,
         supersedes: Option<Uuid>,
@@ -55,7 +55,11 @@ impl HierarchyStore for Trees {
     }
 
     /// The last period of `level` rolled up for the agent (its first day).
-    fn rollup_cursor(&self, agent_id: &str, level: Level) -> Result<Option<NaiveDate>, StoreError> {
+    pub fn rollup_cursor(
+        &self,
+        agent_id: &str,
+        level: Level,
+    ) -> Result<Option<NaiveDate>, StoreError> {
         self.get(
             &self.rollup_cursors,
             keys::TREE_ROLLUP_CURSORS,
@@ -63,7 +67,7 @@ impl HierarchyStore for Trees {
         )
     }
 
-    fn set_rollup_cursor(
+    pub fn set_rollup_cursor(
         &self,
         agent_id: &str,
         level: Level,
@@ -77,7 +81,7 @@ impl HierarchyStore for Trees {
     /// Queues for the Rollup actor every session summary and fact stored
     /// before there was an inbox (a data folder from an earlier version),
     /// once per folder. Returns how many were queued.
-    fn backfill_inbox(&self) -> Result<usize, StoreError> {
+    pub fn backfill_inbox(&self) -> Result<usize, StoreError> {
         const MARKER: &[u8] = b"inbox_backfilled";
         if self.meta.contains_key(MARKER)? {
             return Ok(0);
@@ -115,7 +119,7 @@ impl HierarchyStore for Trees {
 
     /// Up to `limit` inbox entries after the key `after` (from the start
     /// without one), oldest item first.
-    fn inbox(&self, after: Option<&[u8]>, limit: usize) -> Result<Vec<InboxEntry>, StoreError> {
+    pub fn inbox(&self, after: Option<&[u8]>, limit: usize) -> Result<Vec<InboxEntry>, StoreError> {
         let mut out = Vec::new();
         let iter = match after {
             Some(k) => self
@@ -139,7 +143,7 @@ impl HierarchyStore for Trees {
         Ok(out)
     }
 
-    fn inbox_done(&self, keys: &[Vec<u8>]) -> Result<(), StoreError> {
+    pub fn inbox_done(&self, keys: &[Vec<u8>]) -> Result<(), StoreError> {
         let mut batch = ::sled::Batch::default();
         for k in keys {
             batch.remove(k.as_slice());
@@ -149,7 +153,7 @@ impl HierarchyStore for Trees {
     }
 
     /// An agent's topics (one user's, or all), oldest first.
-    fn topics(&self, agent_id: &str, user_id: Option<&str>) -> Result<Vec<Topic>, StoreError> {
+    pub fn topics(&self, agent_id: &str, user_id: Option<&str>) -> Result<Vec<Topic>, StoreError> {
         let prefix = match user_id {
             Some(u) => keys::topics_prefix(agent_id, u),
             None => keys::agent_facts_prefix(agent_id),
@@ -165,7 +169,7 @@ impl HierarchyStore for Trees {
 
     /// Writes a topic and its topic summary (replacing the previous
     /// summary, whose key moves with its period end).
-    fn put_topic(
+    pub fn put_topic(
         &self,
         topic: &Topic,
         summary: &ConversationSummary,
@@ -209,7 +213,7 @@ impl HierarchyStore for Trees {
 
     /// Stores vectors of summaries and facts that still exist (one deleted
     /// while its vector was being made gets none). Returns the ids stored.
-    fn put_vectors(&self, items: &[(Uuid, StoredVector)]) -> Result<Vec<Uuid>, StoreError> {
+    pub fn put_vectors(&self, items: &[(Uuid, StoredVector)]) -> Result<Vec<Uuid>, StoreError> {
         let mut batch = ::sled::Batch::default();
         let mut stored = Vec::new();
         for (id, v) in items {
@@ -227,7 +231,7 @@ impl HierarchyStore for Trees {
     /// Stores the vectors of a session's turns (by sequence number), each
     /// under its turn's id; a turn not stored (forgotten meanwhile) gets
     /// none. Returns the turns stored.
-    fn put_turn_vectors(
+    pub fn put_turn_vectors(
         &self,
         session_id: Uuid,
         items: &[(u32, StoredVector)],
@@ -249,7 +253,7 @@ impl HierarchyStore for Trees {
         Ok(stored)
     }
 
-    fn vector(&self, id: Uuid) -> Result<Option<StoredVector>, StoreError> {
+    pub fn vector(&self, id: Uuid) -> Result<Option<StoredVector>, StoreError> {
         Ok(self
             .embeddings
             .get(keys::embedding(id))?

@@ -4,15 +4,15 @@
 
 use super::*;
 
-impl JobStore for Trees {
-    fn queued(&self) -> Result<Vec<ReflectionJob>, StoreError> {
+impl Trees {
+    pub fn queued(&self) -> Result<Vec<ReflectionJob>, StoreError> {
         let mut jobs: Vec<ReflectionJob> =
             self.scan(&self.queue, keys::TREE_QUEUE, self.queue.iter())?;
         jobs.sort_by_key(|j| (j.enqueued_at, j.session_id));
         Ok(jobs)
     }
 
-    fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
+    pub fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
         let mut out: Vec<DeadLetter> = self.scan(&self.dead, keys::TREE_DEAD, self.dead.iter())?;
         out.sort_by_key(|d| (d.failed_at, d.session_id));
         Ok(out)
@@ -20,7 +20,7 @@ impl JobStore for Trees {
 
     /// Moves a job to the dead letters, unless the session has its summary
     /// by now (a replay made it while the reflection was backing off).
-    fn dead_letter(&self, letter: &DeadLetter) -> Result<(), StoreError> {
+    pub fn dead_letter(&self, letter: &DeadLetter) -> Result<(), StoreError> {
         let summarized = self
             .summary_index
             .contains_key(letter.session_id.as_bytes())?;
@@ -35,7 +35,11 @@ impl JobStore for Trees {
         Ok(())
     }
 
-    fn requeue(&self, session_id: Uuid, at: DateTime<Utc>) -> Result<ReflectionJob, StoreError> {
+    pub fn requeue(
+        &self,
+        session_id: Uuid,
+        at: DateTime<Utc>,
+    ) -> Result<ReflectionJob, StoreError> {
         let key = keys::session(session_id);
         let letter: DeadLetter = self
             .dead
@@ -55,7 +59,7 @@ impl JobStore for Trees {
         Ok(job)
     }
 
-    fn store_reflection(
+    pub fn store_reflection(
         &self,
         summary: &ConversationSummary,
         blocks: &[MemoryBlock],
@@ -139,13 +143,23 @@ impl JobStore for Trees {
         Ok(Reflected { stored, shared })
     }
 
-    fn drop_job(&self, session_id: Uuid) -> Result<(), StoreError> {
+    pub fn drop_job(&self, session_id: Uuid) -> Result<(), StoreError> {
         self.queue.remove(keys::session(session_id))?;
         Ok(())
     }
 }
 
 impl Trees {
+    /// [`Trees::store_reflection`]: whether the summary was new.
+    pub fn complete_reflection(
+        &self,
+        summary: &ConversationSummary,
+        blocks: &[MemoryBlock],
+        facts: &[Fact],
+    ) -> Result<bool, StoreError> {
+        Ok(self.store_reflection(summary, blocks, facts)?.stored)
+    }
+
     /// The inbox rows of a new session summary and its new facts (none with
     /// rollups off: nothing would take them out).
     pub(super) fn inbox_rows(

@@ -21,6 +21,7 @@ mod context;
 mod facts;
 mod forget;
 mod hierarchy;
+mod interface;
 mod jobs;
 pub(crate) mod mirror;
 mod sessions;
@@ -105,12 +106,15 @@ pub struct Trees {
     mirror_topics: std::sync::Arc<Mirror<Topic>>,
 }
 
+#[async_trait::async_trait]
 impl Backend for Trees {
     fn name(&self) -> &'static str {
         "sled"
     }
 
-    fn flush(&self) -> Result<(), StoreError> {
+    /// Blocks on the disk: the Store actor calls it on the blocking pool
+    /// (or inline with `flush = "every_write"`).
+    async fn flush(&self) -> Result<(), StoreError> {
         timed_flush(&self.db)?;
         Ok(())
     }
@@ -119,7 +123,7 @@ impl Backend for Trees {
         self.skipped.lock().unwrap_or_else(|p| p.into_inner()).len() as u64
     }
 
-    fn caches_match(&self) -> Result<bool, StoreError> {
+    async fn caches_match(&self) -> Result<bool, StoreError> {
         self.mirrors_match()
     }
 }

@@ -2,8 +2,8 @@
 
 use super::*;
 
-impl SessionStore for Trees {
-    fn open_session(&self, record: &SessionRecord) -> Result<(), StoreError> {
+impl Trees {
+    pub fn open_session(&self, record: &SessionRecord) -> Result<(), StoreError> {
         let value = encode(record)?;
         let key = keys::session(record.session_id);
         let by_user = keys::user_session(record);
@@ -19,16 +19,16 @@ impl SessionStore for Trees {
         Ok(())
     }
 
-    fn append_turn(&self, key: TurnKey, value: &[u8]) -> Result<(), StoreError> {
+    pub fn append_turn(&self, key: TurnKey, value: &[u8]) -> Result<(), StoreError> {
         self.turns.insert(key, value)?;
         Ok(())
     }
 
-    fn session(&self, id: Uuid) -> Result<Option<SessionRecord>, StoreError> {
+    pub fn session(&self, id: Uuid) -> Result<Option<SessionRecord>, StoreError> {
         self.get(&self.sessions, keys::TREE_SESSIONS, &keys::session(id))
     }
 
-    fn turns(&self, id: Uuid) -> Result<Vec<ConversationTurn>, StoreError> {
+    pub fn turns(&self, id: Uuid) -> Result<Vec<ConversationTurn>, StoreError> {
         self.scan(
             &self.turns,
             keys::TREE_TURNS,
@@ -37,7 +37,7 @@ impl SessionStore for Trees {
     }
 
     /// A session's turns with their sequence numbers, in order.
-    fn numbered_turns(&self, id: Uuid) -> Result<Vec<(u32, ConversationTurn)>, StoreError> {
+    pub fn numbered_turns(&self, id: Uuid) -> Result<Vec<(u32, ConversationTurn)>, StoreError> {
         let mut out = Vec::new();
         for item in self.turns.scan_prefix(keys::turns_prefix(id)) {
             let (k, v) = item?;
@@ -53,7 +53,7 @@ impl SessionStore for Trees {
     }
 
     /// One stored turn.
-    fn turn(&self, id: Uuid, seq: u32) -> Result<Option<ConversationTurn>, StoreError> {
+    pub fn turn(&self, id: Uuid, seq: u32) -> Result<Option<ConversationTurn>, StoreError> {
         self.get(&self.turns, keys::TREE_TURNS, &keys::turn(id, seq))
     }
 
@@ -61,7 +61,11 @@ impl SessionStore for Trees {
     /// each with its number: a retrieved turn and the turns either side of
     /// it. Three point reads: a range would copy the whole leaf it starts
     /// in (every key of it), which costs more than the three turns.
-    fn turns_around(&self, id: Uuid, seq: u32) -> Result<Vec<(u32, ConversationTurn)>, StoreError> {
+    pub fn turns_around(
+        &self,
+        id: Uuid,
+        seq: u32,
+    ) -> Result<Vec<(u32, ConversationTurn)>, StoreError> {
         let mut out = Vec::with_capacity(3);
         for n in [seq.checked_sub(1), Some(seq), seq.checked_add(1)]
             .into_iter()
@@ -77,7 +81,7 @@ impl SessionStore for Trees {
         Ok(out)
     }
 
-    fn sessions(&self, agent_id: Option<&str>) -> Result<Vec<SessionRecord>, StoreError> {
+    pub fn sessions(&self, agent_id: Option<&str>) -> Result<Vec<SessionRecord>, StoreError> {
         let mut all: Vec<SessionRecord> = match agent_id {
             None => self.scan(&self.sessions, keys::TREE_SESSIONS, self.sessions.iter())?,
             Some(agent) => self.indexed_sessions(&keys::agent_sessions_prefix(agent))?,
@@ -86,7 +90,7 @@ impl SessionStore for Trees {
         Ok(all)
     }
 
-    fn user_sessions(
+    pub fn user_sessions(
         &self,
         agent_id: &str,
         user_id: &str,
@@ -95,7 +99,7 @@ impl SessionStore for Trees {
         self.indexed_sessions(&keys::user_sessions_prefix(agent_id, user_id))
     }
 
-    fn open_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+    pub fn open_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
         let mut out = Vec::new();
         for item in self.open.iter() {
             let (k, _) = item?;
@@ -113,7 +117,7 @@ impl SessionStore for Trees {
 
     /// Ends a session and, if it has turns, queues its reflection: one
     /// transaction.
-    fn end_session(&self, record: &SessionRecord, at: DateTime<Utc>) -> Result<(), StoreError> {
+    pub fn end_session(&self, record: &SessionRecord, at: DateTime<Utc>) -> Result<(), StoreError> {
         let job = ReflectionJob {
             session_id: record.session_id,
             agent_id: record.agent_id.clone(),

@@ -3,8 +3,8 @@
 
 use super::*;
 
-impl SummaryStore for Trees {
-    fn summary(&self, id: Uuid) -> Result<Option<ConversationSummary>, StoreError> {
+impl Trees {
+    pub fn summary(&self, id: Uuid) -> Result<Option<ConversationSummary>, StoreError> {
         let Some(key) = self.summary_index.get(id.as_bytes())? else {
             return Ok(None);
         };
@@ -13,7 +13,7 @@ impl SummaryStore for Trees {
 
     /// An agent's summaries of one type, oldest first, ending at or after
     /// `since` when given.
-    fn summaries(
+    pub fn summaries(
         &self,
         agent_id: &str,
         kind: SummaryType,
@@ -40,7 +40,7 @@ impl SummaryStore for Trees {
 
     /// The agent's blocks (agent-wide; the latest reflection's
     /// `relationship`/`self_perception` among them).
-    fn blocks(&self, agent_id: &str) -> Result<Vec<MemoryBlock>, StoreError> {
+    pub fn blocks(&self, agent_id: &str) -> Result<Vec<MemoryBlock>, StoreError> {
         let iter = self
             .blocks
             .scan_prefix(keys::blocks_prefix(agent_id))
@@ -53,7 +53,11 @@ impl SummaryStore for Trees {
     }
 
     /// The blocks reflections drew from one user's conversations.
-    fn user_blocks(&self, agent_id: &str, user_id: &str) -> Result<Vec<MemoryBlock>, StoreError> {
+    pub fn user_blocks(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+    ) -> Result<Vec<MemoryBlock>, StoreError> {
         let blocks: Vec<MemoryBlock> = self.scan(
             &self.blocks,
             keys::TREE_BLOCKS,
@@ -71,7 +75,11 @@ impl SummaryStore for Trees {
             .collect())
     }
 
-    fn block(&self, agent_id: &str, label: BlockLabel) -> Result<Option<MemoryBlock>, StoreError> {
+    pub fn block(
+        &self,
+        agent_id: &str,
+        label: BlockLabel,
+    ) -> Result<Option<MemoryBlock>, StoreError> {
         self.get(
             &self.blocks,
             keys::TREE_BLOCKS,
@@ -79,13 +87,13 @@ impl SummaryStore for Trees {
         )
     }
 
-    fn agent(&self, agent_id: &str) -> Result<AgentMeta, StoreError> {
+    pub fn agent(&self, agent_id: &str) -> Result<AgentMeta, StoreError> {
         Ok(self
             .get(&self.agents, keys::TREE_AGENTS, keys::agent(agent_id))?
             .unwrap_or_default())
     }
 
-    fn agents(&self) -> Result<Vec<(String, AgentMeta)>, StoreError> {
+    pub fn agents(&self) -> Result<Vec<(String, AgentMeta)>, StoreError> {
         let mut out = Vec::new();
         for item in self.agents.iter() {
             let (k, v) = item?;
@@ -100,7 +108,7 @@ impl SummaryStore for Trees {
         Ok(out)
     }
     /// An agent's newest current summary of `kind` (by period end).
-    fn latest_summary(
+    pub fn latest_summary(
         &self,
         agent_id: &str,
         kind: SummaryType,
@@ -120,13 +128,17 @@ impl SummaryStore for Trees {
         Ok(None)
     }
 
-    fn put_block(&self, block: &MemoryBlock) -> Result<(), StoreError> {
+    pub fn put_block(&self, block: &MemoryBlock) -> Result<(), StoreError> {
         self.blocks
             .insert(keys::block(&block.agent_id, block.label), encode(block)?)?;
         Ok(())
     }
 
-    fn set_persistent_context(&self, agent_id: &str, lines: Vec<String>) -> Result<(), StoreError> {
+    pub fn set_persistent_context(
+        &self,
+        agent_id: &str,
+        lines: Vec<String>,
+    ) -> Result<(), StoreError> {
         let mut meta = self.agent(agent_id)?;
         meta.persistent_context = lines;
         meta.summary_version += 1;
@@ -134,7 +146,7 @@ impl SummaryStore for Trees {
         Ok(())
     }
 
-    fn mark_context_built(
+    pub fn mark_context_built(
         &self,
         agent_id: &str,
         version: u64,
@@ -151,7 +163,7 @@ impl SummaryStore for Trees {
     /// same session's summary) and marks the old one superseded, in one
     /// transaction, with the facts of `facts` the user has not got and did
     /// not delete.
-    fn revise_session(
+    pub fn revise_session(
         &self,
         new: &ConversationSummary,
         facts: &[Fact],
@@ -235,7 +247,7 @@ impl SummaryStore for Trees {
 
     /// Records that a summary is what its inputs derive today (a replay
     /// found the same content): the next replay skips it.
-    fn stamp_derivation(&self, summary_id: Uuid, derivation: &str) -> Result<(), StoreError> {
+    pub fn stamp_derivation(&self, summary_id: Uuid, derivation: &str) -> Result<(), StoreError> {
         let Some(mut s) = self.summary(summary_id)? else {
             return Err(StoreError::SummaryNotFound(summary_id));
         };

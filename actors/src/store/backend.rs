@@ -361,16 +361,7 @@ pub trait ContextStore: Send + Sync {
         user_id: &str,
     ) -> Result<ContextSources, StoreError> {
         let parts = self.context_parts(agent_id, user_id, Parts::ALL).await?;
-        let blocks = parts.blocks.unwrap_or_default();
-        Ok(ContextSources {
-            agent_blocks: blocks.agent_blocks,
-            user_blocks: blocks.user_blocks,
-            persistent_context: blocks.persistent_context,
-            facts: parts.facts.unwrap_or_default(),
-            summaries: parts.summaries.unwrap_or_default(),
-            ended: parts.ended.unwrap_or_default(),
-            topics: parts.topics.unwrap_or_default(),
-        })
+        Ok(ContextSources::from(parts))
     }
 }
 

@@ -89,3 +89,19 @@ pub struct ContextParts {
     pub ended: Option<Vec<std::sync::Arc<SessionRecord>>>,
     pub topics: Option<Vec<Topic>>,
 }
+
+impl From<ContextParts> for ContextSources {
+    /// Every part read (a part not asked for is empty).
+    fn from(parts: ContextParts) -> ContextSources {
+        let blocks = parts.blocks.unwrap_or_default();
+        ContextSources {
+            agent_blocks: blocks.agent_blocks,
+            user_blocks: blocks.user_blocks,
+            persistent_context: blocks.persistent_context,
+            facts: parts.facts.unwrap_or_default(),
+            summaries: parts.summaries.unwrap_or_default(),
+            ended: parts.ended.unwrap_or_default(),
+            topics: parts.topics.unwrap_or_default(),
+        }
+    }
+}

@@ -33,6 +33,20 @@ async fn index_ended(search: &SearchIndex, t: &SharedBackend, rec: &SessionRecor
     });
 }
 
+/// The stored vectors of facts to index, read only when the agent's index
+/// is built or being built (an update would be dropped otherwise).
+async fn vectors_for(
+    search: &SearchIndex,
+    t: &SharedBackend,
+    agent_id: &str,
+    facts: Vec<&FactRecord>,
+) -> HashMap<Uuid, StoredVector> {
+    if !search.tracks(agent_id) {
+        return HashMap::new();
+    }
+    fact_vectors(&**t, facts).await
+}
+
 pub struct StoreArgs {
     pub backend: SharedBackend,
     pub settings: StoreSettings,
@@ -348,8 +362,13 @@ impl Actor for StoreActor {
                             r.facts_moved.clone(),
                         );
                         let s = summary.clone();
-                        let mut vectors =
-                            fact_vectors(&*t, added.iter().chain(&moved).collect()).await;
+                        let mut vectors = vectors_for(
+                            &state.search,
+                            &t,
+                            &summary.agent_id,
+                            added.iter().chain(&moved).collect(),
+                        )
+                        .await;
                         state.search.update(&summary.agent_id, move |ix| {
                             if let Some(old) = old {
                                 ix.remove(old);
@@ -400,7 +419,9 @@ impl Actor for StoreActor {
                     state.generations.bump(agent, everyone);
                 }
                 let res = res.map(|r| r.stored);
-                if let Ok(true) = res {
+                if res.as_ref().is_ok_and(|stored| *stored)
+                    && state.search.tracks(&summary.agent_id)
+                {
                     // The facts that survived de-duplication, and those on
                     // their subjects, as they now stand.
                     let subjects: std::collections::BTreeSet<&String> =
@@ -450,7 +471,7 @@ impl Actor for StoreActor {
                 if let Ok(f) = &res {
                     state.generations.bump(&f.agent_id, Parts::FACTS);
                     let f2 = f.clone();
-                    let mut vectors = fact_vectors(&*t, vec![&f2]).await;
+                    let mut vectors = vectors_for(&state.search, &t, &f.agent_id, vec![&f2]).await;
                     state
                         .search
                         .update(&f.agent_id, move |ix| index_facts(ix, [&f2], &mut vectors));
@@ -469,7 +490,8 @@ impl Actor for StoreActor {
                 if let Ok((f, moved)) = &res {
                     state.generations.bump(&f.agent_id, Parts::FACTS);
                     let (id, moved) = (f.fact_id, moved.clone());
-                    let mut vectors = fact_vectors(&*t, moved.iter().collect()).await;
+                    let mut vectors =
+                        vectors_for(&state.search, &t, &f.agent_id, moved.iter().collect()).await;
                     state.search.update(&f.agent_id, move |ix| {
                         ix.remove(id);
                         index_facts(ix, &moved, &mut vectors);

@@ -488,3 +488,37 @@ fn related_word_settings_out_of_range_are_named() {
     let s = load_from(Some(&path), no_env()).expect("valid");
     assert_eq!(s.context.retrieval_related_words, 0);
 }
+
+#[test]
+fn a_postgres_store_needs_a_url_and_a_plain_schema_name() {
+    let err = expect_file_key_error("[store]\nkind = \"postgres\"\n", "store.postgres.url");
+    assert!(err.to_string().contains("is needed"), "{err}");
+    expect_file_key_error(
+        "[store]\nkind = \"postgres\"\n[store.postgres]\nurl = \"mysql://db/recall\"\n",
+        "store.postgres.url",
+    );
+    let err = expect_key_error(
+        None,
+        env(&[
+            ("RECALL_STORE__KIND", "postgres"),
+            ("RECALL_STORE__POSTGRES__URL", "postgres://db/recall"),
+            ("RECALL_STORE__POSTGRES__SCHEMA", "Recall; DROP"),
+        ]),
+        "store.postgres.schema",
+    );
+    assert!(err.to_string().contains("not a schema name"), "{err}");
+    expect_file_key_error(
+        "[store.postgres]\npool_size = 0\n",
+        "store.postgres.pool_size",
+    );
+    expect_file_key_error("[store]\nkind = \"mysql\"\n", "store.kind");
+    let ok = load_from(
+        None,
+        env(&[
+            ("RECALL_STORE__KIND", "postgres"),
+            ("RECALL_STORE__POSTGRES__URL", "postgres://db/recall"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(ok.store.postgres.schema, "recall");
+}

@@ -169,8 +169,13 @@ pub fn fact(agent_id: &str, user_id: &str, fact_id: Uuid) -> Vec<u8> {
 /// normalized content (never the content), so a replay does not bring it
 /// back.
 pub fn fact_tombstone(agent_id: &str, user_id: &str, normalized: &str) -> Vec<u8> {
+    fact(agent_id, user_id, tombstone_hash(normalized))
+}
+
+/// The hash a deleted fact's normalized content is remembered by.
+pub fn tombstone_hash(normalized: &str) -> Uuid {
     const NS: Uuid = Uuid::from_u128(0x6661_6374_2d74_6f6d_6273_746f_6e65_0001);
-    fact(agent_id, user_id, Uuid::new_v5(&NS, normalized.as_bytes()))
+    Uuid::new_v5(&NS, normalized.as_bytes())
 }
 
 /// The agent and user of a `facts` or `fact_tombstones` key.

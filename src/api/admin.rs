@@ -81,6 +81,9 @@ pub struct Health {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Readiness {
     pub status: String,
+    /// The storage backend (`sled` or `postgres`), when it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
     /// Damaged records skipped at start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped_records: Option<u64>,

@@ -57,6 +57,9 @@ struct Global {
 enum Command {
     /// Run the runtime behind the HTTP + WebSocket API.
     Serve(serve::ServeArgs),
+    /// Apply the PostgreSQL migrations this build has (store.kind =
+    /// "postgres") without serving; `serve` applies them too.
+    Migrate(serve::MigrateArgs),
     /// Replay a JSONL conversation script in virtual time and print the
     /// resulting sessions, summaries, blocks and dead letters.
     Simulate(offline::SimulateArgs),
@@ -130,6 +133,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     };
     let command = match cli.command {
         Command::Serve(a) => return serve::serve(a),
+        Command::Migrate(a) => return serve::migrate(a, &mut std::io::stdout()),
         Command::Simulate(a) => return offline::simulate(a, out),
         Command::Eval(a) => return offline::eval(a, out),
         client_command => client_command,
@@ -154,7 +158,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             Command::DeadLetters { action } => admin::dead_letters(action, &c, out).await,
             Command::Replay(a) => admin::replay(a, &c, out).await,
             Command::Forget(a) => admin::forget(a, &c, out).await,
-            Command::Serve(_) | Command::Simulate(_) | Command::Eval(_) => {
+            Command::Serve(_) | Command::Migrate(_) | Command::Simulate(_) | Command::Eval(_) => {
                 unreachable!("run above")
             }
         }

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
+use recall::engine::settings::StoreKind;
+use recall::engine::store::{PgBackend, PG_SCHEMA_VERSION};
 use recall::server::{self, ServerConfig};
 use recall::RuntimeBuilder;
 
@@ -49,6 +51,40 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
             "recall stopped: {} live session(s) ended, {} reflection(s) left queued for the next start",
             report.sessions_ended, report.reflections_left
         );
+        anyhow::Ok(())
+    })
+}
+
+/// `recall migrate`.
+#[derive(Args)]
+pub struct MigrateArgs {
+    /// A settings file layered over config/default.toml, with
+    /// store.kind = "postgres" and store.postgres.url.
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+pub fn migrate(a: MigrateArgs, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
+    let settings = recall::settings::load(a.config.as_deref())?;
+    super::init_logging("warn", settings.log.format);
+    if settings.store.kind != StoreKind::Postgres {
+        anyhow::bail!(
+            "store.kind is \"sled\": there is nothing to migrate (a sled data folder is checked when it is opened); set store.kind = \"postgres\" and store.postgres.url"
+        );
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the tokio runtime")?;
+    rt.block_on(async {
+        let pg = PgBackend::open(&settings.store.postgres).await?;
+        let applied = pg.migrate().await?;
+        writeln!(
+            out,
+            "schema `{}`: {applied} migration(s) applied; at version {} (this build knows up to {PG_SCHEMA_VERSION})",
+            pg.schema(),
+            pg.schema_version().await?,
+        )?;
         anyhow::Ok(())
     })
 }

@@ -142,13 +142,22 @@ impl RuntimeBuilder {
         let dir = self.data_dir.clone();
         let store_settings = settings.store.clone();
         let fill_inbox = settings.rollup.enabled;
-        let backend: SharedBackend = tokio::task::spawn_blocking(move || {
-            let mut trees = Trees::open(&dir, &store_settings)?;
-            trees.fill_inbox = fill_inbox;
-            Ok::<_, StoreError>(Arc::new(trees))
-        })
-        .await
-        .map_err(|e| StartupError::Recovery(format!("opening the store panicked: {e}")))??;
+        let backend: SharedBackend = match store_settings.kind {
+            StoreKind::Sled => tokio::task::spawn_blocking(move || {
+                let mut trees = Trees::open(&dir, &store_settings)?;
+                trees.fill_inbox = fill_inbox;
+                Ok::<_, StoreError>(Arc::new(trees))
+            })
+            .await
+            .map_err(|e| StartupError::Recovery(format!("opening the store panicked: {e}")))??,
+            StoreKind::Postgres => {
+                let mut pg = PgBackend::connect(&store_settings.postgres).await?;
+                pg.fill_inbox = fill_inbox;
+                // One instance per schema, as one process per sled folder.
+                pg.hold_instance_lock().await?;
+                Arc::new(pg)
+            }
+        };
         // A forget a crash cut short is finished before any actor starts,
         // so none of them reads (or sends out) what was to be forgotten.
         {

@@ -205,6 +205,14 @@ impl Runtime {
         })
     }
 
+    /// The storage backend's name, once it answers (`/readyz`): a database
+    /// that does not is an error.
+    pub async fn store_ready(&self) -> Result<&'static str, RecallError> {
+        let backend = self.reader()?;
+        backend.ping().await?;
+        Ok(backend.name())
+    }
+
     /// A handle on the Store's backend for a read off its actor.
     pub(crate) fn reader(&self) -> Result<SharedBackend, RecallError> {
         self.inner

@@ -33,10 +33,10 @@ use recall_actors::reflect::extractive::ExtractiveReflect;
 use recall_actors::reflect::{Reflect, ReflectError};
 use recall_actors::registry::{Registry, RouteError, Routed, UnknownConnection};
 use recall_actors::session::{SessionMsg, SessionView};
-use recall_actors::settings::{ReflectorKind, Settings, SettingsError};
+use recall_actors::settings::{ReflectorKind, Settings, SettingsError, StoreKind};
 use recall_actors::store::{
-    read_blocking, Generations, SharedBackend, StoreActor, StoreArgs, StoreError, StoreMsg,
-    StoreStats, Trees,
+    read_blocking, Generations, PgBackend, SharedBackend, StoreActor, StoreArgs, StoreError,
+    StoreMsg, StoreStats, Trees,
 };
 use recall_actors::supervisor::{
     SessionSupervisor, StartError, SupervisorArgs, SupervisorMsg, SupervisorStats,

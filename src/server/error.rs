@@ -62,7 +62,7 @@ impl IntoResponse for ApiError {
 }
 
 /// The error and its causes, for messages.
-fn chain(err: &dyn std::error::Error) -> String {
+pub(crate) fn chain(err: &dyn std::error::Error) -> String {
     let mut out = err.to_string();
     let mut cur = err.source();
     while let Some(e) = cur {

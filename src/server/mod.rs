@@ -283,7 +283,8 @@ async fn healthz() -> Json<Health> {
     })
 }
 
-/// Readiness: the store answers and the actors are up
+/// Readiness: the store (for PostgreSQL, the database) answers and the
+/// actors are up
 ///
 /// Ready, and saying so, even with damaged records (they are skipped), and
 /// while stored items are re-embedded (searches find those by their words
@@ -296,6 +297,7 @@ async fn healthz() -> Json<Health> {
 async fn readyz(State(app): State<AppState>) -> (StatusCode, Json<Readiness>) {
     let not_ready = |status: &str, error: Option<String>| Readiness {
         status: status.into(),
+        store: None,
         skipped_records: None,
         reembedding: None,
         error,
@@ -304,18 +306,24 @@ async fn readyz(State(app): State<AppState>) -> (StatusCode, Json<Readiness>) {
         let r = not_ready("shutting_down", None);
         return (StatusCode::SERVICE_UNAVAILABLE, Json(r));
     }
-    match app.runtime.stats().await {
-        Ok(stats) => (
+    let ready = async {
+        let store = app.runtime.store_ready().await?;
+        let stats = app.runtime.stats().await?;
+        Ok::<_, RecallError>((store, stats))
+    };
+    match ready.await {
+        Ok((store, stats)) => (
             StatusCode::OK,
             Json(Readiness {
                 status: "ready".into(),
+                store: Some(store.into()),
                 skipped_records: Some(stats.store.skipped_records),
                 reembedding: Some(app.runtime.reembed_progress()),
                 error: None,
             }),
         ),
         Err(e) => {
-            let r = not_ready("unavailable", Some(e.to_string()));
+            let r = not_ready("unavailable", Some(error::chain(&e)));
             (StatusCode::SERVICE_UNAVAILABLE, Json(r))
         }
     }

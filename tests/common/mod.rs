@@ -67,3 +67,60 @@ pub fn listening(child: &mut Child) -> anyhow::Result<String> {
     std::thread::spawn(move || for _ in lines {});
     Ok(url)
 }
+
+/// The database the PostgreSQL tests use (`RECALL_TEST_POSTGRES_URL`, by
+/// default the `test` database on 127.0.0.1:5432).
+pub fn test_database_url() -> String {
+    std::env::var("RECALL_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// A PostgreSQL schema of one test's own, dropped (with everything in it)
+/// when the value is.
+pub struct TestSchema {
+    pub url: String,
+    pub name: String,
+}
+
+impl TestSchema {
+    pub fn new() -> TestSchema {
+        TestSchema {
+            url: test_database_url(),
+            name: format!("recall_test_{}", uuid::Uuid::new_v4().simple()),
+        }
+    }
+
+    /// The `RECALL_*` variables that point `recall` at this schema.
+    pub fn env(&self) -> [(&'static str, String); 3] {
+        [
+            ("RECALL_STORE__KIND", "postgres".into()),
+            ("RECALL_STORE__POSTGRES__URL", self.url.clone()),
+            ("RECALL_STORE__POSTGRES__SCHEMA", self.name.clone()),
+        ]
+    }
+}
+
+impl Drop for TestSchema {
+    fn drop(&mut self) {
+        let (url, name) = (self.url.clone(), self.name.clone());
+        // A thread of its own: a drop cannot await, and may run in a runtime.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            rt.block_on(async {
+                let pool = sqlx::postgres::PgPoolOptions::new()
+                    .max_connections(1)
+                    .connect(&url)
+                    .await?;
+                sqlx::query(&format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"))
+                    .execute(&pool)
+                    .await?;
+                pool.close().await;
+                Ok::<_, sqlx::Error>(())
+            })
+        })
+        .join();
+    }
+}

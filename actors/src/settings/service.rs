@@ -96,20 +96,61 @@ pub enum FlushPolicy {
     EveryWrite,
 }
 
+/// Where the records are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreKind {
+    /// sled in the data folder: one process, nothing to run beside it.
+    #[default]
+    Sled,
+    /// A PostgreSQL database (`store.postgres`), which several instances
+    /// share.
+    Postgres,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreSettings {
+    pub kind: StoreKind,
     pub flush: FlushPolicy,
     pub flush_interval_ms: u64,
     pub cache_capacity_mb: u64,
+    pub postgres: PostgresSettings,
 }
 
 impl Default for StoreSettings {
     fn default() -> Self {
         StoreSettings {
+            kind: StoreKind::Sled,
             flush: FlushPolicy::GroupCommit,
             flush_interval_ms: 5,
             cache_capacity_mb: 64,
+            postgres: PostgresSettings::default(),
+        }
+    }
+}
+
+/// The PostgreSQL database of `store.kind = "postgres"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PostgresSettings {
+    /// `postgres://user:password@host:port/database`.
+    pub url: String,
+    /// Connections in the pool.
+    pub pool_size: u32,
+    /// The schema the tables are in (created if missing).
+    pub schema: String,
+    /// How long to wait for a connection before a write or read fails.
+    pub connect_timeout_secs: u64,
+}
+
+impl Default for PostgresSettings {
+    fn default() -> Self {
+        PostgresSettings {
+            url: String::new(),
+            pool_size: 8,
+            schema: "recall".into(),
+            connect_timeout_secs: 5,
         }
     }
 }
@@ -119,6 +160,40 @@ impl StoreSettings {
     pub fn validate(&self) -> Result<(), SettingsError> {
         positive("store.flush_interval_ms", self.flush_interval_ms)?;
         positive("store.cache_capacity_mb", self.cache_capacity_mb)?;
+        let pg = &self.postgres;
+        if self.kind == StoreKind::Postgres && pg.url.trim().is_empty() {
+            return Err(SettingsError {
+                key: "store.postgres.url",
+                reason: "is needed with store.kind = \"postgres\", such as postgres://recall@127.0.0.1:5432/recall".into(),
+            });
+        }
+        let scheme = pg.url.starts_with("postgres://") || pg.url.starts_with("postgresql://");
+        if !(pg.url.is_empty() || scheme) {
+            return Err(SettingsError {
+                key: "store.postgres.url",
+                reason: "must start with postgres:// or postgresql://".into(),
+            });
+        }
+        positive("store.postgres.pool_size", pg.pool_size as u64)?;
+        positive(
+            "store.postgres.connect_timeout_secs",
+            pg.connect_timeout_secs,
+        )?;
+        let mut chars = pg.schema.chars();
+        let identifier = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+            && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            && pg.schema.len() <= 63;
+        if !identifier {
+            return Err(SettingsError {
+                key: "store.postgres.schema",
+                reason: format!(
+                    "{:?} is not a schema name: lowercase letters, digits and _, not starting with a digit",
+                    pg.schema
+                ),
+            });
+        }
         Ok(())
     }
 }

@@ -386,6 +386,10 @@ pub trait Backend:
     /// Damaged records met (and skipped) since the backend was opened,
     /// each counted once.
     fn skipped_records(&self) -> u64;
+    /// Whether the backend can be reached (a database answers; `/readyz`).
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Whether the backend's in-memory caches match its records (a test
     /// hook; a backend without caches has nothing to compare).
     async fn caches_match(&self) -> Result<bool, StoreError> {

@@ -16,7 +16,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::model::{normalize_fact, EarlierValue, FactHistory, FactRecord};
+use super::StoreError;
+use crate::model::{normalize_fact, EarlierValue, Fact, FactHistory, FactRecord};
 
 /// What storing a reflection's facts changes.
 #[derive(Debug, Clone, Default)]
@@ -72,6 +73,67 @@ pub fn dedup_facts(existing: &[FactRecord], candidates: Vec<FactRecord>) -> Vec<
         }
     }
     out
+}
+
+/// What storing `facts` (one reflection's, all about one user, stated in
+/// the call that started at `stated_at`) changes against the user's
+/// `existing` facts: the new ones worth storing (none that `deleted` says
+/// the user deleted) and the stored ones whose place in their subject's
+/// history moves. Stored facts on those subjects from before their call's
+/// time was kept get it from their session (`started`).
+pub fn plan_fact_changes(
+    existing: Vec<FactRecord>,
+    facts: &[Fact],
+    stated_at: DateTime<Utc>,
+    mut deleted: impl FnMut(&FactRecord) -> Result<bool, StoreError>,
+    mut started: impl FnMut(Uuid) -> Result<Option<DateTime<Utc>>, StoreError>,
+) -> Result<FactChanges, StoreError> {
+    let candidates: Vec<FactRecord> = facts
+        .iter()
+        .map(|f| FactRecord {
+            fact: Fact {
+                conflicts_with: None,
+                ..f.clone()
+            },
+            history: FactHistory {
+                stated_at: Some(stated_at),
+                ..FactHistory::default()
+            },
+        })
+        .collect();
+    let mut added = Vec::new();
+    for f in dedup_facts(&existing, candidates) {
+        if !deleted(&f)? {
+            added.push(f);
+        }
+    }
+    let subjects: BTreeSet<String> = facts.iter().filter_map(|f| f.subject.clone()).collect();
+    let mut updated: BTreeMap<Uuid, FactRecord> = BTreeMap::new();
+    let mut all = existing;
+    for f in all.iter_mut() {
+        let on_subject = f.subject.as_ref().is_some_and(|s| subjects.contains(s));
+        if on_subject && f.history.stated_at.is_none() {
+            if let Some(id) = f.source_session_id {
+                f.history.stated_at = started(id)?;
+                if f.history.stated_at.is_some() {
+                    updated.insert(f.fact_id, f.clone());
+                }
+            }
+        }
+    }
+    all.extend(added.iter().cloned());
+    for f in reconcile_facts(&all, &subjects) {
+        match added.iter_mut().find(|a| a.fact_id == f.fact_id) {
+            Some(a) => *a = f,
+            None => {
+                updated.insert(f.fact_id, f);
+            }
+        }
+    }
+    Ok(FactChanges {
+        added,
+        updated: updated.into_values().collect(),
+    })
 }
 
 /// Places every fact on each of `subjects` in its subject's history (see
@@ -155,7 +217,7 @@ pub(crate) fn sorted_facts(mut facts: Vec<FactRecord>) -> Vec<FactRecord> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Fact, Visibility};
+    use crate::model::Visibility;
     use chrono::{Duration, TimeZone};
 
     fn at(day: i64) -> DateTime<Utc> {

@@ -21,7 +21,9 @@
 //! - `backend`: [`Backend`], the persistence of every record kind behind
 //!   one interface (a sub-trait per kind); the actors never see more of a
 //!   backend than that.
-//! - `sled`: the sled backend, [`Trees`] (the default, embedded one).
+//! - `sled`: the sled backend, [`Trees`] (the default, embedded one);
+//!   `postgres`: the PostgreSQL backend, [`PgBackend`] (several instances
+//!   over one database).
 //! - Backend-neutral logic and the types the interface speaks in:
 //!   `facts` (which facts are worth storing, and where each stands in its
 //!   subject's history), `forget`, `replay`, `hierarchy` (the inbox) and
@@ -59,14 +61,18 @@ use chrono::NaiveDate;
 mod actor;
 mod backend;
 mod context;
+#[cfg(test)]
+pub(crate) mod contract;
 mod facts;
 mod forget;
 mod generations;
 mod hierarchy;
 mod msg;
+mod postgres;
 mod replay;
 mod sled;
 
+pub use self::postgres::{PgBackend, PG_SCHEMA_VERSION};
 pub use self::sled::mirror::{Mirror, Owned};
 pub use self::sled::Trees;
 pub use actor::{StoreActor, StoreArgs, StoreState};
@@ -75,12 +81,12 @@ pub use backend::{
     HierarchyStore, JobStore, Reflected, SessionStore, SharedBackend, SummaryStore, TurnKey,
 };
 pub use context::{ContextParts, ContextSources, CurrentFacts, StoredBlocks};
-pub use facts::{dedup_facts, reconcile_facts, FactChanges};
+pub use facts::{dedup_facts, plan_fact_changes, reconcile_facts, FactChanges};
 pub use forget::{ForgetReport, PendingForget};
 pub use generations::{Generations, Parts, Stamp};
 pub use hierarchy::InboxEntry;
 pub use msg::{LoadedSession, StoreMsg, StoreStats};
-pub use replay::Revision;
+pub use replay::{revision_refused, Revision};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -129,6 +135,52 @@ pub enum StoreError {
     WritesFailed(u64),
     #[error("a read off the Store actor did not finish")]
     ReadAborted(#[source] tokio::task::JoinError),
+    #[error("cannot connect to PostgreSQL at {target}")]
+    Connect {
+        /// The URL without its password.
+        target: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("database error")]
+    Postgres(#[from] sqlx::Error),
+    #[error("cannot apply the database migrations")]
+    Migrate(#[source] sqlx::migrate::MigrateError),
+    #[error(
+        "PostgreSQL schema `{schema}` is at migration {found}; this build of recall knows migrations up to {known}: run a newer recall"
+    )]
+    NewerDatabase {
+        schema: String,
+        found: i64,
+        known: i64,
+    },
+    #[error("PostgreSQL schema `{schema}` is in use by another recall instance")]
+    SchemaInUse { schema: String },
+}
+
+/// The damaged records a backend met and skipped, each counted (and
+/// reported) once however often it is read.
+#[derive(Debug, Default)]
+pub(crate) struct Skipped(std::sync::Mutex<std::collections::HashSet<Vec<u8>>>);
+
+impl Skipped {
+    /// Notes the record `key` of `table`; warns and counts it the first
+    /// time.
+    pub(crate) fn note(&self, table: &str, key: &[u8], shown: &dyn std::fmt::Debug, error: &str) {
+        let mut id = table.as_bytes().to_vec();
+        id.push(0);
+        id.extend_from_slice(key);
+        let first = self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(id);
+        if first {
+            metrics::counter!("recall_store_skipped_records_total", "tree" => table.to_string())
+                .increment(1);
+            warn!(table, key = ?shown, error, "skipping undecodable record");
+        }
+    }
+
+    pub(crate) fn count(&self) -> u64 {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len() as u64
+    }
 }
 
 impl From<TransactionError<StoreError>> for StoreError {

@@ -16,3 +16,21 @@ pub struct Revision {
     /// re-derived value stated earlier or later than theirs).
     pub facts_moved: Vec<FactRecord>,
 }
+
+/// Why `new` cannot replace `old` (there is one current version per
+/// session, always: the chain never forks), or `None` if it can.
+pub fn revision_refused(
+    old: &ConversationSummary,
+    new: &ConversationSummary,
+) -> Option<&'static str> {
+    use crate::model::SummaryType;
+    if !old.is_current() {
+        Some("the version it replaces was replaced already")
+    } else if old.summary_type != SummaryType::Session || new.summary_type != SummaryType::Session {
+        Some("only session summaries are revised")
+    } else if old.agent_id != new.agent_id || old.user_id != new.user_id {
+        Some("the versions belong to different agents or users")
+    } else {
+        None
+    }
+}

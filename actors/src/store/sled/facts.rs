@@ -150,57 +150,17 @@ impl Trees {
             return Ok(FactChanges::default());
         };
         let existing = self.user_facts(&first.agent_id, &first.user_id)?;
-        let candidates: Vec<FactRecord> = facts
-            .iter()
-            .map(|f| FactRecord {
-                fact: Fact {
-                    conflicts_with: None,
-                    ..f.clone()
-                },
-                history: FactHistory {
-                    stated_at: Some(stated_at),
-                    ..FactHistory::default()
-                },
-            })
-            .collect();
-        let mut added = Vec::new();
-        for f in dedup_facts(&existing, candidates) {
-            if tombstoned {
+        plan_fact_changes(
+            existing,
+            facts,
+            stated_at,
+            |f| {
                 let tomb =
                     keys::fact_tombstone(&f.agent_id, &f.user_id, &normalize_fact(&f.content));
-                if self.fact_tombstones.contains_key(tomb)? {
-                    continue;
-                }
-            }
-            added.push(f);
-        }
-        let subjects: BTreeSet<String> = facts.iter().filter_map(|f| f.subject.clone()).collect();
-        let mut updated: BTreeMap<Uuid, FactRecord> = BTreeMap::new();
-        let mut all = existing;
-        for f in all.iter_mut() {
-            let on_subject = f.subject.as_ref().is_some_and(|s| subjects.contains(s));
-            if on_subject && f.history.stated_at.is_none() {
-                if let Some(session) = f.source_session_id.map(|id| self.session(id)).transpose()? {
-                    f.history.stated_at = session.map(|s| s.started_at);
-                    if f.history.stated_at.is_some() {
-                        updated.insert(f.fact_id, f.clone());
-                    }
-                }
-            }
-        }
-        all.extend(added.iter().cloned());
-        for f in reconcile_facts(&all, &subjects) {
-            match added.iter_mut().find(|a| a.fact_id == f.fact_id) {
-                Some(a) => *a = f,
-                None => {
-                    updated.insert(f.fact_id, f);
-                }
-            }
-        }
-        Ok(FactChanges {
-            added,
-            updated: updated.into_values().collect(),
-        })
+                Ok(tombstoned && self.fact_tombstones.contains_key(tomb)?)
+            },
+            |id| Ok(self.session(id)?.map(|s| s.started_at)),
+        )
     }
 
     /// Key, encoded value and id of each fact, for a transaction.

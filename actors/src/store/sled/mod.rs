@@ -11,11 +11,11 @@
 //! the in-memory mirrors of `mirror`). Writes that span trees run in one
 //! sled transaction.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use super::facts::sorted_facts;
 use super::*;
-use crate::model::{normalize_fact, FactHistory};
+use crate::model::normalize_fact;
 
 mod context;
 mod facts;
@@ -97,7 +97,7 @@ pub struct Trees {
     /// actor (off when rollups are: nothing would take them out).
     pub fill_inbox: bool,
     /// Tree and key of each record skipped because it did not decode.
-    skipped: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<Vec<u8>>>>,
+    skipped: std::sync::Arc<Skipped>,
     /// Every session record, summary, fact and topic, in memory once a
     /// context read first asks (see [`Mirror`]).
     mirror_sessions: std::sync::Arc<Mirror<SessionRecord>>,
@@ -120,7 +120,7 @@ impl Backend for Trees {
     }
 
     fn skipped_records(&self) -> u64 {
-        self.skipped.lock().unwrap_or_else(|p| p.into_inner()).len() as u64
+        self.skipped.count()
     }
 
     async fn caches_match(&self) -> Result<bool, StoreError> {
@@ -274,19 +274,7 @@ impl Trees {
 
     /// Counts and reports a damaged record once, however often it is read.
     pub(super) fn skip(&self, tree: &str, key: &[u8], error: &str) {
-        let mut id = tree.as_bytes().to_vec();
-        id.push(0);
-        id.extend_from_slice(key);
-        let first = self
-            .skipped
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id);
-        if first {
-            metrics::counter!("recall_store_skipped_records_total", "tree" => tree.to_string())
-                .increment(1);
-            warn!(tree, key = ?key, error, "skipping undecodable record");
-        }
+        self.skipped.note(tree, key, &key, error);
     }
 
     /// The record under `key`, decoded (a record that does not decode is

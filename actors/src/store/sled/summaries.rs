@@ -180,18 +180,7 @@ impl Trees {
         let Some(mut old) = self.summary(old_id)? else {
             return Err(StoreError::SummaryNotFound(old_id));
         };
-        // One current version per session, always: never fork the chain.
-        let why = if !old.is_current() {
-            Some("the version it replaces was replaced already")
-        } else if old.summary_type != crate::model::SummaryType::Session
-            || new.summary_type != crate::model::SummaryType::Session
-        {
-            Some("only session summaries are revised")
-        } else if old.agent_id != new.agent_id || old.user_id != new.user_id {
-            Some("the versions belong to different agents or users")
-        } else {
-            None
-        };
+        let why = revision_refused(&old, new);
         if let Some(why) = why {
             return Err(StoreError::InvalidRevision(old_id, why));
         }

@@ -1,5 +1,6 @@
 use super::mirror::Held;
 use super::*;
+use crate::store::contract::{call, fact, opened};
 use chrono::TimeZone;
 
 fn summary(id: Uuid, text: &str) -> ConversationSummary {
@@ -180,182 +181,6 @@ fn a_folder_in_use_is_a_locked_error_and_opens_once_released() {
     Trees::open_waiting(dir.path(), &settings, Duration::ZERO).unwrap();
 }
 
-fn fact(user: &str, content: &str, subject: Option<&str>, call: Uuid) -> Fact {
-    Fact {
-        fact_id: Uuid::new_v4(),
-        agent_id: "kairix".into(),
-        user_id: user.into(),
-        category: crate::model::FactCategory::Other,
-        content: content.into(),
-        subject: subject.map(str::to_string),
-        visibility: Visibility::Private,
-        source_session_id: Some(call),
-        extracted_at: Utc.with_ymd_and_hms(2026, 3, 9, 9, 0, 0).unwrap(),
-        conflicts_with: None,
-    }
-}
-
-/// A call of `user` on day `day` of March 2026 and its summary.
-fn call(user: &str, day: u32) -> (Uuid, ConversationSummary) {
-    let id = Uuid::new_v4();
-    let at = Utc.with_ymd_and_hms(2026, 3, day, 9, 0, 0).unwrap();
-    (
-        id,
-        ConversationSummary::session(id, "kairix", user, at, "a call"),
-    )
-}
-
-#[test]
-fn facts_are_deduplicated_superseded_conflicts_flagged_and_owned() {
-    let dir = tempfile::tempdir().unwrap();
-    let trees = Trees::open(dir.path(), &StoreSettings::default()).unwrap();
-    let (c1, s1) = call("mark", 1);
-    let (c2, s2) = call("ada", 1);
-    let works = fact("mark", "Works at Initech", Some("employer"), c1);
-    // one reflection per user, as the reflector stores them
-    trees
-        .complete_reflection(
-            &s1,
-            &[],
-            &[works.clone(), fact("mark", "Prefers mornings", None, c1)],
-        )
-        .unwrap();
-    trees
-        .complete_reflection(&s2, &[], &[fact("ada", "Lives in Porto", Some("home"), c2)])
-        .unwrap();
-    let (c3, s3) = call("mark", 2);
-    let globex = fact("mark", "Works at Globex", Some("employer"), c3);
-    let second = [
-        // the same fact, other case and spacing: dropped
-        fact("mark", "works  at initech.", Some("employer"), c3),
-        // a later call's value on the subject: the new current one
-        globex.clone(),
-        fact("mark", "Allergic to peanuts", None, c3),
-    ];
-    trees.complete_reflection(&s3, &[], &second).unwrap();
-    // two values in one call: a conflict, both current
-    let (c4, s4) = call("mark", 3);
-    let austin = fact("mark", "Lives in Austin", Some("home"), c4);
-    let denver = fact("mark", "Lives in Denver", Some("home"), c4);
-    trees
-        .complete_reflection(&s4, &[], &[austin.clone(), denver.clone()])
-        .unwrap();
-
-    let mark = trees.user_facts("kairix", "mark").unwrap();
-    let mut contents: Vec<&str> = mark.iter().map(|f| f.content.as_str()).collect();
-    contents.sort_unstable();
-    assert_eq!(
-        contents,
-        [
-            "Allergic to peanuts",
-            "Lives in Austin",
-            "Lives in Denver",
-            "Prefers mornings",
-            "Works at Globex",
-            "Works at Initech"
-        ]
-    );
-    let by = |c: &str| mark.iter().find(|f| f.content == c).unwrap().clone();
-    let initech = by("Works at Initech");
-    assert_eq!(initech.history.superseded_by, Some(globex.fact_id));
-    assert_eq!(initech.history.superseded_at, Some(s3.period_start));
-    assert_eq!(initech.history.stated_at, Some(s1.period_start));
-    assert!(by("Works at Globex").is_current());
-    assert_eq!(by("Works at Globex").conflicts_with, None);
-    let homes = [by("Lives in Austin"), by("Lives in Denver")];
-    assert!(homes.iter().all(FactRecord::is_current));
-    assert_eq!(
-        homes.iter().filter_map(|f| f.conflicts_with).count(),
-        1,
-        "one of the two names the other"
-    );
-
-    // the context holds current facts, and what each replaced
-    let ctx = trees.context_sources("kairix", "mark").unwrap();
-    let mut current: Vec<&str> = ctx.facts.iter().map(|f| f.content.as_str()).collect();
-    current.sort_unstable();
-    assert_eq!(
-        current,
-        [
-            "Allergic to peanuts",
-            "Lives in Austin",
-            "Lives in Denver",
-            "Prefers mornings",
-            "Works at Globex"
-        ]
-    );
-    let earlier = ctx.facts.earlier(globex.fact_id).unwrap();
-    assert_eq!(
-        (earlier.content.as_str(), earlier.until, earlier.fact_id),
-        ("Works at Initech", s3.period_start, works.fact_id)
-    );
-    assert_eq!(ctx.facts.earlier.len(), 1);
-
-    // deleting the current value makes the one it replaced current
-    trees.delete_fact(globex.fact_id, "mark").unwrap();
-    assert!(trees.fact(works.fact_id).unwrap().unwrap().is_current());
-    assert!(trees
-        .context_sources("kairix", "mark")
-        .unwrap()
-        .facts
-        .earlier
-        .is_empty());
-
-    // visibility: ada sees only her own until mark shares one
-    let ada_sees = |t: &Trees| -> Vec<String> {
-        let mut v: Vec<String> = t
-            .visible_facts("kairix", "ada")
-            .unwrap()
-            .into_iter()
-            .map(|f| f.fact.content)
-            .collect();
-        v.sort_unstable();
-        v
-    };
-    assert_eq!(ada_sees(&trees), ["Lives in Porto"]);
-    let id = by("Prefers mornings").fact_id;
-    assert!(matches!(
-        trees.set_fact_visibility(id, "ada", Visibility::Shared),
-        Err(StoreError::NotFactOwner(_))
-    ));
-    assert_eq!(ada_sees(&trees), ["Lives in Porto"]);
-    trees
-        .set_fact_visibility(id, "mark", Visibility::Shared)
-        .unwrap();
-    assert_eq!(ada_sees(&trees), ["Lives in Porto", "Prefers mornings"]);
-    trees
-        .set_fact_visibility(id, "mark", Visibility::Private)
-        .unwrap();
-    assert_eq!(ada_sees(&trees), ["Lives in Porto"]);
-    assert_eq!(
-        trees
-            .fact(works.fact_id)
-            .unwrap()
-            .unwrap()
-            .history
-            .stated_at,
-        Some(s1.period_start),
-        "a change of visibility keeps the history"
-    );
-
-    // deleting: only the owner; unknown ids are errors
-    assert!(matches!(
-        trees.delete_fact(id, "ada"),
-        Err(StoreError::NotFactOwner(_))
-    ));
-    assert!(trees.fact(id).unwrap().is_some());
-    trees.delete_fact(id, "mark").unwrap();
-    assert!(trees.fact(id).unwrap().is_none());
-    assert_eq!(trees.user_facts("kairix", "mark").unwrap().len(), 4);
-    let unknown = Uuid::new_v4();
-    assert!(matches!(
-        trees.delete_fact(unknown, "mark"),
-        Err(StoreError::FactNotFound(_))
-    ));
-    // another agent's facts are another namespace
-    assert!(trees.visible_facts("other", "mark").unwrap().is_empty());
-}
-
 #[test]
 fn facts_stored_before_their_call_time_was_kept_get_it_from_their_session() {
     let dir = tempfile::tempdir().unwrap();
@@ -399,46 +224,6 @@ fn facts_stored_before_their_call_time_was_kept_get_it_from_their_session() {
 }
 
 #[test]
-fn summaries_from_before_the_inbox_are_queued_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut trees = Trees::open(dir.path(), &StoreSettings::default()).unwrap();
-    trees.fill_inbox = false;
-    let id = Uuid::new_v4();
-    trees
-        .complete_reflection(&summary(id, "An older summary"), &[], &[])
-        .unwrap();
-    assert!(trees.inbox(None, 10).unwrap().is_empty());
-    assert_eq!(trees.backfill_inbox().unwrap(), 1);
-    let queued = trees.inbox(None, 10).unwrap();
-    assert_eq!(queued.len(), 1);
-    assert_eq!((queued[0].id, queued[0].kind), (id, keys::INBOX_SUMMARY));
-    assert_eq!(queued[0].agent_id, "kairix");
-    // once per folder
-    trees.inbox_done(&[queued[0].key.clone()]).unwrap();
-    assert_eq!(trees.backfill_inbox().unwrap(), 0);
-    assert!(trees.inbox(None, 10).unwrap().is_empty());
-}
-
-#[test]
-fn storing_a_session_summary_twice_is_a_no_op() {
-    let dir = tempfile::tempdir().unwrap();
-    let trees = Trees::open(dir.path(), &StoreSettings::default()).unwrap();
-    let id = Uuid::new_v4();
-    assert!(trees
-        .complete_reflection(&summary(id, "first"), &[], &[])
-        .unwrap());
-    assert!(!trees
-        .complete_reflection(&summary(id, "second"), &[], &[])
-        .unwrap());
-    let all = trees
-        .summaries("kairix", SummaryType::Session, None)
-        .unwrap();
-    assert_eq!(all.len(), 1);
-    assert_eq!(all[0].summary_text, "first");
-    assert_eq!(trees.agent("kairix").unwrap().summary_version, 1);
-}
-
-#[test]
 fn a_corrupt_record_is_skipped_not_fatal() {
     let dir = tempfile::tempdir().unwrap();
     let trees = Trees::open(dir.path(), &StoreSettings::default()).unwrap();
@@ -457,19 +242,6 @@ fn a_corrupt_record_is_skipped_not_fatal() {
         .summaries("kairix", SummaryType::Session, None)
         .unwrap();
     assert_eq!(all.len(), 1);
-}
-
-fn opened(id: u128, agent: &str, user: &str, minute: u32) -> SessionRecord {
-    SessionRecord {
-        session_id: Uuid::from_u128(id),
-        agent_id: agent.into(),
-        user_id: user.into(),
-        connection_id: format!("c{id}"),
-        started_at: Utc.with_ymd_and_hms(2026, 1, 5, 9, minute, 0).unwrap(),
-        ended_at: None,
-        end_reason: None,
-        turn_count: 0,
-    }
 }
 
 #[test]
@@ -527,68 +299,4 @@ fn a_forget_takes_the_users_index_rows_with_their_sessions() {
     let r = trees.forget_user("zoe", None).unwrap();
     assert_eq!(r.sessions, 1);
     assert_eq!(trees.user_sessions.len(), 1, "only ada's row is left");
-}
-
-/// The Store actor answers reads that scan from the blocking pool; a read
-/// sent after writes still sees every one of them.
-#[tokio::test]
-async fn a_read_off_the_writer_sees_the_writes_sent_before_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let trees = Trees::open(dir.path(), &Default::default()).unwrap();
-    let embed: std::sync::Arc<dyn crate::embed::Embed> =
-        std::sync::Arc::new(crate::embed::HashingEmbed::default());
-    let (store, handle) = Actor::spawn(
-        None,
-        StoreActor,
-        StoreArgs {
-            backend: std::sync::Arc::new(trees),
-            settings: Default::default(),
-            generations: Default::default(),
-            search: std::sync::Arc::new(SearchIndex::new(&embed)),
-        },
-    )
-    .await
-    .unwrap();
-    let rec = opened(7, "kairix", "mark", 0);
-    let id = rec.session_id;
-    store.cast(StoreMsg::OpenSession(rec.clone())).unwrap();
-    for seq in 0..200u32 {
-        let turn = ConversationTurn {
-            user_message: format!("turn {seq}"),
-            agent_response: "ok".into(),
-            timestamp: rec.started_at,
-        };
-        store
-            .cast(StoreMsg::append_turn(id, seq, &turn).unwrap())
-            .unwrap();
-        if seq % 50 == 49 {
-            let turns = ractor::call!(store, StoreMsg::GetTurns, id)
-                .unwrap()
-                .unwrap();
-            assert_eq!(turns.len() as u32, seq + 1);
-            assert_eq!(turns.last().unwrap().user_message, format!("turn {seq}"));
-        }
-    }
-    let mut ended = rec;
-    ended.ended_at = Some(ended.started_at);
-    ended.end_reason = Some(EndReason::Disconnect);
-    ended.turn_count = 200;
-    store.cast(StoreMsg::EndSession(ended)).unwrap();
-    let listed = ractor::call!(store, StoreMsg::ListSessions, Some("kairix".into()))
-        .unwrap()
-        .unwrap();
-    assert_eq!(listed.len(), 1);
-    assert!(listed[0].ended_at.is_some(), "the end sent before the read");
-    let queued = ractor::call!(store, StoreMsg::ListQueue).unwrap().unwrap();
-    assert_eq!(queued.len(), 1);
-    let (rec, turns) = ractor::call!(store, |reply| StoreMsg::LoadSession {
-        session_id: id,
-        reply
-    })
-    .unwrap()
-    .unwrap()
-    .unwrap();
-    assert_eq!((rec.turn_count, turns.len()), (200, 200));
-    store.stop(None);
-    handle.await.unwrap();
 }

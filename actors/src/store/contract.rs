@@ -1,0 +1,1071 @@
+//! What every backend must do, tested on each: every test here runs on
+//! sled (in a fresh folder) and on PostgreSQL (in a fresh schema of the
+//! database `RECALL_TEST_POSTGRES_URL` names, by default the `test`
+//! database on 127.0.0.1:5432; the schema is dropped afterwards).
+
+use std::sync::Arc;
+
+use chrono::TimeZone;
+
+use super::*;
+use crate::settings::PostgresSettings;
+
+/// The database the PostgreSQL tests use.
+pub(crate) fn test_database_url() -> String {
+    std::env::var("RECALL_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// A schema of its own for one test, dropped when it is.
+pub(crate) struct TestSchema {
+    pub settings: PostgresSettings,
+}
+
+impl TestSchema {
+    pub fn new() -> TestSchema {
+        TestSchema {
+            settings: PostgresSettings {
+                url: test_database_url(),
+                schema: format!("recall_test_{}", Uuid::new_v4().simple()),
+                pool_size: 4,
+                ..PostgresSettings::default()
+            },
+        }
+    }
+}
+
+impl Drop for TestSchema {
+    fn drop(&mut self) {
+        // On a thread of its own: a drop cannot await, and may run inside
+        // a runtime.
+        let settings = self.settings.clone();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            rt.block_on(async {
+                let pool = sqlx::postgres::PgPoolOptions::new()
+                    .max_connections(1)
+                    .connect(&settings.url)
+                    .await?;
+                sqlx::query(&format!(
+                    "DROP SCHEMA IF EXISTS \"{}\" CASCADE",
+                    settings.schema
+                ))
+                .execute(&pool)
+                .await?;
+                pool.close().await;
+                Ok::<_, sqlx::Error>(())
+            })
+        })
+        .join();
+    }
+}
+
+/// Where a test's backend lives.
+pub(crate) enum Harness {
+    Sled(tempfile::TempDir),
+    Postgres(TestSchema),
+}
+
+impl Harness {
+    /// Opens the backend (queuing reflections for the Rollup actor or
+    /// not).
+    async fn open_with(&self, fill_inbox: bool) -> SharedBackend {
+        match self {
+            Harness::Sled(dir) => {
+                let mut trees = Trees::open(dir.path(), &StoreSettings::default()).unwrap();
+                trees.fill_inbox = fill_inbox;
+                Arc::new(trees)
+            }
+            Harness::Postgres(schema) => {
+                let mut pg = PgBackend::connect(&schema.settings).await.unwrap();
+                pg.fill_inbox = fill_inbox;
+                Arc::new(pg)
+            }
+        }
+    }
+
+    async fn open(&self) -> SharedBackend {
+        self.open_with(true).await
+    }
+}
+
+/// Each test on each backend.
+macro_rules! on_both {
+    ($($name:ident),* $(,)?) => {
+        mod on_sled {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let h = super::Harness::Sled(tempfile::tempdir().unwrap());
+                    super::$name(&h).await;
+                }
+            )*
+        }
+        mod on_postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let h = super::Harness::Postgres(super::TestSchema::new());
+                    super::$name(&h).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both!(
+    sessions_are_listed_by_agent_and_user_in_start_order,
+    turns_are_read_back_in_order_before_and_after_a_flush,
+    ending_a_session_queues_its_reflection_with_its_turns,
+    facts_are_deduplicated_superseded_conflicts_flagged_and_owned,
+    a_revision_replaces_the_current_version_and_never_brings_back_a_deleted_fact,
+    storing_a_session_summary_twice_is_a_no_op,
+    dead_letters_move_back_to_the_queue_and_not_for_a_summarized_session,
+    rollups_are_stored_once_and_supersede_their_older_version,
+    the_inbox_is_read_in_order_after_a_key_and_emptied,
+    summaries_from_before_the_inbox_are_queued_once,
+    topics_replace_their_summary_and_vectors_need_their_item,
+    blocks_and_agent_bookkeeping,
+    the_context_parts_are_those_the_records_give,
+    a_forget_is_scoped_complete_and_idempotent,
+    a_read_off_the_writer_sees_the_writes_sent_before_it,
+);
+
+fn at(day: u32, minute: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 3, day, 9, minute, 0).unwrap()
+}
+
+pub(crate) fn opened(id: u128, agent: &str, user: &str, minute: u32) -> SessionRecord {
+    SessionRecord {
+        session_id: Uuid::from_u128(id),
+        agent_id: agent.into(),
+        user_id: user.into(),
+        connection_id: format!("c{id}"),
+        started_at: at(5, minute),
+        ended_at: None,
+        end_reason: None,
+        turn_count: 0,
+    }
+}
+
+fn ended(mut rec: SessionRecord, turns: u32) -> SessionRecord {
+    rec.ended_at = Some(rec.started_at + chrono::Duration::minutes(5));
+    rec.end_reason = Some(EndReason::Disconnect);
+    rec.turn_count = turns;
+    rec
+}
+
+fn turn(text: &str, t: DateTime<Utc>) -> ConversationTurn {
+    ConversationTurn {
+        user_message: text.into(),
+        agent_response: "ok".into(),
+        timestamp: t,
+    }
+}
+
+async fn append(b: &dyn Backend, id: Uuid, seq: u32, text: &str) {
+    let value = serde_json::to_vec(&turn(text, at(5, 0))).unwrap();
+    b.append_turn(keys::turn(id, seq), &value).await.unwrap();
+}
+
+pub(crate) fn fact(user: &str, content: &str, subject: Option<&str>, call: Uuid) -> Fact {
+    Fact {
+        fact_id: Uuid::new_v4(),
+        agent_id: "kairix".into(),
+        user_id: user.into(),
+        category: crate::model::FactCategory::Other,
+        content: content.into(),
+        subject: subject.map(str::to_string),
+        visibility: Visibility::Private,
+        source_session_id: Some(call),
+        extracted_at: Utc.with_ymd_and_hms(2026, 3, 9, 9, 0, 0).unwrap(),
+        conflicts_with: None,
+    }
+}
+
+/// A call of `user` on day `day` of March 2026 and its summary.
+pub(crate) fn call(user: &str, day: u32) -> (Uuid, ConversationSummary) {
+    let id = Uuid::new_v4();
+    (
+        id,
+        ConversationSummary::session(id, "kairix", user, at(day, 0), "a call"),
+    )
+}
+
+fn ids(v: Vec<SessionRecord>) -> Vec<u128> {
+    v.into_iter().map(|s| s.session_id.as_u128()).collect()
+}
+
+fn vector(x: f32) -> StoredVector {
+    StoredVector {
+        embedder: "test".into(),
+        values: vec![x, 1.0 - x],
+    }
+}
+
+async fn sessions_are_listed_by_agent_and_user_in_start_order(h: &Harness) {
+    let b = h.open().await;
+    // "ab" and "abc" share a prefix; they are different users.
+    b.open_session(&opened(3, "kairix", "ab", 30))
+        .await
+        .unwrap();
+    b.open_session(&opened(1, "kairix", "abc", 10))
+        .await
+        .unwrap();
+    b.open_session(&opened(2, "kairix", "ab", 20))
+        .await
+        .unwrap();
+    b.open_session(&opened(4, "kairi", "ab", 5)).await.unwrap();
+    let e = ended(opened(2, "kairix", "ab", 20), 0);
+    b.end_session(&e, e.ended_at.unwrap()).await.unwrap();
+
+    assert_eq!(ids(b.user_sessions("kairix", "ab").await.unwrap()), [2, 3]);
+    assert_eq!(ids(b.user_sessions("kairix", "abc").await.unwrap()), [1]);
+    assert_eq!(ids(b.sessions(Some("kairix")).await.unwrap()), [1, 2, 3]);
+    assert_eq!(ids(b.sessions(Some("kairi")).await.unwrap()), [4]);
+    assert_eq!(ids(b.sessions(None).await.unwrap()), [4, 1, 2, 3]);
+    assert!(b.user_sessions("kairix", "a").await.unwrap().is_empty());
+    assert_eq!(ids(b.open_sessions().await.unwrap()), [4, 1, 3]);
+    let two = b.session(Uuid::from_u128(2)).await.unwrap().unwrap();
+    assert_eq!(two, e);
+    assert!(b.session(Uuid::from_u128(9)).await.unwrap().is_none());
+    // no turns: nothing to reflect on
+    assert!(b.queued().await.unwrap().is_empty());
+}
+
+async fn turns_are_read_back_in_order_before_and_after_a_flush(h: &Harness) {
+    let b = h.open().await;
+    let rec = opened(1, "kairix", "mark", 0);
+    let id = rec.session_id;
+    b.open_session(&rec).await.unwrap();
+    for seq in [0, 1, 2, 3, 10] {
+        append(&*b, id, seq, &format!("turn {seq}")).await;
+    }
+    // Read before any flush: every turn written is seen.
+    let texts = |v: Vec<(u32, ConversationTurn)>| -> Vec<(u32, String)> {
+        v.into_iter().map(|(n, t)| (n, t.user_message)).collect()
+    };
+    assert_eq!(
+        texts(b.numbered_turns(id).await.unwrap()),
+        [0, 1, 2, 3, 10].map(|n| (n, format!("turn {n}")))
+    );
+    // Written again: the latest value stands, in one batch or across two.
+    append(&*b, id, 3, "turn 3 again").await;
+    append(&*b, id, 3, "turn 3 once more").await;
+    b.flush().await.unwrap();
+    append(&*b, id, 4, "turn 4").await;
+    assert_eq!(
+        b.turn(id, 3).await.unwrap().unwrap().user_message,
+        "turn 3 once more"
+    );
+    assert_eq!(
+        texts(b.turns_around(id, 3).await.unwrap()),
+        [
+            (2, "turn 2".to_string()),
+            (3, "turn 3 once more".to_string()),
+            (4, "turn 4".to_string())
+        ]
+    );
+    assert_eq!(texts(b.turns_around(id, 0).await.unwrap()).len(), 2);
+    assert!(b.turn(id, 5).await.unwrap().is_none());
+    assert_eq!(b.turns(id).await.unwrap().len(), 6);
+    assert!(b.turns(Uuid::from_u128(77)).await.unwrap().is_empty());
+    // A session with its turns, for a reflection.
+    let (rec2, turns) = b.load_session(id).await.unwrap().unwrap();
+    assert_eq!((rec2, turns.len()), (rec, 6));
+    assert!(b.load_session(Uuid::from_u128(77)).await.unwrap().is_none());
+    // A NUL in a turn is kept like any other character.
+    append(&*b, id, 11, "nul \u{0} inside").await;
+    b.flush().await.unwrap();
+    assert_eq!(
+        b.turn(id, 11).await.unwrap().unwrap().user_message,
+        "nul \u{0} inside"
+    );
+}
+
+async fn ending_a_session_queues_its_reflection_with_its_turns(h: &Harness) {
+    let b = h.open().await;
+    let rec = opened(1, "kairix", "mark", 0);
+    let id = rec.session_id;
+    b.open_session(&rec).await.unwrap();
+    append(&*b, id, 0, "hello").await;
+    append(&*b, id, 1, "bye").await;
+    // An orphan (its actor gone) ends with its stored turns counted, at
+    // its last turn when recovered.
+    let closed = b
+        .close_orphan(id, EndReason::Recovered, at(6, 0))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(closed.turn_count, 2);
+    assert_eq!(closed.ended_at, Some(at(5, 0)));
+    assert!(b
+        .close_orphan(id, EndReason::Recovered, at(6, 0))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(matches!(
+        b.close_orphan(Uuid::from_u128(5), EndReason::Crashed, at(6, 0))
+            .await,
+        Err(StoreError::SessionNotFound(_))
+    ));
+    let queued = b.queued().await.unwrap();
+    assert_eq!(queued.len(), 1);
+    assert_eq!(
+        (queued[0].session_id, queued[0].enqueued_at),
+        (id, at(6, 0))
+    );
+    assert!(b.open_sessions().await.unwrap().is_empty());
+    b.drop_job(id).await.unwrap();
+    assert!(b.queued().await.unwrap().is_empty());
+}
+
+async fn facts_are_deduplicated_superseded_conflicts_flagged_and_owned(h: &Harness) {
+    let b = h.open().await;
+    let (c1, s1) = call("mark", 1);
+    let (c2, s2) = call("ada", 1);
+    let works = fact("mark", "Works at Initech", Some("employer"), c1);
+    // one reflection per user, as the reflector stores them
+    b.complete_reflection(
+        &s1,
+        &[],
+        &[works.clone(), fact("mark", "Prefers mornings", None, c1)],
+    )
+    .await
+    .unwrap();
+    b.complete_reflection(&s2, &[], &[fact("ada", "Lives in Porto", Some("home"), c2)])
+        .await
+        .unwrap();
+    let (c3, s3) = call("mark", 2);
+    let globex = fact("mark", "Works at Globex", Some("employer"), c3);
+    let second = [
+        // the same fact, other case and spacing: dropped
+        fact("mark", "works  at initech.", Some("employer"), c3),
+        // a later call's value on the subject: the new current one
+        globex.clone(),
+        fact("mark", "Allergic to peanuts", None, c3),
+    ];
+    b.complete_reflection(&s3, &[], &second).await.unwrap();
+    // two values in one call: a conflict, both current
+    let (c4, s4) = call("mark", 3);
+    let austin = fact("mark", "Lives in Austin", Some("home"), c4);
+    let denver = fact("mark", "Lives in Denver", Some("home"), c4);
+    b.complete_reflection(&s4, &[], &[austin.clone(), denver.clone()])
+        .await
+        .unwrap();
+
+    let mark = b.user_facts("kairix", "mark").await.unwrap();
+    let mut contents: Vec<&str> = mark.iter().map(|f| f.content.as_str()).collect();
+    contents.sort_unstable();
+    assert_eq!(
+        contents,
+        [
+            "Allergic to peanuts",
+            "Lives in Austin",
+            "Lives in Denver",
+            "Prefers mornings",
+            "Works at Globex",
+            "Works at Initech"
+        ]
+    );
+    let by = |c: &str| mark.iter().find(|f| f.content == c).unwrap().clone();
+    let initech = by("Works at Initech");
+    assert_eq!(initech.history.superseded_by, Some(globex.fact_id));
+    assert_eq!(initech.history.superseded_at, Some(s3.period_start));
+    assert_eq!(initech.history.stated_at, Some(s1.period_start));
+    assert!(by("Works at Globex").is_current());
+    assert_eq!(by("Works at Globex").conflicts_with, None);
+    let homes = [by("Lives in Austin"), by("Lives in Denver")];
+    assert!(homes.iter().all(FactRecord::is_current));
+    assert_eq!(
+        homes.iter().filter_map(|f| f.conflicts_with).count(),
+        1,
+        "one of the two names the other"
+    );
+    assert_eq!(b.agent_facts("kairix").await.unwrap().len(), 7);
+
+    // the context holds current facts, and what each replaced
+    let ctx = b.context_sources("kairix", "mark").await.unwrap();
+    let mut current: Vec<&str> = ctx.facts.iter().map(|f| f.content.as_str()).collect();
+    current.sort_unstable();
+    assert_eq!(
+        current,
+        [
+            "Allergic to peanuts",
+            "Lives in Austin",
+            "Lives in Denver",
+            "Prefers mornings",
+            "Works at Globex"
+        ]
+    );
+    let earlier = ctx.facts.earlier(globex.fact_id).unwrap();
+    assert_eq!(
+        (earlier.content.as_str(), earlier.until, earlier.fact_id),
+        ("Works at Initech", s3.period_start, works.fact_id)
+    );
+    assert_eq!(ctx.facts.earlier.len(), 1);
+
+    // deleting the current value makes the one it replaced current
+    let (gone, moved) = b.delete_fact(globex.fact_id, "mark").await.unwrap();
+    assert_eq!(gone.fact_id, globex.fact_id);
+    assert_eq!(moved.len(), 1);
+    assert!(b.fact(works.fact_id).await.unwrap().unwrap().is_current());
+    assert!(b
+        .context_sources("kairix", "mark")
+        .await
+        .unwrap()
+        .facts
+        .earlier
+        .is_empty());
+
+    // visibility: ada sees only her own until mark shares one
+    let ada_sees = |b: SharedBackend| async move {
+        let mut v: Vec<String> = b
+            .visible_facts("kairix", "ada")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|f| f.fact.content)
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(ada_sees(b.clone()).await, ["Lives in Porto"]);
+    let id = by("Prefers mornings").fact_id;
+    assert!(matches!(
+        b.set_fact_visibility(id, "ada", Visibility::Shared).await,
+        Err(StoreError::NotFactOwner(_))
+    ));
+    assert_eq!(ada_sees(b.clone()).await, ["Lives in Porto"]);
+    b.set_fact_visibility(id, "mark", Visibility::Shared)
+        .await
+        .unwrap();
+    assert_eq!(
+        ada_sees(b.clone()).await,
+        ["Lives in Porto", "Prefers mornings"]
+    );
+    let ada_ctx = b.context_sources("kairix", "ada").await.unwrap();
+    assert_eq!(ada_ctx.facts.len(), 2, "a shared fact is in every context");
+    b.set_fact_visibility(id, "mark", Visibility::Private)
+        .await
+        .unwrap();
+    assert_eq!(ada_sees(b.clone()).await, ["Lives in Porto"]);
+    assert_eq!(
+        b.fact(works.fact_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .history
+            .stated_at,
+        Some(s1.period_start),
+        "a change of visibility keeps the history"
+    );
+
+    // deleting: only the owner; unknown ids are errors
+    assert!(matches!(
+        b.delete_fact(id, "ada").await,
+        Err(StoreError::NotFactOwner(_))
+    ));
+    assert!(b.fact(id).await.unwrap().is_some());
+    b.delete_fact(id, "mark").await.unwrap();
+    assert!(b.fact(id).await.unwrap().is_none());
+    assert_eq!(b.user_facts("kairix", "mark").await.unwrap().len(), 4);
+    let unknown = Uuid::new_v4();
+    assert!(matches!(
+        b.delete_fact(unknown, "mark").await,
+        Err(StoreError::FactNotFound(_))
+    ));
+    assert!(matches!(
+        b.set_fact_visibility(unknown, "mark", Visibility::Shared)
+            .await,
+        Err(StoreError::FactNotFound(_))
+    ));
+    // another agent's facts are another namespace
+    assert!(b.visible_facts("other", "mark").await.unwrap().is_empty());
+}
+
+async fn a_revision_replaces_the_current_version_and_never_brings_back_a_deleted_fact(h: &Harness) {
+    let b = h.open().await;
+    let (c1, s1) = call("mark", 1);
+    let tea = fact("mark", "Prefers tea", None, c1);
+    b.complete_reflection(&s1, &[], std::slice::from_ref(&tea))
+        .await
+        .unwrap();
+    b.delete_fact(tea.fact_id, "mark").await.unwrap();
+    let mut v2 = ConversationSummary::session(Uuid::new_v4(), "kairix", "mark", at(1, 0), "v2");
+    v2.supersedes = Some(s1.summary_id);
+    let facts = [
+        fact("mark", "prefers tea", None, c1),
+        fact("mark", "Plays chess", None, c1),
+    ];
+    let r = b.revise_session(&v2, &facts).await.unwrap();
+    assert!(r.stored);
+    assert_eq!(r.old.as_ref().unwrap().superseded_by, Some(v2.summary_id));
+    let added: Vec<&str> = r.facts_added.iter().map(|f| f.content.as_str()).collect();
+    assert_eq!(added, ["Plays chess"], "the deleted fact stays deleted");
+    // again: a no-op
+    assert!(!b.revise_session(&v2, &facts).await.unwrap().stored);
+    // the old version is replaced already: no fork
+    let mut fork = ConversationSummary::session(Uuid::new_v4(), "kairix", "mark", at(1, 0), "x");
+    fork.supersedes = Some(s1.summary_id);
+    assert!(matches!(
+        b.revise_session(&fork, &[]).await,
+        Err(StoreError::InvalidRevision(..))
+    ));
+    let mut orphan = fork.clone();
+    orphan.supersedes = Some(Uuid::new_v4());
+    assert!(matches!(
+        b.revise_session(&orphan, &[]).await,
+        Err(StoreError::SummaryNotFound(_))
+    ));
+    orphan.supersedes = None;
+    assert!(matches!(
+        b.revise_session(&orphan, &[]).await,
+        Err(StoreError::InvalidRevision(..))
+    ));
+    let latest = b
+        .latest_summary("kairix", SummaryType::Session)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(latest.summary_id, v2.summary_id);
+    assert!(!b
+        .summary(s1.summary_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .is_current());
+    b.stamp_derivation(v2.summary_id, "offline-1")
+        .await
+        .unwrap();
+    assert_eq!(
+        b.summary(v2.summary_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .derivation
+            .as_deref(),
+        Some("offline-1")
+    );
+    assert!(matches!(
+        b.stamp_derivation(Uuid::new_v4(), "x").await,
+        Err(StoreError::SummaryNotFound(_))
+    ));
+    let ctx = b.context_sources("kairix", "mark").await.unwrap();
+    let texts: Vec<&str> = ctx
+        .summaries
+        .iter()
+        .map(|s| s.summary_text.as_str())
+        .collect();
+    assert_eq!(texts, ["v2"], "only the current version");
+}
+
+async fn storing_a_session_summary_twice_is_a_no_op(h: &Harness) {
+    let b = h.open().await;
+    let id = Uuid::new_v4();
+    let first = ConversationSummary::session(id, "kairix", "mark", at(5, 0), "first");
+    let second = ConversationSummary::session(id, "kairix", "mark", at(5, 0), "second");
+    assert!(b.complete_reflection(&first, &[], &[]).await.unwrap());
+    assert!(!b.complete_reflection(&second, &[], &[]).await.unwrap());
+    let all = b
+        .summaries("kairix", SummaryType::Session, None)
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].summary_text, "first");
+    assert_eq!(b.agent("kairix").await.unwrap().summary_version, 1);
+}
+
+async fn dead_letters_move_back_to_the_queue_and_not_for_a_summarized_session(h: &Harness) {
+    let b = h.open().await;
+    let rec = ended(opened(1, "kairix", "mark", 0), 2);
+    b.end_session(&rec, at(5, 10)).await.unwrap();
+    let letter = DeadLetter {
+        session_id: rec.session_id,
+        agent_id: "kairix".into(),
+        user_id: "mark".into(),
+        attempts: 3,
+        error: "timed out".into(),
+        error_kind: "timeout".into(),
+        failed_at: at(5, 20),
+    };
+    b.dead_letter(&letter).await.unwrap();
+    assert!(b.queued().await.unwrap().is_empty());
+    assert_eq!(
+        b.dead_letters().await.unwrap(),
+        std::slice::from_ref(&letter)
+    );
+    let job = b.requeue(rec.session_id, at(5, 30)).await.unwrap();
+    assert_eq!(
+        (job.session_id, job.enqueued_at),
+        (rec.session_id, at(5, 30))
+    );
+    assert!(b.dead_letters().await.unwrap().is_empty());
+    assert_eq!(b.queued().await.unwrap(), [job]);
+    assert!(matches!(
+        b.requeue(rec.session_id, at(5, 40)).await,
+        Err(StoreError::DeadLetterNotFound(_))
+    ));
+    // the session has its summary by now: no dead letter, and storing it
+    // clears the job
+    let s = ConversationSummary::session(rec.session_id, "kairix", "mark", at(5, 0), "done");
+    assert!(b.complete_reflection(&s, &[], &[]).await.unwrap());
+    assert!(b.queued().await.unwrap().is_empty());
+    b.dead_letter(&letter).await.unwrap();
+    assert!(b.dead_letters().await.unwrap().is_empty());
+}
+
+fn daily(agent: &str, user: &str, day: u32, sources: &[Uuid], text: &str) -> ConversationSummary {
+    let mut s = ConversationSummary::session(Uuid::new_v4(), agent, user, at(day, 0), text);
+    s.summary_type = SummaryType::Daily;
+    s.period_end = at(day, 0) + chrono::Duration::days(1);
+    s.source_summary_ids = sources.to_vec();
+    s
+}
+
+async fn rollups_are_stored_once_and_supersede_their_older_version(h: &Harness) {
+    let b = h.open().await;
+    let d1 = daily("kairix", "mark", 1, &[Uuid::from_u128(1)], "day one");
+    assert!(b.put_rollup(&d1, None, Some(&vector(0.5))).await.unwrap());
+    assert!(!b.put_rollup(&d1, None, None).await.unwrap(), "once");
+    let mut d1b = daily(
+        "kairix",
+        "mark",
+        1,
+        &[Uuid::from_u128(1), Uuid::from_u128(2)],
+        "day one, later",
+    );
+    d1b.supersedes = Some(d1.summary_id);
+    assert!(b.put_rollup(&d1b, Some(d1.summary_id), None).await.unwrap());
+    let d2 = daily("kairix", "mark", 2, &[Uuid::from_u128(3)], "day two");
+    assert!(b.put_rollup(&d2, None, None).await.unwrap());
+    let all = b
+        .summaries("kairix", SummaryType::Daily, None)
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 3);
+    let old = all.iter().find(|s| s.summary_id == d1.summary_id).unwrap();
+    assert_eq!(old.superseded_by, Some(d1b.summary_id));
+    let since = b
+        .summaries("kairix", SummaryType::Daily, Some(at(3, 0)))
+        .await
+        .unwrap();
+    assert_eq!(
+        since.iter().map(|s| s.summary_id).collect::<Vec<_>>(),
+        [d2.summary_id]
+    );
+    assert_eq!(
+        b.latest_summary("kairix", SummaryType::Daily)
+            .await
+            .unwrap()
+            .map(|s| s.summary_id),
+        Some(d2.summary_id)
+    );
+    assert!(b
+        .latest_summary("kairix", SummaryType::Weekly)
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(b.vector(d1.summary_id).await.unwrap(), Some(vector(0.5)));
+    assert_eq!(b.agent("kairix").await.unwrap().summary_version, 3);
+    // cursors
+    let day = NaiveDate::from_ymd_opt(2026, 3, 2).unwrap();
+    assert!(b
+        .rollup_cursor("kairix", Level::Daily)
+        .await
+        .unwrap()
+        .is_none());
+    b.set_rollup_cursor("kairix", Level::Daily, day)
+        .await
+        .unwrap();
+    b.set_rollup_cursor("kairix", Level::Daily, day.succ_opt().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        b.rollup_cursor("kairix", Level::Daily).await.unwrap(),
+        day.succ_opt()
+    );
+    assert!(b
+        .rollup_cursor("kairix", Level::Weekly)
+        .await
+        .unwrap()
+        .is_none());
+    assert!(b
+        .rollup_cursor("nova", Level::Daily)
+        .await
+        .unwrap()
+        .is_none());
+}
+
+async fn the_inbox_is_read_in_order_after_a_key_and_emptied(h: &Harness) {
+    let b = h.open().await;
+    // stored out of order: read in the order they happened
+    let (c2, s2) = call("mark", 2);
+    let (_, s1) = call("ada", 1);
+    let f = fact("mark", "Plays chess", None, c2);
+    b.complete_reflection(&s2, &[], std::slice::from_ref(&f))
+        .await
+        .unwrap();
+    b.complete_reflection(&s1, &[], &[]).await.unwrap();
+    let all = b.inbox(None, 10).await.unwrap();
+    let items: Vec<(Uuid, u8)> = all.iter().map(|e| (e.id, e.kind)).collect();
+    assert_eq!(
+        items,
+        [
+            (s1.summary_id, keys::INBOX_SUMMARY),
+            (s2.summary_id, keys::INBOX_SUMMARY),
+            (f.fact_id, keys::INBOX_FACT)
+        ]
+    );
+    assert!(all.iter().all(|e| e.agent_id == "kairix"));
+    let rest = b.inbox(Some(&all[0].key), 1).await.unwrap();
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].id, s2.summary_id);
+    b.inbox_done(&[all[0].key.clone(), all[2].key.clone()])
+        .await
+        .unwrap();
+    let left = b.inbox(None, 10).await.unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].id, s2.summary_id);
+    // rollups off: nothing is queued
+    drop(b);
+}
+
+async fn summaries_from_before_the_inbox_are_queued_once(h: &Harness) {
+    let b = h.open_with(false).await;
+    let id = Uuid::new_v4();
+    let s = ConversationSummary::session(id, "kairix", "mark", at(5, 0), "An older summary");
+    b.complete_reflection(&s, &[], &[]).await.unwrap();
+    assert!(b.inbox(None, 10).await.unwrap().is_empty());
+    assert_eq!(b.backfill_inbox().await.unwrap(), 1);
+    let queued = b.inbox(None, 10).await.unwrap();
+    assert_eq!(queued.len(), 1);
+    assert_eq!((queued[0].id, queued[0].kind), (id, keys::INBOX_SUMMARY));
+    assert_eq!(queued[0].agent_id, "kairix");
+    // once
+    b.inbox_done(&[queued[0].key.clone()]).await.unwrap();
+    assert_eq!(b.backfill_inbox().await.unwrap(), 0);
+    assert!(b.inbox(None, 10).await.unwrap().is_empty());
+}
+
+async fn topics_replace_their_summary_and_vectors_need_their_item(h: &Harness) {
+    let b = h.open().await;
+    let topic = |user: &str, n: u128| Topic {
+        topic_id: Uuid::from_u128(n),
+        agent_id: "kairix".into(),
+        user_id: user.into(),
+        label: "sailing".into(),
+        keywords: vec![("sailing".into(), 2)],
+        centroid: vec![0.1, 0.2],
+        embedder: "test".into(),
+        member_ids: vec![Uuid::from_u128(100 + n)],
+        created_at: at(1, n as u32),
+        updated_at: at(1, n as u32),
+        last_active: at(1, n as u32),
+    };
+    let mut ts =
+        ConversationSummary::session(Uuid::from_u128(50), "kairix", "mark", at(1, 0), "t1");
+    ts.summary_type = SummaryType::Topic;
+    let t1 = topic("mark", 1);
+    b.put_topic(&t1, &ts, Some(&vector(0.1))).await.unwrap();
+    b.put_topic(
+        &topic("ada", 2),
+        &{
+            let mut s = ts.clone();
+            s.summary_id = Uuid::from_u128(51);
+            s.user_id = "ada".into();
+            s
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    // the topic's summary, again: replaced, its period end moved, and no
+    // vector this time
+    let mut ts2 = ts.clone();
+    ts2.summary_text = "t1, later".into();
+    ts2.period_end = at(4, 0);
+    b.put_topic(&t1, &ts2, None).await.unwrap();
+    let topics = b
+        .summaries("kairix", SummaryType::Topic, None)
+        .await
+        .unwrap();
+    assert_eq!(topics.len(), 2);
+    assert_eq!(
+        b.summary(ts.summary_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .summary_text,
+        "t1, later"
+    );
+    assert!(b.vector(ts.summary_id).await.unwrap().is_none());
+    assert_eq!(
+        b.topics("kairix", Some("mark")).await.unwrap(),
+        std::slice::from_ref(&t1)
+    );
+    assert_eq!(b.topics("kairix", None).await.unwrap().len(), 2);
+    assert!(b.topics("nova", None).await.unwrap().is_empty());
+    // vectors only for items that exist
+    let gone = Uuid::new_v4();
+    let stored = b
+        .put_vectors(&[(ts.summary_id, vector(0.3)), (gone, vector(0.4))])
+        .await
+        .unwrap();
+    assert_eq!(stored, [ts.summary_id]);
+    assert_eq!(b.vector(ts.summary_id).await.unwrap(), Some(vector(0.3)));
+    assert!(b.vector(gone).await.unwrap().is_none());
+    // turn vectors only for stored turns (one still waiting for its batch
+    // counts)
+    let rec = opened(7, "kairix", "mark", 0);
+    b.open_session(&rec).await.unwrap();
+    append(&*b, rec.session_id, 0, "a").await;
+    append(&*b, rec.session_id, 2, "c").await;
+    let stored = b
+        .put_turn_vectors(
+            rec.session_id,
+            &[(2, vector(0.2)), (1, vector(0.1)), (0, vector(0.0))],
+        )
+        .await
+        .unwrap();
+    assert_eq!(stored, [2, 0]);
+    let doc = TurnRef {
+        session_id: rec.session_id,
+        seq: 2,
+    }
+    .doc_id();
+    assert_eq!(b.vector(doc).await.unwrap(), Some(vector(0.2)));
+}
+
+async fn blocks_and_agent_bookkeeping(h: &Harness) {
+    let b = h.open().await;
+    let block = |label: BlockLabel, value: &str, user: Option<&str>| MemoryBlock {
+        agent_id: "kairix".into(),
+        label,
+        value: value.into(),
+        limit: 2000,
+        updated_at: at(1, 0),
+        source_user_id: user.map(str::to_string),
+    };
+    b.put_block(&block(BlockLabel::Persona, "I am Kairix.", None))
+        .await
+        .unwrap();
+    b.put_block(&block(BlockLabel::Persona, "I am Kairix, still.", None))
+        .await
+        .unwrap();
+    let (_, s) = call("mark", 1);
+    let rel = block(
+        BlockLabel::Relationship,
+        "Mark and I go back.",
+        Some("mark"),
+    );
+    b.complete_reflection(&s, std::slice::from_ref(&rel), &[])
+        .await
+        .unwrap();
+    let agent_blocks = b.blocks("kairix").await.unwrap();
+    let values: Vec<&str> = agent_blocks.iter().map(|b| b.value.as_str()).collect();
+    assert_eq!(values, ["I am Kairix, still.", "Mark and I go back."]);
+    assert_eq!(
+        b.user_blocks("kairix", "mark").await.unwrap(),
+        std::slice::from_ref(&rel)
+    );
+    assert!(b.user_blocks("kairix", "ada").await.unwrap().is_empty());
+    assert_eq!(
+        b.block("kairix", BlockLabel::Relationship).await.unwrap(),
+        Some(rel)
+    );
+    assert!(b
+        .block("kairix", BlockLabel::Human)
+        .await
+        .unwrap()
+        .is_none());
+
+    assert_eq!(b.agent("nova").await.unwrap(), AgentMeta::default());
+    b.set_persistent_context("kairix", vec!["Be brief.".into()])
+        .await
+        .unwrap();
+    b.mark_context_built("kairix", 2, Some(at(9, 0)))
+        .await
+        .unwrap();
+    b.mark_context_built("nova", 1, None).await.unwrap();
+    let meta = b.agent("kairix").await.unwrap();
+    assert_eq!(
+        meta,
+        AgentMeta {
+            summary_version: 2,
+            context_version: 2,
+            persistent_context: vec!["Be brief.".into()],
+            context_expires_at: Some(at(9, 0)),
+        }
+    );
+    let agents: Vec<String> = b
+        .agents()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(a, _)| a)
+        .collect();
+    assert_eq!(agents, ["kairix", "nova"]);
+}
+
+async fn the_context_parts_are_those_the_records_give(h: &Harness) {
+    let b = h.open().await;
+    let rec = ended(opened(1, "kairix", "mark", 0), 1);
+    b.end_session(&rec, at(5, 5)).await.unwrap();
+    b.open_session(&opened(2, "kairix", "mark", 30))
+        .await
+        .unwrap();
+    let s = ConversationSummary::session(rec.session_id, "kairix", "mark", at(5, 0), "We met.");
+    b.complete_reflection(
+        &s,
+        &[],
+        &[fact("mark", "Plays chess", None, rec.session_id)],
+    )
+    .await
+    .unwrap();
+    let d = daily("kairix", "mark", 5, &[s.summary_id], "A day.");
+    b.put_rollup(&d, None, None).await.unwrap();
+    b.put_rollup(&daily("kairix", "ada", 5, &[], "Ada's day."), None, None)
+        .await
+        .unwrap();
+    b.set_persistent_context("kairix", vec!["Be kind.".into()])
+        .await
+        .unwrap();
+
+    let only = b
+        .context_parts("kairix", "mark", Parts::FACTS)
+        .await
+        .unwrap();
+    assert!(only.summaries.is_none() && only.ended.is_none() && only.blocks.is_none());
+    assert_eq!(only.facts.unwrap().len(), 1);
+    let ctx = b.context_sources("kairix", "mark").await.unwrap();
+    let texts: Vec<&str> = ctx
+        .summaries
+        .iter()
+        .map(|s| s.summary_text.as_str())
+        .collect();
+    assert_eq!(texts, ["We met.", "A day."], "by period end");
+    assert_eq!(ctx.ended.len(), 1, "the open session is not in it");
+    assert_eq!(ctx.ended[0].session_id, rec.session_id);
+    assert_eq!(ctx.persistent_context, ["Be kind."]);
+    assert!(ctx.topics.is_empty());
+    let none = b.context_sources("kairix", "zoe").await.unwrap();
+    assert!(none.summaries.is_empty() && none.facts.is_empty() && none.ended.is_empty());
+}
+
+async fn a_forget_is_scoped_complete_and_idempotent(h: &Harness) {
+    let b = h.open().await;
+    let mut sessions = Vec::new();
+    for (n, agent, user) in [
+        (1, "kairix", "zoe"),
+        (2, "nova", "zoe"),
+        (3, "kairix", "ada"),
+    ] {
+        let rec = opened(n, agent, user, n as u32);
+        b.open_session(&rec).await.unwrap();
+        append(&*b, rec.session_id, 0, "I sail to Zanzibar.").await;
+        append(&*b, rec.session_id, 1, "In May.").await;
+        let rec = ended(rec, 2);
+        b.end_session(&rec, at(5, 50)).await.unwrap();
+        let mut s = ConversationSummary::session(rec.session_id, agent, user, at(5, 0), "Sailing.");
+        s.agent_id = agent.into();
+        let mut f = fact(user, "Sails", None, rec.session_id);
+        f.agent_id = agent.into();
+        b.complete_reflection(&s, &[], std::slice::from_ref(&f))
+            .await
+            .unwrap();
+        b.put_vectors(&[(f.fact_id, vector(0.5))]).await.unwrap();
+        b.put_turn_vectors(rec.session_id, &[(0, vector(0.1))])
+            .await
+            .unwrap();
+        sessions.push(rec.session_id);
+    }
+    let kept = b.agent("kairix").await.unwrap().summary_version;
+
+    let r = b.forget_user("zoe", Some("nova")).await.unwrap();
+    assert_eq!(
+        (r.sessions, r.turns, r.session_summaries, r.facts, r.vectors),
+        (1, 2, 1, 1, 2)
+    );
+    assert_eq!(r.inbox_rows, 2, "its summary's and its fact's");
+    assert_eq!(r.agents, ["nova".to_string()].into());
+    assert!(r.removed_ids.contains(&sessions[1]));
+    assert!(b.session(sessions[0]).await.unwrap().is_some());
+    assert!(b.session(sessions[1]).await.unwrap().is_none());
+    assert!(b.turns(sessions[1]).await.unwrap().is_empty());
+    assert!(b.user_sessions("nova", "zoe").await.unwrap().is_empty());
+    assert_eq!(b.agent("kairix").await.unwrap().summary_version, kept);
+
+    let r = b.forget_user("zoe", None).await.unwrap();
+    assert_eq!((r.sessions, r.session_summaries, r.facts), (1, 1, 1));
+    assert!(b.forget_user("zoe", None).await.unwrap().is_empty());
+    assert!(b.user_sessions("kairix", "zoe").await.unwrap().is_empty());
+    assert!(b.user_facts("kairix", "zoe").await.unwrap().is_empty());
+    // ada's are all there
+    assert!(b.session(sessions[2]).await.unwrap().is_some());
+    assert!(b.summary(sessions[2]).await.unwrap().is_some());
+    assert_eq!(b.turns(sessions[2]).await.unwrap().len(), 2);
+    assert_eq!(b.user_facts("kairix", "ada").await.unwrap().len(), 1);
+    assert!(b.pending_forgets().await.unwrap().is_empty());
+    let inbox = b.inbox(None, 100).await.unwrap();
+    assert_eq!(inbox.len(), 2, "only ada's summary and fact are left");
+    assert!(b.agent("kairix").await.unwrap().summary_version > kept);
+}
+
+/// The Store actor answers reads that scan from the blocking pool; a read
+/// sent after writes still sees every one of them (turns a backend has not
+/// written yet among them).
+async fn a_read_off_the_writer_sees_the_writes_sent_before_it(h: &Harness) {
+    let b = h.open().await;
+    let embed: Arc<dyn crate::embed::Embed> = Arc::new(crate::embed::HashingEmbed::default());
+    let (store, handle) = Actor::spawn(
+        None,
+        StoreActor,
+        StoreArgs {
+            backend: b,
+            settings: Default::default(),
+            generations: Default::default(),
+            search: Arc::new(SearchIndex::new(&embed)),
+        },
+    )
+    .await
+    .unwrap();
+    let rec = opened(7, "kairix", "mark", 0);
+    let id = rec.session_id;
+    store.cast(StoreMsg::OpenSession(rec.clone())).unwrap();
+    for seq in 0..200u32 {
+        let turn = turn(&format!("turn {seq}"), rec.started_at);
+        store
+            .cast(StoreMsg::append_turn(id, seq, &turn).unwrap())
+            .unwrap();
+        if seq % 50 == 49 {
+            let turns = ractor::call!(store, StoreMsg::GetTurns, id)
+                .unwrap()
+                .unwrap();
+            assert_eq!(turns.len() as u32, seq + 1);
+            assert_eq!(turns.last().unwrap().user_message, format!("turn {seq}"));
+        }
+    }
+    let e = ended(rec, 200);
+    store.cast(StoreMsg::EndSession(e)).unwrap();
+    let listed = ractor::call!(store, StoreMsg::ListSessions, Some("kairix".into()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(listed[0].ended_at.is_some(), "the end sent before the read");
+    let queued = ractor::call!(store, StoreMsg::ListQueue).unwrap().unwrap();
+    assert_eq!(queued.len(), 1);
+    let (rec, turns) = ractor::call!(store, |reply| StoreMsg::LoadSession {
+        session_id: id,
+        reply
+    })
+    .unwrap()
+    .unwrap()
+    .unwrap();
+    assert_eq!((rec.turn_count, turns.len()), (200, 200));
+    store.stop(None);
+    handle.await.unwrap();
+}

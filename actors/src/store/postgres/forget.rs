@@ -1,0 +1,185 @@
+//! Forgetting a user in PostgreSQL: one transaction, so a forget is done
+//! whole or not at all, and no marker is needed to finish one after a
+//! crash.
+
+use super::*;
+
+/// The agent filter every delete of a forget shares: `$2` is the one agent,
+/// or NULL for every agent.
+const AGENT: &str = "($2::text IS NULL OR agent_id = $2)";
+
+#[async_trait::async_trait]
+impl ForgetStore for PgBackend {
+    /// Always none: a forget commits whole or not at all.
+    async fn pending_forgets(&self) -> Result<Vec<PendingForget>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    async fn forget_user(
+        &self,
+        user_id: &str,
+        agent_id: Option<&str>,
+    ) -> Result<ForgetReport, StoreError> {
+        self.write_turns().await?;
+        let mut r = ForgetReport {
+            user_id: user_id.to_string(),
+            agent_id: agent_id.map(str::to_string),
+            ..ForgetReport::default()
+        };
+        let mut tx = self.pool.begin().await?;
+        // Reflections of this user storing facts meanwhile wait, or come
+        // after and find their sessions gone.
+        match agent_id {
+            Some(a) => Self::lock_user(&mut tx, a, user_id).await?,
+            None => {
+                let agents: Vec<String> = sqlx::query_scalar(
+                    "SELECT DISTINCT agent_id FROM sessions WHERE user_id = $1
+                     UNION SELECT DISTINCT agent_id FROM facts WHERE user_id = $1
+                     ORDER BY 1",
+                )
+                .bind(user_id)
+                .fetch_all(&mut *tx)
+                .await?;
+                for a in agents {
+                    Self::lock_user(&mut tx, &a, user_id).await?;
+                }
+            }
+        }
+        let sessions: Vec<(Uuid, String)> = sqlx::query_as(&format!(
+            "DELETE FROM sessions WHERE user_id = $1 AND {AGENT} RETURNING session_id, agent_id"
+        ))
+        .bind(user_id)
+        .bind(agent_id)
+        .fetch_all(&mut *tx)
+        .await?;
+        let session_ids: Vec<Uuid> = sessions.iter().map(|(id, _)| *id).collect();
+        for (id, agent) in sessions {
+            r.sessions += 1;
+            r.removed_ids.insert(id);
+            r.agents.insert(agent);
+        }
+        let turns: Vec<(Uuid, i64)> = sqlx::query_as(
+            "DELETE FROM turns WHERE session_id = ANY($1) RETURNING session_id, seq",
+        )
+        .bind(&session_ids)
+        .fetch_all(&mut *tx)
+        .await?;
+        r.turns = turns.len();
+        let turn_vectors: Vec<Uuid> = turns
+            .into_iter()
+            .map(|(session_id, seq)| {
+                TurnRef {
+                    session_id,
+                    seq: seq as u32,
+                }
+                .doc_id()
+            })
+            .collect();
+        r.reflection_jobs = sqlx::query("DELETE FROM reflection_queue WHERE session_id = ANY($1)")
+            .bind(&session_ids)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected() as usize;
+        // With the dead letters whose session record is gone or damaged.
+        r.dead_letters = sqlx::query(&format!(
+            "DELETE FROM dead_letters WHERE session_id = ANY($3) OR (user_id = $1 AND {AGENT})"
+        ))
+        .bind(user_id)
+        .bind(agent_id)
+        .bind(&session_ids)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected() as usize;
+
+        let summaries: Vec<(Uuid, i16, String)> = sqlx::query_as(&format!(
+            "DELETE FROM summaries WHERE user_id = $1 AND {AGENT}
+             RETURNING summary_id, kind, agent_id"
+        ))
+        .bind(user_id)
+        .bind(agent_id)
+        .fetch_all(&mut *tx)
+        .await?;
+        for (id, kind, agent) in summaries {
+            match kind {
+                0 => r.session_summaries += 1,
+                1 => r.daily_summaries += 1,
+                2 => r.weekly_summaries += 1,
+                _ => r.topic_summaries += 1,
+            }
+            r.removed_ids.insert(id);
+            r.agents.insert(agent);
+        }
+        let facts: Vec<(Uuid, String)> = sqlx::query_as(&format!(
+            "DELETE FROM facts WHERE user_id = $1 AND {AGENT} RETURNING fact_id, agent_id"
+        ))
+        .bind(user_id)
+        .bind(agent_id)
+        .fetch_all(&mut *tx)
+        .await?;
+        for (id, agent) in facts {
+            r.facts += 1;
+            r.removed_ids.insert(id);
+            r.agents.insert(agent);
+        }
+        sqlx::query(&format!(
+            "DELETE FROM fact_tombstones WHERE user_id = $1 AND {AGENT}"
+        ))
+        .bind(user_id)
+        .bind(agent_id)
+        .execute(&mut *tx)
+        .await?;
+        let topics: Vec<(Uuid, String)> = sqlx::query_as(&format!(
+            "DELETE FROM topics WHERE user_id = $1 AND {AGENT} RETURNING topic_id, agent_id"
+        ))
+        .bind(user_id)
+        .bind(agent_id)
+        .fetch_all(&mut *tx)
+        .await?;
+        for (id, agent) in topics {
+            r.topics += 1;
+            r.removed_ids.insert(id);
+            r.agents.insert(agent);
+        }
+        // Blocks drawn from their calls (the agent's copy too, when the
+        // latest was theirs).
+        let blocks: Vec<String> = sqlx::query_scalar(&format!(
+            "DELETE FROM blocks WHERE source_user_id = $1 AND {AGENT} RETURNING agent_id"
+        ))
+        .bind(user_id)
+        .bind(agent_id)
+        .fetch_all(&mut *tx)
+        .await?;
+        for agent in blocks {
+            r.blocks += 1;
+            r.agents.insert(agent);
+        }
+        let agents: Vec<&str> = r.agents.iter().map(String::as_str).collect();
+        // The agents' mixed blocks, rebuilt by the watchdog from what is
+        // left.
+        sqlx::query("DELETE FROM blocks WHERE agent_id = ANY($1) AND user_id = '' AND label = $2")
+            .bind(&agents)
+            .bind(label_code(BlockLabel::BackgroundContext))
+            .execute(&mut *tx)
+            .await?;
+
+        // Vectors and inbox rows of everything removed.
+        let removed: Vec<Uuid> = r.removed_ids.iter().copied().collect();
+        let with_turns: Vec<Uuid> = removed.iter().chain(&turn_vectors).copied().collect();
+        r.vectors = sqlx::query("DELETE FROM embeddings WHERE item_id = ANY($1)")
+            .bind(&with_turns)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected() as usize;
+        r.inbox_rows = sqlx::query("DELETE FROM rollup_inbox WHERE item_id = ANY($1)")
+            .bind(&removed)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected() as usize;
+        // Contexts of these agents are assembled afresh.
+        for agent in &agents {
+            Self::bump_agent(&mut tx, agent).await?;
+        }
+        tx.commit().await?;
+        Ok(r)
+    }
+}

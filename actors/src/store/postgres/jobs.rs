@@ -1,0 +1,150 @@
+//! Reflection jobs and dead letters in PostgreSQL, and what a finished
+//! reflection stores.
+
+use super::*;
+
+#[async_trait::async_trait]
+impl JobStore for PgBackend {
+    async fn queued(&self) -> Result<Vec<ReflectionJob>, StoreError> {
+        self.write_turns().await?;
+        let rows: Vec<(Uuid, String)> = sqlx::query_as(
+            "SELECT session_id, body::text FROM reflection_queue ORDER BY enqueued_at, session_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(self.decode_all("reflection_queue", rows))
+    }
+
+    async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
+        self.write_turns().await?;
+        let rows: Vec<(Uuid, String)> = sqlx::query_as(
+            "SELECT session_id, body::text FROM dead_letters ORDER BY failed_at, session_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(self.decode_all("dead_letters", rows))
+    }
+
+    async fn store_reflection(
+        &self,
+        summary: &ConversationSummary,
+        blocks: &[MemoryBlock],
+        facts: &[Fact],
+    ) -> Result<Reflected, StoreError> {
+        self.write_turns().await?;
+        let mut tx = self.pool.begin().await?;
+        Self::lock_user(&mut tx, &summary.agent_id, &summary.user_id).await?;
+        let id = summary.summary_id;
+        for table in ["reflection_queue", "dead_letters"] {
+            sqlx::query(&format!("DELETE FROM {table} WHERE session_id = $1"))
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        if Self::has_summary(&mut tx, id).await? {
+            tx.commit().await?;
+            return Ok(Reflected {
+                stored: false,
+                shared: false,
+            });
+        }
+        let changes = self
+            .plan_facts_in(&mut tx, facts, summary.period_start, false)
+            .await?;
+        let shared = changes
+            .added
+            .iter()
+            .chain(&changes.updated)
+            .any(|f| f.visibility == Visibility::Shared);
+        Self::put_summaries(&mut tx, &[summary]).await?;
+        Self::bump_agent(&mut tx, &summary.agent_id).await?;
+        for b in blocks {
+            // The agent's block holds the latest; a block drawn from one
+            // user's conversation is also kept as that user's.
+            Self::put_block_as(&mut tx, b, "").await?;
+            if let Some(user) = b.source_user_id.as_deref().filter(|u| !u.is_empty()) {
+                Self::put_block_as(&mut tx, b, user).await?;
+            }
+        }
+        let rows: Vec<&FactRecord> = changes.added.iter().chain(&changes.updated).collect();
+        Self::put_facts(&mut tx, &rows).await?;
+        self.put_inbox(&mut tx, summary, &changes.added).await?;
+        tx.commit().await?;
+        Ok(Reflected {
+            stored: true,
+            shared,
+        })
+    }
+
+    async fn dead_letter(&self, letter: &DeadLetter) -> Result<(), StoreError> {
+        self.write_turns().await?;
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("DELETE FROM reflection_queue WHERE session_id = $1")
+            .bind(letter.session_id)
+            .execute(&mut *tx)
+            .await?;
+        // Not if the session has its summary by now (a replay made it
+        // while the reflection was backing off).
+        if !Self::has_summary(&mut tx, letter.session_id).await? {
+            sqlx::query(
+                "INSERT INTO dead_letters (session_id, agent_id, user_id, failed_at, body)
+                 VALUES ($1, $2, $3, $4, $5::json)
+                 ON CONFLICT (session_id) DO UPDATE SET failed_at = $4, body = $5::json",
+            )
+            .bind(letter.session_id)
+            .bind(&letter.agent_id)
+            .bind(&letter.user_id)
+            .bind(letter.failed_at)
+            .bind(body(letter)?)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn requeue(
+        &self,
+        session_id: Uuid,
+        at: DateTime<Utc>,
+    ) -> Result<ReflectionJob, StoreError> {
+        self.write_turns().await?;
+        let mut tx = self.pool.begin().await?;
+        let row: Option<String> = sqlx::query_scalar(
+            "DELETE FROM dead_letters WHERE session_id = $1 RETURNING body::text",
+        )
+        .bind(session_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let letter: DeadLetter = row
+            .and_then(|json| self.decode("dead_letters", &session_id, &json))
+            .ok_or(StoreError::DeadLetterNotFound(session_id))?;
+        let job = ReflectionJob {
+            session_id,
+            agent_id: letter.agent_id,
+            enqueued_at: at,
+        };
+        sqlx::query(
+            "INSERT INTO reflection_queue (session_id, agent_id, enqueued_at, body)
+             VALUES ($1, $2, $3, $4::json)
+             ON CONFLICT (session_id) DO UPDATE SET enqueued_at = $3, body = $4::json",
+        )
+        .bind(session_id)
+        .bind(&job.agent_id)
+        .bind(at)
+        .bind(body(&job)?)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(job)
+    }
+
+    async fn drop_job(&self, session_id: Uuid) -> Result<(), StoreError> {
+        self.write_turns().await?;
+        sqlx::query("DELETE FROM reflection_queue WHERE session_id = $1")
+            .bind(session_id)
+            .execute(&mut *self.pool.acquire().await?)
+            .await?;
+        Ok(())
+    }
+}

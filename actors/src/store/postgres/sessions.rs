@@ -1,0 +1,184 @@
+//! Sessions and their turns in PostgreSQL.
+
+use super::*;
+
+impl PgBackend {
+    async fn put_session(tx: &mut Tx<'_>, record: &SessionRecord) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO sessions (session_id, agent_id, user_id, started_at, ended_at, open, body)
+             VALUES ($1, $2, $3, $4, $5, $6, $7::json)
+             ON CONFLICT (session_id) DO UPDATE SET agent_id = $2, user_id = $3, started_at = $4,
+               ended_at = $5, open = $6, body = $7::json",
+        )
+        .bind(record.session_id)
+        .bind(&record.agent_id)
+        .bind(&record.user_id)
+        .bind(record.started_at)
+        .bind(record.ended_at)
+        .bind(record.is_open())
+        .bind(body(record)?)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionStore for PgBackend {
+    async fn open_session(&self, record: &SessionRecord) -> Result<(), StoreError> {
+        self.write_turns().await?;
+        let mut tx = self.pool.begin().await?;
+        Self::put_session(&mut tx, record).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Waits in memory for the next batch ([`Backend::flush`]).
+    async fn append_turn(&self, key: TurnKey, value: &[u8]) -> Result<(), StoreError> {
+        let id = Uuid::from_slice(&key[..16]).expect("16 bytes");
+        let seq = u32::from_be_bytes([key[16], key[17], key[18], key[19]]);
+        // The session actor encodes turns with serde_json: always UTF-8.
+        let json = String::from_utf8(value.to_vec()).map_err(|e| {
+            StoreError::Codec(serde::de::Error::custom(format!(
+                "a turn is not UTF-8: {e}"
+            )))
+        })?;
+        self.lock_pending().push((id, seq as i64, json));
+        Ok(())
+    }
+
+    async fn end_session(
+        &self,
+        record: &SessionRecord,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        // The turns first: whoever takes the job reads them all.
+        self.write_turns().await?;
+        let mut tx = self.pool.begin().await?;
+        Self::put_session(&mut tx, record).await?;
+        if record.turn_count > 0 {
+            let job = ReflectionJob {
+                session_id: record.session_id,
+                agent_id: record.agent_id.clone(),
+                enqueued_at: at,
+            };
+            sqlx::query(
+                "INSERT INTO reflection_queue (session_id, agent_id, enqueued_at, body)
+                 VALUES ($1, $2, $3, $4::json)
+                 ON CONFLICT (session_id) DO UPDATE SET enqueued_at = $3, body = $4::json",
+            )
+            .bind(job.session_id)
+            .bind(&job.agent_id)
+            .bind(job.enqueued_at)
+            .bind(body(&job)?)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn session(&self, id: Uuid) -> Result<Option<SessionRecord>, StoreError> {
+        self.write_turns().await?;
+        let row: Option<String> =
+            sqlx::query_scalar("SELECT body::text FROM sessions WHERE session_id = $1")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.and_then(|json| self.decode("sessions", &id, &json)))
+    }
+
+    async fn turns(&self, id: Uuid) -> Result<Vec<ConversationTurn>, StoreError> {
+        Ok(self
+            .numbered_turns(id)
+            .await?
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect())
+    }
+
+    async fn numbered_turns(&self, id: Uuid) -> Result<Vec<(u32, ConversationTurn)>, StoreError> {
+        self.write_turns().await?;
+        let rows: Vec<(i64, String)> =
+            sqlx::query_as("SELECT seq, body::text FROM turns WHERE session_id = $1 ORDER BY seq")
+                .bind(id)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(self.numbered(id, rows))
+    }
+
+    async fn turn(&self, id: Uuid, seq: u32) -> Result<Option<ConversationTurn>, StoreError> {
+        self.write_turns().await?;
+        let row: Option<String> =
+            sqlx::query_scalar("SELECT body::text FROM turns WHERE session_id = $1 AND seq = $2")
+                .bind(id)
+                .bind(seq as i64)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.and_then(|json| self.decode("turns", &format_args!("{id}/{seq}"), &json)))
+    }
+
+    async fn turns_around(
+        &self,
+        id: Uuid,
+        seq: u32,
+    ) -> Result<Vec<(u32, ConversationTurn)>, StoreError> {
+        self.write_turns().await?;
+        let rows: Vec<(i64, String)> = sqlx::query_as(
+            "SELECT seq, body::text FROM turns
+             WHERE session_id = $1 AND seq BETWEEN $2 - 1 AND $2 + 1 ORDER BY seq",
+        )
+        .bind(id)
+        .bind(seq as i64)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(self.numbered(id, rows))
+    }
+
+    async fn sessions(&self, agent_id: Option<&str>) -> Result<Vec<SessionRecord>, StoreError> {
+        self.records(
+            "sessions",
+            sqlx::query_as::<_, (Uuid, String)>(
+                "SELECT session_id, body::text FROM sessions
+                 WHERE $1::text IS NULL OR agent_id = $1 ORDER BY started_at, session_id",
+            )
+            .bind(agent_id),
+        )
+        .await
+    }
+
+    async fn user_sessions(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+    ) -> Result<Vec<SessionRecord>, StoreError> {
+        self.records(
+            "sessions",
+            sqlx::query_as::<_, (Uuid, String)>(
+                "SELECT session_id, body::text FROM sessions WHERE agent_id = $1 AND user_id = $2
+                 ORDER BY started_at, session_id",
+            )
+            .bind(agent_id)
+            .bind(user_id),
+        )
+        .await
+    }
+
+    async fn open_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+        self.records("sessions", sqlx::query_as::<_, (Uuid, String)>(
+            "SELECT session_id, body::text FROM sessions WHERE open ORDER BY started_at, session_id",
+        ))
+        .await
+    }
+}
+
+impl PgBackend {
+    fn numbered(&self, id: Uuid, rows: Vec<(i64, String)>) -> Vec<(u32, ConversationTurn)> {
+        rows.into_iter()
+            .filter_map(|(seq, json)| {
+                let t = self.decode("turns", &format_args!("{id}/{seq}"), &json)?;
+                Some((seq as u32, t))
+            })
+            .collect()
+    }
+}

@@ -132,6 +132,10 @@ pub async fn render(handle: &PrometheusHandle, runtime: &Runtime) -> String {
         gauge!("recall_reflections_queued").set(stats.supervisor.reflections_queued as f64);
         gauge!("recall_reflections_running").set(stats.supervisor.reflections_running as f64);
         let s = &stats.supervisor;
+        counter!("recall_reflections_stored_total").absolute(s.summaries_stored);
+        // A reflection whose summary was there already (another instance's,
+        // or a replay's).
+        counter!("recall_reflections_duplicate_total").absolute(s.duplicates);
         counter!("recall_window_summaries_started_total").absolute(s.windows_started);
         counter!("recall_window_summaries_completed_total").absolute(s.windows_completed);
         counter!("recall_window_summaries_failed_total").absolute(s.windows_failed);

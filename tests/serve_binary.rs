@@ -109,7 +109,11 @@ fn serve_over_postgres_migrates_reports_the_database_and_keeps_memory_across_res
     let schema = TestSchema::new();
     let dir = tempfile::tempdir()?;
     // `recall migrate` applies the migrations without serving, once.
-    for expect in ["1 migration(s) applied", "0 migration(s) applied"] {
+    let all = format!(
+        "{} migration(s) applied",
+        recall::engine::store::PG_SCHEMA_VERSION
+    );
+    for expect in [all.as_str(), "0 migration(s) applied"] {
         let out = recall().arg("migrate").envs(schema.env()).output()?;
         let stdout = String::from_utf8(out.stdout)?;
         assert!(
@@ -130,14 +134,6 @@ fn serve_over_postgres_migrates_reports_the_database_and_keeps_memory_across_res
     };
     let mut child = serve("a")?;
     let base = listening(&mut child)?;
-    // One instance per schema.
-    let second = serve("b")?.wait_with_output()?;
-    assert!(!second.status.success());
-    let stderr = String::from_utf8(second.stderr)?;
-    assert!(
-        stderr.contains("is in use by another recall instance"),
-        "{stderr}"
-    );
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -208,5 +204,323 @@ fn serve_over_postgres_migrates_reports_the_database_and_keeps_memory_across_res
         .args(["-TERM", &child.id().to_string()])
         .status()?;
     assert!(child.wait()?.success());
+    Ok(())
+}
+
+/// Three `recall serve` instances over one PostgreSQL schema, behind a
+/// client that spreads each user's calls over them; one is killed
+/// (`kill -9`) in the middle of the load, with calls open on it.
+#[test]
+fn three_instances_share_one_database_and_take_over_from_one_killed() -> Res {
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+    const LEASE_SECS: u64 = 3;
+    const REFRESH_SECS: u64 = 2;
+    let schema = TestSchema::new();
+    let dir = tempfile::tempdir()?;
+    let spawn = |n: usize| {
+        recall()
+            .args(["serve", "--addr", "127.0.0.1:0", "--data"])
+            .arg(dir.path().join(format!("data-{n}")))
+            .envs(schema.env())
+            .env("RECALL_STORE__POSTGRES__LEASE_SECS", LEASE_SECS.to_string())
+            .env(
+                "RECALL_STORE__POSTGRES__REFRESH_SECS",
+                REFRESH_SECS.to_string(),
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+    };
+    let mut children = Vec::new();
+    let mut bases = Vec::new();
+    for n in 0..3 {
+        let mut child = spawn(n)?;
+        bases.push(listening(&mut child)?);
+        children.push(child);
+    }
+    let killed = Arc::new(Mutex::new(children.remove(0)));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()?;
+    // (session id, user message) of every turn acknowledged durable.
+    let durable: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+
+    /// One call: start, `turns` turns (the second durable), end unless
+    /// `leave_open`. Stops at the first failure (its instance died).
+    async fn call(
+        http: &reqwest::Client,
+        base: &str,
+        user: &str,
+        conn: &str,
+        turns: usize,
+        leave_open: bool,
+        durable: &Mutex<Vec<(String, String)>>,
+    ) -> anyhow::Result<String> {
+        let v: serde_json::Value = http
+            .post(format!("{base}/v1/sessions"))
+            .json(
+                &serde_json::json!({"agent_id": "kairix", "user_id": user, "connection_id": conn}),
+            )
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        let sid = v["session_id"].as_str().expect("an id").to_string();
+        for t in 0..turns {
+            let said = format!("{user} in call {conn} says thing {t} about Lisbon");
+            let durable_turn = t == 1;
+            http.post(format!(
+                "{base}/v1/connections/{conn}/turns?durable={durable_turn}"
+            ))
+            .json(&serde_json::json!({"user_message": said, "agent_response": "noted"}))
+            .send()
+            .await?
+            .error_for_status()?;
+            if durable_turn {
+                durable.lock().unwrap().push((sid.clone(), said));
+            }
+        }
+        if !leave_open {
+            http.post(format!("{base}/v1/connections/{conn}/end"))
+                .send()
+                .await?
+                .error_for_status()?;
+        }
+        Ok(sid)
+    }
+
+    let left_open: Vec<String> = rt.block_on(async {
+        // Calls left open on the instance about to die.
+        let mut open = Vec::new();
+        for u in 0..2 {
+            let user = format!("open-{u}");
+            open.push(
+                call(
+                    &http,
+                    &bases[0],
+                    &user,
+                    &format!("{user}-c"),
+                    3,
+                    true,
+                    &durable,
+                )
+                .await?,
+            );
+        }
+        // Six users, four calls each, each call on the next instance; the
+        // first instance dies a moment into it. A call whose instance is
+        // gone goes to the next (as a load balancer would).
+        let mut tasks = Vec::new();
+        for u in 0..6 {
+            let (http, bases, durable) = (http.clone(), bases.clone(), durable.clone());
+            tasks.push(tokio::spawn(async move {
+                for c in 0..4 {
+                    let user = format!("user-{u}");
+                    let conn = format!("{user}-{c}");
+                    for attempt in 0..3 {
+                        let base = &bases[(u + c + attempt) % 3];
+                        if call(&http, base, &user, &conn, 3, false, &durable)
+                            .await
+                            .is_ok()
+                        {
+                            break;
+                        }
+                    }
+                }
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        killed.lock().unwrap().kill()?;
+        for t in tasks {
+            t.await?;
+        }
+        anyhow::Ok(open)
+    })?;
+    killed.lock().unwrap().wait()?;
+    let live = &bases[1..];
+
+    // The database, as the test sees it.
+    let pool = rt.block_on(
+        sqlx::postgres::PgPoolOptions::new()
+            .max_connections(2)
+            .after_connect({
+                let name = schema.name.clone();
+                move |conn, _| {
+                    let name = name.clone();
+                    Box::pin(async move {
+                        sqlx::Executor::execute(
+                            conn,
+                            format!("SET search_path = \"{name}\"").as_str(),
+                        )
+                        .await
+                        .map(|_| ())
+                    })
+                }
+            })
+            .connect(&schema.url),
+    )?;
+    let scalar = |sql: &str| -> anyhow::Result<i64> {
+        Ok(rt.block_on(sqlx::query_scalar::<_, i64>(sql).fetch_one(&pool))?)
+    };
+    // Everything settles: the dead instance's open calls are ended by
+    // another, and every reflection is done.
+    let started = Instant::now();
+    loop {
+        let open = scalar("SELECT count(*) FROM sessions WHERE open")?;
+        let queued = scalar("SELECT count(*) FROM reflection_queue")?;
+        let unsummarized = scalar(
+            "SELECT count(*) FROM sessions s WHERE (s.body->>'turn_count')::int > 0
+             AND NOT EXISTS (SELECT 1 FROM summaries m WHERE m.summary_id = s.session_id)",
+        )?;
+        if open == 0 && queued == 0 && unsummarized == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "not settled: {open} open, {queued} queued, {unsummarized} without a summary"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let settled = started.elapsed();
+
+    // The calls left open on the dead instance were ended by another
+    // (recovered), with their durable turns.
+    for sid in &left_open {
+        let reason: String = rt.block_on(
+            sqlx::query_scalar(
+                "SELECT body->>'end_reason' FROM sessions WHERE session_id = $1::uuid",
+            )
+            .bind(sid)
+            .fetch_one(&pool),
+        )?;
+        assert_eq!(reason, "recovered", "session {sid}");
+    }
+    // No durable turn lost.
+    let durable = durable.lock().unwrap().clone();
+    assert!(
+        durable.len() >= 2 + 6 * 3,
+        "{} durable turns",
+        durable.len()
+    );
+    for (sid, said) in &durable {
+        let n: i64 = rt.block_on(
+            sqlx::query_scalar(
+                "SELECT count(*) FROM turns WHERE session_id = $1::uuid AND body->>'user_message' = $2",
+            )
+            .bind(sid)
+            .bind(said)
+            .fetch_one(&pool),
+        )?;
+        assert_eq!(n, 1, "durable turn {said:?} of {sid}");
+    }
+    // Each session with turns has exactly one session summary.
+    assert_eq!(
+        scalar("SELECT count(*) FROM summaries WHERE kind = 0")?,
+        scalar("SELECT count(*) FROM sessions WHERE (body->>'turn_count')::int > 0")?
+    );
+    // Nothing was reflected twice on the instances that lived.
+    rt.block_on(async {
+        for base in live {
+            let text = http
+                .get(format!("{base}/metrics"))
+                .send()
+                .await?
+                .text()
+                .await?;
+            let dup = text
+                .lines()
+                .find(|l| l.starts_with("recall_reflections_duplicate_total"))
+                .and_then(|l| l.split_whitespace().last())
+                .unwrap_or("0");
+            assert_eq!(dup, "0", "{base}: {dup} duplicate reflection(s)");
+        }
+        anyhow::Ok(())
+    })?;
+
+    // The leases: one living instance runs rollups, the other is told
+    // where they run; taken over from the dead one within a lease and a
+    // heartbeat.
+    let since = Instant::now();
+    let holder = rt.block_on(async {
+        loop {
+            let mut codes = Vec::new();
+            for base in live {
+                let r = http.post(format!("{base}/v1/rollups/run")).send().await?;
+                codes.push(r.status().as_u16());
+            }
+            if codes.contains(&200) {
+                assert_eq!(codes.iter().filter(|c| **c == 200).count(), 1, "{codes:?}");
+                assert!(codes.contains(&409), "{codes:?}");
+                return anyhow::Ok(codes.iter().position(|c| *c == 200).unwrap());
+            }
+            assert!(
+                since.elapsed() < Duration::from_secs(3 * LEASE_SECS),
+                "no instance took the rollup lease: {codes:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })?;
+    let _ = holder;
+
+    // A call recorded on one instance is in the context another serves,
+    // within the documented bound (refresh_secs) and, with the change feed,
+    // far sooner.
+    let (a, b) = (&live[0], &live[1]);
+    let delay = rt.block_on(async {
+        let ctx = format!("{b}/v1/agents/kairix/users/late/context");
+        // B has the user's context cached.
+        http.get(&ctx).send().await?.error_for_status()?;
+        http.post(format!("{a}/v1/sessions"))
+            .json(&serde_json::json!({"agent_id": "kairix", "user_id": "late", "connection_id": "late-1"}))
+            .send()
+            .await?
+            .error_for_status()?;
+        http.post(format!("{a}/v1/connections/late-1/turns"))
+            .json(&serde_json::json!({"user_message": "We sail to Zanzibar in May", "agent_response": "Lovely"}))
+            .send()
+            .await?
+            .error_for_status()?;
+        http.post(format!("{a}/v1/connections/late-1/end"))
+            .send()
+            .await?
+            .error_for_status()?;
+        // Stored on A: its own context has it.
+        let stored = Instant::now();
+        loop {
+            let v = http.get(format!("{a}/v1/agents/kairix/users/late/context")).send().await?.text().await?;
+            if v.contains("Zanzibar") {
+                break;
+            }
+            assert!(stored.elapsed() < Duration::from_secs(10), "A never had it: {v}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let on_a = Instant::now();
+        loop {
+            let v = http.get(&ctx).send().await?.text().await?;
+            if v.contains("Zanzibar") {
+                return anyhow::Ok(on_a.elapsed());
+            }
+            assert!(
+                on_a.elapsed() < Duration::from_secs(REFRESH_SECS + 1),
+                "B did not see it within the bound: {v}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })?;
+    eprintln!(
+        "settled {settled:?} after the kill; a call on one instance was in another's context {delay:?} after its own"
+    );
+    for mut child in children {
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        assert!(child.wait()?.success());
+    }
     Ok(())
 }

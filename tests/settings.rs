@@ -512,6 +512,10 @@ fn a_postgres_store_needs_a_url_and_a_plain_schema_name() {
         "store.postgres.pool_size",
     );
     expect_file_key_error("[store]\nkind = \"mysql\"\n", "store.kind");
+    expect_file_key_error(
+        "[store.postgres]\nlease_secs = 2\n",
+        "store.postgres.lease_secs",
+    );
     let ok = load_from(
         None,
         env(&[

@@ -31,6 +31,7 @@ pub mod clock;
 pub mod context;
 pub mod embed;
 pub mod keys;
+pub mod lease;
 pub mod model;
 pub mod period;
 pub mod prompt;

@@ -2054,6 +2054,13 @@ impl SearchIndex {
         self.slots().clear();
     }
 
+    /// Forgets one agent's index (rebuilt on its next search; a build under
+    /// way is dropped when it ends): another instance changed what it is
+    /// built from.
+    pub fn clear_agent(&self, agent_id: &str) {
+        self.slots().remove(agent_id);
+    }
+
     /// Forgets every index and waits until no build holds the store (a
     /// shutdown, before the store's folder is let go).
     pub async fn close(&self) {

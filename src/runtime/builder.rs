@@ -153,11 +153,13 @@ impl RuntimeBuilder {
             StoreKind::Postgres => {
                 let mut pg = PgBackend::connect(&store_settings.postgres).await?;
                 pg.fill_inbox = fill_inbox;
-                // One instance per schema, as one process per sled folder.
-                pg.hold_instance_lock().await?;
                 Arc::new(pg)
             }
         };
+        // Alive for the other instances sharing the store (if any) before
+        // it takes anything over.
+        backend.heartbeat().await?;
+        let leases = cluster::Leases::for_backend(&backend);
         // A forget a crash cut short is finished before any actor starts,
         // so none of them reads (or sends out) what was to be forgotten.
         {
@@ -219,6 +221,7 @@ impl RuntimeBuilder {
                     attempt_timeout: Duration::from_secs(settings.reflector.attempt_timeout_secs),
                     clock,
                     stats: rollup_stats_tx,
+                    lease: leases.rollup.clone(),
                 },
             )
             .await
@@ -239,6 +242,7 @@ impl RuntimeBuilder {
                 embed: embed.clone(),
                 topic_threshold: settings.rollup.topic_threshold_for(embed.closeness()),
                 live_topics: live_topics.clone(),
+                lease: leases.watchdog.clone(),
             },
         )
         .await
@@ -291,10 +295,29 @@ impl RuntimeBuilder {
                 live_topics,
                 rollup_stats,
                 stats: stats_rx,
+                cluster: cluster::Cluster::default(),
             }),
             recovered: Vec::new(),
         };
         let runtime = runtime.recover().await?;
+        {
+            let inner = &runtime.inner;
+            let shared = cluster::Shared {
+                backend: runtime
+                    .reader()
+                    .map_err(|e| StartupError::Recovery(e.to_string()))?,
+                store: inner.store.clone(),
+                supervisor: inner.supervisor.clone(),
+                stats: inner.stats.clone(),
+                generations: inner.generations.clone(),
+                search: inner.search.clone(),
+                leases,
+                clock: inner.clock,
+                max_reflections: inner.settings.reflector.max_concurrent,
+                refresh: Duration::from_secs(inner.settings.store.postgres.refresh_secs),
+            };
+            cluster::start(&inner.cluster, shared).await?;
+        }
         runtime.warm_indexes();
         runtime.start_reembedding();
         Ok(runtime)
@@ -307,38 +330,25 @@ impl Runtime {
     }
 
     pub(super) async fn recover(mut self) -> Result<Self, StartupError> {
-        let store = &self.inner.store;
-        let open = call_t!(store, StoreMsg::ListOpenSessions, CALL_TIMEOUT_MS)
-            .map_err(|e| StartupError::Recovery(e.to_string()))??;
-        let at = self.inner.clock.now();
-        for rec in open {
-            let session_id = rec.session_id;
-            let closed = call_t!(
-                store,
-                |reply| StoreMsg::CloseOrphan {
-                    session_id,
-                    reason: EndReason::Recovered,
-                    at,
-                    reply
-                },
-                CALL_TIMEOUT_MS
-            )
-            .map_err(|e| StartupError::Recovery(e.to_string()))??;
-            if let Some(rec) = closed {
-                info!(%session_id, turns = rec.turn_count, "recovered a session left open");
-                self.recovered.push(rec);
-            }
-        }
-        let queued = call_t!(store, StoreMsg::ListQueue, CALL_TIMEOUT_MS)
-            .map_err(|e| StartupError::Recovery(e.to_string()))??;
-        if !queued.is_empty() {
-            info!(jobs = queued.len(), "resuming queued reflections");
-        }
-        for job in queued {
-            self.inner
-                .supervisor
-                .cast(SupervisorMsg::Enqueue(job))
-                .map_err(|e| StartupError::Recovery(e.to_string()))?;
+        let recovery = |e: RecallError| StartupError::Recovery(e.to_string());
+        let backend = self.reader().map_err(recovery)?;
+        let inner = &self.inner;
+        let at = inner.clock.now();
+        self.recovered = cluster::end_orphans(&inner.store, &inner.supervisor, &backend, at)
+            .await
+            .map_err(recovery)?;
+        // Over a shared store, as many as the reflectors have room for (the
+        // heartbeat claims more as they finish); over its own, all of them.
+        let limit = if backend.shared() {
+            inner.settings.reflector.max_concurrent
+        } else {
+            usize::MAX
+        };
+        let queued = cluster::claim_reflections(&inner.supervisor, &backend, limit)
+            .await
+            .map_err(recovery)?;
+        if queued > 0 {
+            info!(jobs = queued, "resuming queued reflections");
         }
         Ok(self)
     }

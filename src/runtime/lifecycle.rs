@@ -132,8 +132,10 @@ impl Runtime {
                         RollupMsg::DrainInbox,
                     )
                     .await?;
-                    if let Err(err) = res {
-                        warn!(error = %err, "new summaries not taken in yet");
+                    match res {
+                        // Another instance takes them in.
+                        Err(RollupError::Elsewhere) | Ok(_) => {}
+                        Err(err) => warn!(error = %err, "new summaries not taken in yet"),
                     }
                 }
                 return Ok(());
@@ -192,6 +194,13 @@ impl Runtime {
             .stop_and_wait(None, Some(Duration::from_secs(5)))
             .await;
         let flushed = self.flush().await;
+        // The other instances sharing the store take over what is left.
+        inner.cluster.stop();
+        if let Ok(backend) = self.reader() {
+            if let Err(err) = backend.retire().await {
+                warn!(error = %err, "leases and claims not let go; they lapse");
+            }
+        }
         self.release_reader();
         inner.search.close().await;
         let _ = inner

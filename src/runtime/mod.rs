@@ -58,6 +58,7 @@ use recall_actors::settings::EmbedKind;
 use recall_actors::static_embed::StaticEmbed;
 
 mod builder;
+mod cluster;
 mod context;
 mod error;
 mod forget;
@@ -178,6 +179,8 @@ struct Inner {
     live_topics: Arc<LiveTopics>,
     rollup_stats: watch::Receiver<RollupStats>,
     stats: watch::Receiver<SupervisorStats>,
+    /// The tasks of this instance's share of a store others share.
+    cluster: cluster::Cluster,
 }
 
 /// A handle on a running recall runtime. Cheap to clone.

@@ -10,8 +10,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use recall_actors::context::ContextError;
 use recall_actors::model::InputError;
+use recall_actors::rollup::RollupError;
 use recall_actors::store::StoreError;
 use recall_actors::supervisor::StartError;
+use recall_actors::watchdog::WatchdogError;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
@@ -147,6 +149,10 @@ impl From<RecallError> for ApiError {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
             }
             RecallError::RollupsOff => ApiError::new(StatusCode::CONFLICT, "rollups_off", message),
+            RecallError::Rollup(RollupError::Elsewhere)
+            | RecallError::Watchdog(WatchdogError::Elsewhere) => {
+                ApiError::new(StatusCode::CONFLICT, "elsewhere", message)
+            }
             RecallError::Summarizer(_) | RecallError::NotReflection => {
                 ApiError::new(StatusCode::BAD_GATEWAY, "summarizer_failed", message)
             }

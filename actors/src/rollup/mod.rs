@@ -81,6 +81,8 @@ pub enum RollupError {
     Reflect(#[from] ReflectError),
     #[error("embedding failed")]
     Embed(#[from] EmbedError),
+    #[error("rollups run on another instance (it holds the rollup lease)")]
+    Elsewhere,
 }
 
 /// What one run did.
@@ -132,6 +134,9 @@ pub struct RollupArgs {
     /// Where the counters are published (read without a call, so a long
     /// rollup run never blocks a stats reader).
     pub stats: tokio::sync::watch::Sender<RollupStats>,
+    /// Rollups run where this is held (one instance at a time over a
+    /// shared store).
+    pub lease: Arc<crate::lease::Lease>,
 }
 
 macro_rules! store_call {
@@ -151,6 +156,7 @@ use work::Ctx;
 pub struct RollupState {
     ctx: Ctx,
     clock: Clock,
+    lease: Arc<crate::lease::Lease>,
     /// When each known agent is next due.
     due: HashMap<String, DateTime<Utc>>,
     timer: Option<JoinHandle<Result<(), ractor::MessagingErr<RollupMsg>>>>,
@@ -321,6 +327,7 @@ impl Actor for RollupActor {
                 attempt_timeout: args.attempt_timeout,
             },
             clock: args.clock,
+            lease: args.lease,
             due: HashMap::new(),
             timer: None,
             timer_gen: 0,
@@ -361,14 +368,22 @@ impl Actor for RollupActor {
                 }
                 state.stats.wakes += 1;
                 state.stats_tx.send_replace(state.stats);
-                let r = state.wake().await;
-                state.count(r);
+                if state.lease.held() {
+                    let r = state.wake().await;
+                    state.count(r);
+                }
                 state.arm(&myself);
             }
             RollupMsg::Poke => {
+                if !state.lease.held() {
+                    return Ok(());
+                }
                 let now = state.clock.now();
                 let r = state.drain(now).await;
                 state.count(r);
+            }
+            RollupMsg::DrainInbox(reply) | RollupMsg::RunNow(reply) if !state.lease.held() => {
+                let _ = reply.send(Err(RollupError::Elsewhere));
             }
             RollupMsg::DrainInbox(reply) => {
                 let now = state.clock.now();

@@ -142,6 +142,15 @@ pub struct PostgresSettings {
     pub schema: String,
     /// How long to wait for a connection before a write or read fails.
     pub connect_timeout_secs: u64,
+    /// How long an instance's heartbeat, its claims on reflections and its
+    /// leases (rollups, the watchdog) hold without renewal: another
+    /// instance takes over an instance that died within this plus a third
+    /// of it. Renewed every third of it.
+    pub lease_secs: u64,
+    /// The longest a cached context on one instance can miss a write made
+    /// on another when the change notification is lost: every this often,
+    /// each instance reads contexts afresh.
+    pub refresh_secs: u64,
 }
 
 impl Default for PostgresSettings {
@@ -151,6 +160,8 @@ impl Default for PostgresSettings {
             pool_size: 8,
             schema: "recall".into(),
             connect_timeout_secs: 5,
+            lease_secs: 15,
+            refresh_secs: 10,
         }
     }
 }
@@ -179,6 +190,13 @@ impl StoreSettings {
             "store.postgres.connect_timeout_secs",
             pg.connect_timeout_secs,
         )?;
+        if pg.lease_secs < 3 {
+            return Err(SettingsError {
+                key: "store.postgres.lease_secs",
+                reason: "must be at least 3 (it is renewed every third of it)".into(),
+            });
+        }
+        positive("store.postgres.refresh_secs", pg.refresh_secs)?;
         let mut chars = pg.schema.chars();
         let identifier = chars
             .next()

@@ -365,6 +365,73 @@ pub trait ContextStore: Send + Sync {
     }
 }
 
+/// A change of what contexts are assembled from: `parts` of an agent's
+/// context for every user, or for one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub agent_id: String,
+    /// `None`: every user of the agent.
+    pub user_id: Option<String>,
+    pub parts: Parts,
+}
+
+/// What the change feed of a shared backend brings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RemoteChange {
+    /// Another instance changed this.
+    Changed(Change),
+    /// Changes may have been missed (the feed's connection was lost):
+    /// anything may have changed.
+    Lost,
+}
+
+/// Work several instances over one backend share. The defaults are one
+/// instance's: it owns every open session and queued reflection, and holds
+/// every lease (sled: one process per data folder).
+#[async_trait]
+pub trait ClusterStore: Send + Sync {
+    /// Whether other instances may share these records (the runtime then
+    /// renews its heartbeat, claims work, holds leases and follows the
+    /// change feed).
+    fn shared(&self) -> bool {
+        false
+    }
+    /// How long a heartbeat, claim or lease holds without renewal.
+    fn lease_time(&self) -> Option<Duration> {
+        None
+    }
+    /// Renews this instance's heartbeat and its claims.
+    async fn heartbeat(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// Open sessions no running instance has a call of (their instance is
+    /// gone, or this is the only one), now this instance's to end.
+    async fn orphaned_sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
+    /// Claims up to `limit` queued reflections no running instance holds,
+    /// oldest first.
+    async fn claim_jobs(&self, limit: usize) -> Result<Vec<ReflectionJob>, StoreError>;
+    /// Takes, or keeps, the lease `name` for [`ClusterStore::lease_time`]:
+    /// whether this instance holds it.
+    async fn take_lease(&self, _name: &str) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+    /// Lets go of this instance's leases and claims (a clean stop).
+    async fn retire(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// Announces changes this instance made to the others.
+    async fn publish(&self, _changes: &[Change]) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// The changes other instances make, as they are announced (`None`:
+    /// nothing to follow).
+    async fn follow(
+        &self,
+    ) -> Result<Option<tokio::sync::mpsc::UnboundedReceiver<RemoteChange>>, StoreError> {
+        Ok(None)
+    }
+}
+
 /// A storage backend: every record kind.
 #[async_trait]
 pub trait Backend:
@@ -375,6 +442,7 @@ pub trait Backend:
     + HierarchyStore
     + ForgetStore
     + ContextStore
+    + ClusterStore
     + Send
     + Sync
     + 'static

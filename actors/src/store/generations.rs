@@ -37,6 +37,16 @@ impl Parts {
     pub fn count(self) -> u32 {
         self.0.count_ones()
     }
+
+    /// The set as bits (one per part), as the change feed carries it.
+    pub fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// The set of `bits` (bits of no part are dropped).
+    pub fn from_bits(bits: u8) -> Parts {
+        Parts(bits & Parts::ALL.0)
+    }
 }
 
 impl std::ops::BitOr for Parts {
@@ -92,46 +102,81 @@ pub(super) fn add(counts: &mut [u64; Parts::COUNT], parts: Parts) {
 /// newer counts next time and re-reads those parts. Turn appends do not
 /// bump: live turns are read from the session actors.
 #[derive(Debug, Default)]
-pub struct Generations(std::sync::Mutex<HashMap<String, AgentCounts>>);
+pub struct Generations {
+    counts: std::sync::Mutex<Counts>,
+    /// Where this instance's changes are announced to the others (a
+    /// shared store's), once set.
+    feed: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<Change>>,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    agents: HashMap<String, AgentCounts>,
+    /// Moved for every agent at once: another instance's changes may have
+    /// been missed.
+    everything: [u64; Parts::COUNT],
+}
 
 impl Generations {
     /// The counters of a user's context with the agent (all 0 before the
     /// first change).
     pub fn get(&self, agent_id: &str, user_id: &str) -> Stamp {
-        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        match map.get(agent_id) {
-            Some(c) => Stamp {
-                agent: c.all,
-                user: c.users.get(user_id).copied().unwrap_or_default(),
-            },
-            None => Stamp::default(),
+        let counts = self.lock();
+        let mut agent = counts.everything;
+        let mut user = [0; Parts::COUNT];
+        if let Some(c) = counts.agents.get(agent_id) {
+            for (a, n) in agent.iter_mut().zip(c.all) {
+                *a += n;
+            }
+            user = c.users.get(user_id).copied().unwrap_or_default();
         }
+        Stamp { agent, user }
     }
 
-    pub(super) fn counts<'m>(
-        map: &'m mut HashMap<String, AgentCounts>,
-        agent_id: &str,
-    ) -> &'m mut AgentCounts {
-        map.entry(agent_id.to_string()).or_default()
+    fn lock(&self) -> std::sync::MutexGuard<'_, Counts> {
+        self.counts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Announces every change from now on to `feed` (once).
+    pub fn announce_to(&self, feed: tokio::sync::mpsc::UnboundedSender<Change>) {
+        let _ = self.feed.set(feed);
+    }
+
+    fn announce(&self, agent_id: &str, user_id: Option<&str>, parts: Parts) {
+        if let Some(feed) = self.feed.get() {
+            let _ = feed.send(Change {
+                agent_id: agent_id.to_string(),
+                user_id: user_id.map(str::to_string),
+                parts,
+            });
+        }
     }
 
     /// Moves the counters of `parts` for every user of the agent.
     pub fn bump(&self, agent_id: &str, parts: Parts) {
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        add(&mut Self::counts(&mut map, agent_id).all, parts);
+        self.apply(agent_id, None, parts);
+        self.announce(agent_id, None, parts);
     }
 
     /// Moves the counters of `parts` for one user of the agent.
     pub fn bump_user(&self, agent_id: &str, user_id: &str, parts: Parts) {
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let counts = Self::counts(&mut map, agent_id);
-        match counts.users.get_mut(user_id) {
-            Some(c) => add(c, parts),
-            None => {
-                let mut c = [0; Parts::COUNT];
-                add(&mut c, parts);
-                counts.users.insert(user_id.to_string(), c);
-            }
+        self.apply(agent_id, Some(user_id), parts);
+        self.announce(agent_id, Some(user_id), parts);
+    }
+
+    /// Moves the counters of a change another instance made (it is not
+    /// announced again).
+    pub fn apply(&self, agent_id: &str, user_id: Option<&str>, parts: Parts) {
+        let mut counts = self.lock();
+        let agent = counts.agents.entry(agent_id.to_string()).or_default();
+        match user_id {
+            None => add(&mut agent.all, parts),
+            Some(user) => add(agent.users.entry(user.to_string()).or_default(), parts),
         }
+    }
+
+    /// Moves `parts` for every agent and user at once.
+    pub fn bump_everything(&self, parts: Parts) {
+        add(&mut self.lock().everything, parts);
     }
 }

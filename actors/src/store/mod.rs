@@ -77,8 +77,9 @@ pub use self::sled::mirror::{Mirror, Owned};
 pub use self::sled::Trees;
 pub use actor::{StoreActor, StoreArgs, StoreState};
 pub use backend::{
-    fact_vectors, index_facts, read_blocking, Backend, ContextStore, FactStore, ForgetStore,
-    HierarchyStore, JobStore, Reflected, SessionStore, SharedBackend, SummaryStore, TurnKey,
+    fact_vectors, index_facts, read_blocking, Backend, Change, ClusterStore, ContextStore,
+    FactStore, ForgetStore, HierarchyStore, JobStore, Reflected, RemoteChange, SessionStore,
+    SharedBackend, SummaryStore, TurnKey,
 };
 pub use context::{ContextParts, ContextSources, CurrentFacts, StoredBlocks};
 pub use facts::{dedup_facts, plan_fact_changes, reconcile_facts, FactChanges};
@@ -154,8 +155,6 @@ pub enum StoreError {
         found: i64,
         known: i64,
     },
-    #[error("PostgreSQL schema `{schema}` is in use by another recall instance")]
-    SchemaInUse { schema: String },
 }
 
 /// The damaged records a backend met and skipped, each counted (and

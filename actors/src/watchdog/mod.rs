@@ -56,6 +56,8 @@ pub enum WatchdogError {
     Store(#[from] StoreError),
     #[error("store unreachable: {0}")]
     StoreUnreachable(String),
+    #[error("the watchdog runs on another instance (it holds the watchdog lease)")]
+    Elsewhere,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -77,6 +79,9 @@ pub struct WatchdogArgs {
     /// A live call is on a topic at or above this similarity.
     pub topic_threshold: f32,
     pub live_topics: Arc<LiveTopics>,
+    /// Blocks are rebuilt where this is held (one instance at a time over
+    /// a shared store).
+    pub lease: Arc<crate::lease::Lease>,
 }
 
 pub struct WatchdogState {
@@ -290,6 +295,10 @@ impl Actor for WatchdogActor {
         state: &mut WatchdogState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
+            WatchdogMsg::Tick if !state.args.lease.held() => {}
+            WatchdogMsg::RefreshNow(reply) if !state.args.lease.held() => {
+                let _ = reply.send(Err(WatchdogError::Elsewhere));
+            }
             WatchdogMsg::Tick => {
                 state.stats.ticks += 1;
                 if let Err(err) = state.rebuild_changed().await {

@@ -166,7 +166,7 @@ pub async fn replay(
 #[utoipa::path(post, path = "/v1/rollups/run", operation_id = "runRollups", tag = "admin",
     responses(
         (status = 200, description = "What the run did", body = RollupReport),
-        (status = 409, description = "`rollups_off`", body = ErrorBody),
+        (status = 409, description = "`rollups_off`, or `elsewhere`: another instance holds the rollup lease", body = ErrorBody),
     ))]
 pub async fn run_rollups(
     State(app): State<AppState>,

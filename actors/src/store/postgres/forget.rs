@@ -99,6 +99,7 @@ impl ForgetStore for PgBackend {
         .bind(agent_id)
         .fetch_all(&mut *tx)
         .await?;
+        let summary_ids: HashSet<Uuid> = summaries.iter().map(|(id, _, _)| *id).collect();
         for (id, kind, agent) in summaries {
             match kind {
                 0 => r.session_summaries += 1,
@@ -175,6 +176,20 @@ impl ForgetStore for PgBackend {
             .execute(&mut *tx)
             .await?
             .rows_affected() as usize;
+        // What was removed stays removed: a write about it from elsewhere
+        // (a call's last turns, a reflection running meanwhile) is dropped.
+        let sessions_and_summaries: Vec<Uuid> = r
+            .removed_ids
+            .iter()
+            .copied()
+            .filter(|id| session_ids.contains(id) || summary_ids.contains(id))
+            .collect();
+        sqlx::query(
+            "INSERT INTO forgotten (item_id) SELECT * FROM UNNEST($1::uuid[]) ON CONFLICT DO NOTHING",
+        )
+        .bind(&sessions_and_summaries)
+        .execute(&mut *tx)
+        .await?;
         // Contexts of these agents are assembled afresh.
         for agent in &agents {
             Self::bump_agent(&mut tx, agent).await?;

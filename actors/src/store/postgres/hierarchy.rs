@@ -17,16 +17,32 @@ impl HierarchyStore for PgBackend {
         self.write_turns().await?;
         let mut tx = self.pool.begin().await?;
         let id = summary.summary_id;
+        let mut from: Vec<Uuid> = summary.source_summary_ids.clone();
+        from.push(id);
+        if Self::forgotten(&mut tx, &from).await? {
+            return Ok(false);
+        }
+        // The older version first: one current rollup per (user, period).
+        if let Some(old_id) = supersedes {
+            if let Some(mut old) = self.summary_for_update(&mut tx, old_id).await? {
+                old.superseded_by = Some(id);
+                Self::put_summaries(&mut tx, &[&old]).await?;
+            }
+        }
         // A rollup's id is a hash of its period and sources: the same
-        // rollup made twice, here or on another instance, is stored once.
+        // rollup made twice, here or on another instance, is stored once;
+        // another current one of its period (another instance's, made from
+        // other sources) keeps its place.
         let inserted = sqlx::query(
-            "INSERT INTO summaries (summary_id, agent_id, user_id, kind, period_end, current, body)
-             VALUES ($1, $2, $3, $4, $5, $6, $7::json) ON CONFLICT (summary_id) DO NOTHING",
+            "INSERT INTO summaries
+               (summary_id, agent_id, user_id, kind, period_start, period_end, current, body)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8::json) ON CONFLICT DO NOTHING",
         )
         .bind(id)
         .bind(&summary.agent_id)
         .bind(&summary.user_id)
         .bind(summary.summary_type.tag() as i16)
+        .bind(summary.period_start)
         .bind(summary.period_end)
         .bind(summary.is_current())
         .bind(body(summary)?)
@@ -35,12 +51,6 @@ impl HierarchyStore for PgBackend {
         .rows_affected();
         if inserted == 0 {
             return Ok(false);
-        }
-        if let Some(old_id) = supersedes {
-            if let Some(mut old) = self.summary_for_update(&mut tx, old_id).await? {
-                old.superseded_by = Some(id);
-                Self::put_summaries(&mut tx, &[&old]).await?;
-            }
         }
         if let Some(v) = vector {
             Self::put_vector(&mut tx, id, v).await?;
@@ -206,6 +216,9 @@ impl HierarchyStore for PgBackend {
     ) -> Result<(), StoreError> {
         self.write_turns().await?;
         let mut tx = self.pool.begin().await?;
+        if Self::forgotten(&mut tx, &summary.source_summary_ids).await? {
+            return Ok(());
+        }
         Self::put_summaries(&mut tx, &[summary]).await?;
         sqlx::query(
             "INSERT INTO topics (topic_id, agent_id, user_id, created_at, body)

@@ -3,6 +3,33 @@
 
 use super::*;
 
+impl PgBackend {
+    /// Queues a reflection, claimed by this instance until its claim
+    /// lapses (it renews it with its heartbeat while it runs).
+    pub(super) async fn queue_job(
+        &self,
+        tx: &mut Tx<'_>,
+        job: &ReflectionJob,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO reflection_queue
+               (session_id, agent_id, enqueued_at, body, claimed_by, claimed_until)
+             VALUES ($1, $2, $3, $4::json, $5, now() + make_interval(secs => $6))
+             ON CONFLICT (session_id) DO UPDATE SET enqueued_at = $3, body = $4::json,
+               claimed_by = $5, claimed_until = now() + make_interval(secs => $6)",
+        )
+        .bind(job.session_id)
+        .bind(&job.agent_id)
+        .bind(job.enqueued_at)
+        .bind(body(job)?)
+        .bind(self.instance_id)
+        .bind(self.lease.as_secs_f64())
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+}
+
 #[async_trait::async_trait]
 impl JobStore for PgBackend {
     async fn queued(&self) -> Result<Vec<ReflectionJob>, StoreError> {
@@ -41,7 +68,8 @@ impl JobStore for PgBackend {
                 .execute(&mut *tx)
                 .await?;
         }
-        if Self::has_summary(&mut tx, id).await? {
+        // Stored already, or its session was forgotten meanwhile.
+        if Self::has_summary(&mut tx, id).await? || Self::forgotten(&mut tx, &[id]).await? {
             tx.commit().await?;
             return Ok(Reflected {
                 stored: false,
@@ -84,8 +112,9 @@ impl JobStore for PgBackend {
             .execute(&mut *tx)
             .await?;
         // Not if the session has its summary by now (a replay made it
-        // while the reflection was backing off).
-        if !Self::has_summary(&mut tx, letter.session_id).await? {
+        // while the reflection was backing off), or was forgotten.
+        let id = letter.session_id;
+        if !Self::has_summary(&mut tx, id).await? && !Self::forgotten(&mut tx, &[id]).await? {
             sqlx::query(
                 "INSERT INTO dead_letters (session_id, agent_id, user_id, failed_at, body)
                  VALUES ($1, $2, $3, $4, $5::json)
@@ -124,17 +153,7 @@ impl JobStore for PgBackend {
             agent_id: letter.agent_id,
             enqueued_at: at,
         };
-        sqlx::query(
-            "INSERT INTO reflection_queue (session_id, agent_id, enqueued_at, body)
-             VALUES ($1, $2, $3, $4::json)
-             ON CONFLICT (session_id) DO UPDATE SET enqueued_at = $3, body = $4::json",
-        )
-        .bind(session_id)
-        .bind(&job.agent_id)
-        .bind(at)
-        .bind(body(&job)?)
-        .execute(&mut *tx)
-        .await?;
+        self.queue_job(&mut tx, &job).await?;
         tx.commit().await?;
         Ok(job)
     }

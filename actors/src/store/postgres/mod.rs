@@ -38,6 +38,7 @@ use super::*;
 use crate::model::normalize_fact;
 use crate::settings::PostgresSettings;
 
+mod cluster;
 mod context;
 mod facts;
 mod forget;
@@ -47,7 +48,10 @@ mod sessions;
 mod summaries;
 
 /// The migrations, in order: (version, description, SQL).
-const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "records", include_str!("0001_records.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "records", include_str!("0001_records.sql")),
+    (2, "instances", include_str!("0002_instances.sql")),
+];
 
 /// The newest schema version this build knows.
 pub const PG_SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
@@ -123,9 +127,10 @@ pub struct PgBackend {
     writing: tokio::sync::Mutex<()>,
     /// Table and key of each record skipped because it did not decode.
     skipped: Skipped,
-    /// The connection holding the schema's instance lock, while it is held.
-    instance: tokio::sync::Mutex<Option<sqlx::PgConnection>>,
-    connect: PgConnectOptions,
+    /// This instance, in `instances`, on its sessions and its claims.
+    instance_id: Uuid,
+    /// How long a heartbeat, a claim or a lease holds without renewal.
+    lease: Duration,
 }
 
 impl PgBackend {
@@ -157,7 +162,7 @@ impl PgBackend {
         let pool = PgPoolOptions::new()
             .max_connections(settings.pool_size)
             .acquire_timeout(Duration::from_secs(settings.connect_timeout_secs))
-            .connect_with(options.clone())
+            .connect_with(options)
             .await
             .map_err(|e| StoreError::Connect { target, source: e })?;
         Ok(PgBackend {
@@ -167,34 +172,9 @@ impl PgBackend {
             pending: Mutex::new(Vec::new()),
             writing: tokio::sync::Mutex::new(()),
             skipped: Default::default(),
-            instance: tokio::sync::Mutex::new(None),
-            connect: options,
+            instance_id: Uuid::new_v4(),
+            lease: Duration::from_secs(settings.lease_secs),
         })
-    }
-
-    /// Takes the schema's instance lock (a session-level advisory lock, on
-    /// a connection of its own held until the backend is dropped, or the
-    /// process dies): one running instance per schema, as one process per
-    /// sled folder.
-    pub async fn hold_instance_lock(&self) -> Result<(), StoreError> {
-        use sqlx::Connection;
-        let mut held = self.instance.lock().await;
-        if held.is_some() {
-            return Ok(());
-        }
-        let mut conn = sqlx::PgConnection::connect_with(&self.connect).await?;
-        let key = user_lock_key("recall/instance", &self.schema);
-        let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
-            .bind(key)
-            .fetch_one(&mut conn)
-            .await?;
-        if !got {
-            return Err(StoreError::SchemaInUse {
-                schema: self.schema.clone(),
-            });
-        }
-        *held = Some(conn);
-        Ok(())
     }
 
     /// Creates the schema if it is missing and applies the pending
@@ -388,15 +368,17 @@ impl PgBackend {
     ) -> Result<(), StoreError> {
         for s in summaries {
             sqlx::query(
-                "INSERT INTO summaries (summary_id, agent_id, user_id, kind, period_end, current, body)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7::json)
+                "INSERT INTO summaries
+                   (summary_id, agent_id, user_id, kind, period_start, period_end, current, body)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8::json)
                  ON CONFLICT (summary_id) DO UPDATE SET agent_id = $2, user_id = $3, kind = $4,
-                   period_end = $5, current = $6, body = $7::json",
+                   period_start = $5, period_end = $6, current = $7, body = $8::json",
             )
             .bind(s.summary_id)
             .bind(&s.agent_id)
             .bind(&s.user_id)
             .bind(s.summary_type.tag() as i16)
+            .bind(s.period_start)
             .bind(s.period_end)
             .bind(s.is_current())
             .bind(body(*s)?)
@@ -576,9 +558,11 @@ pub(super) async fn insert_turns(pool: &PgPool, batch: &[PendingTurn]) -> Result
             bodies.push(json.as_str());
         }
     }
+    // Not for a session a forget removed (its call went on elsewhere).
     sqlx::query(
         "INSERT INTO turns (session_id, seq, body)
          SELECT i, s, b::json FROM UNNEST($1::uuid[], $2::int8[], $3::text[]) AS x(i, s, b)
+         WHERE NOT EXISTS (SELECT 1 FROM forgotten WHERE item_id = i)
          ON CONFLICT (session_id, seq) DO UPDATE SET body = EXCLUDED.body",
     )
     .bind(&ids)

@@ -3,12 +3,24 @@
 use super::*;
 
 impl PgBackend {
-    async fn put_session(tx: &mut Tx<'_>, record: &SessionRecord) -> Result<(), StoreError> {
+    /// Inserts or replaces a session record; `owner` is the instance that
+    /// has its call (given when it opens; kept when it ends). Returns false
+    /// for a session a forget removed (nothing is written).
+    async fn put_session(
+        tx: &mut Tx<'_>,
+        record: &SessionRecord,
+        owner: Option<Uuid>,
+    ) -> Result<bool, StoreError> {
+        if Self::forgotten(tx, &[record.session_id]).await? {
+            return Ok(false);
+        }
         sqlx::query(
-            "INSERT INTO sessions (session_id, agent_id, user_id, started_at, ended_at, open, body)
-             VALUES ($1, $2, $3, $4, $5, $6, $7::json)
+            "INSERT INTO sessions
+               (session_id, agent_id, user_id, started_at, ended_at, open, body, instance_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7::json, $8)
              ON CONFLICT (session_id) DO UPDATE SET agent_id = $2, user_id = $3, started_at = $4,
-               ended_at = $5, open = $6, body = $7::json",
+               ended_at = $5, open = $6, body = $7::json,
+               instance_id = COALESCE($8, sessions.instance_id)",
         )
         .bind(record.session_id)
         .bind(&record.agent_id)
@@ -17,9 +29,10 @@ impl PgBackend {
         .bind(record.ended_at)
         .bind(record.is_open())
         .bind(body(record)?)
+        .bind(owner)
         .execute(&mut **tx)
         .await?;
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -28,7 +41,7 @@ impl SessionStore for PgBackend {
     async fn open_session(&self, record: &SessionRecord) -> Result<(), StoreError> {
         self.write_turns().await?;
         let mut tx = self.pool.begin().await?;
-        Self::put_session(&mut tx, record).await?;
+        Self::put_session(&mut tx, record, Some(self.instance_id)).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -55,24 +68,15 @@ impl SessionStore for PgBackend {
         // The turns first: whoever takes the job reads them all.
         self.write_turns().await?;
         let mut tx = self.pool.begin().await?;
-        Self::put_session(&mut tx, record).await?;
-        if record.turn_count > 0 {
+        let kept = Self::put_session(&mut tx, record, None).await?;
+        // Its reflection is this instance's, until its claim lapses.
+        if kept && record.turn_count > 0 {
             let job = ReflectionJob {
                 session_id: record.session_id,
                 agent_id: record.agent_id.clone(),
                 enqueued_at: at,
             };
-            sqlx::query(
-                "INSERT INTO reflection_queue (session_id, agent_id, enqueued_at, body)
-                 VALUES ($1, $2, $3, $4::json)
-                 ON CONFLICT (session_id) DO UPDATE SET enqueued_at = $3, body = $4::json",
-            )
-            .bind(job.session_id)
-            .bind(&job.agent_id)
-            .bind(job.enqueued_at)
-            .bind(body(&job)?)
-            .execute(&mut *tx)
-            .await?;
+            self.queue_job(&mut tx, &job).await?;
         }
         tx.commit().await?;
         Ok(())

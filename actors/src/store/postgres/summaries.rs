@@ -105,7 +105,10 @@ impl SummaryStore for PgBackend {
         self.write_turns().await?;
         let mut tx = self.pool.begin().await?;
         Self::lock_user(&mut tx, &new.agent_id, &new.user_id).await?;
-        if Self::has_summary(&mut tx, new.summary_id).await? {
+        let gone = [new.summary_id, new.supersedes.unwrap_or(new.summary_id)];
+        if Self::has_summary(&mut tx, new.summary_id).await?
+            || Self::forgotten(&mut tx, &gone).await?
+        {
             return Ok(Revision::default());
         }
         let Some(old_id) = new.supersedes else {

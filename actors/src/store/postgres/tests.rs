@@ -72,8 +72,9 @@ async fn a_record_that_does_not_decode_is_skipped_and_counted() {
         .await
         .unwrap();
     sqlx::query(
-        "INSERT INTO summaries (summary_id, agent_id, user_id, kind, period_end, current, body)
-         VALUES ($1, 'kairix', 'mark', 0, now(), true, '{\"broken\": true}')",
+        "INSERT INTO summaries
+           (summary_id, agent_id, user_id, kind, period_start, period_end, current, body)
+         VALUES ($1, 'kairix', 'mark', 0, now(), now(), true, '{\"broken\": true}')",
     )
     .bind(Uuid::new_v4())
     .execute(pg.pool())
@@ -188,4 +189,216 @@ async fn facts_stored_before_their_call_time_was_kept_get_it_from_their_session(
     assert_eq!(austin.history.stated_at, Some(old_call.started_at));
     assert_eq!(austin.history.superseded_by, Some(denver.fact_id));
     assert!(pg.fact(denver.fact_id).await.unwrap().unwrap().is_current());
+}
+
+/// Two instances over one schema.
+async fn two(schema: &TestSchema) -> (PgBackend, PgBackend) {
+    let a = PgBackend::connect(&schema.settings).await.unwrap();
+    let b = PgBackend::connect(&schema.settings).await.unwrap();
+    a.heartbeat().await.unwrap();
+    b.heartbeat().await.unwrap();
+    (a, b)
+}
+
+/// `instance`'s heartbeat as if it had stopped a lease and more ago.
+async fn dies(on: &PgBackend, instance: &PgBackend) {
+    sqlx::query(
+        "UPDATE instances SET heartbeat_at = now() - interval '1 hour' WHERE instance_id = $1",
+    )
+    .bind(instance.instance_id())
+    .execute(on.pool())
+    .await
+    .unwrap();
+}
+
+fn record(n: u128, user: &str) -> SessionRecord {
+    SessionRecord {
+        session_id: Uuid::from_u128(n),
+        agent_id: "kairix".into(),
+        user_id: user.into(),
+        connection_id: format!("c{n}"),
+        started_at: Utc.with_ymd_and_hms(2026, 3, 1, 9, 0, 0).unwrap(),
+        ended_at: None,
+        end_reason: None,
+        turn_count: 0,
+    }
+}
+
+async fn turn(b: &PgBackend, id: Uuid, seq: u32) {
+    let t = ConversationTurn {
+        user_message: format!("turn {seq}"),
+        agent_response: "ok".into(),
+        timestamp: Utc.with_ymd_and_hms(2026, 3, 1, 9, 1, 0).unwrap(),
+    };
+    b.append_turn(keys::turn(id, seq), &serde_json::to_vec(&t).unwrap())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn an_instance_that_died_leaves_its_open_sessions_and_claims_to_another() {
+    let schema = TestSchema::new();
+    let (a, b) = two(&schema).await;
+    let live = record(1, "mark");
+    a.open_session(&live).await.unwrap();
+    turn(&a, live.session_id, 0).await;
+    // A is alive: its session and its reflection are its own.
+    assert!(b.orphaned_sessions().await.unwrap().is_empty());
+    let mut done = record(2, "ada");
+    a.open_session(&done).await.unwrap();
+    turn(&a, done.session_id, 0).await;
+    done.ended_at = Some(done.started_at);
+    done.end_reason = Some(EndReason::Disconnect);
+    done.turn_count = 1;
+    a.end_session(&done, done.started_at).await.unwrap();
+    assert!(b.claim_jobs(10).await.unwrap().is_empty());
+    assert!(
+        a.claim_jobs(10).await.unwrap().is_empty(),
+        "claimed already"
+    );
+
+    // A dies: B takes its open session, once, and its reflection when the
+    // claim lapses.
+    dies(&b, &a).await;
+    let taken = b.orphaned_sessions().await.unwrap();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].session_id, live.session_id);
+    assert!(b.orphaned_sessions().await.unwrap().is_empty(), "B's now");
+    assert!(
+        a.orphaned_sessions().await.unwrap().is_empty(),
+        "B is alive"
+    );
+    sqlx::query("UPDATE reflection_queue SET claimed_until = now() - interval '1 second'")
+        .execute(b.pool())
+        .await
+        .unwrap();
+    let jobs = b.claim_jobs(10).await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].session_id, done.session_id);
+    assert!(a.claim_jobs(10).await.unwrap().is_empty());
+    // A heartbeat keeps B's claim.
+    b.heartbeat().await.unwrap();
+    assert!(a.claim_jobs(10).await.unwrap().is_empty());
+    // A clean stop lets go of it.
+    b.retire().await.unwrap();
+    assert_eq!(a.claim_jobs(10).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_lease_has_one_holder_until_it_lapses() {
+    let schema = TestSchema::new();
+    let (a, b) = two(&schema).await;
+    assert!(a.take_lease("rollup").await.unwrap());
+    assert!(!b.take_lease("rollup").await.unwrap());
+    assert!(a.take_lease("rollup").await.unwrap(), "renewed");
+    assert!(b.take_lease("watchdog").await.unwrap(), "another lease");
+    sqlx::query("UPDATE leases SET expires_at = now() - interval '1 second' WHERE name = 'rollup'")
+        .execute(a.pool())
+        .await
+        .unwrap();
+    assert!(b.take_lease("rollup").await.unwrap(), "taken over");
+    assert!(!a.take_lease("rollup").await.unwrap());
+    b.retire().await.unwrap();
+    assert!(a.take_lease("rollup").await.unwrap());
+}
+
+#[tokio::test]
+async fn what_a_forget_removed_is_not_written_back_by_another_instance() {
+    let schema = TestSchema::new();
+    let (a, b) = two(&schema).await;
+    // A call of zoe's goes on on B while A forgets her.
+    let mut call = record(1, "zoe");
+    b.open_session(&call).await.unwrap();
+    turn(&b, call.session_id, 0).await;
+    b.flush().await.unwrap();
+    let r = a.forget_user("zoe", None).await.unwrap();
+    assert_eq!((r.sessions, r.turns), (1, 1));
+    turn(&b, call.session_id, 1).await;
+    call.ended_at = Some(call.started_at);
+    call.end_reason = Some(EndReason::Disconnect);
+    call.turn_count = 2;
+    b.end_session(&call, call.started_at).await.unwrap();
+    assert!(b.session(call.session_id).await.unwrap().is_none());
+    assert!(b.turns(call.session_id).await.unwrap().is_empty());
+    assert!(b.queued().await.unwrap().is_empty());
+    // A reflection of it that was running: not stored.
+    let s = ConversationSummary::session(call.session_id, "kairix", "zoe", call.started_at, "x");
+    assert!(!b.complete_reflection(&s, &[], &[]).await.unwrap());
+    assert!(b.summary(call.session_id).await.unwrap().is_none());
+    // A new call of hers is kept.
+    let again = record(2, "zoe");
+    b.open_session(&again).await.unwrap();
+    assert!(a.session(again.session_id).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn one_current_rollup_per_user_and_period_whoever_made_it() {
+    let schema = TestSchema::new();
+    let (a, b) = two(&schema).await;
+    let day = |id: u128, sources: &[u128]| {
+        let mut s = summary(Uuid::from_u128(id), "a day");
+        s.summary_type = SummaryType::Daily;
+        s.source_summary_ids = sources.iter().map(|n| Uuid::from_u128(*n)).collect();
+        s
+    };
+    // Two instances roll the same day up from different sources.
+    assert!(a.put_rollup(&day(10, &[1]), None, None).await.unwrap());
+    assert!(!b.put_rollup(&day(11, &[1, 2]), None, None).await.unwrap());
+    // A later version replaces the current one; a second replacement of
+    // the same version is refused.
+    let mut v2 = day(12, &[1, 2]);
+    v2.supersedes = Some(Uuid::from_u128(10));
+    assert!(b
+        .put_rollup(&v2, Some(Uuid::from_u128(10)), None)
+        .await
+        .unwrap());
+    let mut fork = day(13, &[1, 2, 3]);
+    fork.supersedes = Some(Uuid::from_u128(10));
+    assert!(!a
+        .put_rollup(&fork, Some(Uuid::from_u128(10)), None)
+        .await
+        .unwrap());
+    let current: Vec<Uuid> = a
+        .summaries("kairix", SummaryType::Daily, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.is_current())
+        .map(|s| s.summary_id)
+        .collect();
+    assert_eq!(current, [Uuid::from_u128(12)]);
+}
+
+#[tokio::test]
+async fn changes_are_announced_to_the_other_instances_only() {
+    let schema = TestSchema::new();
+    let (a, b) = two(&schema).await;
+    let mut feed_b = b.follow().await.unwrap().expect("a feed");
+    let mut feed_a = a.follow().await.unwrap().expect("a feed");
+    let change = Change {
+        agent_id: "kairix".into(),
+        user_id: Some("mark".into()),
+        parts: Parts::FACTS | Parts::SUMMARIES,
+    };
+    a.publish(std::slice::from_ref(&change)).await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), feed_b.recv())
+        .await
+        .expect("announced")
+        .unwrap();
+    assert_eq!(got, RemoteChange::Changed(change));
+    // A does not hear itself.
+    let own = tokio::time::timeout(Duration::from_millis(300), feed_a.recv()).await;
+    assert!(own.is_err(), "{own:?}");
+    // Another schema's changes are not this one's.
+    let other = TestSchema::new();
+    let c = PgBackend::connect(&other.settings).await.unwrap();
+    c.publish(&[Change {
+        agent_id: "kairix".into(),
+        user_id: None,
+        parts: Parts::ALL,
+    }])
+    .await
+    .unwrap();
+    let stray = tokio::time::timeout(Duration::from_millis(300), feed_b.recv()).await;
+    assert!(stray.is_err(), "{stray:?}");
 }

@@ -291,3 +291,18 @@ impl ContextStore for Trees {
         Trees::context_parts(self, agent_id, user_id, parts)
     }
 }
+
+/// One process per data folder: every open session is this one's to end at
+/// start, and every queued reflection its to run.
+#[async_trait]
+impl ClusterStore for Trees {
+    async fn orphaned_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+        Trees::open_sessions(self)
+    }
+
+    async fn claim_jobs(&self, limit: usize) -> Result<Vec<ReflectionJob>, StoreError> {
+        let mut jobs = Trees::queued(self)?;
+        jobs.truncate(limit);
+        Ok(jobs)
+    }
+}

@@ -1,0 +1,243 @@
+//! Several instances over one shared store (PostgreSQL): what each runs
+//! beside its actors.
+//!
+//! - **Heartbeat**, every third of `store.postgres.lease_secs`: renews
+//!   this instance's heartbeat and its claims on reflections, takes or
+//!   keeps the `rollup` and `watchdog` leases (the Rollup actor and the
+//!   Watchdog work only while theirs is held), ends the open sessions of
+//!   instances whose heartbeat lapsed (reason `recovered`, as at a
+//!   restart) and claims queued reflections no running instance holds, as
+//!   many as its reflectors have room for.
+//! - **Change feed**: the Store actor's generation bumps are announced to
+//!   the other instances (NOTIFY), and theirs move this instance's
+//!   counters, so a cached context re-reads what another instance changed,
+//!   and a search index built from it is built again at its next search.
+//!   When notifications may have been missed (the feed's connection was
+//!   lost), every cached context and index is dropped; and every
+//!   `store.postgres.refresh_secs` every cached context is read afresh, in
+//!   case an announcement was lost on its way out.
+//!
+//! The heartbeat's reads and claims go to the backend directly, not
+//! through the Store actor: they change no record a context is made of;
+//! ending an orphaned session goes through the actor, as at a restart.
+
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use recall_actors::lease::Lease;
+use recall_actors::model::ReflectionJob;
+use recall_actors::store::{read_blocking, Change, Parts, RemoteChange};
+use recall_actors::supervisor::SupervisorStats;
+
+use super::*;
+
+/// The tasks of one instance's share in a cluster; they stop when the
+/// runtime does.
+#[derive(Default)]
+pub(super) struct Cluster {
+    tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Cluster {
+    pub(super) fn stop(&self) {
+        for t in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            t.abort();
+        }
+    }
+
+    fn add(&self, task: tokio::task::JoinHandle<()>) {
+        self.tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(task);
+    }
+}
+
+/// The leases of work one instance at a time does.
+pub(super) struct Leases {
+    pub rollup: Arc<Lease>,
+    pub watchdog: Arc<Lease>,
+}
+
+impl Leases {
+    pub(super) fn for_backend(backend: &SharedBackend) -> Leases {
+        let lease = |name| {
+            Arc::new(if backend.shared() {
+                Lease::shared(name)
+            } else {
+                Lease::always(name)
+            })
+        };
+        Leases {
+            rollup: lease("rollup"),
+            watchdog: lease("watchdog"),
+        }
+    }
+}
+
+/// Ends the open sessions no running instance has a call of (every open
+/// one, over a store of this instance's alone), through the Store actor,
+/// and hands their reflections to the supervisor.
+pub(super) async fn end_orphans(
+    store: &ActorRef<StoreMsg>,
+    supervisor: &ActorRef<SupervisorMsg>,
+    backend: &SharedBackend,
+    at: DateTime<Utc>,
+) -> Result<Vec<SessionRecord>, RecallError> {
+    let open = read_blocking(backend.clone(), |b| Box::pin(b.orphaned_sessions())).await?;
+    let mut ended = Vec::new();
+    for rec in open {
+        let session_id = rec.session_id;
+        let closed = call_t!(
+            store,
+            |reply| StoreMsg::CloseOrphan {
+                session_id,
+                reason: EndReason::Recovered,
+                at,
+                reply
+            },
+            CALL_TIMEOUT_MS
+        )
+        .map_err(|e| RecallError::Unavailable("store", e.to_string()))??;
+        if let Some(rec) = closed {
+            info!(%session_id, turns = rec.turn_count, "recovered a session left open");
+            if rec.turn_count > 0 {
+                let job = ReflectionJob {
+                    session_id,
+                    agent_id: rec.agent_id.clone(),
+                    enqueued_at: at,
+                };
+                supervisor
+                    .cast(SupervisorMsg::Enqueue(job))
+                    .map_err(|e| RecallError::Unavailable("supervisor", e.to_string()))?;
+            }
+            ended.push(rec);
+        }
+    }
+    Ok(ended)
+}
+
+/// Claims up to `limit` queued reflections and hands them to the
+/// supervisor.
+pub(super) async fn claim_reflections(
+    supervisor: &ActorRef<SupervisorMsg>,
+    backend: &SharedBackend,
+    limit: usize,
+) -> Result<usize, RecallError> {
+    let jobs = read_blocking(backend.clone(), move |b| Box::pin(b.claim_jobs(limit))).await?;
+    let n = jobs.len();
+    for job in jobs {
+        supervisor
+            .cast(SupervisorMsg::Enqueue(job))
+            .map_err(|e| RecallError::Unavailable("supervisor", e.to_string()))?;
+    }
+    Ok(n)
+}
+
+/// What the cluster's tasks work with.
+pub(super) struct Shared {
+    pub backend: SharedBackend,
+    pub store: ActorRef<StoreMsg>,
+    pub supervisor: ActorRef<SupervisorMsg>,
+    pub stats: watch::Receiver<SupervisorStats>,
+    pub generations: Arc<Generations>,
+    pub search: Arc<SearchIndex>,
+    pub leases: Leases,
+    pub clock: Clock,
+    pub max_reflections: usize,
+    pub refresh: Duration,
+}
+
+/// Starts the tasks (a store no other instance shares needs none).
+pub(super) async fn start(cluster: &Cluster, p: Shared) -> Result<(), StartupError> {
+    let Some(lease_time) = p.backend.lease_time().filter(|_| p.backend.shared()) else {
+        return Ok(());
+    };
+    // Announce this instance's changes.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Change>();
+    p.generations.announce_to(tx);
+    let backend = p.backend.clone();
+    cluster.add(tokio::spawn(async move {
+        while let Some(first) = rx.recv().await {
+            let mut batch = vec![first];
+            while let Ok(more) = rx.try_recv() {
+                if !batch.contains(&more) {
+                    batch.push(more);
+                }
+            }
+            if let Err(err) = backend.publish(&batch).await {
+                warn!(error = %err, changes = batch.len(), "changes not announced to the other instances");
+            }
+        }
+    }));
+    // Follow the others'.
+    if let Some(mut feed) = p.backend.follow().await? {
+        let (generations, search) = (p.generations.clone(), p.search.clone());
+        cluster.add(tokio::spawn(async move {
+            while let Some(change) = feed.recv().await {
+                match change {
+                    RemoteChange::Changed(c) => {
+                        generations.apply(&c.agent_id, c.user_id.as_deref(), c.parts);
+                        let indexed = Parts::SUMMARIES | Parts::FACTS | Parts::SESSIONS;
+                        if (0..5).any(|i| {
+                            let part = Parts::from_bits(1 << i);
+                            indexed.contains(part) && c.parts.contains(part)
+                        }) {
+                            search.clear_agent(&c.agent_id);
+                        }
+                    }
+                    RemoteChange::Lost => {
+                        generations.bump_everything(Parts::ALL);
+                        search.clear();
+                    }
+                }
+            }
+        }));
+    }
+    let generations = p.generations.clone();
+    let refresh = p.refresh;
+    cluster.add(tokio::spawn(async move {
+        let mut every = tokio::time::interval(refresh);
+        every.tick().await;
+        loop {
+            every.tick().await;
+            generations.bump_everything(Parts::ALL);
+        }
+    }));
+    // The heartbeat.
+    cluster.add(tokio::spawn(async move {
+        let mut every = tokio::time::interval(lease_time / 3);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            if let Err(err) = beat(&p, lease_time).await {
+                warn!(error = %err, "heartbeat failed");
+            }
+        }
+    }));
+    Ok(())
+}
+
+async fn beat(p: &Shared, lease_time: Duration) -> Result<(), RecallError> {
+    p.backend.heartbeat().await?;
+    for lease in [&p.leases.rollup, &p.leases.watchdog] {
+        let asked = Instant::now();
+        let held = p.backend.take_lease(lease.name()).await?;
+        if held != lease.held() {
+            info!(lease = lease.name(), held, "lease changed hands");
+        }
+        lease.renewed(asked, lease_time, held);
+    }
+    end_orphans(&p.store, &p.supervisor, &p.backend, p.clock.now()).await?;
+    let s = *p.stats.borrow();
+    let room = p
+        .max_reflections
+        .saturating_sub(s.reflections_running + s.reflections_queued);
+    claim_reflections(&p.supervisor, &p.backend, room).await?;
+    Ok(())
+}

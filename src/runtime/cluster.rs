@@ -91,35 +91,64 @@ pub(super) async fn end_orphans(
 ) -> Result<Vec<SessionRecord>, RecallError> {
     let open = read_blocking(backend.clone(), |b| Box::pin(b.orphaned_sessions())).await?;
     let mut ended = Vec::new();
+    let mut left: Vec<Uuid> = Vec::new();
+    let mut failure = None;
     for rec in open {
         let session_id = rec.session_id;
-        let closed = call_t!(
-            store,
-            |reply| StoreMsg::CloseOrphan {
-                session_id,
-                reason: EndReason::Recovered,
-                at,
-                reply
-            },
-            CALL_TIMEOUT_MS
-        )
-        .map_err(|e| RecallError::Unavailable("store", e.to_string()))??;
-        if let Some(rec) = closed {
-            info!(%session_id, turns = rec.turn_count, "recovered a session left open");
-            if rec.turn_count > 0 {
-                let job = ReflectionJob {
-                    session_id,
-                    agent_id: rec.agent_id.clone(),
-                    enqueued_at: at,
-                };
-                supervisor
-                    .cast(SupervisorMsg::Enqueue(job))
-                    .map_err(|e| RecallError::Unavailable("supervisor", e.to_string()))?;
+        if failure.is_some() {
+            left.push(session_id);
+            continue;
+        }
+        match end_orphan(store, supervisor, session_id, at).await {
+            Ok(Some(rec)) => ended.push(rec),
+            Ok(None) => {}
+            Err(err) => {
+                left.push(session_id);
+                failure = Some(err);
             }
-            ended.push(rec);
         }
     }
+    if let Some(err) = failure {
+        // Given back, for this instance's next look or another's.
+        if let Err(e) = backend.release_sessions(&left).await {
+            warn!(error = %e, sessions = left.len(), "orphaned sessions not given back; they stay this instance's until it stops");
+        }
+        return Err(err);
+    }
     Ok(ended)
+}
+
+async fn end_orphan(
+    store: &ActorRef<StoreMsg>,
+    supervisor: &ActorRef<SupervisorMsg>,
+    session_id: Uuid,
+    at: DateTime<Utc>,
+) -> Result<Option<SessionRecord>, RecallError> {
+    let closed = call_t!(
+        store,
+        |reply| StoreMsg::CloseOrphan {
+            session_id,
+            reason: EndReason::Recovered,
+            at,
+            reply
+        },
+        CALL_TIMEOUT_MS
+    )
+    .map_err(|e| RecallError::Unavailable("store", e.to_string()))??;
+    if let Some(rec) = &closed {
+        info!(%session_id, turns = rec.turn_count, "recovered a session left open");
+        if rec.turn_count > 0 {
+            let job = ReflectionJob {
+                session_id,
+                agent_id: rec.agent_id.clone(),
+                enqueued_at: at,
+            };
+            supervisor
+                .cast(SupervisorMsg::Enqueue(job))
+                .map_err(|e| RecallError::Unavailable("supervisor", e.to_string()))?;
+        }
+    }
+    Ok(closed)
 }
 
 /// Claims up to `limit` queued reflections and hands them to the
@@ -209,30 +238,54 @@ pub(super) async fn start(cluster: &Cluster, p: Shared) -> Result<(), StartupErr
             generations.bump_everything(Parts::ALL);
         }
     }));
-    // The heartbeat.
+    // The heartbeat and the leases, on a timer of their own: a long
+    // takeover never makes this instance look gone.
+    let (backend, leases) = (
+        p.backend.clone(),
+        [p.leases.rollup.clone(), p.leases.watchdog.clone()],
+    );
     cluster.add(tokio::spawn(async move {
         let mut every = tokio::time::interval(lease_time / 3);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             every.tick().await;
-            if let Err(err) = beat(&p, lease_time).await {
+            if let Err(err) = beat(&backend, &leases, lease_time).await {
                 warn!(error = %err, "heartbeat failed");
+            }
+        }
+    }));
+    // Taking over what instances that died left, and claiming reflections.
+    cluster.add(tokio::spawn(async move {
+        let mut every = tokio::time::interval(lease_time / 3);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            if let Err(err) = take_over(&p).await {
+                warn!(error = %err, "taking over work failed");
             }
         }
     }));
     Ok(())
 }
 
-async fn beat(p: &Shared, lease_time: Duration) -> Result<(), RecallError> {
-    p.backend.heartbeat().await?;
-    for lease in [&p.leases.rollup, &p.leases.watchdog] {
+async fn beat(
+    backend: &SharedBackend,
+    leases: &[Arc<Lease>],
+    lease_time: Duration,
+) -> Result<(), RecallError> {
+    backend.heartbeat().await?;
+    for lease in leases {
         let asked = Instant::now();
-        let held = p.backend.take_lease(lease.name()).await?;
+        let held = backend.take_lease(lease.name()).await?;
         if held != lease.held() {
             info!(lease = lease.name(), held, "lease changed hands");
         }
         lease.renewed(asked, lease_time, held);
     }
+    Ok(())
+}
+
+async fn take_over(p: &Shared) -> Result<(), RecallError> {
     end_orphans(&p.store, &p.supervisor, &p.backend, p.clock.now()).await?;
     let s = *p.stats.borrow();
     let room = p

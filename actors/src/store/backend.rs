@@ -407,6 +407,12 @@ pub trait ClusterStore: Send + Sync {
     /// Open sessions no running instance has a call of (their instance is
     /// gone, or this is the only one), now this instance's to end.
     async fn orphaned_sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
+    /// Gives back open sessions [`ClusterStore::orphaned_sessions`] gave
+    /// this instance and it could not end (another instance, or a later
+    /// look, ends them).
+    async fn release_sessions(&self, _ids: &[Uuid]) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Claims up to `limit` queued reflections no running instance holds,
     /// oldest first.
     async fn claim_jobs(&self, limit: usize) -> Result<Vec<ReflectionJob>, StoreError>;

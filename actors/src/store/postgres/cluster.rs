@@ -21,6 +21,9 @@ struct Notice {
     p: u8,
 }
 
+/// Open sessions taken over at once (the rest at the next look).
+const ORPHANS_AT_ONCE: i64 = 200;
+
 /// A notification's payload must stay under 8000 bytes.
 const MAX_PAYLOAD: usize = 7_900;
 
@@ -132,17 +135,29 @@ impl super::super::backend::ClusterStore for PgBackend {
         // the second finds them the first's.
         let rows: Vec<(Uuid, String)> = sqlx::query_as(
             "UPDATE sessions s SET instance_id = $1
-             WHERE s.open AND s.instance_id IS DISTINCT FROM $1 AND NOT EXISTS (
-                 SELECT 1 FROM instances i WHERE i.instance_id = s.instance_id
-                 AND i.heartbeat_at > now() - make_interval(secs => i.lease_secs))
+             WHERE s.session_id IN (
+                 SELECT o.session_id FROM sessions o
+                 WHERE o.open AND o.instance_id IS DISTINCT FROM $1 AND NOT EXISTS (
+                     SELECT 1 FROM instances i WHERE i.instance_id = o.instance_id
+                     AND i.heartbeat_at > now() - make_interval(secs => i.lease_secs))
+                 ORDER BY o.started_at LIMIT $2 FOR UPDATE SKIP LOCKED)
              RETURNING s.session_id, s.body::text",
         )
         .bind(self.instance_id)
+        .bind(ORPHANS_AT_ONCE)
         .fetch_all(&self.pool)
         .await?;
         let mut out: Vec<SessionRecord> = self.decode_all("sessions", rows);
         out.sort_by_key(|s| (s.started_at, s.session_id));
         Ok(out)
+    }
+
+    async fn release_sessions(&self, ids: &[Uuid]) -> Result<(), StoreError> {
+        sqlx::query("UPDATE sessions SET instance_id = NULL WHERE session_id = ANY($1) AND open")
+            .bind(ids)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     async fn claim_jobs(&self, limit: usize) -> Result<Vec<ReflectionJob>, StoreError> {

@@ -3,6 +3,17 @@
 use super::*;
 
 impl PgBackend {
+    /// Takes the lock on the facts of a fact's owner.
+    async fn lock_owner(&self, tx: &mut Tx<'_>, fact_id: Uuid) -> Result<(), StoreError> {
+        let owner: Option<(String, String)> =
+            sqlx::query_as("SELECT agent_id, user_id FROM facts WHERE fact_id = $1")
+                .bind(fact_id)
+                .fetch_optional(&mut **tx)
+                .await?;
+        let (agent, owner) = owner.ok_or(StoreError::FactNotFound(fact_id))?;
+        Self::lock_user(tx, &agent, &owner).await
+    }
+
     /// A fact its owner is changing, locked until the transaction ends.
     async fn owned_fact(
         &self,
@@ -97,6 +108,9 @@ impl FactStore for PgBackend {
     ) -> Result<FactRecord, StoreError> {
         self.write_turns().await?;
         let mut tx = self.pool.begin().await?;
+        // Under the owner's lock, as a reflection rewriting the user's
+        // facts takes it: neither writes back what the other changed.
+        self.lock_owner(&mut tx, fact_id).await?;
         let mut fact = self.owned_fact(&mut tx, fact_id, user_id).await?;
         fact.fact.visibility = visibility;
         Self::put_facts(&mut tx, &[&fact]).await?;
@@ -113,13 +127,7 @@ impl FactStore for PgBackend {
         let mut tx = self.pool.begin().await?;
         // Its owner's lock first (as a reflection storing facts takes it),
         // then the row: the other order could deadlock with a reflection.
-        let owner: Option<(String, String)> =
-            sqlx::query_as("SELECT agent_id, user_id FROM facts WHERE fact_id = $1")
-                .bind(fact_id)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let (agent, owner) = owner.ok_or(StoreError::FactNotFound(fact_id))?;
-        Self::lock_user(&mut tx, &agent, &owner).await?;
+        self.lock_owner(&mut tx, fact_id).await?;
         let fact = self.owned_fact(&mut tx, fact_id, user_id).await?;
         let moved = match &fact.subject {
             Some(subject) => {

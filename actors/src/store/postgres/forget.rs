@@ -28,23 +28,36 @@ impl ForgetStore for PgBackend {
         };
         let mut tx = self.pool.begin().await?;
         // Reflections of this user storing facts meanwhile wait, or come
-        // after and find their sessions gone.
-        match agent_id {
-            Some(a) => Self::lock_user(&mut tx, a, user_id).await?,
+        // after and find their sessions gone; then the agents' records,
+        // before any block (a reflection of another user takes them in that
+        // order too).
+        let agents: Vec<String> = match agent_id {
+            Some(a) => vec![a.to_string()],
             None => {
-                let agents: Vec<String> = sqlx::query_scalar(
-                    "SELECT DISTINCT agent_id FROM sessions WHERE user_id = $1
-                     UNION SELECT DISTINCT agent_id FROM facts WHERE user_id = $1
+                sqlx::query_scalar(
+                    "SELECT agent_id FROM sessions WHERE user_id = $1
+                     UNION SELECT agent_id FROM facts WHERE user_id = $1
+                     UNION SELECT agent_id FROM summaries WHERE user_id = $1
+                     UNION SELECT agent_id FROM topics WHERE user_id = $1
+                     UNION SELECT agent_id FROM blocks WHERE source_user_id = $1
+                     UNION SELECT agent_id FROM dead_letters WHERE user_id = $1
                      ORDER BY 1",
                 )
                 .bind(user_id)
                 .fetch_all(&mut *tx)
-                .await?;
-                for a in agents {
-                    Self::lock_user(&mut tx, &a, user_id).await?;
-                }
+                .await?
             }
+        };
+        for a in &agents {
+            Self::lock_user(&mut tx, a, user_id).await?;
         }
+        sqlx::query(
+            "SELECT agent_id FROM agents WHERE agent_id = ANY($1)
+             ORDER BY agent_id COLLATE \"C\" FOR UPDATE",
+        )
+        .bind(&agents)
+        .execute(&mut *tx)
+        .await?;
         let sessions: Vec<(Uuid, String)> = sqlx::query_as(&format!(
             "DELETE FROM sessions WHERE user_id = $1 AND {AGENT} RETURNING session_id, agent_id"
         ))

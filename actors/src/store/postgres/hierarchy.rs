@@ -19,6 +19,7 @@ impl HierarchyStore for PgBackend {
         let id = summary.summary_id;
         let mut from: Vec<Uuid> = summary.source_summary_ids.clone();
         from.push(id);
+        Self::lock_user(&mut tx, &summary.agent_id, &summary.user_id).await?;
         if Self::forgotten(&mut tx, &from).await? {
             return Ok(false);
         }
@@ -216,6 +217,7 @@ impl HierarchyStore for PgBackend {
     ) -> Result<(), StoreError> {
         self.write_turns().await?;
         let mut tx = self.pool.begin().await?;
+        Self::lock_user(&mut tx, &summary.agent_id, &summary.user_id).await?;
         if Self::forgotten(&mut tx, &summary.source_summary_ids).await? {
             return Ok(());
         }

@@ -558,18 +558,36 @@ pub(super) async fn insert_turns(pool: &PgPool, batch: &[PendingTurn]) -> Result
             bodies.push(json.as_str());
         }
     }
-    // Not for a session a forget removed (its call went on elsewhere).
+    // Not for a session a forget removed (its call went on elsewhere): the
+    // sessions are held (a forget deleting one waits for this to commit,
+    // then deletes these turns too), and a turn whose session is gone is
+    // written unless a forget removed it.
+    let mut tx = pool.begin().await?;
+    let sessions: Vec<Uuid> = last
+        .keys()
+        .map(|(id, _)| *id)
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    let held: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT session_id FROM sessions WHERE session_id = ANY($1) FOR KEY SHARE",
+    )
+    .bind(&sessions)
+    .fetch_all(&mut *tx)
+    .await?;
     sqlx::query(
         "INSERT INTO turns (session_id, seq, body)
          SELECT i, s, b::json FROM UNNEST($1::uuid[], $2::int8[], $3::text[]) AS x(i, s, b)
-         WHERE NOT EXISTS (SELECT 1 FROM forgotten WHERE item_id = i)
+         WHERE i = ANY($4) OR NOT EXISTS (SELECT 1 FROM forgotten WHERE item_id = i)
          ON CONFLICT (session_id, seq) DO UPDATE SET body = EXCLUDED.body",
     )
     .bind(&ids)
     .bind(&seqs)
     .bind(&bodies)
-    .execute(pool)
+    .bind(&held)
+    .execute(&mut *tx)
     .await?;
+    tx.commit().await?;
     Ok(())
 }
 

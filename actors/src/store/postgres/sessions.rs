@@ -11,6 +11,9 @@ impl PgBackend {
         record: &SessionRecord,
         owner: Option<Uuid>,
     ) -> Result<bool, StoreError> {
+        // Under the user's lock, which a forget holds to its commit: a
+        // forget either came before (and is seen) or waits for this.
+        Self::lock_user(tx, &record.agent_id, &record.user_id).await?;
         if Self::forgotten(tx, &[record.session_id]).await? {
             return Ok(false);
         }

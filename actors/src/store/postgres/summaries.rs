@@ -78,23 +78,22 @@ impl SummaryStore for PgBackend {
         kind: SummaryType,
     ) -> Result<Option<ConversationSummary>, StoreError> {
         // The newest that decodes, as sled's backwards scan gives it.
-        let mut newest = self
-            .records(
-                "summaries",
-                sqlx::query_as::<_, (Uuid, String)>(
-                    "SELECT summary_id, body::text FROM summaries
-                     WHERE agent_id = $1 AND kind = $2 AND current
-                     ORDER BY period_end DESC, summary_id DESC LIMIT 8",
-                )
-                .bind(agent_id)
-                .bind(kind.tag() as i16),
-            )
-            .await?;
-        Ok(if newest.is_empty() {
-            None
-        } else {
-            Some(newest.swap_remove(0))
-        })
+        use futures::TryStreamExt;
+        self.write_turns().await?;
+        let mut rows = sqlx::query_as::<_, (Uuid, String)>(
+            "SELECT summary_id, body::text FROM summaries
+             WHERE agent_id = $1 AND kind = $2 AND current
+             ORDER BY period_end DESC, summary_id DESC",
+        )
+        .bind(agent_id)
+        .bind(kind.tag() as i16)
+        .fetch(&self.pool);
+        while let Some((id, json)) = rows.try_next().await? {
+            if let Some(s) = self.decode("summaries", &id, &json) {
+                return Ok(Some(s));
+            }
+        }
+        Ok(None)
     }
 
     async fn revise_session(

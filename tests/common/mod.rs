@@ -114,6 +114,9 @@ impl Drop for TestSchema {
                     .max_connections(1)
                     .connect(&url)
                     .await?;
+                sqlx::query("SET lock_timeout = '30s'")
+                    .execute(&pool)
+                    .await?;
                 sqlx::query(&format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"))
                     .execute(&pool)
                     .await?;

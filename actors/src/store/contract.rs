@@ -49,6 +49,9 @@ impl Drop for TestSchema {
                     .max_connections(1)
                     .connect(&settings.url)
                     .await?;
+                sqlx::query("SET lock_timeout = '30s'")
+                    .execute(&pool)
+                    .await?;
                 sqlx::query(&format!(
                     "DROP SCHEMA IF EXISTS \"{}\" CASCADE",
                     settings.schema

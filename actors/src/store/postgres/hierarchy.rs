@@ -21,6 +21,7 @@ impl HierarchyStore for PgBackend {
         from.push(id);
         Self::lock_user(&mut tx, &summary.agent_id, &summary.user_id).await?;
         if Self::forgotten(&mut tx, &from).await? {
+            tx.rollback().await?;
             return Ok(false);
         }
         // The older version first: one current rollup per (user, period).
@@ -51,6 +52,7 @@ impl HierarchyStore for PgBackend {
         .await?
         .rows_affected();
         if inserted == 0 {
+            tx.rollback().await?;
             return Ok(false);
         }
         if let Some(v) = vector {
@@ -106,6 +108,7 @@ impl HierarchyStore for PgBackend {
         .await?
         .rows_affected();
         if marked == 0 {
+            tx.rollback().await?;
             return Ok(0);
         }
         let summaries: Vec<(Uuid, String)> =
@@ -219,6 +222,7 @@ impl HierarchyStore for PgBackend {
         let mut tx = self.pool.begin().await?;
         Self::lock_user(&mut tx, &summary.agent_id, &summary.user_id).await?;
         if Self::forgotten(&mut tx, &summary.source_summary_ids).await? {
+            tx.rollback().await?;
             return Ok(());
         }
         Self::put_summaries(&mut tx, &[summary]).await?;

@@ -4,10 +4,12 @@
 //!
 //! [`PgBackend`] is a pool of connections to the database; each record
 //! kind's half of the [`Backend`](super::Backend) traits is an impl in a
-//! file of its own, as in the sled backend. The tables (migration
-//! `0001_records.sql`, embedded in the binary and applied at start under
-//! PostgreSQL's advisory lock) keep each record as the JSON sled stores,
-//! beside the columns it is found and ordered by.
+//! file of its own, as in the sled backend. The tables (migrations
+//! `0001_records.sql` and `0002_instances.sql`, embedded in the binary and
+//! applied at start under PostgreSQL's advisory lock) keep each record as
+//! the JSON sled stores, beside the columns it is found and ordered by;
+//! `cluster` is what several instances over one schema share (heartbeats,
+//! claims, leases, the change feed).
 //!
 //! - **Turns are batched.** `append_turn` puts a turn in memory and
 //!   returns; [`Backend::flush`] (the Store actor's group commit, every
@@ -87,15 +89,6 @@ fn label_code(label: BlockLabel) -> i16 {
 /// `rollup_cursors.level`.
 fn level_code(level: Level) -> i16 {
     level as u8 as i16
-}
-
-/// The key of the transaction-scoped advisory lock on an (agent, user)'s
-/// facts: a stable hash of the two (ids hold no NUL, so it separates them).
-fn user_lock_key(agent_id: &str, user_id: &str) -> i64 {
-    const NS: Uuid = Uuid::from_u128(0x7265_6361_6c6c_2f66_6163_7473_6c6f_636b);
-    let name = format!("{agent_id}\0{user_id}");
-    let h = Uuid::new_v5(&NS, name.as_bytes());
-    i64::from_be_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"))
 }
 
 /// A connection URL with its password left out, for messages.
@@ -332,10 +325,14 @@ impl PgBackend {
 
     /// Locks an (agent, user)'s facts until the transaction ends.
     async fn lock_user(tx: &mut Tx<'_>, agent_id: &str, user_id: &str) -> Result<(), StoreError> {
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(user_lock_key(agent_id, user_id))
-            .execute(&mut **tx)
-            .await?;
+        // Keyed by schema, agent and user (deployments sharing a database
+        // lock apart); a collision of the hash only makes two wait.
+        sqlx::query(
+            "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || chr(1) || $1, 0))",
+        )
+        .bind(format!("{agent_id}\u{1}{user_id}"))
+        .execute(&mut **tx)
+        .await?;
         Ok(())
     }
 

@@ -108,6 +108,7 @@ impl SummaryStore for PgBackend {
         if Self::has_summary(&mut tx, new.summary_id).await?
             || Self::forgotten(&mut tx, &gone).await?
         {
+            tx.rollback().await?;
             return Ok(Revision::default());
         }
         let Some(old_id) = new.supersedes else {

@@ -7,7 +7,7 @@ fn summary(id: Uuid, text: &str) -> ConversationSummary {
     ConversationSummary::session(id, "kairix", "mark", t, text)
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migrations_apply_once_and_a_newer_database_is_refused() {
     let schema = TestSchema::new();
     let pg = PgBackend::connect(&schema.settings).await.unwrap();
@@ -42,7 +42,7 @@ async fn migrations_apply_once_and_a_newer_database_is_refused() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_that_does_not_answer_is_a_connect_error_without_the_password() {
     let mut settings = TestSchema::new().settings.clone();
     // A port nothing listens on.
@@ -64,7 +64,7 @@ async fn a_database_that_does_not_answer_is_a_connect_error_without_the_password
     assert!(!shown.contains("s3cret"));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_that_does_not_decode_is_skipped_and_counted() {
     let schema = TestSchema::new();
     let pg = PgBackend::connect(&schema.settings).await.unwrap();
@@ -90,7 +90,7 @@ async fn a_record_that_does_not_decode_is_skipped_and_counted() {
     assert_eq!(pg.skipped_records(), 1, "counted once");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn turns_whose_batch_failed_wait_for_the_next_flush() {
     let schema = TestSchema::new();
     let pg = PgBackend::connect(&schema.settings).await.unwrap();
@@ -128,7 +128,7 @@ async fn turns_whose_batch_failed_wait_for_the_next_flush() {
     assert_eq!(texts, ["turn 0", "turn 1"]);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn facts_stored_before_their_call_time_was_kept_get_it_from_their_session() {
     let schema = TestSchema::new();
     let pg = PgBackend::connect(&schema.settings).await.unwrap();
@@ -235,7 +235,7 @@ async fn turn(b: &PgBackend, id: Uuid, seq: u32) {
         .unwrap();
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_that_died_leaves_its_open_sessions_and_claims_to_another() {
     let schema = TestSchema::new();
     let (a, b) = two(&schema).await;
@@ -284,7 +284,7 @@ async fn an_instance_that_died_leaves_its_open_sessions_and_claims_to_another() 
     assert_eq!(a.claim_jobs(10).await.unwrap().len(), 1);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_has_one_holder_until_it_lapses() {
     let schema = TestSchema::new();
     let (a, b) = two(&schema).await;
@@ -302,7 +302,7 @@ async fn a_lease_has_one_holder_until_it_lapses() {
     assert!(a.take_lease("rollup").await.unwrap());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_a_forget_removed_is_not_written_back_by_another_instance() {
     let schema = TestSchema::new();
     let (a, b) = two(&schema).await;
@@ -331,7 +331,7 @@ async fn what_a_forget_removed_is_not_written_back_by_another_instance() {
     assert!(a.session(again.session_id).await.unwrap().is_some());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_current_rollup_per_user_and_period_whoever_made_it() {
     let schema = TestSchema::new();
     let (a, b) = two(&schema).await;
@@ -369,7 +369,7 @@ async fn one_current_rollup_per_user_and_period_whoever_made_it() {
     assert_eq!(current, [Uuid::from_u128(12)]);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changes_are_announced_to_the_other_instances_only() {
     let schema = TestSchema::new();
     let (a, b) = two(&schema).await;

@@ -1,7 +1,7 @@
 //! The `recall serve` binary as an operator runs it: it prints where it
 //! listens, logs JSON when asked, refuses to listen openly beyond loopback,
 //! and on SIGTERM ends live sessions and exits 0; `recall migrate` and
-//! `recall serve` over PostgreSQL.
+//! `recall serve` over PostgreSQL; `recall export` and `recall import`.
 
 #![cfg(unix)]
 
@@ -12,6 +12,45 @@ mod common;
 use common::{listening, recall, TestSchema};
 
 type Res = anyhow::Result<()>;
+
+/// A call of Mark's with kairix (where his sister lives, his new job),
+/// ended; returns once its summary is stored.
+async fn call_mark_and_wait_for_its_summary(http: &reqwest::Client, base: &str) -> Res {
+    http.post(format!("{base}/v1/sessions"))
+        .json(&serde_json::json!({"agent_id": "kairix", "user_id": "mark", "connection_id": "c1"}))
+        .send()
+        .await?
+        .error_for_status()?;
+    for (said, answer) in [
+        ("My sister Leela moved to Lisbon", "Lisbon is lovely"),
+        ("I start at Globex on Monday", "Congratulations"),
+    ] {
+        http.post(format!("{base}/v1/connections/c1/turns?durable=true"))
+            .json(&serde_json::json!({"user_message": said, "agent_response": answer}))
+            .send()
+            .await?
+            .error_for_status()?;
+    }
+    http.post(format!("{base}/v1/connections/c1/end"))
+        .send()
+        .await?
+        .error_for_status()?;
+    // The reflection runs in the background: wait for its summary.
+    let started = std::time::Instant::now();
+    loop {
+        let v: serde_json::Value = http
+            .get(format!("{base}/v1/agents/kairix/summaries?user_id=mark"))
+            .send()
+            .await?
+            .json()
+            .await?;
+        if v.to_string().contains("Globex") {
+            return Ok(());
+        }
+        assert!(started.elapsed().as_secs() < 30, "no summary: {v}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
 
 #[test]
 fn serve_prints_its_address_logs_json_and_stops_cleanly_on_sigterm() -> Res {
@@ -140,44 +179,15 @@ fn serve_over_postgres_migrates_reports_the_database_and_keeps_memory_across_res
         .build()?;
     let http = reqwest::Client::new();
     rt.block_on(async {
-        let ready: serde_json::Value = http.get(format!("{base}/readyz")).send().await?.json().await?;
+        let ready: serde_json::Value = http
+            .get(format!("{base}/readyz"))
+            .send()
+            .await?
+            .json()
+            .await?;
         assert_eq!(ready["status"], "ready");
         assert_eq!(ready["store"], "postgres");
-        http.post(format!("{base}/v1/sessions"))
-            .json(&serde_json::json!({"agent_id": "kairix", "user_id": "mark", "connection_id": "c1"}))
-            .send()
-            .await?
-            .error_for_status()?;
-        for (said, answer) in [
-            ("My sister Leela moved to Lisbon", "Lisbon is lovely"),
-            ("I start at Globex on Monday", "Congratulations"),
-        ] {
-            http.post(format!("{base}/v1/connections/c1/turns?durable=true"))
-                .json(&serde_json::json!({"user_message": said, "agent_response": answer}))
-                .send()
-                .await?
-                .error_for_status()?;
-        }
-        http.post(format!("{base}/v1/connections/c1/end"))
-            .send()
-            .await?
-            .error_for_status()?;
-        // The reflection runs in the background: wait for its summary.
-        let started = std::time::Instant::now();
-        loop {
-            let v: serde_json::Value = http
-                .get(format!("{base}/v1/agents/kairix/summaries?user_id=mark"))
-                .send()
-                .await?
-                .json()
-                .await?;
-            if v.to_string().contains("Globex") {
-                break;
-            }
-            assert!(started.elapsed().as_secs() < 30, "no summary: {v}");
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        anyhow::Ok(())
+        call_mark_and_wait_for_its_summary(&http, &base).await
     })?;
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -522,5 +532,146 @@ fn three_instances_share_one_database_and_take_over_from_one_killed() -> Res {
             .status();
         assert!(child.wait()?.success());
     }
+    Ok(())
+}
+
+/// A user's history moves with `recall export` and `recall import`: from
+/// a sled data folder into PostgreSQL, where another instance serves it,
+/// and from there (piped) into a new sled folder; an import into a store
+/// that holds records is refused.
+#[test]
+fn export_and_import_move_a_sled_folder_into_postgres_and_back() -> Res {
+    let schema = TestSchema::new();
+    let dir = tempfile::tempdir()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let http = reqwest::Client::new();
+    let serve = |data: &str, pg: bool| {
+        let mut cmd = recall();
+        cmd.args(["serve", "--addr", "127.0.0.1:0", "--data"])
+            .arg(dir.path().join(data))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if pg {
+            cmd.envs(schema.env());
+        }
+        cmd.spawn()
+    };
+    let stop = |mut child: std::process::Child| -> Res {
+        let status = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()?;
+        assert!(status.success());
+        assert!(child.wait()?.success());
+        Ok(())
+    };
+    let context = |base: &str| -> anyhow::Result<String> {
+        rt.block_on(async {
+            let v: serde_json::Value = http
+                .get(format!("{base}/v1/agents/kairix/users/mark/context"))
+                .send()
+                .await?
+                .error_for_status()?
+                .json()
+                .await?;
+            anyhow::Ok(v.to_string())
+        })
+    };
+
+    // A call on one node, reflected.
+    let mut child = serve("one", false)?;
+    let base = listening(&mut child)?;
+    rt.block_on(async { call_mark_and_wait_for_its_summary(&http, &base).await })?;
+    let before = context(&base)?;
+    stop(child)?;
+
+    // The folder into PostgreSQL.
+    let dump = dir.path().join("memory.jsonl");
+    let out = recall()
+        .args(["export", "--data"])
+        .arg(dir.path().join("one"))
+        .arg("--out")
+        .arg(&dump)
+        .output()?;
+    let stdout = String::from_utf8(out.stdout)?;
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("1 session") && stdout.contains("2 turn"),
+        "{stdout}"
+    );
+    let out = recall()
+        .arg("import")
+        .arg(&dump)
+        .envs(schema.env())
+        .output()?;
+    let stdout = String::from_utf8(out.stdout)?;
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("exported from sled into PostgreSQL"),
+        "{stdout}"
+    );
+    // Once only.
+    let out = recall()
+        .arg("import")
+        .arg(&dump)
+        .envs(schema.env())
+        .output()?;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8(out.stderr)?;
+    assert!(stderr.contains("already holds records"), "{stderr}");
+
+    // Another instance serves it: the same context.
+    let mut child = serve("pg-data", true)?;
+    let base = listening(&mut child)?;
+    let on_pg = context(&base)?;
+    stop(child)?;
+    assert!(
+        on_pg.contains("Globex") && on_pg.contains("Lisbon"),
+        "{on_pg}"
+    );
+    assert_eq!(on_pg, before);
+
+    // And back, piped, into a new folder.
+    let exported = recall()
+        .args(["export", "--out", "-"])
+        .envs(schema.env())
+        .output()?;
+    assert!(
+        exported.status.success(),
+        "{}",
+        String::from_utf8_lossy(&exported.stderr)
+    );
+    assert!(String::from_utf8(exported.stderr)?.contains("exported"));
+    let mut import = recall()
+        .args(["import", "-", "--data"])
+        .arg(dir.path().join("two"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    std::io::Write::write_all(
+        &mut import.stdin.take().expect("piped stdin"),
+        &exported.stdout,
+    )?;
+    let out = import.wait_with_output()?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut child = serve("two", false)?;
+    let base = listening(&mut child)?;
+    let back = context(&base)?;
+    stop(child)?;
+    assert_eq!(back, before);
     Ok(())
 }

@@ -32,6 +32,9 @@ pub const TREE_USER_SESSIONS: &str = "user_sessions";
 /// `meta`: set once `user_sessions` holds every session (a data folder
 /// from before the index gets it built at open).
 pub const USER_SESSIONS_BUILT: &[u8] = b"user_sessions_built";
+/// `meta` (and PostgreSQL's `meta`): set once the Rollup actor's inbox
+/// holds every session summary and fact stored before there was one.
+pub const INBOX_BACKFILLED: &str = "inbox_backfilled";
 
 /// `sessions`, `open_sessions`, `reflection_queue`, `dead_letters`: the
 /// session id.
@@ -225,6 +228,14 @@ pub fn inbox_item(key: &[u8]) -> Option<(u8, Uuid)> {
     (key.len() == 25).then(|| (key[8], Uuid::from_slice(&key[9..]).unwrap_or_default()))
 }
 
+/// The time, kind and id of a `rollup_inbox` key (the time to the
+/// millisecond, as the key holds it).
+pub fn inbox_parts(key: &[u8]) -> Option<(DateTime<Utc>, u8, Uuid)> {
+    let (kind, id) = inbox_item(key)?;
+    let millis = (u64::from_be_bytes(key[..8].try_into().ok()?) ^ (1 << 63)) as i64;
+    Some((DateTime::from_timestamp_millis(millis)?, kind, id))
+}
+
 /// `topics`: agent, user, topic id.
 pub fn topic(agent_id: &str, user_id: &str, topic_id: Uuid) -> Vec<u8> {
     let mut k = facts_prefix(agent_id, user_id);
@@ -252,6 +263,19 @@ mod tests {
         let id = Uuid::new_v4();
         assert!(turn(id, 9) < turn(id, 10));
         assert!(turn(id, 255) < turn(id, 256));
+    }
+
+    #[test]
+    fn inbox_keys_give_back_their_parts() {
+        let id = Uuid::new_v4();
+        for millis in [-1_500, 0, 1_700_000_000_123] {
+            let at = Utc.timestamp_millis_opt(millis).unwrap();
+            assert_eq!(
+                inbox_parts(&inbox(at, INBOX_FACT, id)),
+                Some((at, INBOX_FACT, id))
+            );
+        }
+        assert_eq!(inbox_parts(b"short"), None);
     }
 
     #[test]

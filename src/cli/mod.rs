@@ -1,4 +1,5 @@
-//! The `recall` command line: `serve`, `simulate` and `eval` run here;
+//! The `recall` command line: `serve`, `migrate`, `export`, `import`,
+//! `simulate` and `eval` run here;
 //! the other commands are clients of a running server.
 //!
 //! # Layout
@@ -8,6 +9,7 @@
 //! - `sessions`: `recall sessions` and `recall context`.
 //! - `memory`: `recall summaries`, `blocks`, `facts`, `topics`, `search`.
 //! - `admin`: `recall dead-letters`, `replay`, `forget`.
+//! - `transfer`: `recall export` and `recall import`.
 //! - `render`: JSON or a table.
 
 mod admin;
@@ -16,6 +18,7 @@ mod offline;
 mod render;
 mod serve;
 mod sessions;
+mod transfer;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
@@ -60,6 +63,13 @@ enum Command {
     /// Apply the PostgreSQL migrations this build has (store.kind =
     /// "postgres") without serving; `serve` applies them too.
     Migrate(serve::MigrateArgs),
+    /// Write every record of a store (the sled data folder, or the
+    /// PostgreSQL schema of store.kind = "postgres") to a file of JSON
+    /// lines, to import into another store.
+    Export(transfer::ExportArgs),
+    /// Store an export's records into an empty store (a new data folder,
+    /// or a PostgreSQL schema that holds none), all or nothing.
+    Import(transfer::ImportArgs),
     /// Replay a JSONL conversation script in virtual time and print the
     /// resulting sessions, summaries, blocks and dead letters.
     Simulate(offline::SimulateArgs),
@@ -134,6 +144,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     let command = match cli.command {
         Command::Serve(a) => return serve::serve(a),
         Command::Migrate(a) => return serve::migrate(a, &mut std::io::stdout()),
+        Command::Export(a) => return transfer::export(a),
+        Command::Import(a) => return transfer::import(a, &mut std::io::stdout()),
         Command::Simulate(a) => return offline::simulate(a, out),
         Command::Eval(a) => return offline::eval(a, out),
         client_command => client_command,
@@ -158,9 +170,12 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             Command::DeadLetters { action } => admin::dead_letters(action, &c, out).await,
             Command::Replay(a) => admin::replay(a, &c, out).await,
             Command::Forget(a) => admin::forget(a, &c, out).await,
-            Command::Serve(_) | Command::Migrate(_) | Command::Simulate(_) | Command::Eval(_) => {
-                unreachable!("run above")
-            }
+            Command::Serve(_)
+            | Command::Migrate(_)
+            | Command::Export(_)
+            | Command::Import(_)
+            | Command::Simulate(_)
+            | Command::Eval(_) => unreachable!("run above"),
         }
     })
 }

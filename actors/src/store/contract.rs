@@ -137,7 +137,7 @@ on_both!(
     a_read_off_the_writer_sees_the_writes_sent_before_it,
 );
 
-fn at(day: u32, minute: u32) -> DateTime<Utc> {
+pub(crate) fn at(day: u32, minute: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 3, day, 9, minute, 0).unwrap()
 }
 
@@ -154,7 +154,7 @@ pub(crate) fn opened(id: u128, agent: &str, user: &str, minute: u32) -> SessionR
     }
 }
 
-fn ended(mut rec: SessionRecord, turns: u32) -> SessionRecord {
+pub(crate) fn ended(mut rec: SessionRecord, turns: u32) -> SessionRecord {
     rec.ended_at = Some(rec.started_at + chrono::Duration::minutes(5));
     rec.end_reason = Some(EndReason::Disconnect);
     rec.turn_count = turns;
@@ -169,7 +169,7 @@ fn turn(text: &str, t: DateTime<Utc>) -> ConversationTurn {
     }
 }
 
-async fn append(b: &dyn Backend, id: Uuid, seq: u32, text: &str) {
+pub(crate) async fn append(b: &dyn Backend, id: Uuid, seq: u32, text: &str) {
     let value = serde_json::to_vec(&turn(text, at(5, 0))).unwrap();
     b.append_turn(keys::turn(id, seq), &value).await.unwrap();
 }
@@ -202,7 +202,7 @@ fn ids(v: Vec<SessionRecord>) -> Vec<u128> {
     v.into_iter().map(|s| s.session_id.as_u128()).collect()
 }
 
-fn vector(x: f32) -> StoredVector {
+pub(crate) fn vector(x: f32) -> StoredVector {
     StoredVector {
         embedder: "test".into(),
         values: vec![x, 1.0 - x],
@@ -621,7 +621,13 @@ async fn dead_letters_move_back_to_the_queue_and_not_for_a_summarized_session(h:
     assert!(b.dead_letters().await.unwrap().is_empty());
 }
 
-fn daily(agent: &str, user: &str, day: u32, sources: &[Uuid], text: &str) -> ConversationSummary {
+pub(crate) fn daily(
+    agent: &str,
+    user: &str,
+    day: u32,
+    sources: &[Uuid],
+    text: &str,
+) -> ConversationSummary {
     let mut s = ConversationSummary::session(Uuid::new_v4(), agent, user, at(day, 0), text);
     s.summary_type = SummaryType::Daily;
     s.period_end = at(day, 0) + chrono::Duration::days(1);

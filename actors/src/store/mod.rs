@@ -29,6 +29,8 @@
 //!   subject's history), `forget`, `replay`, `hierarchy` (the inbox) and
 //!   `context` (what a context is assembled from); `generations`: which
 //!   parts of a context a write changed.
+//! - `transfer`: an export of every record of a store, and its import
+//!   into an empty store of either backend.
 //! - `msg`: [`StoreMsg`]; `actor`: [`StoreActor`], the shell that
 //!   serializes the writes, runs the reads that scan off the writer and
 //!   group-commits flushes.
@@ -71,10 +73,11 @@ mod msg;
 mod postgres;
 mod replay;
 mod sled;
+pub mod transfer;
 
 pub use self::postgres::{PgBackend, PG_SCHEMA_VERSION};
 pub use self::sled::mirror::{Mirror, Owned};
-pub use self::sled::Trees;
+pub use self::sled::{import_folder, Trees};
 pub use actor::{StoreActor, StoreArgs, StoreState};
 pub use backend::{
     fact_vectors, index_facts, read_blocking, Backend, Change, ClusterStore, ContextStore,

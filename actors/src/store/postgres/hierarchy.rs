@@ -3,9 +3,6 @@
 
 use super::*;
 
-/// `meta` key: the inbox was filled with what was stored before it.
-const INBOX_BACKFILLED: &str = "inbox_backfilled";
-
 #[async_trait::async_trait]
 impl HierarchyStore for PgBackend {
     async fn put_rollup(
@@ -103,7 +100,7 @@ impl HierarchyStore for PgBackend {
         let marked = sqlx::query(
             "INSERT INTO meta (key, value) VALUES ($1, 'true') ON CONFLICT (key) DO NOTHING",
         )
-        .bind(INBOX_BACKFILLED)
+        .bind(keys::INBOX_BACKFILLED)
         .execute(&mut *tx)
         .await?
         .rows_affected();

@@ -48,6 +48,7 @@ mod hierarchy;
 mod jobs;
 mod sessions;
 mod summaries;
+mod transfer;
 
 /// The migrations, in order: (version, description, SQL).
 const MIGRATIONS: &[(i64, &str, &str)] = &[

@@ -19,13 +19,13 @@ impl PgBackend {
     }
 }
 
-type AgentRow = (String, i64, i64, String, Option<DateTime<Utc>>);
+pub(super) type AgentRow = (String, i64, i64, String, Option<DateTime<Utc>>);
 
-const AGENT_COLUMNS: &str =
+pub(super) const AGENT_COLUMNS: &str =
     "agent_id, summary_version, context_version, persistent_context::text, context_expires_at";
 
 impl PgBackend {
-    fn agent_meta(&self, row: AgentRow) -> (String, AgentMeta) {
+    pub(super) fn agent_meta(&self, row: AgentRow) -> (String, AgentMeta) {
         let (id, summary_version, context_version, lines, expires) = row;
         let persistent_context = self.decode("agents", &id, &lines).unwrap_or_default();
         (

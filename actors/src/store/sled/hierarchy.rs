@@ -82,7 +82,7 @@ impl Trees {
     /// before there was an inbox (a data folder from an earlier version),
     /// once per folder. Returns how many were queued.
     pub fn backfill_inbox(&self) -> Result<usize, StoreError> {
-        const MARKER: &[u8] = b"inbox_backfilled";
+        const MARKER: &[u8] = keys::INBOX_BACKFILLED.as_bytes();
         if self.meta.contains_key(MARKER)? {
             return Ok(0);
         }

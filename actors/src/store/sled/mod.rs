@@ -26,6 +26,9 @@ mod jobs;
 pub(crate) mod mirror;
 mod sessions;
 mod summaries;
+mod transfer;
+
+pub use transfer::import_folder;
 
 /// How long opening waits for the data folder's lock, and how often it looks.
 const LOCK_WAIT: Duration = Duration::from_secs(2);

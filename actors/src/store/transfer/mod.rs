@@ -1,0 +1,589 @@
+//! Moving a store's records to another store: `recall export` writes every
+//! record of one store as JSON lines, `recall import` stores them into an
+//! empty one, of either backend (a sled folder into PostgreSQL when one
+//! node is outgrown, and back).
+//!
+//! An export is a header line, one line per record (each kind in turn)
+//! and an end line with the count of each kind. An import checks the
+//! header, reads the records as it stores them (an export is never held
+//! in memory whole) and refuses one whose end line is missing or whose
+//! counts differ: a cut-short file changes nothing, since an import is all
+//! or nothing (one transaction in PostgreSQL; a new sled folder is built
+//! aside and put in place when complete).
+//!
+//! What is moved is what the records are: sessions, turns, summaries of
+//! every layer, facts and their tombstones, blocks, agents' bookkeeping,
+//! topics, vectors, queued reflections, dead letters, rollup cursors and
+//! the Rollup actor's inbox. What one process or instance holds for
+//! itself is not (sled's indexes, which are rebuilt from the records;
+//! PostgreSQL's instances, claims, leases and forget markers).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+
+use serde::Deserialize;
+
+use super::*;
+
+/// The `format` of an export's header line.
+pub const EXPORT_FORMAT: &str = "recall-export";
+/// The newest export version this build writes and reads.
+pub const EXPORT_VERSION: u32 = 1;
+
+/// Records per batch an import writes at once.
+pub(crate) const IMPORT_BATCH: usize = 1000;
+
+/// One stored record, as an export line holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Record {
+    /// An agent's bookkeeping: versions, persistent context.
+    Agent {
+        agent_id: String,
+        meta: AgentMeta,
+    },
+    /// A block under `user_id` ("" for the agent-wide one).
+    Block {
+        user_id: String,
+        block: MemoryBlock,
+    },
+    Session(SessionRecord),
+    Turn {
+        session_id: Uuid,
+        seq: u32,
+        turn: ConversationTurn,
+    },
+    Summary(ConversationSummary),
+    Fact(FactRecord),
+    /// A deleted fact's hashed normalized content ([`keys::tombstone_hash`]).
+    Tombstone {
+        agent_id: String,
+        user_id: String,
+        content_hash: Uuid,
+    },
+    Topic(Topic),
+    /// The vector of a summary, fact or turn.
+    Vector {
+        item_id: Uuid,
+        embedder: String,
+        values: Vec<f32>,
+    },
+    /// A queued reflection.
+    Job(ReflectionJob),
+    DeadLetter(DeadLetter),
+    RollupCursor {
+        agent_id: String,
+        level: Level,
+        period: NaiveDate,
+    },
+    /// An item the Rollup actor has not taken in yet.
+    Inbox {
+        at: DateTime<Utc>,
+        item: InboxItem,
+        item_id: Uuid,
+        agent_id: String,
+    },
+}
+
+/// What a [`Record::Inbox`] points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InboxItem {
+    Summary,
+    Fact,
+}
+
+impl InboxItem {
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            InboxItem::Summary => keys::INBOX_SUMMARY,
+            InboxItem::Fact => keys::INBOX_FACT,
+        }
+    }
+
+    fn from_code(code: u8) -> Option<InboxItem> {
+        match code {
+            keys::INBOX_SUMMARY => Some(InboxItem::Summary),
+            keys::INBOX_FACT => Some(InboxItem::Fact),
+            _ => None,
+        }
+    }
+}
+
+impl Record {
+    /// The record's kind, as the end line counts it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Record::Agent { .. } => "agent",
+            Record::Block { .. } => "block",
+            Record::Session(_) => "session",
+            Record::Turn { .. } => "turn",
+            Record::Summary(_) => "summary",
+            Record::Fact(_) => "fact",
+            Record::Tombstone { .. } => "tombstone",
+            Record::Topic(_) => "topic",
+            Record::Vector { .. } => "vector",
+            Record::Job(_) => "job",
+            Record::DeadLetter(_) => "dead_letter",
+            Record::RollupCursor { .. } => "rollup_cursor",
+            Record::Inbox { .. } => "inbox",
+        }
+    }
+
+    /// A stored vector as a record.
+    pub(crate) fn vector(item_id: Uuid, v: StoredVector) -> Record {
+        Record::Vector {
+            item_id,
+            embedder: v.embedder,
+            values: v.values,
+        }
+    }
+
+    /// An inbox entry as a record, from its key and agent (`None` for a
+    /// key that is not an inbox key).
+    pub(crate) fn inbox(key: &[u8], agent_id: String) -> Option<Record> {
+        let (at, code, item_id) = keys::inbox_parts(key)?;
+        Some(Record::Inbox {
+            at,
+            item: InboxItem::from_code(code)?,
+            item_id,
+            agent_id,
+        })
+    }
+}
+
+/// How many records of each kind.
+pub type Counts = BTreeMap<String, u64>;
+
+/// An export's first line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    pub format: String,
+    pub version: u32,
+    /// The backend the records came from (`sled`, `postgres`).
+    pub source: String,
+    pub exported_at: DateTime<Utc>,
+    /// The recall version that wrote it.
+    pub recall: String,
+}
+
+/// An export's last line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct End {
+    pub records: u64,
+    pub counts: Counts,
+}
+
+/// A line of an export.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Marker {
+    Header(Header),
+    End(End),
+}
+
+/// Why an export or an import stopped. Either changes nothing: an export
+/// writes to a file put in place when complete, an import stores all or
+/// nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum TransferError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot write or read the export")]
+    Io(#[from] std::io::Error),
+    #[error("line {line} of the export: {message}")]
+    Format { line: u64, message: String },
+    #[error("the export is version {found}; this build of recall reads versions up to {known}: import it with a newer recall")]
+    NewerExport { found: u32, known: u32 },
+    #[error("the export ends after line {line} without its end line: it was cut short, and nothing was imported")]
+    Truncated { line: u64 },
+    #[error("the export's end line counts {expected} {kind} record(s), and {found} were read: nothing was imported")]
+    Miscounted {
+        kind: String,
+        expected: u64,
+        found: u64,
+    },
+    #[error("{target} already holds records: import into an empty store (a new data folder, or a schema nothing was stored in)")]
+    NotEmpty { target: String },
+    #[error("{instances} recall instance(s) serve schema `{schema}`: stop them before importing into it")]
+    InUse { schema: String, instances: i64 },
+    #[error("a forget of user {user_id} was begun in this data folder and not finished: start recall on the folder once (it finishes the forget), then export")]
+    PendingForget { user_id: String },
+    #[error("record {key} of {table} does not decode ({error}); export with --skip-damaged to leave such records out")]
+    Damaged {
+        table: String,
+        key: String,
+        error: String,
+    },
+}
+
+impl From<::sled::Error> for TransferError {
+    fn from(e: ::sled::Error) -> Self {
+        TransferError::Store(e.into())
+    }
+}
+
+impl From<sqlx::Error> for TransferError {
+    fn from(e: sqlx::Error) -> Self {
+        TransferError::Store(e.into())
+    }
+}
+
+/// What an export left out with `skip_damaged`: each table and key, with
+/// why it did not decode.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Damaged(pub Vec<(String, String, String)>);
+
+/// Decodes a stored record for an export: a record that does not decode
+/// stops the export, or with `skip` is noted in `damaged` and left out.
+pub(crate) fn decode_for_export<T: DeserializeOwned>(
+    table: &str,
+    key: &dyn std::fmt::Display,
+    bytes: &[u8],
+    skip: Option<&mut Damaged>,
+) -> Result<Option<T>, TransferError> {
+    match serde_json::from_slice(bytes) {
+        Ok(v) => Ok(Some(v)),
+        Err(e) => damaged(table, key, &e.to_string(), skip).map(|()| None),
+    }
+}
+
+/// A record of `table` under `key` cannot be exported: stops the export,
+/// or with `skip` notes it.
+pub(crate) fn damaged(
+    table: &str,
+    key: &dyn std::fmt::Display,
+    error: &str,
+    skip: Option<&mut Damaged>,
+) -> Result<(), TransferError> {
+    match skip {
+        Some(d) => {
+            warn!(table, %key, error, "leaving an undecodable record out of the export");
+            d.0.push((table.to_string(), key.to_string(), error.to_string()));
+            Ok(())
+        }
+        None => Err(TransferError::Damaged {
+            table: table.to_string(),
+            key: key.to_string(),
+            error: error.to_string(),
+        }),
+    }
+}
+
+/// Where an export's records go.
+pub type Sink<'a> = dyn FnMut(Record) -> Result<(), TransferError> + 'a;
+
+/// Where an import's records come from.
+pub type Source<'a> = dyn Iterator<Item = Result<Record, TransferError>> + 'a;
+
+/// Writes an export: the header, the records, the end line.
+pub struct ExportWriter<W: Write> {
+    out: W,
+    counts: Counts,
+    records: u64,
+}
+
+impl<W: Write> ExportWriter<W> {
+    /// Starts an export of records from `source` (a backend's name).
+    pub fn new(mut out: W, source: &str) -> Result<Self, TransferError> {
+        let header = Header {
+            format: EXPORT_FORMAT.into(),
+            version: EXPORT_VERSION,
+            source: source.into(),
+            exported_at: Utc::now(),
+            recall: env!("CARGO_PKG_VERSION").into(),
+        };
+        serde_json::to_writer(&mut out, &Marker::Header(header)).map_err(std::io::Error::from)?;
+        out.write_all(b"\n")?;
+        Ok(ExportWriter {
+            out,
+            counts: Counts::new(),
+            records: 0,
+        })
+    }
+
+    pub fn write(&mut self, record: &Record) -> Result<(), TransferError> {
+        serde_json::to_writer(&mut self.out, record).map_err(std::io::Error::from)?;
+        self.out.write_all(b"\n")?;
+        *self.counts.entry(record.kind().to_string()).or_default() += 1;
+        self.records += 1;
+        Ok(())
+    }
+
+    /// Writes the end line and flushes; returns the counts and the writer.
+    pub fn finish(mut self) -> Result<(End, W), TransferError> {
+        let end = End {
+            records: self.records,
+            counts: self.counts,
+        };
+        serde_json::to_writer(&mut self.out, &Marker::End(end.clone()))
+            .map_err(std::io::Error::from)?;
+        self.out.write_all(b"\n")?;
+        self.out.flush()?;
+        Ok((end, self.out))
+    }
+}
+
+/// Reads an export: the header at once ([`ExportReader::new`]), then the
+/// records as an iterator, which ends with an error if the end line is
+/// missing, is followed by more, or counts other than what was read.
+pub struct ExportReader<R: BufRead> {
+    input: R,
+    header: Header,
+    line: u64,
+    counts: Counts,
+    done: bool,
+    buf: String,
+}
+
+impl<R: BufRead> ExportReader<R> {
+    pub fn new(mut input: R) -> Result<Self, TransferError> {
+        let mut buf = String::new();
+        if input.read_line(&mut buf)? == 0 {
+            return Err(TransferError::Format {
+                line: 1,
+                message: "the file is empty; an export starts with its header line".into(),
+            });
+        }
+        // The format and version are looked at before the rest, so a
+        // newer export is named as such.
+        #[derive(Deserialize)]
+        struct Version {
+            format: String,
+            version: u32,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        enum First {
+            Header(Version),
+        }
+        let not_export = |e: serde_json::Error| TransferError::Format {
+            line: 1,
+            message: format!("not a recall export ({e})"),
+        };
+        let First::Header(v) = serde_json::from_str(&buf).map_err(not_export)?;
+        if v.format != EXPORT_FORMAT {
+            return Err(TransferError::Format {
+                line: 1,
+                message: format!("the format is `{}`, not `{EXPORT_FORMAT}`", v.format),
+            });
+        }
+        if v.version > EXPORT_VERSION {
+            return Err(TransferError::NewerExport {
+                found: v.version,
+                known: EXPORT_VERSION,
+            });
+        }
+        let header = match serde_json::from_str(&buf).map_err(not_export)? {
+            Marker::Header(h) => h,
+            Marker::End(_) => unreachable!("the first line was read as a header"),
+        };
+        Ok(ExportReader {
+            input,
+            header,
+            line: 1,
+            counts: Counts::new(),
+            done: false,
+            buf,
+        })
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Checks the end line against what was read.
+    fn check_end(&self, end: &End) -> Result<(), TransferError> {
+        let kinds: std::collections::BTreeSet<&String> =
+            end.counts.keys().chain(self.counts.keys()).collect();
+        for kind in kinds {
+            let expected = end.counts.get(kind).copied().unwrap_or(0);
+            let found = self.counts.get(kind).copied().unwrap_or(0);
+            if expected != found {
+                return Err(TransferError::Miscounted {
+                    kind: kind.clone(),
+                    expected,
+                    found,
+                });
+            }
+        }
+        if end.records != end.counts.values().sum::<u64>() {
+            return Err(TransferError::Format {
+                line: self.line,
+                message: "the end line's total is not the sum of its counts".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn next_record(&mut self) -> Result<Option<Record>, TransferError> {
+        loop {
+            self.buf.clear();
+            if self.input.read_line(&mut self.buf)? == 0 {
+                return Err(TransferError::Truncated { line: self.line });
+            }
+            self.line += 1;
+            let text = self.buf.trim_end_matches(['\n', '\r']);
+            if text.is_empty() {
+                continue;
+            }
+            if text.starts_with("{\"end\"") {
+                let end = match serde_json::from_str(text) {
+                    Ok(Marker::End(end)) => end,
+                    Ok(Marker::Header(_)) | Err(_) => {
+                        return Err(TransferError::Format {
+                            line: self.line,
+                            message: "an unreadable end line".into(),
+                        })
+                    }
+                };
+                self.check_end(&end)?;
+                // Nothing may follow it.
+                self.buf.clear();
+                while self.input.read_line(&mut self.buf)? > 0 {
+                    self.line += 1;
+                    if !self.buf.trim().is_empty() {
+                        return Err(TransferError::Format {
+                            line: self.line,
+                            message: "a line after the end line".into(),
+                        });
+                    }
+                    self.buf.clear();
+                }
+                return Ok(None);
+            }
+            let record: Record = serde_json::from_str(text).map_err(|e| TransferError::Format {
+                line: self.line,
+                message: e.to_string(),
+            })?;
+            *self.counts.entry(record.kind().to_string()).or_default() += 1;
+            return Ok(Some(record));
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for ExportReader<R> {
+    type Item = Result<Record, TransferError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let next = self.next_record();
+        if !matches!(next, Ok(Some(_))) {
+            self.done = true;
+        }
+        next.transpose()
+    }
+}
+
+/// Counts records as an import takes them.
+pub(crate) fn count(counts: &mut Counts, record: &Record) {
+    *counts.entry(record.kind().to_string()).or_default() += 1;
+}
+
+#[cfg(test)]
+mod roundtrip;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> Record {
+        Record::RollupCursor {
+            agent_id: "a".into(),
+            level: Level::Weekly,
+            period: NaiveDate::from_ymd_opt(2026, 11, 23).unwrap(),
+        }
+    }
+
+    fn export(records: &[Record]) -> Vec<u8> {
+        let mut w = ExportWriter::new(Vec::new(), "test").unwrap();
+        for r in records {
+            w.write(r).unwrap();
+        }
+        w.finish().unwrap().1
+    }
+
+    fn read(bytes: &[u8]) -> Result<Vec<Record>, TransferError> {
+        ExportReader::new(bytes)?.collect()
+    }
+
+    #[test]
+    fn an_export_reads_back_as_written() {
+        let records = vec![
+            record(),
+            Record::Inbox {
+                at: DateTime::from_timestamp_millis(1_700_000_000_123).unwrap(),
+                item: InboxItem::Fact,
+                item_id: Uuid::new_v4(),
+                agent_id: "a".into(),
+            },
+            Record::Vector {
+                item_id: Uuid::new_v4(),
+                embedder: "e".into(),
+                values: vec![0.1, -3.5e-8, f32::MAX],
+            },
+        ];
+        let bytes = export(&records);
+        let reader = ExportReader::new(&bytes[..]).unwrap();
+        assert_eq!(reader.header().source, "test");
+        assert_eq!(reader.collect::<Result<Vec<_>, _>>().unwrap(), records);
+    }
+
+    #[test]
+    fn a_cut_short_export_is_refused() {
+        let bytes = export(&[record(), record()]);
+        let text = String::from_utf8(bytes).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        // the end line missing
+        let cut = lines[..3].join("\n") + "\n";
+        assert!(matches!(
+            read(cut.as_bytes()),
+            Err(TransferError::Truncated { line: 3 })
+        ));
+        // a record missing: the end line counts two
+        let cut = [lines[0], lines[1], lines[3]].join("\n");
+        assert!(matches!(
+            read(cut.as_bytes()),
+            Err(TransferError::Miscounted {
+                expected: 2,
+                found: 1,
+                ..
+            })
+        ));
+        // a record cut in the middle
+        let cut = format!("{}\n{}", lines[0], &lines[1][..10]);
+        assert!(matches!(
+            read(cut.as_bytes()),
+            Err(TransferError::Format { line: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn what_is_not_an_export_is_named() {
+        assert!(matches!(
+            read(b""),
+            Err(TransferError::Format { line: 1, .. })
+        ));
+        assert!(matches!(
+            read(b"{\"session_id\": 1}\n"),
+            Err(TransferError::Format { line: 1, .. })
+        ));
+        let newer = format!(
+            "{{\"header\":{{\"format\":\"{EXPORT_FORMAT}\",\"version\":{},\"whatever\":1}}}}\n",
+            EXPORT_VERSION + 1
+        );
+        assert!(matches!(
+            read(newer.as_bytes()),
+            Err(TransferError::NewerExport { .. })
+        ));
+        let bytes = export(&[record()]);
+        let mut more = bytes.clone();
+        more.extend_from_slice(b"{\"job\":{}}\n");
+        assert!(matches!(
+            read(&more),
+            Err(TransferError::Format { line: 4, .. })
+        ));
+    }
+}

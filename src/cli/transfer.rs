@@ -1,0 +1,226 @@
+//! `recall export` and `recall import`: every record of one store as JSON
+//! lines, and those lines into an empty store, of either backend (a sled
+//! data folder into PostgreSQL when one node is outgrown, and back).
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Args;
+use recall::engine::settings::{Settings, StoreKind};
+use recall::engine::store::transfer::{
+    Counts, Damaged, ExportReader, ExportWriter, Sink, TransferError,
+};
+use recall::engine::store::{import_folder, PgBackend, Trees, PG_SCHEMA_VERSION};
+
+/// Which store the settings and `--data` name.
+#[derive(Args)]
+pub struct StoreArgs {
+    /// Data folder (store.kind = "sled", the default).
+    #[arg(long, default_value = "recall-data")]
+    data: PathBuf,
+    /// A settings file layered over config/default.toml; with
+    /// store.kind = "postgres", the schema of store.postgres is the store.
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+/// `recall export`.
+#[derive(Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The file to write (put in place once complete); `-` for standard
+    /// output.
+    #[arg(long, short)]
+    out: PathBuf,
+    /// Leave out records that do not decode (each is named on standard
+    /// error) instead of stopping at the first.
+    #[arg(long)]
+    skip_damaged: bool,
+}
+
+/// `recall import`.
+#[derive(Args)]
+pub struct ImportArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The export to import; `-` for standard input.
+    file: PathBuf,
+}
+
+fn is_stdio(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the tokio runtime")
+}
+
+/// "3 agent, 120 turn, …".
+fn counted(counts: &Counts) -> String {
+    counts
+        .iter()
+        .map(|(kind, n)| format!("{n} {kind}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The store an export reads or an import writes, as a message names it.
+fn described(settings: &Settings, data: &Path) -> String {
+    match settings.store.kind {
+        StoreKind::Sled => format!("data folder {}", data.display()),
+        StoreKind::Postgres => format!("PostgreSQL schema `{}`", settings.store.postgres.schema),
+    }
+}
+
+/// Connects to the configured schema for an export: it must be at this
+/// build's version (an export changes nothing, migrations included).
+async fn pg_for_export(settings: &Settings) -> anyhow::Result<PgBackend> {
+    let pg = PgBackend::open(&settings.store.postgres).await?;
+    let version = pg.schema_version().await?;
+    if version == 0 {
+        anyhow::bail!(
+            "PostgreSQL schema `{}` holds no recall records (no migrations were applied to it)",
+            pg.schema()
+        );
+    }
+    if version != PG_SCHEMA_VERSION {
+        anyhow::bail!(
+            "PostgreSQL schema `{}` is at migration {version}, and this build of recall knows migrations up to {PG_SCHEMA_VERSION}: {}",
+            pg.schema(),
+            if version < PG_SCHEMA_VERSION {
+                "run `recall migrate` first"
+            } else {
+                "export with a newer recall"
+            }
+        );
+    }
+    Ok(pg)
+}
+
+/// Writes every record of the store to `out`; returns the counts and what
+/// was left out.
+fn export_to(
+    settings: &Settings,
+    data: &Path,
+    skip_damaged: bool,
+    out: impl Write,
+) -> Result<(Counts, Damaged), anyhow::Error> {
+    let mut damaged = Damaged::default();
+    let skip = skip_damaged.then_some(&mut damaged);
+    let end = match settings.store.kind {
+        StoreKind::Sled => {
+            let trees = Trees::open(data, &settings.store)
+                .with_context(|| format!("cannot open data folder {}", data.display()))?;
+            let mut w = ExportWriter::new(out, "sled")?;
+            let sink: &mut Sink<'_> = &mut |r| w.write(&r);
+            trees.export_records(skip, sink)?;
+            w.finish()?.0
+        }
+        StoreKind::Postgres => runtime()?.block_on(async {
+            let pg = pg_for_export(settings).await?;
+            let mut w = ExportWriter::new(out, "postgres")?;
+            let sink: &mut Sink<'_> = &mut |r| w.write(&r);
+            pg.export_records(skip, sink).await?;
+            anyhow::Ok(w.finish()?.0)
+        })?,
+    };
+    Ok((end.counts, damaged))
+}
+
+pub fn export(a: ExportArgs) -> anyhow::Result<()> {
+    let settings = recall::settings::load(a.store.config.as_deref())?;
+    super::init_logging("warn", settings.log.format);
+    let what = described(&settings, &a.store.data);
+    let (counts, damaged, report): (_, _, Box<dyn Write>) = if is_stdio(&a.out) {
+        let stdout = std::io::stdout().lock();
+        let (counts, damaged) = export_to(
+            &settings,
+            &a.store.data,
+            a.skip_damaged,
+            BufWriter::new(stdout),
+        )?;
+        (counts, damaged, Box::new(std::io::stderr()))
+    } else {
+        // Written aside and put in place once complete: a failed export
+        // leaves no file that looks whole.
+        let dir = match a.out.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let name = a
+            .out
+            .file_name()
+            .with_context(|| format!("{} is not a file name", a.out.display()))?
+            .to_string_lossy()
+            .into_owned();
+        let aside = dir.join(format!(".{name}.partial-{}", uuid::Uuid::new_v4().simple()));
+        let file =
+            File::create(&aside).with_context(|| format!("cannot write {}", a.out.display()))?;
+        let done = export_to(
+            &settings,
+            &a.store.data,
+            a.skip_damaged,
+            BufWriter::new(file),
+        )
+        .and_then(|r| {
+            std::fs::rename(&aside, &a.out)
+                .with_context(|| format!("cannot write {}", a.out.display()))?;
+            Ok(r)
+        });
+        if done.is_err() {
+            let _ = std::fs::remove_file(&aside);
+        }
+        let (counts, damaged) =
+            done.with_context(|| format!("cannot export {what}; nothing was written"))?;
+        (counts, damaged, Box::new(std::io::stdout()))
+    };
+    let mut report = report;
+    let total: u64 = counts.values().sum();
+    writeln!(
+        report,
+        "exported {total} record(s) of {what}: {}",
+        counted(&counts)
+    )?;
+    for (table, key, error) in &damaged.0 {
+        writeln!(report, "left out record {key} of {table}: {error}")?;
+    }
+    Ok(())
+}
+
+pub fn import(a: ImportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let settings = recall::settings::load(a.store.config.as_deref())?;
+    super::init_logging("warn", settings.log.format);
+    let what = described(&settings, &a.store.data);
+    let input: Box<dyn std::io::BufRead> = if is_stdio(&a.file) {
+        Box::new(BufReader::new(std::io::stdin()))
+    } else {
+        let file =
+            File::open(&a.file).with_context(|| format!("cannot open {}", a.file.display()))?;
+        Box::new(BufReader::new(file))
+    };
+    let mut reader = ExportReader::new(input)
+        .with_context(|| format!("{} is not an export recall can read", a.file.display()))?;
+    let source = reader.header().source.clone();
+    let counts = match settings.store.kind {
+        StoreKind::Sled => import_folder(&a.store.data, &settings.store, &mut reader),
+        StoreKind::Postgres => runtime()?.block_on(async {
+            let pg = PgBackend::connect(&settings.store.postgres).await?;
+            pg.import_records(&mut reader).await
+        }),
+    }
+    .map_err(|e: TransferError| anyhow::Error::new(e))
+    .with_context(|| format!("cannot import {} into {what}", a.file.display()))?;
+    let total: u64 = counts.values().sum();
+    writeln!(
+        out,
+        "imported {total} record(s) exported from {source} into {what}: {}",
+        counted(&counts)
+    )?;
+    Ok(())
+}

@@ -586,8 +586,21 @@ fn export_and_import_move_a_sled_folder_into_postgres_and_back() -> Res {
     let before = context(&base)?;
     stop(child)?;
 
-    // The folder into PostgreSQL.
+    // A folder mistyped is an error, not an empty export, and is not
+    // made.
     let dump = dir.path().join("memory.jsonl");
+    let out = recall()
+        .args(["export", "--data"])
+        .arg(dir.path().join("oen"))
+        .arg("--out")
+        .arg(&dump)
+        .output()?;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8(out.stderr)?;
+    assert!(stderr.contains("no data folder"), "{stderr}");
+    assert!(!dir.path().join("oen").exists() && !dump.exists());
+
+    // The folder into PostgreSQL.
     let out = recall()
         .args(["export", "--data"])
         .arg(dir.path().join("one"))

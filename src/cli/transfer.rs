@@ -103,34 +103,43 @@ async fn pg_for_export(settings: &Settings) -> anyhow::Result<PgBackend> {
     Ok(pg)
 }
 
-/// Writes every record of the store to `out`; returns the counts and what
-/// was left out.
-fn export_to(
+/// Writes every record of the store to `out`; returns the counts, what
+/// was left out and the writer, flushed.
+fn export_to<W: Write>(
     settings: &Settings,
     data: &Path,
     skip_damaged: bool,
-    out: impl Write,
-) -> Result<(Counts, Damaged), anyhow::Error> {
+    out: W,
+) -> Result<(Counts, Damaged, W), anyhow::Error> {
     let mut damaged = Damaged::default();
     let skip = skip_damaged.then_some(&mut damaged);
-    let end = match settings.store.kind {
+    let (end, out) = match settings.store.kind {
         StoreKind::Sled => {
+            // Opening creates a folder that is missing: an export must
+            // not (a mistyped --data would export nothing, and say so
+            // as if that were the memory).
+            if !data.join("db").is_file() {
+                return Err(TransferError::NoFolder {
+                    path: data.to_path_buf(),
+                }
+                .into());
+            }
             let trees = Trees::open(data, &settings.store)
                 .with_context(|| format!("cannot open data folder {}", data.display()))?;
             let mut w = ExportWriter::new(out, "sled")?;
             let sink: &mut Sink<'_> = &mut |r| w.write(&r);
             trees.export_records(skip, sink)?;
-            w.finish()?.0
+            w.finish()?
         }
         StoreKind::Postgres => runtime()?.block_on(async {
             let pg = pg_for_export(settings).await?;
             let mut w = ExportWriter::new(out, "postgres")?;
             let sink: &mut Sink<'_> = &mut |r| w.write(&r);
             pg.export_records(skip, sink).await?;
-            anyhow::Ok(w.finish()?.0)
+            anyhow::Ok(w.finish()?)
         })?,
     };
-    Ok((end.counts, damaged))
+    Ok((end.counts, damaged, out))
 }
 
 pub fn export(a: ExportArgs) -> anyhow::Result<()> {
@@ -139,7 +148,7 @@ pub fn export(a: ExportArgs) -> anyhow::Result<()> {
     let what = described(&settings, &a.store.data);
     let (counts, damaged, report): (_, _, Box<dyn Write>) = if is_stdio(&a.out) {
         let stdout = std::io::stdout().lock();
-        let (counts, damaged) = export_to(
+        let (counts, damaged, _) = export_to(
             &settings,
             &a.store.data,
             a.skip_damaged,
@@ -168,10 +177,14 @@ pub fn export(a: ExportArgs) -> anyhow::Result<()> {
             a.skip_damaged,
             BufWriter::new(file),
         )
-        .and_then(|r| {
-            std::fs::rename(&aside, &a.out)
+        .and_then(|(counts, damaged, out)| {
+            // On the disk before it is put in place.
+            out.into_inner()
+                .map_err(|e| e.into_error())
+                .and_then(|f| f.sync_all())
+                .and_then(|()| std::fs::rename(&aside, &a.out))
                 .with_context(|| format!("cannot write {}", a.out.display()))?;
-            Ok(r)
+            Ok((counts, damaged))
         });
         if done.is_err() {
             let _ = std::fs::remove_file(&aside);
@@ -210,7 +223,8 @@ pub fn import(a: ImportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let counts = match settings.store.kind {
         StoreKind::Sled => import_folder(&a.store.data, &settings.store, &mut reader),
         StoreKind::Postgres => runtime()?.block_on(async {
-            let pg = PgBackend::connect(&settings.store.postgres).await?;
+            let pg = PgBackend::open(&settings.store.postgres).await?;
+            pg.prepare_import().await?;
             pg.import_records(&mut reader).await
         }),
     }

@@ -9,7 +9,7 @@ use futures::TryStreamExt;
 
 use super::super::transfer::{
     count, damaged, decode_for_export, Counts, Damaged, Record, Sink, Source, TransferError,
-    IMPORT_BATCH,
+    IMPORT_BATCH, PORTABLE_META,
 };
 use super::summaries::{AgentRow, AGENT_COLUMNS};
 use super::*;
@@ -71,6 +71,24 @@ struct Batches {
     dead: Vec<DeadLetter>,
     cursors: Vec<(String, i16, NaiveDate)>,
     inbox: Vec<(Vec<u8>, Uuid, String)>,
+    meta: Vec<String>,
+}
+
+/// An import's failed write: a key taken twice is the export's doing.
+fn duplicate(e: StoreError) -> TransferError {
+    if let StoreError::Postgres(sqlx::Error::Database(d)) = &e {
+        if d.code().as_deref() == Some("23505") {
+            let detail = d
+                .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                .and_then(|p| p.detail())
+                .unwrap_or_default()
+                .to_string();
+            return TransferError::Duplicate {
+                what: format!("a record of {} ({detail})", d.table().unwrap_or("a table")),
+            };
+        }
+    }
+    e.into()
 }
 
 /// Takes the rows out of `$rows` and gives their columns, one `Vec` each
@@ -99,6 +117,7 @@ impl Batches {
     fn push(&mut self, record: Record) -> Result<(), StoreError> {
         self.held += 1;
         match record {
+            Record::Meta { key } => self.meta.push(key),
             Record::Agent { agent_id, meta } => self.agents.push((agent_id, meta)),
             Record::Block { user_id, block } => self.blocks.push((user_id, block)),
             Record::Session(s) => self.sessions.push(s),
@@ -410,6 +429,16 @@ impl Batches {
             .execute(&mut **tx)
             .await?;
         }
+        if !self.meta.is_empty() {
+            let keys = std::mem::take(&mut self.meta);
+            sqlx::query(
+                "INSERT INTO meta (key, value) SELECT k, 'true' FROM UNNEST($1::text[]) AS x(k)
+                 ON CONFLICT (key) DO NOTHING",
+            )
+            .bind(&keys)
+            .execute(&mut **tx)
+            .await?;
+        }
         if !self.inbox.is_empty() {
             let (keys, ids, agents) = columns!(self.inbox, |(k, i, a)| (k, i, a));
             sqlx::query(
@@ -460,6 +489,14 @@ impl PgBackend {
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .execute(&mut *tx)
             .await?;
+        let marked: Vec<String> =
+            sqlx::query_scalar("SELECT key FROM meta WHERE key = ANY($1) ORDER BY key")
+                .bind(PORTABLE_META.as_slice())
+                .fetch_all(&mut *tx)
+                .await?;
+        for key in marked {
+            sink(Record::Meta { key })?;
+        }
         {
             let sql = format!("SELECT {AGENT_COLUMNS} FROM agents ORDER BY agent_id COLLATE \"C\"");
             let mut rows = sqlx::query_as::<_, AgentRow>(&sql).fetch(&mut *tx);
@@ -579,7 +616,15 @@ impl PgBackend {
             .fetch(&mut *tx);
             while let Some((id, bytes)) = rows.try_next().await? {
                 match StoredVector::decode(&bytes) {
-                    Some(v) => sink(Record::vector(id, v))?,
+                    Some(v) => match Record::vector(id, v) {
+                        Some(r) => sink(r)?,
+                        None => damaged(
+                            "embeddings",
+                            &id,
+                            "a value is not a number",
+                            skip.as_deref_mut(),
+                        )?,
+                    },
                     None => damaged(
                         "embeddings",
                         &id,
@@ -656,36 +701,60 @@ impl PgBackend {
         Ok(())
     }
 
-    /// Stores an export's records into the schema, which must hold none,
-    /// in one transaction: all of them or, on any error (a cut-short
-    /// export, a record stored twice), none. Refused while an instance
-    /// serves the schema.
-    pub async fn import_records(&self, source: &mut Source<'_>) -> Result<Counts, TransferError> {
-        let mut tx = self.pool.begin().await?;
-        // Two imports take turns (the second finds the first's records).
-        sqlx::query(
-            "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || chr(1) || 'import', 0))",
-        )
-        .execute(&mut *tx)
-        .await
-        ?;
-        let serving: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM instances
-             WHERE heartbeat_at > now() - make_interval(secs => lease_secs)",
-        )
-        .fetch_one(&mut *tx)
-        .await?;
-        if serving > 0 {
-            return Err(TransferError::InUse {
-                schema: self.schema.clone(),
-                instances: serving,
-            });
+    /// Refuses an import (changing nothing) while an instance serves the
+    /// schema or when it holds records; then applies the migrations. An
+    /// import calls it first: a schema at an older migration that is
+    /// refused is not migrated.
+    pub async fn prepare_import(&self) -> Result<(), TransferError> {
+        let version = self.schema_version().await?;
+        if version > 0 {
+            let mut tx = self.pool.begin().await?;
+            let checked = self.importable(&mut tx, version >= 2).await;
+            tx.rollback().await?;
+            checked?;
         }
-        if !Self::empty_in(&mut tx).await? {
+        self.migrate().await?;
+        Ok(())
+    }
+
+    /// Whether an import may go on: no instance serving (`instances`
+    /// exists from migration 2), no record stored. Holds `instances`
+    /// until the transaction ends, so an instance starting meanwhile
+    /// waits for the import to be committed or not.
+    async fn importable(&self, tx: &mut Tx<'_>, instances: bool) -> Result<(), TransferError> {
+        if instances {
+            sqlx::query("LOCK TABLE instances IN EXCLUSIVE MODE")
+                .execute(&mut **tx)
+                .await?;
+            let serving: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM instances
+                 WHERE heartbeat_at > now() - make_interval(secs => lease_secs)",
+            )
+            .fetch_one(&mut **tx)
+            .await?;
+            if serving > 0 {
+                return Err(TransferError::InUse {
+                    schema: self.schema.clone(),
+                    instances: serving,
+                });
+            }
+        }
+        if !Self::empty_in(tx).await? {
             return Err(TransferError::NotEmpty {
                 target: format!("PostgreSQL schema `{}`", self.schema),
             });
         }
+        Ok(())
+    }
+
+    /// Stores an export's records into the schema (migrated: see
+    /// [`PgBackend::prepare_import`]), which must hold none, in one
+    /// transaction: all of them or, on any error (a cut-short export, a
+    /// record stored twice), none. Refused while an instance serves the
+    /// schema; an instance starting meanwhile waits for it.
+    pub async fn import_records(&self, source: &mut Source<'_>) -> Result<Counts, TransferError> {
+        let mut tx = self.pool.begin().await?;
+        self.importable(&mut tx, true).await?;
         let mut counts = Counts::new();
         let mut batches = Batches::default();
         for record in source {
@@ -693,17 +762,10 @@ impl PgBackend {
             count(&mut counts, &record);
             batches.push(record)?;
             if batches.held >= IMPORT_BATCH {
-                batches.write(&mut tx).await?;
+                batches.write(&mut tx).await.map_err(duplicate)?;
             }
         }
-        batches.write(&mut tx).await?;
-        // The inbox came with the records: nothing to fill it with.
-        sqlx::query(
-            "INSERT INTO meta (key, value) VALUES ($1, 'true') ON CONFLICT (key) DO NOTHING",
-        )
-        .bind(keys::INBOX_BACKFILLED)
-        .execute(&mut *tx)
-        .await?;
+        batches.write(&mut tx).await.map_err(duplicate)?;
         tx.commit().await?;
         Ok(counts)
     }

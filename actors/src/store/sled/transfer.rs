@@ -3,6 +3,7 @@
 
 use super::super::transfer::{
     count, damaged, decode_for_export, Counts, Damaged, Record, Sink, Source, TransferError,
+    PORTABLE_META,
 };
 use super::*;
 
@@ -66,6 +67,11 @@ impl Trees {
         if let Some((user_id, _)) = self.pending_forgets()?.into_iter().next() {
             return Err(TransferError::PendingForget { user_id });
         }
+        for key in PORTABLE_META {
+            if self.meta.contains_key(key)? {
+                sink(Record::Meta { key: key.into() })?;
+            }
+        }
         for (table, tree) in self.record_trees() {
             for item in tree.iter() {
                 let (k, v) = item?;
@@ -114,7 +120,11 @@ impl Trees {
                     }
                     keys::TREE_EMBEDDINGS => {
                         match (Uuid::from_slice(&k), StoredVector::decode(&v)) {
-                            (Ok(id), Some(vector)) => Some(Record::vector(id, vector)),
+                            (Ok(id), Some(vector)) => match Record::vector(id, vector) {
+                                Some(r) => Some(r),
+                                None => damaged(table, &key, "a value is not a number", skip)
+                                    .map(|()| None)?,
+                            },
                             _ => damaged(table, &key, "not an encoded vector", skip)
                                 .map(|()| None)?,
                         }
@@ -174,16 +184,28 @@ impl Trees {
             count(&mut counts, &record);
             self.import_record(record)?;
         }
-        // The inbox came with the records: nothing to fill it with.
-        self.meta.insert(keys::INBOX_BACKFILLED, &[1u8])?;
+        // Every session is in the index (built as they came).
         self.meta.insert(keys::USER_SESSIONS_BUILT, &[1u8])?;
         Ok(counts)
     }
 
-    fn import_record(&self, record: Record) -> Result<(), StoreError> {
+    /// Stores one record with the index entries it needs; a record whose
+    /// key is taken already (the export holds it twice) is refused.
+    fn import_record(&self, record: Record) -> Result<(), TransferError> {
+        let kind = record.kind();
+        let once =
+            |tree: &::sled::Tree, key: &[u8], value: Vec<u8>| match tree.insert(key, value)? {
+                None => Ok(()),
+                Some(_) => Err(TransferError::Duplicate {
+                    what: format!("{kind} record {}", shown(key)),
+                }),
+            };
         match record {
+            Record::Meta { key } => {
+                self.meta.insert(key.as_bytes(), &[1u8])?;
+            }
             Record::Agent { agent_id, meta } => {
-                self.agents.insert(keys::agent(&agent_id), encode(&meta)?)?;
+                once(&self.agents, keys::agent(&agent_id), encode(&meta)?)?;
             }
             Record::Block { user_id, block } => {
                 let key = if user_id.is_empty() {
@@ -191,11 +213,11 @@ impl Trees {
                 } else {
                     keys::user_block(&block.agent_id, block.label, &user_id)
                 };
-                self.blocks.insert(key, encode(&block)?)?;
+                once(&self.blocks, &key, encode(&block)?)?;
             }
             Record::Session(rec) => {
                 let key = keys::session(rec.session_id);
-                self.sessions.insert(key, encode(&rec)?)?;
+                once(&self.sessions, &key, encode(&rec)?)?;
                 self.user_sessions.insert(keys::user_session(&rec), &[])?;
                 if rec.is_open() {
                     self.open.insert(key, &[])?;
@@ -205,33 +227,28 @@ impl Trees {
                 session_id,
                 seq,
                 turn,
-            } => {
-                self.turns
-                    .insert(keys::turn(session_id, seq), encode(&turn)?)?;
-            }
+            } => once(&self.turns, &keys::turn(session_id, seq), encode(&turn)?)?,
             Record::Summary(s) => {
                 let key = keys::summary_of(&s);
-                self.summaries.insert(key.as_slice(), encode(&s)?)?;
-                self.summary_index.insert(s.summary_id.as_bytes(), key)?;
+                once(&self.summary_index, s.summary_id.as_bytes(), key.clone())?;
+                once(&self.summaries, &key, encode(&s)?)?;
             }
             Record::Fact(f) => {
                 let key = keys::fact(&f.agent_id, &f.user_id, f.fact_id);
-                self.facts.insert(key.as_slice(), encode(&f)?)?;
-                self.fact_index.insert(f.fact_id.as_bytes(), key)?;
+                once(&self.fact_index, f.fact_id.as_bytes(), key.clone())?;
+                once(&self.facts, &key, encode(&f)?)?;
             }
             Record::Tombstone {
                 agent_id,
                 user_id,
                 content_hash,
             } => {
-                self.fact_tombstones
-                    .insert(keys::fact(&agent_id, &user_id, content_hash), &[])?;
+                let key = keys::fact(&agent_id, &user_id, content_hash);
+                once(&self.fact_tombstones, &key, Vec::new())?;
             }
             Record::Topic(t) => {
-                self.topics.insert(
-                    keys::topic(&t.agent_id, &t.user_id, t.topic_id),
-                    encode(&t)?,
-                )?;
+                let key = keys::topic(&t.agent_id, &t.user_id, t.topic_id);
+                once(&self.topics, &key, encode(&t)?)?;
             }
             Record::Vector {
                 item_id,
@@ -239,24 +256,21 @@ impl Trees {
                 values,
             } => {
                 let v = StoredVector { embedder, values };
-                self.embeddings
-                    .insert(keys::embedding(item_id), v.encode())?;
+                once(&self.embeddings, &keys::embedding(item_id), v.encode())?;
             }
             Record::Job(job) => {
-                self.queue
-                    .insert(keys::session(job.session_id), encode(&job)?)?;
+                once(&self.queue, &keys::session(job.session_id), encode(&job)?)?;
             }
-            Record::DeadLetter(letter) => {
-                self.dead
-                    .insert(keys::session(letter.session_id), encode(&letter)?)?;
+            Record::DeadLetter(d) => {
+                once(&self.dead, &keys::session(d.session_id), encode(&d)?)?;
             }
             Record::RollupCursor {
                 agent_id,
                 level,
                 period,
             } => {
-                self.rollup_cursors
-                    .insert(keys::rollup_cursor(&agent_id, level), encode(&period)?)?;
+                let key = keys::rollup_cursor(&agent_id, level);
+                once(&self.rollup_cursors, &key, encode(&period)?)?;
             }
             Record::Inbox {
                 at,
@@ -264,8 +278,8 @@ impl Trees {
                 item_id,
                 agent_id,
             } => {
-                self.rollup_inbox
-                    .insert(keys::inbox(at, item.code(), item_id), agent_id.as_bytes())?;
+                let key = keys::inbox(at, item.code(), item_id);
+                once(&self.rollup_inbox, &key, agent_id.into_bytes())?;
             }
         }
         Ok(())
@@ -309,10 +323,16 @@ pub fn import_folder(
         let counts = trees.import_records(source)?;
         trees.db.flush()?;
         drop(trees);
-        if dir.exists() {
-            std::fs::remove_dir(dir)?;
+        // Onto an empty folder a rename replaces it where the system
+        // allows; elsewhere the empty folder goes first.
+        if std::fs::rename(&aside, dir).is_err() {
+            if dir.exists() {
+                std::fs::remove_dir(dir)?;
+            }
+            std::fs::rename(&aside, dir)?;
         }
-        std::fs::rename(&aside, dir)?;
+        // The rename itself made durable.
+        std::fs::File::open(&parent)?.sync_all()?;
         Ok(counts)
     })();
     if built.is_err() {

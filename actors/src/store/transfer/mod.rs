@@ -13,8 +13,10 @@
 //!
 //! What is moved is what the records are: sessions, turns, summaries of
 //! every layer, facts and their tombstones, blocks, agents' bookkeeping,
-//! topics, vectors, queued reflections, dead letters, rollup cursors and
-//! the Rollup actor's inbox. What one process or instance holds for
+//! topics, vectors, queued reflections, dead letters, rollup cursors, the
+//! Rollup actor's inbox and the marker that says it was filled from what
+//! was stored before it ([`PORTABLE_META`]). What one process or instance
+//! holds for
 //! itself is not (sled's indexes, which are rebuilt from the records;
 //! PostgreSQL's instances, claims, leases and forget markers).
 
@@ -83,7 +85,16 @@ pub enum Record {
         item_id: Uuid,
         agent_id: String,
     },
+    /// A marker of the store's own (one of [`PORTABLE_META`]).
+    Meta {
+        key: String,
+    },
 }
+
+/// The store markers an export carries: [`keys::INBOX_BACKFILLED`] (a
+/// store without it queues its earlier summaries and facts for the Rollup
+/// actor when rollups first run, and so must the one it moves to).
+pub const PORTABLE_META: [&str; 1] = [keys::INBOX_BACKFILLED];
 
 /// What a [`Record::Inbox`] points at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,15 +138,26 @@ impl Record {
             Record::DeadLetter(_) => "dead_letter",
             Record::RollupCursor { .. } => "rollup_cursor",
             Record::Inbox { .. } => "inbox",
+            Record::Meta { .. } => "meta",
         }
     }
 
-    /// A stored vector as a record.
-    pub(crate) fn vector(item_id: Uuid, v: StoredVector) -> Record {
-        Record::Vector {
+    /// A stored vector as a record; `None` for one with a value that is
+    /// not a finite number (JSON has no way to write it).
+    pub(crate) fn vector(item_id: Uuid, v: StoredVector) -> Option<Record> {
+        let finite = v.values.iter().all(|x| x.is_finite());
+        finite.then_some(Record::Vector {
             item_id,
             embedder: v.embedder,
             values: v.values,
+        })
+    }
+
+    /// A [`Record::Meta`], checked: `None` for a marker not carried.
+    pub(crate) fn meta_key(&self) -> Option<&str> {
+        match self {
+            Record::Meta { key } => PORTABLE_META.iter().find(|k| *k == key).copied(),
+            _ => None,
         }
     }
 
@@ -189,7 +211,7 @@ enum Marker {
 pub enum TransferError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("cannot write or read the export")]
+    #[error("cannot write or read the export, or the folder imported into")]
     Io(#[from] std::io::Error),
     #[error("line {line} of the export: {message}")]
     Format { line: u64, message: String },
@@ -205,6 +227,12 @@ pub enum TransferError {
     },
     #[error("{target} already holds records: import into an empty store (a new data folder, or a schema nothing was stored in)")]
     NotEmpty { target: String },
+    #[error("the export holds {what} twice: nothing was imported")]
+    Duplicate { what: String },
+    #[error("the export holds a store marker this build does not know (`{key}`): import it with a newer recall")]
+    UnknownMeta { key: String },
+    #[error("no data folder at {path}")]
+    NoFolder { path: PathBuf },
     #[error("{instances} recall instance(s) serve schema `{schema}`: stop them before importing into it")]
     InUse { schema: String, instances: i64 },
     #[error("a forget of user {user_id} was begun in this data folder and not finished: start recall on the folder once (it finishes the forget), then export")]
@@ -339,7 +367,14 @@ pub struct ExportReader<R: BufRead> {
 impl<R: BufRead> ExportReader<R> {
     pub fn new(mut input: R) -> Result<Self, TransferError> {
         let mut buf = String::new();
-        if input.read_line(&mut buf)? == 0 {
+        let read = input.read_line(&mut buf).map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidData => TransferError::Format {
+                line: 1,
+                message: "not UTF-8 text: not a recall export".into(),
+            },
+            _ => e.into(),
+        })?;
+        if read == 0 {
             return Err(TransferError::Format {
                 line: 1,
                 message: "the file is empty; an export starts with its header line".into(),
@@ -416,13 +451,29 @@ impl<R: BufRead> ExportReader<R> {
         Ok(())
     }
 
+    /// The next line into `buf`; false at the end of the input. A line
+    /// that is not UTF-8 is a format error, named by its number.
+    fn read_line(&mut self) -> Result<bool, TransferError> {
+        self.buf.clear();
+        match self.input.read_line(&mut self.buf) {
+            Ok(0) => Ok(false),
+            Ok(_) => {
+                self.line += 1;
+                Ok(true)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Err(TransferError::Format {
+                line: self.line + 1,
+                message: "not UTF-8 text".into(),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     fn next_record(&mut self) -> Result<Option<Record>, TransferError> {
         loop {
-            self.buf.clear();
-            if self.input.read_line(&mut self.buf)? == 0 {
+            if !self.read_line()? {
                 return Err(TransferError::Truncated { line: self.line });
             }
-            self.line += 1;
             let text = self.buf.trim_end_matches(['\n', '\r']);
             if text.is_empty() {
                 continue;
@@ -439,16 +490,13 @@ impl<R: BufRead> ExportReader<R> {
                 };
                 self.check_end(&end)?;
                 // Nothing may follow it.
-                self.buf.clear();
-                while self.input.read_line(&mut self.buf)? > 0 {
-                    self.line += 1;
+                while self.read_line()? {
                     if !self.buf.trim().is_empty() {
                         return Err(TransferError::Format {
                             line: self.line,
                             message: "a line after the end line".into(),
                         });
                     }
-                    self.buf.clear();
                 }
                 return Ok(None);
             }
@@ -456,6 +504,11 @@ impl<R: BufRead> ExportReader<R> {
                 line: self.line,
                 message: e.to_string(),
             })?;
+            if let Record::Meta { key } = &record {
+                if record.meta_key().is_none() {
+                    return Err(TransferError::UnknownMeta { key: key.clone() });
+                }
+            }
             *self.counts.entry(record.kind().to_string()).or_default() += 1;
             return Ok(Some(record));
         }
@@ -577,6 +630,22 @@ mod tests {
         assert!(matches!(
             read(newer.as_bytes()),
             Err(TransferError::NewerExport { .. })
+        ));
+        let mut not_text = export(&[record()]);
+        let at = not_text.len() - 5;
+        not_text.splice(at..at, [0xff, 0xfe]);
+        assert!(matches!(
+            read(&not_text),
+            Err(TransferError::Format { line: 3, .. })
+        ));
+        let header = String::from_utf8(export(&[])).unwrap();
+        let unknown = format!(
+            "{}\n{{\"meta\":{{\"key\":\"later\"}}}}\n",
+            header.lines().next().unwrap()
+        );
+        assert!(matches!(
+            read(unknown.as_bytes()),
+            Err(TransferError::UnknownMeta { key }) if key == "later"
         ));
         let bytes = export(&[record()]);
         let mut more = bytes.clone();

@@ -20,6 +20,8 @@ struct Filled {
 
 /// Stores every record kind, through the backend's own writes.
 async fn fill(b: &dyn Backend) -> Filled {
+    // As a runtime with rollups does at its first start (a marker).
+    b.backfill_inbox().await.unwrap();
     // A call still open (its process died): its turns.
     let live = opened(1, "kairix", "mark", 0);
     b.open_session(&live).await.unwrap();
@@ -275,6 +277,7 @@ async fn every_record_kind_moves_from_sled_to_postgres_and_back() {
             "fact",
             "inbox",
             "job",
+            "meta",
             "rollup_cursor",
             "session",
             "summary",
@@ -296,7 +299,7 @@ async fn every_record_kind_moves_from_sled_to_postgres_and_back() {
     let from_pg = export_pg(&pg).await;
     assert_eq!(records_of(&from_pg), records, "the same records");
     assert_eq!(reads(&pg, &filled).await, sled_reads, "read the same way");
-    // nothing to fill the inbox with: it came with the records
+    // the inbox came with the records, and its marker
     assert_eq!(pg.backfill_inbox().await.unwrap(), 0);
 
     // and back, into a new sled folder
@@ -347,8 +350,7 @@ async fn an_import_into_postgres_is_all_or_nothing() {
     let twice = w.finish().unwrap().1;
     let err = pg.import_records(&mut reader(&twice)).await.unwrap_err();
     assert!(
-        matches!(&err, TransferError::Store(StoreError::Postgres(e))
-            if e.to_string().contains("duplicate key")),
+        matches!(&err, TransferError::Duplicate { what } if what.contains("already exists")),
         "{err}"
     );
     assert!(pg.is_empty().await.unwrap(), "nothing imported");
@@ -368,7 +370,39 @@ async fn an_import_into_postgres_is_all_or_nothing() {
     let before = records_of(&export_pg(&pg).await);
     let err = pg.import_records(&mut reader(&bytes)).await.unwrap_err();
     assert!(matches!(err, TransferError::NotEmpty { .. }), "{err}");
+    let err = pg.prepare_import().await.unwrap_err();
+    assert!(matches!(err, TransferError::NotEmpty { .. }), "{err}");
     assert_eq!(records_of(&export_pg(&pg).await), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_never_filled_its_inbox_moves_without_the_marker() {
+    // Served with rollups off: the inbox was never filled from what was
+    // stored before it, and must still be where the records go.
+    let dir = tempfile::tempdir().unwrap();
+    let mut trees = Trees::open(dir.path(), &StoreSettings::default()).unwrap();
+    trees.fill_inbox = false;
+    let (call_id, summary) = call("mark", 6);
+    let facts = [fact(
+        "mark",
+        "Mark sails on Sundays",
+        Some("hobby"),
+        call_id,
+    )];
+    trees.complete_reflection(&summary, &[], &facts).unwrap();
+    let bytes = export_bytes("sled", |sink| trees.export_records(None, sink));
+    assert!(!String::from_utf8_lossy(&bytes)
+        .lines()
+        .any(|l| l.starts_with("{\"meta\":")));
+    let schema = TestSchema::new();
+    let pg = PgBackend::connect(&schema.settings).await.unwrap();
+    pg.import_records(&mut reader(&bytes)).await.unwrap();
+    assert_eq!(
+        pg.backfill_inbox().await.unwrap(),
+        2,
+        "the summary and the fact"
+    );
+    assert_eq!(trees.backfill_inbox().unwrap(), 2);
 }
 
 #[tokio::test]
@@ -394,6 +428,20 @@ async fn an_import_into_a_sled_folder_is_all_or_nothing() {
         .collect();
     beside.sort();
     assert_eq!(beside, ["source"], "nothing left aside");
+
+    // a record twice
+    let all: Vec<Record> = reader(&bytes).map(Result::unwrap).collect();
+    let mut w = ExportWriter::new(Vec::new(), "sled").unwrap();
+    for r in all.iter().chain(all.iter().find(|r| r.kind() == "fact")) {
+        w.write(r).unwrap();
+    }
+    let twice = w.finish().unwrap().1;
+    let err = import_folder(&target, &StoreSettings::default(), &mut reader(&twice)).unwrap_err();
+    assert!(
+        matches!(&err, TransferError::Duplicate { what } if what.starts_with("fact record")),
+        "{err}"
+    );
+    assert!(!target.exists(), "no folder");
 
     // an empty folder is taken; one holding anything is not
     std::fs::create_dir(&target).unwrap();
@@ -428,6 +476,12 @@ async fn a_damaged_record_stops_an_export_unless_it_is_skipped() {
         .summaries
         .insert(b"kairix\0\x00garbage", &b"{not json"[..])
         .unwrap();
+    // a vector JSON cannot hold
+    let nan = StoredVector {
+        embedder: "test".into(),
+        values: vec![f32::NAN, 1.0],
+    };
+    trees.put_vectors(&[(filled.kept_fact, nan)]).unwrap();
     let mut w = ExportWriter::new(Vec::new(), "sled").unwrap();
     let err = trees
         .export_records(None, &mut |r| w.write(&r))
@@ -440,8 +494,8 @@ async fn a_damaged_record_stops_an_export_unless_it_is_skipped() {
     let bytes = export_bytes("sled", |sink| {
         trees.export_records(Some(&mut damaged), sink)
     });
-    assert_eq!(damaged.0.len(), 1);
-    assert_eq!(damaged.0[0].0, "summaries");
+    let tables: Vec<&str> = damaged.0.iter().map(|(t, _, _)| t.as_str()).collect();
+    assert_eq!(tables, ["summaries", "embeddings"]);
     // the rest moved
     let target = dir.path().join("moved");
     import_folder(&target, &StoreSettings::default(), &mut reader(&bytes)).unwrap();

@@ -287,6 +287,8 @@ pub trait HierarchyStore: Send + Sync {
         agent_id: &str,
         level: Level,
     ) -> Result<Option<NaiveDate>, StoreError>;
+    /// Moves the cursor forward to `period`, never back: a run that went
+    /// on after its lease lapsed cannot undo a newer run's progress.
     async fn set_rollup_cursor(
         &self,
         agent_id: &str,

@@ -697,6 +697,14 @@ async fn rollups_are_stored_once_and_supersede_their_older_version(h: &Harness) 
         b.rollup_cursor("kairix", Level::Daily).await.unwrap(),
         day.succ_opt()
     );
+    // never back (a run whose lease lapsed, finishing late)
+    b.set_rollup_cursor("kairix", Level::Daily, day)
+        .await
+        .unwrap();
+    assert_eq!(
+        b.rollup_cursor("kairix", Level::Daily).await.unwrap(),
+        day.succ_opt()
+    );
     assert!(b
         .rollup_cursor("kairix", Level::Weekly)
         .await

@@ -84,7 +84,8 @@ impl HierarchyStore for PgBackend {
         self.write_turns().await?;
         sqlx::query(
             "INSERT INTO rollup_cursors (agent_id, level, period) VALUES ($1, $2, $3)
-             ON CONFLICT (agent_id, level) DO UPDATE SET period = $3",
+             ON CONFLICT (agent_id, level)
+             DO UPDATE SET period = GREATEST(rollup_cursors.period, EXCLUDED.period)",
         )
         .bind(agent_id)
         .bind(level_code(level))

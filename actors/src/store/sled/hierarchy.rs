@@ -73,8 +73,20 @@ impl Trees {
         level: Level,
         period: NaiveDate,
     ) -> Result<(), StoreError> {
+        let key = keys::rollup_cursor(agent_id, level);
+        let value = encode(&period)?;
+        // Forward only (see `HierarchyStore::set_rollup_cursor`); a stored
+        // value that does not decode is replaced.
         self.rollup_cursors
-            .insert(keys::rollup_cursor(agent_id, level), encode(&period)?)?;
+            .fetch_and_update(&key, |old| match old {
+                Some(v)
+                    if serde_json::from_slice::<NaiveDate>(v)
+                        .is_ok_and(|stored| stored > period) =>
+                {
+                    Some(v.to_vec())
+                }
+                _ => Some(value.clone()),
+            })?;
         Ok(())
     }
 

@@ -16,9 +16,8 @@
 //! topics, vectors, queued reflections, dead letters, rollup cursors, the
 //! Rollup actor's inbox and the marker that says it was filled from what
 //! was stored before it ([`PORTABLE_META`]). What one process or instance
-//! holds for
-//! itself is not (sled's indexes, which are rebuilt from the records;
-//! PostgreSQL's instances, claims, leases and forget markers).
+//! holds for itself is not (sled's indexes, which are rebuilt from the
+//! records; PostgreSQL's instances, claims, leases and forget markers).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};

@@ -13,28 +13,76 @@ use common::{listening, recall, TestSchema};
 
 type Res = anyhow::Result<()>;
 
-/// A call of Mark's with kairix (where his sister lives, his new job),
-/// ended; returns once its summary is stored.
-async fn call_mark_and_wait_for_its_summary(http: &reqwest::Client, base: &str) -> Res {
-    http.post(format!("{base}/v1/sessions"))
-        .json(&serde_json::json!({"agent_id": "kairix", "user_id": "mark", "connection_id": "c1"}))
+/// A finished command's standard output, once it is known to have
+/// succeeded (what it printed is shown if not).
+fn succeeded(out: std::process::Output) -> anyhow::Result<String> {
+    let stdout = String::from_utf8(out.stdout)?;
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(stdout)
+}
+
+/// Starts a session of `user` with kairix on connection `conn`; its id.
+async fn start_call(
+    http: &reqwest::Client,
+    base: &str,
+    user: &str,
+    conn: &str,
+) -> anyhow::Result<String> {
+    let v: serde_json::Value = http
+        .post(format!("{base}/v1/sessions"))
+        .json(&serde_json::json!({"agent_id": "kairix", "user_id": user, "connection_id": conn}))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    Ok(v["session_id"].as_str().expect("an id").to_string())
+}
+
+/// Records a turn on connection `conn` (answered once it is flushed when
+/// `durable`).
+async fn say(
+    http: &reqwest::Client,
+    base: &str,
+    conn: &str,
+    said: &str,
+    answer: &str,
+    durable: bool,
+) -> Res {
+    http.post(format!(
+        "{base}/v1/connections/{conn}/turns?durable={durable}"
+    ))
+    .json(&serde_json::json!({"user_message": said, "agent_response": answer}))
+    .send()
+    .await?
+    .error_for_status()?;
+    Ok(())
+}
+
+/// Ends the session on connection `conn`.
+async fn end_call(http: &reqwest::Client, base: &str, conn: &str) -> Res {
+    http.post(format!("{base}/v1/connections/{conn}/end"))
         .send()
         .await?
         .error_for_status()?;
+    Ok(())
+}
+
+/// A call of Mark's with kairix (where his sister lives, his new job),
+/// ended; returns once its summary is stored.
+async fn call_mark_and_wait_for_its_summary(http: &reqwest::Client, base: &str) -> Res {
+    start_call(http, base, "mark", "c1").await?;
     for (said, answer) in [
         ("My sister Leela moved to Lisbon", "Lisbon is lovely"),
         ("I start at Globex on Monday", "Congratulations"),
     ] {
-        http.post(format!("{base}/v1/connections/c1/turns?durable=true"))
-            .json(&serde_json::json!({"user_message": said, "agent_response": answer}))
-            .send()
-            .await?
-            .error_for_status()?;
+        say(http, base, "c1", said, answer, true).await?;
     }
-    http.post(format!("{base}/v1/connections/c1/end"))
-        .send()
-        .await?
-        .error_for_status()?;
+    end_call(http, base, "c1").await?;
     // The reflection runs in the background: wait for its summary.
     let started = std::time::Instant::now();
     loop {
@@ -154,12 +202,7 @@ fn serve_over_postgres_migrates_reports_the_database_and_keeps_memory_across_res
     );
     for expect in [all.as_str(), "0 migration(s) applied"] {
         let out = recall().arg("migrate").envs(schema.env()).output()?;
-        let stdout = String::from_utf8(out.stdout)?;
-        assert!(
-            out.status.success(),
-            "{stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stdout = succeeded(out)?;
         assert!(stdout.contains(expect), "{stdout}");
     }
     let serve = |data: &str| {
@@ -271,36 +314,17 @@ fn three_instances_share_one_database_and_take_over_from_one_killed() -> Res {
         leave_open: bool,
         durable: &Mutex<Vec<(String, String)>>,
     ) -> anyhow::Result<String> {
-        let v: serde_json::Value = http
-            .post(format!("{base}/v1/sessions"))
-            .json(
-                &serde_json::json!({"agent_id": "kairix", "user_id": user, "connection_id": conn}),
-            )
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await?;
-        let sid = v["session_id"].as_str().expect("an id").to_string();
+        let sid = start_call(http, base, user, conn).await?;
         for t in 0..turns {
             let said = format!("{user} in call {conn} says thing {t} about Lisbon");
             let durable_turn = t == 1;
-            http.post(format!(
-                "{base}/v1/connections/{conn}/turns?durable={durable_turn}"
-            ))
-            .json(&serde_json::json!({"user_message": said, "agent_response": "noted"}))
-            .send()
-            .await?
-            .error_for_status()?;
+            say(http, base, conn, &said, "noted", durable_turn).await?;
             if durable_turn {
                 durable.lock().unwrap().push((sid.clone(), said));
             }
         }
         if !leave_open {
-            http.post(format!("{base}/v1/connections/{conn}/end"))
-                .send()
-                .await?
-                .error_for_status()?;
+            end_call(http, base, conn).await?;
         }
         Ok(sid)
     }
@@ -486,28 +510,33 @@ fn three_instances_share_one_database_and_take_over_from_one_killed() -> Res {
         let ctx = format!("{b}/v1/agents/kairix/users/late/context");
         // B has the user's context cached.
         http.get(&ctx).send().await?.error_for_status()?;
-        http.post(format!("{a}/v1/sessions"))
-            .json(&serde_json::json!({"agent_id": "kairix", "user_id": "late", "connection_id": "late-1"}))
-            .send()
-            .await?
-            .error_for_status()?;
-        http.post(format!("{a}/v1/connections/late-1/turns"))
-            .json(&serde_json::json!({"user_message": "We sail to Zanzibar in May", "agent_response": "Lovely"}))
-            .send()
-            .await?
-            .error_for_status()?;
-        http.post(format!("{a}/v1/connections/late-1/end"))
-            .send()
-            .await?
-            .error_for_status()?;
+        start_call(&http, a, "late", "late-1").await?;
+        say(
+            &http,
+            a,
+            "late-1",
+            "We sail to Zanzibar in May",
+            "Lovely",
+            false,
+        )
+        .await?;
+        end_call(&http, a, "late-1").await?;
         // Stored on A: its own context has it.
         let stored = Instant::now();
         loop {
-            let v = http.get(format!("{a}/v1/agents/kairix/users/late/context")).send().await?.text().await?;
+            let v = http
+                .get(format!("{a}/v1/agents/kairix/users/late/context"))
+                .send()
+                .await?
+                .text()
+                .await?;
             if v.contains("Zanzibar") {
                 break;
             }
-            assert!(stored.elapsed() < Duration::from_secs(10), "A never had it: {v}");
+            assert!(
+                stored.elapsed() < Duration::from_secs(10),
+                "A never had it: {v}"
+            );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let on_a = Instant::now();
@@ -607,12 +636,7 @@ fn export_and_import_move_a_sled_folder_into_postgres_and_back() -> Res {
         .arg("--out")
         .arg(&dump)
         .output()?;
-    let stdout = String::from_utf8(out.stdout)?;
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = succeeded(out)?;
     assert!(
         stdout.contains("1 session") && stdout.contains("2 turn"),
         "{stdout}"
@@ -622,12 +646,7 @@ fn export_and_import_move_a_sled_folder_into_postgres_and_back() -> Res {
         .arg(&dump)
         .envs(schema.env())
         .output()?;
-    let stdout = String::from_utf8(out.stdout)?;
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = succeeded(out)?;
     assert!(
         stdout.contains("exported from sled into PostgreSQL"),
         "{stdout}"
@@ -675,12 +694,7 @@ fn export_and_import_move_a_sled_folder_into_postgres_and_back() -> Res {
         &mut import.stdin.take().expect("piped stdin"),
         &exported.stdout,
     )?;
-    let out = import.wait_with_output()?;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(import.wait_with_output()?)?;
     let mut child = serve("two", false)?;
     let base = listening(&mut child)?;
     let back = context(&base)?;

@@ -10,6 +10,8 @@
 //! - [`settings`]: the settings tree, defaults and validation.
 //! - [`period`]: local days and weeks in an agent's time zone.
 //! - [`topics`]: incremental topic clustering.
+//! - [`retrieval`]: what a context read finds for the message (query,
+//!   ranking, hit shaping) and what fits the budget (selection).
 //! - [`search`]: the archival search index (BM25 and embeddings).
 //! - [`rollup`]: `RollupActor`, daily and weekly rollups and topics on
 //!   timers.
@@ -38,6 +40,7 @@ pub mod prompt;
 pub mod reflect;
 pub mod reflector;
 pub mod registry;
+pub mod retrieval;
 pub mod rollup;
 pub mod search;
 pub mod session;

@@ -5,11 +5,9 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use recall_actors::context::{
-    cut_text, select, CharEstimate, ContextItem, PreparedFacts, Retrieved, Role, Selection, Source,
-    Tier,
-};
+use recall_actors::context::{CharEstimate, ContextItem, PreparedFacts, Role, Source, Tier};
 use recall_actors::model::ConversationSummary;
+use recall_actors::retrieval::{cut_text, select, Retrieved, Selection};
 use recall_actors::search::{AgentIndex, DocKind, Ranking, SearchIndex, SearchQuery};
 use uuid::Uuid;
 

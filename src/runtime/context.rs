@@ -16,19 +16,22 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use chrono::{DateTime, Datelike, Duration, Timelike, Utc};
+use chrono::{DateTime, Duration, Utc};
 use ractor::call_t;
 use recall_actors::context::{
     distinct_summary_indices, fact_item, live_summary_item, prepare_blocks, prepare_summary,
-    prepare_turns, select, AssembledContext, CharEstimate, ContextItem, PreparedFacts, Retrieved,
-    Selection, Source, SummarySentences, Tier, TokenCounter,
+    prepare_turns, AssembledContext, CharEstimate, ContextItem, PreparedFacts, Source,
+    TokenCounter,
 };
 use recall_actors::embed::StoredVector;
 use recall_actors::model::{
     BlockLabel, ConversationSummary, ConversationTurn, EarlierValue, FactRecord, MemoryBlock,
     SummaryType, Topic,
 };
-use recall_actors::search::{DocKind, Ranking, Recency, RelatedWords, SearchQuery, TurnRef};
+use recall_actors::retrieval::{
+    self, select, PreparedTurn, Retrieved, Selection, Shaping, SummarySentences,
+};
+use recall_actors::search::TurnRef;
 use recall_actors::session::SessionMsg;
 use recall_actors::store::{
     read_blocking, ContextParts, CurrentFacts, Parts, Stamp, StoreError, StoredBlocks,
@@ -202,22 +205,6 @@ impl QueryVectors {
             }
         }
     }
-}
-
-/// A stored turn prepared as a retrieved item, with what retrieval asks
-/// of it.
-struct PreparedTurn {
-    seq: u32,
-    item: ContextItem,
-    at: DateTime<Utc>,
-    /// Its exchange ([`exchange_key`]); `None` when the user said nothing.
-    key: Option<u64>,
-    /// Whether the agent's answer asks something (the user's next turn
-    /// answers it).
-    asks: bool,
-    /// Its user's sentences, as
-    /// [`said_key`](recall_actors::reflect::extractive::said_key)s.
-    said: Box<[u64]>,
 }
 
 /// What a [`Held`] holds.
@@ -983,40 +970,7 @@ impl Runtime {
         if message.trim().is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        let mut text = recall_actors::search::without_question_framing(message);
-        for w in live_words {
-            text.push('\n');
-            text.push_str(w);
-        }
-        // The people and pets the message names by what they are to the
-        // user are also looked for by name: "my brother" finds "Rob's
-        // transferring to Aberdeen" once a fact says the brother is Rob.
-        if !src.names.is_empty() {
-            let asked: Vec<String> = recall_actors::search::tokens(message).collect();
-            let mut added: Vec<&str> = Vec::new();
-            for (what, name) in src.names.iter() {
-                if asked.contains(what) && !added.contains(&name.as_str()) {
-                    added.push(name);
-                    text.push('\n');
-                    text.push_str(name);
-                }
-            }
-        }
-        let query = SearchQuery {
-            text,
-            kinds: vec![
-                DocKind::Turn,
-                DocKind::Fact,
-                DocKind::Session,
-                DocKind::Daily,
-                DocKind::Weekly,
-                DocKind::Topic,
-            ],
-            user_id: Some(user_id.to_string()),
-            since: None,
-            until: None,
-            limit,
-        };
+        let query = retrieval::query(message, live_words, &src.names, user_id, limit);
         let vector = self.query_vector(message).await;
         let index = self.agent_index(agent_id).await?;
         let hits = {
@@ -1024,185 +978,32 @@ impl Runtime {
             ix.search(
                 &query,
                 vector.as_deref(),
-                Ranking {
-                    keyword_weight: if vector.is_some() {
-                        settings.retrieval_keyword_weight
-                    } else {
-                        1.0
-                    },
-                    dense: if vector.is_some() { limit } else { 0 },
-                    exhaustive: false,
-                    related: Some(RelatedWords {
-                        per_word: settings.retrieval_related_words,
-                        min_similarity: settings.retrieval_related_similarity,
-                        max_postings: RELATED_POSTINGS,
-                    }),
-                    distinct: true,
-                    // "Where do I live now?": the turns that told a move.
-                    changes: recall_actors::text::asked_in(message),
-                    expects: recall_actors::text::expected_in(message),
-                    candidates: limit,
-                    // A word in more than a twentieth of the agent's
-                    // items (said in passing in many calls) ranks little
-                    // and costs the most. (On the answer-recall set a
-                    // tenth and a twentieth find the same answers on the
-                    // default embedder, a question fewer on each split
-                    // with the static vectors; at 100,000 turns a
-                    // twentieth reads in three quarters of the time.)
-                    max_term_share: 0.05,
-                    recency: Some(Recency {
-                        now,
-                        weight: settings.retrieval_recency_weight,
-                        half_life_days: settings.retrieval_half_life_days,
-                    }),
-                },
+                retrieval::ranking(settings, message, vector.is_some(), now),
             )
         };
         let counter = &CharEstimate;
         let trees = &self.reader()?;
-        let mut out = Vec::with_capacity(hits.len());
-        // A day, week or topic of one call reads like its session summary:
-        // show the words once.
-        let mut seen_sentences = std::collections::HashSet::new();
-        let asked = recall_actors::context::stem_keys(&query.text);
-        // Turns shown, as hits or as the turn either side of one.
-        let mut shown_turns = std::collections::HashSet::new();
-        // What was said, once: the same exchange again in another call
-        // ("Hi, I'm on my break") would only take the room of something
-        // else. The best-ranked copy is the one shown.
-        let mut said = std::collections::HashSet::new();
-        // The turns either side of each hit: the one before often holds
-        // what a reply is about ("little sister. she's fine" follows "mere
-        // rang. the wind took her trampoline"), the one after the rest of
-        // what was said (the name after "I had brunch with my oldest
-        // friend"). Where the agent asked and the user answered, the two
-        // turns are one statement and come together, right after the hit;
-        // the others after every hit, in the hits' order, if room is left.
-        // Each exchange once, like the hits.
-        let mut around: Vec<(Retrieved, Option<u64>)> = Vec::new();
-        let shown =
-            |r: TurnRef| skip_session.is_some_and(|(s, first)| s == r.session_id && r.seq >= first);
-        // The retrieved turns, and what their users said: a summary's
-        // quote of a turn retrieved too is left to the turn, which shows it
-        // with its date and the turns around it, where the turn ranks (a
-        // summary's quotes rank higher than the turn they quote: the
-        // summary says their words again in its headline, and it is newer
-        // than the call).
-        let mut turns_hit = HashMap::new();
-        let mut restated = std::collections::HashSet::new();
-        for h in &hits {
-            if let (DocKind::Turn, Some(r)) = (h.kind, h.turn) {
-                if shown(r) || turns_hit.contains_key(&r) {
-                    continue;
-                }
-                let around = self.turns_around(&**trees, user_id, r, cached).await?;
-                if let Some(t) = around.iter().find(|t| t.seq == r.seq) {
-                    restated.extend(t.said.iter().copied());
-                }
-                turns_hit.insert(r, around);
-            }
+        let mut around = HashMap::new();
+        for r in retrieval::turns_to_read(&hits, skip_session) {
+            around.insert(r, self.turns_around(&**trees, user_id, r, cached).await?);
         }
-        for h in hits {
-            let item = match (h.kind, h.turn) {
-                (DocKind::Turn, Some(r)) => {
-                    if shown(r) || !shown_turns.insert((r.session_id, r.seq)) {
-                        continue;
-                    }
-                    let mut hit = None;
-                    let mut sides = Vec::with_capacity(2);
-                    let Some(around_hit) = turns_hit.remove(&r) else {
-                        continue;
-                    };
-                    // The agent's question and the user's answer to it are
-                    // one statement ("Is Oskar your roommate?" "ya since
-                    // 2023"): a hit whose answer asks takes the user's next
-                    // turn along, a hit that answers takes the turn that
-                    // asked (dev 85.6 -> 87.1 % at 2,000 tokens).
-                    let hit_asks = around_hit.iter().any(|t| t.seq == r.seq && t.asks);
-                    let mut attached = Vec::new();
-                    for t in around_hit.iter() {
-                        let at = TurnRef {
-                            session_id: r.session_id,
-                            seq: t.seq,
-                        };
-                        if t.seq == r.seq {
-                            hit = Some(t);
-                        } else if !shown(at) {
-                            // (those in the turns tier already are not
-                            // shown again)
-                            let joined = if t.seq < r.seq { t.asks } else { hit_asks };
-                            (if joined { &mut attached } else { &mut sides }).push((
-                                Retrieved {
-                                    item: t.item.clone(),
-                                    at: t.at,
-                                },
-                                t.key,
-                            ));
-                        }
-                    }
-                    let Some(t) = hit else {
-                        continue;
-                    };
-                    // The agent's answer too: "Derek." said to two questions
-                    // is two things.
-                    if t.key.is_some_and(|k| !said.insert(k)) {
-                        continue;
-                    }
-                    around.extend(sides);
-                    out.push(Retrieved {
-                        item: t.item.clone(),
-                        at: h.period_start,
-                    });
-                    for (a, key) in attached {
-                        if let Source::StoredTurn { session, seq } = a.item.source {
-                            if shown_turns.insert((session, seq))
-                                && key.is_none_or(|k| said.insert(k))
-                            {
-                                out.push(a);
-                            }
-                        }
-                    }
-                    continue;
-                }
-                (DocKind::Fact, _) => match src.facts.get(h.id) {
-                    Some(i) => ContextItem {
-                        tier: Tier::Retrieved,
-                        ..i.clone()
-                    },
-                    None => continue,
-                },
-                // The user's current summaries are those the sources hold.
-                (_, _) => match src.summary_at.get(&h.id).map(|&i| &src.stored_summaries[i]) {
-                    Some(s) => match recall_actors::context::summary_excerpt(
-                        s,
-                        &self.summary_sentences(s, cached),
-                        &asked,
-                        SUMMARY_SENTENCES,
-                        &mut seen_sentences,
-                        &restated,
-                        counter,
-                    ) {
-                        Some(item) => item,
-                        None => continue,
-                    },
-                    _ => continue,
-                },
-            };
-            out.push(Retrieved {
-                item,
-                at: h.period_start,
-            });
-        }
-        for (a, key) in around {
-            if let Source::StoredTurn { session, seq } = a.item.source {
-                // A greeting said in every call comes beside many hits:
-                // once is enough.
-                if shown_turns.insert((session, seq)) && key.is_none_or(|k| said.insert(k)) {
-                    out.push(a);
-                }
-            }
-        }
-        Ok(out)
+        let summary = |id: Uuid| {
+            src.summary_at.get(&id).map(|&i| {
+                let s = &src.stored_summaries[i];
+                (s.clone(), self.summary_sentences(s, cached))
+            })
+        };
+        Ok(retrieval::shape(
+            Shaping {
+                hits,
+                around,
+                skip_session,
+                asked: &query.text,
+                facts: &src.facts,
+                summary: &summary,
+            },
+            counter,
+        ))
     }
 }
 
@@ -1367,45 +1168,17 @@ impl Runtime {
         } else {
             None
         };
-        let turns: Arc<[PreparedTurn]> = trees
-            .turns_around(r.session_id, r.seq)
-            .await?
-            .into_iter()
-            .map(|(seq, t)| PreparedTurn {
-                seq,
-                item: retrieved_turn(
-                    user_id,
-                    TurnRef {
-                        session_id: r.session_id,
-                        seq,
-                    },
-                    &t,
-                ),
-                at: t.timestamp,
-                key: (!t.user_message.trim().is_empty()).then(|| exchange_key(&t)),
-                asks: asks_question(&t.agent_response),
-                said: recall_actors::text::sentences(&t.user_message)
-                    .iter()
-                    .map(|s| recall_actors::reflect::extractive::said_key(s))
-                    .collect(),
-            })
-            .collect();
+        let turns = retrieval::prepare_around(
+            user_id,
+            r.session_id,
+            trees.turns_around(r.session_id, r.seq).await?,
+        );
         if let Some(generation) = generation {
             held.put(r, turns.clone(), generation);
         }
         Ok(turns)
     }
 }
-
-/// The sentences of a retrieved summary shown at most (see
-/// [`recall_actors::context::summary_excerpt`]).
-const SUMMARY_SENTENCES: usize = 5;
-
-/// What the related words of a message may cost: the items holding them,
-/// in all, the rarest words taken first (no question of the answer-recall
-/// set reaches it; at 100,000 turns it keeps their cost to a fraction of
-/// the read's).
-const RELATED_POSTINGS: usize = 5_000;
 
 /// The people and pets `user_id`'s own current facts name, as (the stem
 /// of what they are to the user, the name): from the fact's words ("Has a
@@ -1487,91 +1260,6 @@ struct Ask<'a> {
     now: DateTime<Utc>,
     /// Whether what earlier reads prepared may serve.
     cached: bool,
-}
-
-/// What a turn's exchange says, as a key: its words (the user's, then
-/// the agent's) lowercased, spacing ignored, hashed: two different
-/// exchanges share a key with odds of one in 2^64.
-fn exchange_key(t: &ConversationTurn) -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    thread_local! {
-        static WORDS: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
-    }
-    // The words in one buffer (kept per thread), hashed once with a fast
-    // hash: a hash per character, or a new buffer per turn, costs more
-    // than the rest of a retrieved turn.
-    WORDS.with(|cell| {
-        let mut words = cell.borrow_mut();
-        words.clear();
-        for w in t
-            .user_message
-            .split_whitespace()
-            .chain(t.agent_response.split_whitespace())
-        {
-            if w.is_ascii() {
-                let from = words.len();
-                words.push_str(w);
-                words[from..].make_ascii_lowercase();
-            } else {
-                words.extend(w.chars().flat_map(char::to_lowercase));
-            }
-            words.push(' ');
-        }
-        let mut h = foldhash::quality::FixedState::with_seed(0x7265_6361_6c6c).build_hasher();
-        h.write(words.as_bytes());
-        h.finish()
-    })
-}
-
-/// Whether the agent's answer asks the user something (what the user's
-/// next turn then answers).
-fn asks_question(agent_response: &str) -> bool {
-    agent_response.contains('?')
-}
-
-/// A stored turn as a retrieved item: when, the user's words, and of the
-/// agent's answer the sentences that ask something or say a number back
-/// (at most two). The user's own words are what is remembered; a question
-/// says what their next turn answers, and a number said back is often the
-/// user's in digits ("the 23rd of July, noted" after "july twenty
-/// third"). The rest of an answer ("Ha, the classic couch wake-up.") is
-/// left out: on the answer-recall set its room holds more of what was
-/// said (dev 87.0 -> 87.9 % at 2,000 tokens).
-fn retrieved_turn(user_id: &str, r: TurnRef, t: &ConversationTurn) -> ContextItem {
-    let at = t.timestamp;
-    // (written out: a format string is parsed again at every call)
-    let mut text = format!(
-        "- [{:04}-{:02}-{:02} {:02}:{:02}] {user_id}: {}",
-        at.year(),
-        at.month(),
-        at.day(),
-        at.hour(),
-        at.minute(),
-        t.user_message.trim()
-    );
-    // (most answers neither ask nor say a number: not split at all)
-    let answer = &t.agent_response;
-    if answer.bytes().any(|b| b == b'?' || b.is_ascii_digit()) {
-        let said: Vec<String> = recall_actors::text::sentences(answer)
-            .into_iter()
-            .filter(|s| s.trim_end().ends_with('?') || s.chars().any(|c| c.is_ascii_digit()))
-            .take(2)
-            .collect();
-        if !said.is_empty() {
-            text.push_str("\n  agent: ");
-            text.push_str(&said.join(" "));
-        }
-    }
-    ContextItem {
-        tier: Tier::Retrieved,
-        source: Source::StoredTurn {
-            session: r.session_id,
-            seq: r.seq,
-        },
-        role: recall_actors::context::Role::System,
-        tokens: CharEstimate.count(&text),
-        text: text.into(),
-    }
 }
 
 #[cfg(test)]

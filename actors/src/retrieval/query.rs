@@ -1,0 +1,102 @@
+//! The search a context read asks with a message, and how its hits are
+//! ranked.
+
+use chrono::{DateTime, Utc};
+
+use crate::search::{DocKind, Ranking, Recency, RelatedWords, SearchQuery};
+use crate::settings::ContextSettings;
+
+/// The sentences of a retrieved summary shown at most (see
+/// [`super::summary_excerpt`]).
+pub const SUMMARY_SENTENCES: usize = 5;
+
+/// What the related words of a message may cost: the items holding them,
+/// in all, the rarest words taken first (at 100,000 turns it keeps their
+/// cost to a fraction of the read's).
+const RELATED_POSTINGS: usize = 5_000;
+
+/// A word in more than this share of the agent's items (said in passing
+/// in many calls) ranks little and costs the most.
+const MAX_TERM_SHARE: f32 = 0.05;
+
+/// The search for `message` over `user_id`'s memory: its words without
+/// the question's framing, the live call's latest words (`live_words`),
+/// and the names of the people and pets the message names by what they
+/// are to the user (`names`: (stem of what they are, name); "my brother"
+/// finds "Rob's transferring to Aberdeen" once a fact says the brother is
+/// Rob). `limit` hits at most.
+pub fn query(
+    message: &str,
+    live_words: &[String],
+    names: &[(String, String)],
+    user_id: &str,
+    limit: usize,
+) -> SearchQuery {
+    let mut text = crate::search::without_question_framing(message);
+    for w in live_words {
+        text.push('\n');
+        text.push_str(w);
+    }
+    if !names.is_empty() {
+        let asked: Vec<String> = crate::search::tokens(message).collect();
+        let mut added: Vec<&str> = Vec::new();
+        for (what, name) in names.iter() {
+            if asked.contains(what) && !added.contains(&name.as_str()) {
+                added.push(name);
+                text.push('\n');
+                text.push_str(name);
+            }
+        }
+    }
+    SearchQuery {
+        text,
+        kinds: vec![
+            DocKind::Turn,
+            DocKind::Fact,
+            DocKind::Session,
+            DocKind::Daily,
+            DocKind::Weekly,
+            DocKind::Topic,
+        ],
+        user_id: Some(user_id.to_string()),
+        since: None,
+        until: None,
+        limit,
+    }
+}
+
+/// How the hits for `message` are ranked: by words and meaning when the
+/// message has a vector (`with_vector`), else by words alone.
+pub fn ranking(
+    settings: &ContextSettings,
+    message: &str,
+    with_vector: bool,
+    now: DateTime<Utc>,
+) -> Ranking {
+    let limit = settings.retrieval_candidates;
+    Ranking {
+        keyword_weight: if with_vector {
+            settings.retrieval_keyword_weight
+        } else {
+            1.0
+        },
+        dense: if with_vector { limit } else { 0 },
+        exhaustive: false,
+        related: Some(RelatedWords {
+            per_word: settings.retrieval_related_words,
+            min_similarity: settings.retrieval_related_similarity,
+            max_postings: RELATED_POSTINGS,
+        }),
+        distinct: true,
+        // "Where do I live now?": the turns that told a move.
+        changes: crate::text::asked_in(message),
+        expects: crate::text::expected_in(message),
+        candidates: limit,
+        max_term_share: MAX_TERM_SHARE,
+        recency: Some(Recency {
+            now,
+            weight: settings.retrieval_recency_weight,
+            half_life_days: settings.retrieval_half_life_days,
+        }),
+    }
+}

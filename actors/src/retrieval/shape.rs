@@ -1,0 +1,202 @@
+//! Hits to items: a retrieved turn with the turns either side of it, an
+//! agent's question with the user's answer to it, facts as the facts tier
+//! shows them, summaries as the sentences holding the words asked; each
+//! exchange and each summary sentence once.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use super::excerpt::{stem_keys, summary_excerpt, SummarySentences};
+use super::query::SUMMARY_SENTENCES;
+use super::select::Retrieved;
+use super::turns::PreparedTurn;
+use crate::context::{ContextItem, PreparedFacts, Source, Tier, TokenCounter};
+use crate::model::ConversationSummary;
+use crate::search::{DocKind, SearchHit, TurnRef};
+
+/// A summary by id, with its sentences, as the caller holds them.
+pub type SummaryLookup<'a> =
+    dyn Fn(Uuid) -> Option<(Arc<ConversationSummary>, Arc<SummarySentences>)> + 'a;
+
+/// What shaping works from.
+pub struct Shaping<'a> {
+    /// The search's hits, best first.
+    pub hits: Vec<SearchHit>,
+    /// The stored turns either side of each turn hit ([`turns_to_read`]),
+    /// prepared.
+    pub around: HashMap<TurnRef, Arc<[PreparedTurn]>>,
+    /// A call whose turns the context shows verbatim already, and the
+    /// first of them shown: not retrieved again.
+    pub skip_session: Option<(Uuid, u32)>,
+    /// The query's text (its words pick a summary's sentences).
+    pub asked: &'a str,
+    /// The facts the user may see, prepared.
+    pub facts: &'a PreparedFacts,
+    pub summary: &'a SummaryLookup<'a>,
+}
+
+/// The turn hits whose surrounding turns [`shape`] needs, each once, in
+/// rank order (those of the call shown verbatim left out).
+pub fn turns_to_read(hits: &[SearchHit], skip_session: Option<(Uuid, u32)>) -> Vec<TurnRef> {
+    let mut out: Vec<TurnRef> = Vec::new();
+    let mut seen = HashSet::new();
+    for h in hits {
+        if let (DocKind::Turn, Some(r)) = (h.kind, h.turn) {
+            let shown = skip_session.is_some_and(|(s, first)| s == r.session_id && r.seq >= first);
+            if !shown && seen.insert(r) {
+                out.push(r);
+            }
+        }
+    }
+    out
+}
+
+/// The retrieved items for `shaping`'s hits, best first, the turns beside
+/// them after.
+pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved> {
+    let Shaping {
+        hits,
+        around: read_around,
+        skip_session,
+        asked: asked_text,
+        facts,
+        summary,
+    } = shaping;
+    let mut out = Vec::with_capacity(hits.len());
+    // A day, week or topic of one call reads like its session summary:
+    // show the words once.
+    let mut seen_sentences = HashSet::new();
+    let asked = stem_keys(asked_text);
+    // Turns shown, as hits or as the turn either side of one.
+    let mut shown_turns = HashSet::new();
+    // What was said, once: the same exchange again in another call
+    // ("Hi, I'm on my break") would only take the room of something
+    // else. The best-ranked copy is the one shown.
+    let mut said = HashSet::new();
+    // The turns either side of each hit: the one before often holds
+    // what a reply is about ("little sister. she's fine" follows "mere
+    // rang. the wind took her trampoline"), the one after the rest of
+    // what was said (the name after "I had brunch with my oldest
+    // friend"). Where the agent asked and the user answered, the two
+    // turns are one statement and come together, right after the hit;
+    // the others after every hit, in the hits' order, if room is left.
+    // Each exchange once, like the hits.
+    let mut around: Vec<(Retrieved, Option<u64>)> = Vec::new();
+    let shown =
+        |r: TurnRef| skip_session.is_some_and(|(s, first)| s == r.session_id && r.seq >= first);
+    // The retrieved turns, and what their users said: a summary's
+    // quote of a turn retrieved too is left to the turn, which shows it
+    // with its date and the turns around it, where the turn ranks (a
+    // summary's quotes rank higher than the turn they quote: the
+    // summary says their words again in its headline, and it is newer
+    // than the call).
+    let mut turns_hit = read_around;
+    let mut restated = HashSet::new();
+    for (r, around) in &turns_hit {
+        if let Some(t) = around.iter().find(|t| t.seq == r.seq) {
+            restated.extend(t.said.iter().copied());
+        }
+    }
+    for h in hits {
+        let item = match (h.kind, h.turn) {
+            (DocKind::Turn, Some(r)) => {
+                if shown(r) || !shown_turns.insert((r.session_id, r.seq)) {
+                    continue;
+                }
+                let mut hit = None;
+                let mut sides = Vec::with_capacity(2);
+                let Some(around_hit) = turns_hit.remove(&r) else {
+                    continue;
+                };
+                // The agent's question and the user's answer to it are
+                // one statement ("Is Oskar your roommate?" "ya since
+                // 2023"): a hit whose answer asks takes the user's next
+                // turn along, a hit that answers takes the turn that
+                // asked (dev 85.6 -> 87.1 % at 2,000 tokens).
+                let hit_asks = around_hit.iter().any(|t| t.seq == r.seq && t.asks);
+                let mut attached = Vec::new();
+                for t in around_hit.iter() {
+                    let at = TurnRef {
+                        session_id: r.session_id,
+                        seq: t.seq,
+                    };
+                    if t.seq == r.seq {
+                        hit = Some(t);
+                    } else if !shown(at) {
+                        // (those in the turns tier already are not
+                        // shown again)
+                        let joined = if t.seq < r.seq { t.asks } else { hit_asks };
+                        (if joined { &mut attached } else { &mut sides }).push((
+                            Retrieved {
+                                item: t.item.clone(),
+                                at: t.at,
+                            },
+                            t.key,
+                        ));
+                    }
+                }
+                let Some(t) = hit else {
+                    continue;
+                };
+                // The agent's answer too: "Derek." said to two questions
+                // is two things.
+                if t.key.is_some_and(|k| !said.insert(k)) {
+                    continue;
+                }
+                around.extend(sides);
+                out.push(Retrieved {
+                    item: t.item.clone(),
+                    at: h.period_start,
+                });
+                for (a, key) in attached {
+                    if let Source::StoredTurn { session, seq } = a.item.source {
+                        if shown_turns.insert((session, seq)) && key.is_none_or(|k| said.insert(k))
+                        {
+                            out.push(a);
+                        }
+                    }
+                }
+                continue;
+            }
+            (DocKind::Fact, _) => match facts.get(h.id) {
+                Some(i) => ContextItem {
+                    tier: Tier::Retrieved,
+                    ..i.clone()
+                },
+                None => continue,
+            },
+            // The user's current summaries are those the sources hold.
+            (_, _) => match summary(h.id) {
+                Some((s, sentences)) => match summary_excerpt(
+                    &s,
+                    &sentences,
+                    &asked,
+                    SUMMARY_SENTENCES,
+                    &mut seen_sentences,
+                    &restated,
+                    counter,
+                ) {
+                    Some(item) => item,
+                    None => continue,
+                },
+                None => continue,
+            },
+        };
+        out.push(Retrieved {
+            item,
+            at: h.period_start,
+        });
+    }
+    for (a, key) in around {
+        if let Source::StoredTurn { session, seq } = a.item.source {
+            // A greeting said in every call comes beside many hits:
+            // once is enough.
+            if shown_turns.insert((session, seq)) && key.is_none_or(|k| said.insert(k)) {
+                out.push(a);
+            }
+        }
+    }
+    out
+}

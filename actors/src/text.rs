@@ -12,6 +12,7 @@ mod answers;
 mod changes;
 mod facts;
 mod feelings;
+mod when;
 
 pub use answers::{expected_in, held_in, Answers};
 pub use changes::{asked_about, asked_in, occupation_asked, told_in, Subjects};
@@ -20,6 +21,7 @@ pub use facts::{
     pronoun_named,
 };
 pub use feelings::feeling_asked;
+pub use when::resolve_relative_dates;
 
 const STOPWORDS: &[&str] = &[
     "a",

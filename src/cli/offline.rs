@@ -96,6 +96,14 @@ pub struct EvalArgs {
     /// variables are not read: the figures are on the defaults).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Run the dialogue split read from this folder (its `dev/` or
+    /// `holdout/` part, by `--split`; e.g. `eval/dialogues`) instead of
+    /// the generated personas.
+    #[arg(long)]
+    dialogues: Option<PathBuf>,
+    /// With `--dialogues`: only these conversations (comma-separated ids).
+    #[arg(long, value_delimiter = ',')]
+    conversation: Vec<String>,
 }
 
 /// `recall eval`: see [`recall::eval`]. With `--json`, one JSON object
@@ -114,6 +122,27 @@ pub fn eval(a: EvalArgs, out: Output) -> anyhow::Result<()> {
     let settings = settings::load_from(a.config.as_deref(), Default::default())?;
     super::init_logging("warn", settings.log.format);
     let started = std::time::Instant::now();
+    if let Some(dir) = a.dialogues {
+        let split = match selection {
+            eval::Selection::Split(s) => s,
+            eval::Selection::All => anyhow::bail!("--dialogues runs one split: dev or holdout"),
+        };
+        let report = eval::dialogue::run_blocking(eval::dialogue::DialogueOptions {
+            dir,
+            split,
+            only: a.conversation,
+            budgets: a.budgets,
+            settings,
+        })?;
+        out.show(&report, |r| {
+            print!("{}", r.to_text());
+            if a.misses {
+                print!("\n{}", r.misses_text());
+            }
+        })?;
+        eprintln!("evaluated in {:.1} s", started.elapsed().as_secs_f64());
+        return Ok(());
+    }
     let report = eval::run_blocking(eval::EvalOptions {
         selection,
         budgets: a.budgets,

@@ -650,7 +650,7 @@ fn parse_question(rest: &str) -> Result<QuestionSpec, String> {
 }
 
 /// `a; b; @date 9 March` → the answers, dates written every usual way.
-fn expand(field: &str) -> Vec<String> {
+pub(crate) fn expand(field: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for a in field.split(';').map(str::trim).filter(|a| !a.is_empty()) {
         match a.strip_prefix("@date ") {

@@ -21,6 +21,7 @@
 
 pub mod baseline;
 pub mod data;
+pub mod dialogue;
 pub mod generate;
 
 use std::collections::BTreeMap;
@@ -49,6 +50,8 @@ pub enum EvalError {
     Data(#[from] data::DataError),
     #[error(transparent)]
     Generate(#[from] generate::GenerateError),
+    #[error(transparent)]
+    Dialogue(#[from] dialogue::DialogueError),
     #[error(transparent)]
     Startup(#[from] StartupError),
     #[error(transparent)]
@@ -245,31 +248,45 @@ pub struct Report {
 /// [`run`] on a runtime of its own: one thread, tokio's clock paused and
 /// advanced from event to event and timer to timer.
 pub fn run_blocking(opts: EvalOptions) -> Result<Report, EvalError> {
+    on_paused_runtime(run(opts))
+}
+
+/// Runs `fut` on a runtime of its own: one thread, tokio's clock paused.
+fn on_paused_runtime<T>(
+    fut: impl std::future::Future<Output = Result<T, EvalError>>,
+) -> Result<T, EvalError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
         .build()
         .map_err(EvalError::Tokio)?
-        .block_on(run(opts))
+        .block_on(fut)
+}
+
+/// The budgets and settings an evaluation runs with, checked: budgets in
+/// range, and offline (the extractive summarizer, an embedder that is not
+/// a service).
+fn check_run(budgets: &[usize], settings: &Settings) -> Result<(), EvalError> {
+    if budgets.is_empty()
+        || budgets
+            .iter()
+            .any(|&b| b == 0 || b > recall_actors::context::MAX_BUDGET_TOKENS)
+    {
+        return Err(EvalError::Budgets(budgets.to_vec()));
+    }
+    if settings.reflector.kind != ReflectorKind::Extractive
+        || settings.embed.kind == EmbedKind::Openai
+    {
+        return Err(EvalError::NotOffline);
+    }
+    Ok(())
 }
 
 /// Replays the set in virtual time and asks every question. Must run on a
 /// tokio runtime with paused time. Runs offline only: the extractive
 /// summarizer and the hashing, static or local embedder.
 pub async fn run(opts: EvalOptions) -> Result<Report, EvalError> {
-    if opts.budgets.is_empty()
-        || opts
-            .budgets
-            .iter()
-            .any(|&b| b == 0 || b > recall_actors::context::MAX_BUDGET_TOKENS)
-    {
-        return Err(EvalError::Budgets(opts.budgets));
-    }
-    if opts.settings.reflector.kind != ReflectorKind::Extractive
-        || opts.settings.embed.kind == EmbedKind::Openai
-    {
-        return Err(EvalError::NotOffline);
-    }
+    check_run(&opts.budgets, &opts.settings)?;
     let mut set = dataset(opts.selection, opts.seed, &opts.personas)?;
     if opts.lowercase_users {
         set.lowercase_users();
@@ -349,13 +366,58 @@ async fn replay(set: &Dataset, dir: &Path, settings: Settings) -> Result<Runtime
         return Err(EvalError::NoPersonas("(empty)".into()));
     };
     let clock = Clock::starting_at(first.at);
-    let settle = Duration::from_secs(24 * 3600 + settings.rollup.spread_secs + 60);
+    let settle_for = settle_time(&settings);
     let rt = RuntimeBuilder::new(dir)
         .settings(settings)
         .clock(clock)
         .start()
         .await?;
-    for ev in &events {
+    play(&rt, clock, &events).await?;
+    settle(&rt, settle_for).await?;
+    // Every turn sent is stored, or the figures would mean nothing.
+    let sessions = rt.sessions(None).await?;
+    for p in &set.personas {
+        let stored: u32 = sessions
+            .iter()
+            .filter(|s| s.agent_id == p.agent && s.user_id == p.user)
+            .map(|s| s.turn_count)
+            .sum();
+        let sent = p.turns().count();
+        if stored as usize != sent {
+            return Err(EvalError::TurnsLost {
+                persona: p.id.clone(),
+                sent,
+                stored: stored as usize,
+            });
+        }
+    }
+    Ok(rt)
+}
+
+/// How long a replay lets time run on after its last event: a day, so
+/// the last day's rollups run too.
+fn settle_time(settings: &Settings) -> Duration {
+    Duration::from_secs(24 * 3600 + settings.rollup.spread_secs + 60)
+}
+
+/// Lets calls left open end on silence and their reflections run, time
+/// run on `wait`, and everything be written.
+async fn settle(rt: &Runtime, wait: Duration) -> Result<(), EvalError> {
+    crate::simulate::run_until_quiet(rt).await?;
+    tokio::time::sleep(wait).await;
+    rt.wait_idle().await?;
+    rt.flush().await?;
+    Ok(())
+}
+
+/// Sends each event to `rt` at its time on `clock` (tokio's paused
+/// clock runs there).
+async fn play(
+    rt: &Runtime,
+    clock: Clock,
+    events: &[crate::simulate::Event],
+) -> Result<(), EvalError> {
+    for ev in events {
         tokio::time::sleep_until(clock.instant_at(ev.at)).await;
         match &ev.action {
             Action::Start {
@@ -382,29 +444,7 @@ async fn replay(set: &Dataset, dir: &Path, settings: Settings) -> Result<Runtime
             Action::Touch { .. } | Action::Context { .. } | Action::Search { .. } => {}
         }
     }
-    // Calls left to end on silence end; their reflections run.
-    crate::simulate::run_until_quiet(&rt).await?;
-    tokio::time::sleep(settle).await;
-    rt.wait_idle().await?;
-    rt.flush().await?;
-    // Every turn sent is stored, or the figures would mean nothing.
-    let sessions = rt.sessions(None).await?;
-    for p in &set.personas {
-        let stored: u32 = sessions
-            .iter()
-            .filter(|s| s.agent_id == p.agent && s.user_id == p.user)
-            .map(|s| s.turn_count)
-            .sum();
-        let sent = p.turns().count();
-        if stored as usize != sent {
-            return Err(EvalError::TurnsLost {
-                persona: p.id.clone(),
-                sent,
-                stored: stored as usize,
-            });
-        }
-    }
-    Ok(rt)
+    Ok(())
 }
 
 /// The text of a context without the current message: what the agent

@@ -29,7 +29,7 @@ use recall_actors::model::{
     SummaryType, Topic,
 };
 use recall_actors::retrieval::{
-    self, select, PreparedTurn, Retrieved, Selection, Shaping, SummarySentences,
+    self, select, PreparedTurn, Retrieved, Selection, Shaping, Speakers, SummarySentences,
 };
 use recall_actors::search::TurnRef;
 use recall_actors::session::SessionMsg;
@@ -983,9 +983,14 @@ impl Runtime {
         };
         let counter = &CharEstimate;
         let trees = &self.reader()?;
+        let who = Speakers {
+            user_id,
+            agent_id,
+            zone: self.inner.settings.rollup.time_zone_of(agent_id),
+        };
         let mut around = HashMap::new();
         for r in retrieval::turns_to_read(&hits, skip_session) {
-            around.insert(r, self.turns_around(&**trees, user_id, r, cached).await?);
+            around.insert(r, self.turns_around(&**trees, who, r, cached).await?);
         }
         let summary = |id: Uuid| {
             src.summary_at.get(&id).map(|&i| {
@@ -1155,7 +1160,7 @@ impl Runtime {
     async fn turns_around(
         &self,
         trees: &dyn recall_actors::store::Backend,
-        user_id: &str,
+        who: Speakers<'_>,
         r: TurnRef,
         cached: bool,
     ) -> Result<Arc<[PreparedTurn]>, StoreError> {
@@ -1169,7 +1174,7 @@ impl Runtime {
             None
         };
         let turns = retrieval::prepare_around(
-            user_id,
+            who,
             r.session_id,
             trees.turns_around(r.session_id, r.seq).await?,
         );

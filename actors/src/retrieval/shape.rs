@@ -114,7 +114,7 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
                 // one statement ("Is Oskar your roommate?" "ya since
                 // 2023"): a hit whose answer asks takes the user's next
                 // turn along, a hit that answers takes the turn that
-                // asked (dev 85.6 -> 87.1 % at 2,000 tokens).
+                // asked.
                 let hit_asks = around_hit.iter().any(|t| t.seq == r.seq && t.asks);
                 let mut attached = Vec::new();
                 for t in around_hit.iter() {
@@ -130,7 +130,7 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
                         let joined = if t.seq < r.seq { t.asks } else { hit_asks };
                         (if joined { &mut attached } else { &mut sides }).push((
                             Retrieved {
-                                item: t.item.clone(),
+                                item: t.item(&asked, false),
                                 at: t.at,
                             },
                             t.key,
@@ -147,7 +147,7 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
                 }
                 around.extend(sides);
                 out.push(Retrieved {
-                    item: t.item.clone(),
+                    item: t.item(&asked, true),
                     at: h.period_start,
                 });
                 for (a, key) in attached {

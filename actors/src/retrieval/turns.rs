@@ -5,15 +5,17 @@ use std::sync::Arc;
 use chrono::{DateTime, Datelike, Timelike, Utc};
 use uuid::Uuid;
 
+use super::excerpt::stem_keys;
 use crate::context::{CharEstimate, ContextItem, Source, Tier, TokenCounter};
 use crate::model::ConversationTurn;
 use crate::search::TurnRef;
 
 /// A stored turn prepared as a retrieved item, with what retrieval asks
-/// of it.
+/// of it. Its text is made once, when it is prepared (relative dates
+/// resolved, the agent's answer split into sentences with their words'
+/// stems); a read only picks which of the answer's sentences to show.
 pub struct PreparedTurn {
     pub seq: u32,
-    pub item: ContextItem,
     pub at: DateTime<Utc>,
     /// Its exchange ([`exchange_key`]); `None` when the user said nothing.
     pub key: Option<u64>,
@@ -23,29 +25,188 @@ pub struct PreparedTurn {
     /// Its user's sentences, as
     /// [`said_key`](crate::reflect::extractive::said_key)s.
     pub said: Box<[u64]>,
+    source: Source,
+    /// "- [2024-03-12 19:05] user: what the user said".
+    head: Box<str>,
+    /// "\n  agent: ", with the agent side's id.
+    agent_label: Box<str>,
+    answer: Box<[AnswerSentence]>,
+    /// The answer's tokens.
+    answer_tokens: usize,
+    /// The stems of the user's words ([`stem_key`]), sorted, once each.
+    user_stems: Box<[u64]>,
+}
+
+/// A sentence of the agent side's answer.
+struct AnswerSentence {
+    text: Box<str>,
+    /// The stems of its words ([`stem_key`]), sorted, once each.
+    stems: Box<[u64]>,
+    asks: bool,
+}
+
+/// An answer of at most this many tokens is one statement: shown whole
+/// whenever its turn is shown.
+const SHORT_ANSWER_TOKENS: usize = 30;
+
+/// The answer of the turn a search hit, of at most this many tokens, is
+/// shown whole: the exchange the words asked were found in is where the
+/// answer most likely is, whichever side said it.
+const HIT_ANSWER_TOKENS: usize = 80;
+
+/// The sentences of a longer answer that hold the words asked, shown at
+/// most.
+const ANSWER_SENTENCES: usize = 3;
+
+impl PreparedTurn {
+    /// The turn as a retrieved item for a read asking `asked` ([`stem_keys`]
+    /// of its query): what the user said, and of the agent side's answer
+    /// all of it when it is short (or, for the turn a search hit (`hit`),
+    /// not long), else the sentences that hold a word asked (the most words
+    /// first, at most three, in their order) and the question it ends on,
+    /// which the user's next turn answers. Where none of the answer's
+    /// sentences holds a word asked but the user's words do, the answer is
+    /// the reply to them: its opening sentences are shown.
+    pub fn item(&self, asked: &[u64], hit: bool) -> ContextItem {
+        let mut text = String::with_capacity(self.head.len() + 160);
+        text.push_str(&self.head);
+        let limit = if hit {
+            HIT_ANSWER_TOKENS
+        } else {
+            SHORT_ANSWER_TOKENS
+        };
+        let holds = |stems: &[u64]| {
+            stems
+                .iter()
+                .filter(|k| asked.binary_search(k).is_ok())
+                .count()
+        };
+        let shown: Vec<usize> = if self.answer_tokens <= limit {
+            (0..self.answer.len()).collect()
+        } else {
+            let mut ranked: Vec<(usize, usize)> = self
+                .answer
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (i, holds(&s.stems)))
+                .filter(|&(_, n)| n > 0)
+                .collect();
+            ranked.sort_by_key(|&(i, n)| (std::cmp::Reverse(n), i));
+            ranked.truncate(ANSWER_SENTENCES);
+            let mut shown: Vec<usize> = ranked.into_iter().map(|(i, _)| i).collect();
+            if shown.is_empty() && holds(&self.user_stems) > 0 {
+                let mut used = 0;
+                for (i, s) in self.answer.iter().enumerate() {
+                    used += CharEstimate.count(&s.text);
+                    if i > 0 && used > SHORT_ANSWER_TOKENS {
+                        break;
+                    }
+                    shown.push(i);
+                }
+            }
+            if let Some(last) = self.answer.len().checked_sub(1) {
+                if self.answer[last].asks && !shown.contains(&last) {
+                    shown.push(last);
+                }
+            }
+            shown.sort_unstable();
+            shown
+        };
+        if !shown.is_empty() {
+            text.push_str(&self.agent_label);
+            for (k, &i) in shown.iter().enumerate() {
+                if k > 0 {
+                    text.push_str(if i == shown[k - 1] + 1 { " " } else { " … " });
+                }
+                text.push_str(&self.answer[i].text);
+            }
+        }
+        ContextItem {
+            tier: Tier::Retrieved,
+            source: self.source,
+            role: crate::context::Role::System,
+            tokens: CharEstimate.count(&text),
+            text: text.into(),
+        }
+    }
+}
+
+/// Who said what, as a retrieved turn names them.
+#[derive(Debug, Clone, Copy)]
+pub struct Speakers<'a> {
+    pub user_id: &'a str,
+    pub agent_id: &'a str,
+    /// The agent's time zone: relative dates are resolved against the
+    /// day a turn was said there.
+    pub zone: chrono_tz::Tz,
 }
 
 /// The stored turns `turns` (by sequence number) of `session_id`, around
-/// a hit, prepared as retrieved items of `user_id`'s.
+/// a hit, prepared as retrieved items.
 pub fn prepare_around(
-    user_id: &str,
+    who: Speakers<'_>,
     session_id: Uuid,
     turns: Vec<(u32, ConversationTurn)>,
 ) -> Arc<[PreparedTurn]> {
     turns
         .into_iter()
-        .map(|(seq, t)| PreparedTurn {
-            seq,
-            item: retrieved_turn(user_id, TurnRef { session_id, seq }, &t),
-            at: t.timestamp,
-            key: (!t.user_message.trim().is_empty()).then(|| exchange_key(&t)),
-            asks: asks_question(&t.agent_response),
-            said: crate::text::sentences(&t.user_message)
-                .iter()
-                .map(|s| crate::reflect::extractive::said_key(s))
-                .collect(),
-        })
+        .map(|(seq, t)| prepare(who, TurnRef { session_id, seq }, &t))
         .collect()
+}
+
+/// One stored turn, prepared.
+fn prepare(who: Speakers<'_>, r: TurnRef, t: &ConversationTurn) -> PreparedTurn {
+    let at = t.timestamp;
+    let day = at.with_timezone(&who.zone).date_naive();
+    let said = crate::text::resolve_relative_dates(t.user_message.trim(), day);
+    // (written out: a format string is parsed again at every call)
+    let head = format!(
+        "- [{:04}-{:02}-{:02} {:02}:{:02}] {}: {}",
+        at.year(),
+        at.month(),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        who.user_id,
+        said
+    );
+    let answer_text = t.agent_response.trim();
+    let answer: Box<[AnswerSentence]> = if answer_text.is_empty() {
+        Box::default()
+    } else {
+        // (resolved whole: a sentence without a verb takes the tense of
+        // the answer)
+        crate::text::sentences(&crate::text::resolve_relative_dates(answer_text, day))
+            .into_iter()
+            .map(|s| {
+                let text = s.trim().to_string();
+                AnswerSentence {
+                    stems: stem_keys(&text).into(),
+                    asks: text.trim_end().ends_with('?'),
+                    text: text.into(),
+                }
+            })
+            .collect()
+    };
+    PreparedTurn {
+        seq: r.seq,
+        at,
+        key: (!t.user_message.trim().is_empty()).then(|| exchange_key(t)),
+        asks: asks_question(&t.agent_response),
+        said: crate::text::sentences(&t.user_message)
+            .iter()
+            .map(|s| crate::reflect::extractive::said_key(s))
+            .collect(),
+        source: Source::StoredTurn {
+            session: r.session_id,
+            seq: r.seq,
+        },
+        head: head.into(),
+        agent_label: format!("\n  {}: ", who.agent_id).into(),
+        answer_tokens: CharEstimate.count(answer_text),
+        user_stems: stem_keys(&t.user_message).into(),
+        answer,
+    }
 }
 
 /// What a turn's exchange says, as a key: its words (the user's, then
@@ -88,47 +249,87 @@ fn asks_question(agent_response: &str) -> bool {
     agent_response.contains('?')
 }
 
-/// A stored turn as a retrieved item: when, the user's words, and of the
-/// agent's answer the sentences that ask something or say a number back
-/// (at most two). The user's own words are what is remembered; a question
-/// says what their next turn answers, and a number said back is often the
-/// user's in digits ("the 23rd of July, noted" after "july twenty
-/// third"). The rest of an answer ("Ha, the classic couch wake-up.") is
-/// left out: on the answer-recall set its room holds more of what was
-/// said (dev 87.0 -> 87.9 % at 2,000 tokens).
-fn retrieved_turn(user_id: &str, r: TurnRef, t: &ConversationTurn) -> ContextItem {
-    let at = t.timestamp;
-    // (written out: a format string is parsed again at every call)
-    let mut text = format!(
-        "- [{:04}-{:02}-{:02} {:02}:{:02}] {user_id}: {}",
-        at.year(),
-        at.month(),
-        at.day(),
-        at.hour(),
-        at.minute(),
-        t.user_message.trim()
-    );
-    // (most answers neither ask nor say a number: not split at all)
-    let answer = &t.agent_response;
-    if answer.bytes().any(|b| b == b'?' || b.is_ascii_digit()) {
-        let said: Vec<String> = crate::text::sentences(answer)
-            .into_iter()
-            .filter(|s| s.trim_end().ends_with('?') || s.chars().any(|c| c.is_ascii_digit()))
-            .take(2)
-            .collect();
-        if !said.is_empty() {
-            text.push_str("\n  agent: ");
-            text.push_str(&said.join(" "));
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn turn(at: DateTime<Utc>, user: &str, agent: &str) -> ConversationTurn {
+        ConversationTurn {
+            user_message: user.into(),
+            agent_response: agent.into(),
+            timestamp: at,
         }
     }
-    ContextItem {
-        tier: Tier::Retrieved,
-        source: Source::StoredTurn {
-            session: r.session_id,
-            seq: r.seq,
-        },
-        role: crate::context::Role::System,
-        tokens: CharEstimate.count(&text),
-        text: text.into(),
+
+    fn prepared(zone: chrono_tz::Tz, t: &ConversationTurn) -> PreparedTurn {
+        let who = Speakers {
+            user_id: "hanna",
+            agent_id: "ruth",
+            zone,
+        };
+        let r = TurnRef {
+            session_id: Uuid::nil(),
+            seq: 3,
+        };
+        prepare(who, r, t)
+    }
+
+    #[test]
+    fn a_long_answer_shows_what_holds_the_words_asked_and_its_last_question() {
+        let at = Utc.with_ymd_and_hms(2024, 3, 12, 18, 0, 0).unwrap();
+        let t = turn(
+            at,
+            "How was your week?",
+            "Busy, the shop's been mad since the new sign went up. \
+             Oh, and I finally got the greenhouse door fixed, it had been hanging off for a month. \
+             My neighbour lent me his drill for the hinges. \
+             The tomatoes are in, too, I put them in on Sunday. \
+             Anyway, did you ever hear back about the flat?",
+        );
+        let p = prepared(chrono_tz::Tz::UTC, &t);
+        let text = p
+            .item(&stem_keys("what did she fix in the greenhouse"), false)
+            .text;
+        assert!(text.starts_with("- [2024-03-12 18:00] hanna: How was your week?"));
+        assert!(text.contains("\n  ruth: Oh, and I finally got the greenhouse door fixed"));
+        assert!(text.contains("hear back about the flat?"), "{text}");
+        assert!(!text.contains("new sign"), "{text}");
+        assert!(!text.contains("drill"), "{text}");
+        // other words asked, other sentences
+        let text = p.item(&stem_keys("who lent her a drill"), false).text;
+        assert!(
+            text.contains("lent me his drill") && !text.contains("greenhouse"),
+            "{text}"
+        );
+        // the answer's sentences, each with the date its time words mean
+        let text = p.item(&stem_keys("tomatoes"), false).text;
+        assert!(text.contains("on Sunday (Sunday 10 March 2024)"), "{text}");
+    }
+
+    #[test]
+    fn a_short_answer_is_shown_whole_and_dates_are_the_agents_local_days() {
+        // 23:30 in London on the 11th is already the 12th in Warsaw
+        let at = Utc.with_ymd_and_hms(2024, 3, 11, 23, 30, 0).unwrap();
+        let t = turn(at, "I sailed yesterday!", "Lovely. Which boat?");
+        let text = prepared(chrono_tz::Europe::Warsaw, &t)
+            .item(&[], false)
+            .text;
+        assert!(
+            text.contains("I sailed yesterday (Monday 11 March 2024)!"),
+            "{text}"
+        );
+        assert!(text.ends_with("\n  ruth: Lovely. Which boat?"), "{text}");
+        let text = prepared(chrono_tz::Tz::UTC, &t).item(&[], false).text;
+        assert!(text.contains("yesterday (Sunday 10 March 2024)"), "{text}");
+    }
+
+    #[test]
+    fn an_empty_answer_shows_the_user_alone() {
+        let at = Utc.with_ymd_and_hms(2024, 3, 11, 9, 0, 0).unwrap();
+        let text = prepared(chrono_tz::Tz::UTC, &turn(at, "Hello?", "  "))
+            .item(&[], false)
+            .text;
+        assert_eq!(&*text, "- [2024-03-11 09:00] hanna: Hello?");
     }
 }

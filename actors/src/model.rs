@@ -65,6 +65,22 @@ pub struct ConversationTurn {
     pub timestamp: DateTime<Utc>,
 }
 
+impl ConversationTurn {
+    /// The text a turn's vector is made of: both sides, so that what the
+    /// agent side said is found by meaning as the user's words are (the
+    /// other party's life, an agent's recommendation). `None` when neither
+    /// said anything.
+    pub fn vector_text(&self) -> Option<String> {
+        let (user, agent) = (self.user_message.trim(), self.agent_response.trim());
+        match (user.is_empty(), agent.is_empty()) {
+            (true, true) => None,
+            (false, true) => Some(user.to_string()),
+            (true, false) => Some(agent.to_string()),
+            (false, false) => Some(format!("{user}\n{agent}")),
+        }
+    }
+}
+
 /// Why a session ended.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -486,6 +502,25 @@ pub fn validate_id(field: &'static str, value: &str) -> Result<(), InputError> {
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn a_turns_vector_is_made_of_both_sides() {
+        let t = |u: &str, a: &str| {
+            ConversationTurn {
+                user_message: u.into(),
+                agent_response: a.into(),
+                timestamp: Utc.with_ymd_and_hms(2024, 3, 12, 9, 0, 0).unwrap(),
+            }
+            .vector_text()
+        };
+        assert_eq!(
+            t("How's the boat?", " I got the engine running yesterday. "),
+            Some("How's the boat?\nI got the engine running yesterday.".into())
+        );
+        assert_eq!(t("  ", "Hello?"), Some("Hello?".into()));
+        assert_eq!(t("Hi", ""), Some("Hi".into()));
+        assert_eq!(t(" ", "\n"), None);
+    }
 
     #[test]
     fn archival_text_matches_the_seed_format() {

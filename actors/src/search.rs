@@ -998,14 +998,12 @@ impl AgentIndex {
     ) {
         let user = self.user(user_id);
         for (seq, t) in turns {
-            let vector = inline
-                .filter(|_| !t.user_message.trim().is_empty())
-                .and_then(|e| {
-                    Some(StoredVector {
-                        embedder: e.name().to_string(),
-                        values: e.embed_now(&t.user_message)?,
-                    })
-                });
+            let vector = inline.zip(t.vector_text()).and_then(|(e, text)| {
+                Some(StoredVector {
+                    embedder: e.name().to_string(),
+                    values: e.embed_now(&text)?,
+                })
+            });
             let vector = self.quantize(vector);
             let r = TurnRef {
                 session_id,

@@ -102,12 +102,14 @@ async fn find(trees: &dyn Backend, embedder: &str, turns: bool) -> Result<Vec<Wo
                     session_id: s.session_id,
                     seq,
                 };
-                if !t.user_message.trim().is_empty() && stale(r.doc_id()).await? {
-                    out.push(Work {
-                        agent_id: agent.clone(),
-                        target: Target::Turn(r),
-                        text: t.user_message,
-                    });
+                if let Some(text) = t.vector_text() {
+                    if stale(r.doc_id()).await? {
+                        out.push(Work {
+                            agent_id: agent.clone(),
+                            target: Target::Turn(r),
+                            text,
+                        });
+                    }
                 }
             }
         }

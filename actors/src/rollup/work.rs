@@ -47,8 +47,8 @@ impl Ctx {
             .collect())
     }
 
-    /// Gives the turns of a summary's call vectors of their user's words,
-    /// for retrieval by meaning. An embedding failure leaves them to
+    /// Gives the turns of a summary's call vectors of what both sides said
+    /// ([`crate::model::ConversationTurn::vector_text`]), for retrieval by meaning. An embedding failure leaves them to
     /// keyword search (logged); a store failure is an error.
     pub(super) async fn embed_turns(&self, s: &ConversationSummary) -> Result<u64, RollupError> {
         if self.embed.embeds_inline() {
@@ -63,8 +63,7 @@ impl Ctx {
         ))?;
         let turns: Vec<(u32, String)> = turns
             .into_iter()
-            .filter(|(_, t)| !t.user_message.trim().is_empty())
-            .map(|(seq, t)| (seq, t.user_message))
+            .filter_map(|(seq, t)| Some((seq, t.vector_text()?)))
             .collect();
         if turns.is_empty() {
             return Ok(0);

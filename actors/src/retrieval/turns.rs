@@ -35,6 +35,10 @@ pub struct PreparedTurn {
     answer_tokens: usize,
     /// The stems of the user's words ([`stem_key`]), sorted, once each.
     user_stems: Box<[u64]>,
+    /// The item with the whole answer, and with none of it: made once, as
+    /// most reads show one of the two.
+    whole: ContextItem,
+    bare: ContextItem,
 }
 
 /// A sentence of the agent side's answer.
@@ -68,8 +72,6 @@ impl PreparedTurn {
     /// sentences holds a word asked but the user's words do, the answer is
     /// the reply to them: its opening sentences are shown.
     pub fn item(&self, asked: &[u64], hit: bool) -> ContextItem {
-        let mut text = String::with_capacity(self.head.len() + 160);
-        text.push_str(&self.head);
         let limit = if hit {
             HIT_ANSWER_TOKENS
         } else {
@@ -112,22 +114,48 @@ impl PreparedTurn {
             shown.sort_unstable();
             shown
         };
-        if !shown.is_empty() {
-            text.push_str(&self.agent_label);
-            for (k, &i) in shown.iter().enumerate() {
-                if k > 0 {
-                    text.push_str(if i == shown[k - 1] + 1 { " " } else { " … " });
-                }
-                text.push_str(&self.answer[i].text);
+        if shown.is_empty() {
+            return self.bare.clone();
+        }
+        if shown.len() == self.answer.len() {
+            return self.whole.clone();
+        }
+        render(
+            &self.head,
+            &self.agent_label,
+            &self.answer,
+            &shown,
+            self.source,
+        )
+    }
+}
+
+/// A turn's item: its head and, after the agent's label, the answer's
+/// sentences `shown` (ascending), " … " where some are left out between.
+fn render(
+    head: &str,
+    agent_label: &str,
+    answer: &[AnswerSentence],
+    shown: &[usize],
+    source: Source,
+) -> ContextItem {
+    let mut text = String::with_capacity(head.len() + 160);
+    text.push_str(head);
+    if !shown.is_empty() {
+        text.push_str(agent_label);
+        for (k, &i) in shown.iter().enumerate() {
+            if k > 0 {
+                text.push_str(if i == shown[k - 1] + 1 { " " } else { " … " });
             }
+            text.push_str(&answer[i].text);
         }
-        ContextItem {
-            tier: Tier::Retrieved,
-            source: self.source,
-            role: crate::context::Role::System,
-            tokens: CharEstimate.count(&text),
-            text: text.into(),
-        }
+    }
+    ContextItem {
+        tier: Tier::Retrieved,
+        source,
+        role: crate::context::Role::System,
+        tokens: CharEstimate.count(&text),
+        text: text.into(),
     }
 }
 
@@ -188,7 +216,15 @@ fn prepare(who: Speakers<'_>, r: TurnRef, t: &ConversationTurn) -> PreparedTurn 
             })
             .collect()
     };
+    let source = Source::StoredTurn {
+        session: r.session_id,
+        seq: r.seq,
+    };
+    let agent_label = format!("\n  {}: ", who.agent_id);
+    let all: Vec<usize> = (0..answer.len()).collect();
     PreparedTurn {
+        whole: render(&head, &agent_label, &answer, &all, source),
+        bare: render(&head, &agent_label, &answer, &[], source),
         seq: r.seq,
         at,
         key: (!t.user_message.trim().is_empty()).then(|| exchange_key(t)),
@@ -197,12 +233,9 @@ fn prepare(who: Speakers<'_>, r: TurnRef, t: &ConversationTurn) -> PreparedTurn 
             .iter()
             .map(|s| crate::reflect::extractive::said_key(s))
             .collect(),
-        source: Source::StoredTurn {
-            session: r.session_id,
-            seq: r.seq,
-        },
+        source,
         head: head.into(),
-        agent_label: format!("\n  {}: ", who.agent_id).into(),
+        agent_label: agent_label.into(),
         answer_tokens: CharEstimate.count(answer_text),
         user_stems: stem_keys(&t.user_message).into(),
         answer,

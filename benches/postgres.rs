@@ -210,6 +210,7 @@ async fn fill(b: &dyn Backend) {
                 source_session_id: Some(id),
                 extracted_at: at,
                 conflicts_with: None,
+                speaker: Default::default(),
             })
             .collect();
         b.complete_reflection(&s, &[], &facts).await.expect("store");

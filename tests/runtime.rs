@@ -694,7 +694,7 @@ async fn a_bad_data_folder_is_a_clear_error() -> Res {
         StartupError::Store(StoreError::IncompatibleSchema {
             found, expected, ..
         }) => {
-            assert_eq!((found, expected), (99, 1));
+            assert_eq!((found, expected), (99, 2));
         }
         other => panic!("unexpected {other}"),
     }

@@ -24,7 +24,7 @@ pub use crate::window::dedup_key;
 use crate::retrieval::{select, Selection};
 
 use crate::model::{
-    BlockLabel, ConversationSummary, ConversationTurn, EarlierValue, Fact, MemoryBlock,
+    BlockLabel, ConversationSummary, ConversationTurn, EarlierValue, Fact, MemoryBlock, Speaker,
     SummaryType, Visibility,
 };
 
@@ -305,7 +305,9 @@ pub struct PreparedFacts {
 
 /// A fact as the context shows it to `user_id`, with the value it
 /// replaced: "- [home] Lives in Denver (earlier: Lives in Austin, until
-/// 2026-03-02)", and whose it is when another user shared it.
+/// 2026-03-02)", and whose it is when another user shared it. A fact from
+/// the agent side's words is shown under the agent's id ("- [goal]
+/// kairix: Will send the reading list on Friday"), never as the user's.
 pub fn fact_item(
     f: &Fact,
     earlier: Option<&EarlierValue>,
@@ -331,11 +333,19 @@ pub fn fact_item(
         Tier::Facts,
         Source::Fact(f.fact_id),
         Role::System,
-        format!(
-            "- [{}] {}{before}{whose}",
-            f.category.as_str(),
-            f.content.trim()
-        ),
+        match f.speaker {
+            Speaker::User => format!(
+                "- [{}] {}{before}{whose}",
+                f.category.as_str(),
+                f.content.trim()
+            ),
+            Speaker::Agent => format!(
+                "- [{}] {}: {}{before}{whose}",
+                f.category.as_str(),
+                f.agent_id,
+                f.content.trim()
+            ),
+        },
     )
 }
 
@@ -567,9 +577,9 @@ impl AssembledContext {
         for t in &self.tiers {
             let heading = match t.tier {
                 Tier::Blocks => "Core memory",
-                Tier::Facts => "Facts about the user",
+                Tier::Facts => "Facts from earlier calls",
                 Tier::Summaries => "Earlier conversations",
-                Tier::Retrieved => "What the user said before that bears on this",
+                Tier::Retrieved => "What was said before that bears on this",
                 Tier::Turns | Tier::Message => continue,
             };
             if t.items.is_empty() {
@@ -641,6 +651,7 @@ mod tests {
             source_session_id: None,
             extracted_at: t0() + Duration::minutes(age_min),
             conflicts_with: None,
+            speaker: Default::default(),
         }
     }
 
@@ -738,7 +749,7 @@ mod tests {
         let sys = &msgs[0].content;
         let (p, fa, su) = (
             sys.find("## Core memory").unwrap(),
-            sys.find("## Facts about the user").unwrap(),
+            sys.find("## Facts from earlier calls").unwrap(),
             sys.find("## Earlier conversations").unwrap(),
         );
         assert!(p < fa && fa < su, "{sys}");
@@ -756,6 +767,19 @@ mod tests {
         let sys = &c.to_messages()[0].content;
         assert!(sys.contains("team offsite in May (shared by ada)"), "{sys}");
         assert!(!sys.contains("Initech (shared"), "{sys}");
+    }
+
+    #[test]
+    fn the_agent_sides_facts_are_shown_under_its_id() {
+        let mut f = fixture();
+        f.facts[1].speaker = Speaker::Agent;
+        let c = assemble(&input(&f, "hi", 10_000), &CharEstimate).unwrap();
+        let sys = &c.to_messages()[0].content;
+        assert!(
+            sys.contains("- [preference] kairix: prefers mornings"),
+            "{sys}"
+        );
+        assert!(sys.contains("- [occupation] works at Initech"), "{sys}");
     }
 
     #[test]

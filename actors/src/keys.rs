@@ -8,7 +8,13 @@ use uuid::Uuid;
 use crate::model::{BlockLabel, SummaryType};
 
 /// Bumped whenever a key layout or record shape changes incompatibly.
-pub const SCHEMA_VERSION: u32 = 1;
+///
+/// 2: a fact keeps whose words it came from (`speaker`). A build that
+/// knew only 1 would read the agent side's facts as the user's, so it
+/// must refuse a folder at 2; a folder at 1 is upgraded in place (its
+/// facts are all the user's, which is what a fact without a speaker
+/// reads as).
+pub const SCHEMA_VERSION: u32 = 2;
 pub const SCHEMA_KEY: &[u8] = b"schema_version";
 
 pub const TREE_META: &str = "meta";

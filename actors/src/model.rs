@@ -659,6 +659,55 @@ pub enum Visibility {
     Shared,
 }
 
+/// Whose words a fact came from: the user's, or the agent side's (what
+/// the agent said it would do or recommended, and in a call between two
+/// people what the other person told of their own life). A fact of the
+/// agent side is never one about the user: it is shown under the agent's
+/// id, and its one-valued subjects are its own ([`Speaker::subject`]).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Speaker {
+    /// The user's own words (every fact stored before speakers were kept).
+    #[default]
+    User,
+    /// The agent side's words.
+    Agent,
+}
+
+impl Speaker {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Speaker::User => "user",
+            Speaker::Agent => "agent",
+        }
+    }
+
+    /// A speaker named by a model or a client: `agent` (or `assistant`),
+    /// else the user.
+    pub fn parse_lenient(s: &str) -> Speaker {
+        match s.trim().to_lowercase().as_str() {
+            "agent" | "assistant" | "ai" | "bot" => Speaker::Agent,
+            _ => Speaker::User,
+        }
+    }
+
+    /// The prefix that keeps the agent side's one-valued subjects apart
+    /// from the user's: the agent's `home` is `agent:home`, so that what
+    /// the agent side says of its own home never replaces the user's.
+    pub const AGENT_SUBJECT: &'static str = "agent:";
+
+    /// `subject` as this speaker's facts hold it.
+    pub fn subject(self, subject: Option<String>) -> Option<String> {
+        match (self, subject) {
+            (Speaker::Agent, Some(s)) if !s.starts_with(Self::AGENT_SUBJECT) => {
+                Some(format!("{}{s}", Self::AGENT_SUBJECT))
+            }
+            (_, s) => s,
+        }
+    }
+}
+
 /// A fact as a reflection states it, before it is stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FactCandidate {
@@ -666,6 +715,9 @@ pub struct FactCandidate {
     pub content: String,
     #[serde(default)]
     pub subject: Option<String>,
+    /// Whose words it came from.
+    #[serde(default)]
+    pub speaker: Speaker,
 }
 
 /// Normalized for de-duplication: lower case, single spaces, no trailing
@@ -706,6 +758,10 @@ pub struct Fact {
     /// [`FactHistory`].)
     #[serde(default)]
     pub conflicts_with: Option<Uuid>,
+    /// Whose words it came from: the user's (also every fact stored
+    /// before this was kept) or the agent side's.
+    #[serde(default)]
+    pub speaker: Speaker,
 }
 
 /// A fact's place in the history of its subject.

@@ -308,11 +308,13 @@ pub fn build_reflection(
             user_id: session.user_id.clone(),
             category: f.category,
             content: f.content,
-            subject: f.subject,
+            // the agent side's one-valued subjects are its own
+            subject: f.speaker.subject(f.subject),
             visibility: Visibility::Private,
             source_session_id: Some(session.session_id),
             extracted_at: now,
             conflicts_with: None,
+            speaker: f.speaker,
         })
         .collect();
     let summary = ConversationSummary {

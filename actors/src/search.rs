@@ -2150,6 +2150,7 @@ mod tests {
             source_session_id: None,
             extracted_at: DateTime::<Utc>::from_timestamp(1_790_000_000, 0).unwrap(),
             conflicts_with: None,
+            speaker: Default::default(),
         }
     }
 

@@ -12,6 +12,7 @@ mod answers;
 mod changes;
 mod facts;
 mod feelings;
+mod sides;
 mod when;
 
 pub use answers::{expected_in, held_in, Answers};
@@ -21,6 +22,7 @@ pub use facts::{
     pronoun_named,
 };
 pub use feelings::feeling_asked;
+pub use sides::agent_facts;
 pub use when::resolve_relative_dates;
 
 const STOPWORDS: &[&str] = &[

@@ -26,7 +26,7 @@ use recall_actors::context::{
 use recall_actors::embed::StoredVector;
 use recall_actors::model::{
     BlockLabel, ConversationSummary, ConversationTurn, EarlierValue, FactRecord, MemoryBlock,
-    SummaryType, Topic,
+    Speaker, SummaryType, Topic,
 };
 use recall_actors::retrieval::{
     self, select, PreparedTurn, Retrieved, Selection, Shaping, Speakers, SummarySentences,
@@ -495,7 +495,8 @@ impl ContextCache {
                         (item, named)
                     }
                 };
-                if own {
+                // the user's relations, not the agent side's
+                if own && f.speaker == Speaker::User {
                     add_names(&mut names, &named);
                 }
                 (&f.fact, item)
@@ -1193,7 +1194,10 @@ impl Runtime {
 #[cfg(test)]
 fn named_in(facts: &CurrentFacts, user_id: &str) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
-    for f in facts.iter().filter(|f| f.user_id == user_id) {
+    for f in facts
+        .iter()
+        .filter(|f| f.user_id == user_id && f.speaker == Speaker::User)
+    {
         add_names(&mut out, &names_of_fact(f));
     }
     out
@@ -1285,6 +1289,7 @@ mod tests {
                 source_session_id: None,
                 extracted_at: Utc::now(),
                 conflicts_with: None,
+                speaker: Default::default(),
             },
             history: FactHistory::default(),
         })

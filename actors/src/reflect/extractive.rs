@@ -10,8 +10,12 @@
 //! - A session summary keeps, in call order, the call's informative user
 //!   sentences: all of the first [`ALL_KEPT`], half of more, at least
 //!   [`MIN_KEPT`] sentences and at most [`MAX_KEPT`] within
-//!   [`SESSION_MAX_CHARS`], plus the agent's most informative answer when
-//!   it says something.
+//!   [`SESSION_MAX_CHARS`], plus the agent side's most informative
+//!   sentence about the user when it says something (a promise or a
+//!   recommendation to the user counts as the fact it is).
+//! - The facts are the user's (the fact rules over the user's words) and
+//!   the agent side's ([`text::agent_facts`]: what it said it would do,
+//!   recommended, or told of its own life), each kept as its speaker's.
 //! - A combine (a day, a week, a topic, a call's long narrative) takes
 //!   each source's disclosures first, round-robin across sources so that a
 //!   week keeps every day's, then the rest; never the same sentence twice
@@ -32,7 +36,7 @@ pub struct ExtractiveReflect;
 
 /// Bumped when the same turns summarize differently, so that a replay
 /// re-derives what older rules made.
-const VERSION: u32 = 4;
+const VERSION: u32 = 5;
 
 impl Reflect for ExtractiveReflect {
     fn name(&self) -> &'static str {
@@ -102,7 +106,7 @@ const FIRST_PERSON: &[&str] = &[
     "i", "i'm", "i've", "i'll", "i'd", "my", "me", "mine", "myself", "we", "we're", "we've",
     "we'll", "we'd", "our", "ours", "us",
 ];
-/// The user, as the agent speaks of them.
+/// The user, as the agent side speaks of them.
 const SECOND_PERSON: &[&str] = &["you", "you're", "you've", "you'll", "your", "yours"];
 
 const CHANGE_WORDS: &[&str] = &[
@@ -245,7 +249,11 @@ pub enum Voice {
     /// The user's: about their life even without "I" ("It was thirty
     /// below here in Duluth"); "I" or "my" weighs a little more.
     User,
-    /// The agent's: about the user only when it says "you" or "your".
+    /// The agent side's: about the user when it says "you" or "your". (A
+    /// promise or a recommendation to the user says "you", and scores as
+    /// the fact it is; the agent side's "I" sentences scored as the user's
+    /// took the one place an agent's line has from what it said of the
+    /// user: see docs/evaluation.md.)
     Agent,
     /// A summary's: every sentence is about the user.
     Summary,
@@ -297,8 +305,9 @@ fn disclosure_with(sentence: &str, voice: Voice, has_fact: Option<bool>) -> f64 
     // Whether it names the person: a user's sentence without "I" is still
     // their life ("It was thirty below here in Duluth", "Rusty, our
     // beagle, got out again") and is read for its signals; one that says
-    // "I" or "my" weighs a little more. An agent's sentence counts only
-    // when it is about the user ("your interview").
+    // "I" or "my" weighs a little more. An agent side's sentence counts
+    // only when it is about the user ("your interview", "I'll send you
+    // the list").
     let names_person = match voice.person() {
         None => true,
         Some(p) => media || words.iter().any(|w| p.contains(&w.as_str())),
@@ -634,11 +643,23 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
             !has_capitals(&raw.user_message),
         ));
     }
-    for f in sentence_facts.iter().flatten().chain(&answered) {
+    // The agent side's: what it said it would do, recommended, or told of
+    // its own life (kept as its own, never as the user's).
+    let agent_sentences = text::sentences(&agent_text);
+    let agent_facts: Vec<Vec<crate::model::FactCandidate>> = agent_sentences
+        .iter()
+        .map(|s| text::agent_facts(std::slice::from_ref(s), user_id))
+        .collect();
+    for f in sentence_facts
+        .iter()
+        .flatten()
+        .chain(&answered)
+        .chain(agent_facts.iter().flatten())
+    {
         let norm = crate::model::normalize_fact(&f.content);
         if !facts
             .iter()
-            .any(|o| crate::model::normalize_fact(&o.content) == norm)
+            .any(|o| o.speaker == f.speaker && crate::model::normalize_fact(&o.content) == norm)
         {
             facts.push(f.clone());
         }
@@ -657,10 +678,10 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
     // The best first: informative ones, then (for a call of small talk)
     // the best of the rest up to the minimum.
     let mut kept = best(&user_scores, share.min(informative.max(MIN_KEPT)));
-    let agent_sentences = text::sentences(&agent_text);
     let agent_scores: Vec<f64> = agent_sentences
         .iter()
-        .map(|s| disclosure(s, Voice::Agent))
+        .zip(&agent_facts)
+        .map(|(s, f)| disclosure_with(s, Voice::Agent, Some(!f.is_empty())))
         .collect();
     let agent = best(&agent_scores, 1)
         .first()
@@ -949,6 +970,41 @@ mod tests {
             let key = sentence_key(s.trim_start_matches("They said: "));
             assert!(seen.insert(key.clone()), "{key:?} repeated in {text}");
         }
+    }
+
+    #[test]
+    fn the_agent_sides_promises_and_life_are_its_own_facts_and_summarized() {
+        let turns = vec![
+            turn(
+                "My landlord finally fixed the boiler.",
+                "About time! I'll send you the number of my plumber anyway, he's in Harlow.",
+            ),
+            turn(
+                "Thanks. How's the allotment?",
+                "I finally got the onions in on Sunday. My knee is killing me though.",
+            ),
+        ];
+        let r = parse_reflection(&summarize("ola", &turns), "");
+        let of = |speaker| -> Vec<&str> {
+            r.facts
+                .iter()
+                .filter(|f| f.speaker == speaker)
+                .map(|f| f.content.as_str())
+                .collect()
+        };
+        let agent = of(crate::model::Speaker::Agent);
+        assert!(
+            agent.contains(&"Will send ola the number of my plumber anyway"),
+            "{agent:?}"
+        );
+        // none of the agent side's words became the user's
+        let user = of(crate::model::Speaker::User);
+        assert!(
+            user.iter()
+                .all(|f| !f.contains("plumber") && !f.contains("onions") && !f.contains("knee")),
+            "{user:?}"
+        );
+        assert!(r.summary.contains("The agent answered:"), "{}", r.summary);
     }
 
     #[test]

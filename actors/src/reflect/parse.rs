@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::model::{normalize_fact, FactCandidate, FactCategory};
+use crate::model::{normalize_fact, FactCandidate, FactCategory, Speaker};
 use crate::text;
 
 /// A parsed reflection.
@@ -54,8 +54,8 @@ fn facts_of(v: Option<Value>) -> Vec<FactCandidate> {
     };
     let mut out: Vec<FactCandidate> = Vec::new();
     for item in items {
-        let (category, content, subject) = match item {
-            Value::String(s) => (FactCategory::Other, s, None),
+        let (category, content, subject, speaker) = match item {
+            Value::String(s) => (FactCategory::Other, s, None, Speaker::User),
             Value::Object(mut o) => {
                 let content = match o.remove("content").or_else(|| o.remove("fact")) {
                     Some(Value::String(s)) => s,
@@ -69,7 +69,12 @@ fn facts_of(v: Option<Value>) -> Vec<FactCandidate> {
                     Some(Value::String(s)) if !s.trim().is_empty() => Some(s.trim().to_lowercase()),
                     _ => None,
                 };
-                (category, content, subject)
+                // whose words: the user's unless the agent side is named
+                let speaker = match o.remove("speaker") {
+                    Some(Value::String(s)) => Speaker::parse_lenient(&s),
+                    _ => Speaker::User,
+                };
+                (category, content, subject, speaker)
             }
             _ => continue,
         };
@@ -78,11 +83,15 @@ fn facts_of(v: Option<Value>) -> Vec<FactCandidate> {
             continue;
         }
         let norm = normalize_fact(&content);
-        if !out.iter().any(|f| normalize_fact(&f.content) == norm) {
+        if !out
+            .iter()
+            .any(|f| f.speaker == speaker && normalize_fact(&f.content) == norm)
+        {
             out.push(FactCandidate {
                 category,
                 content,
                 subject,
+                speaker,
             });
         }
         if out.len() == MAX_FACTS {
@@ -256,6 +265,32 @@ mod tests {
                 ),
                 (FactCategory::Other, "Is a Leo", None),
                 (FactCategory::Other, "Has a dog", None),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_facts_speaker_is_kept_and_the_same_words_from_each_side_are_two_facts() {
+        let raw = r#"{"summary": "s", "facts": [
+            {"category": "hobby", "content": "Keeps bees", "speaker": "Agent"},
+            {"category": "hobby", "content": "Keeps bees"},
+            {"category": "goal", "content": "Will send the list on Friday", "speaker": "assistant"},
+            {"category": "hobby", "content": "keeps bees.", "speaker": "user"},
+            {"category": "hobby", "content": "Runs", "speaker": 3}
+        ]}"#;
+        let r = parse_reflection(raw, "");
+        let got: Vec<(&str, Speaker)> = r
+            .facts
+            .iter()
+            .map(|f| (f.content.as_str(), f.speaker))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("Keeps bees", Speaker::Agent),
+                ("Keeps bees", Speaker::User),
+                ("Will send the list on Friday", Speaker::Agent),
+                ("Runs", Speaker::User),
             ]
         );
     }

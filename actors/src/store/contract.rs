@@ -8,6 +8,7 @@ use std::sync::Arc;
 use chrono::TimeZone;
 
 use super::*;
+use crate::model::Speaker;
 use crate::settings::PostgresSettings;
 
 /// The database the PostgreSQL tests use.
@@ -124,6 +125,7 @@ on_both!(
     turns_are_read_back_in_order_before_and_after_a_flush,
     ending_a_session_queues_its_reflection_with_its_turns,
     facts_are_deduplicated_superseded_conflicts_flagged_and_owned,
+    the_agent_sides_facts_stay_its_own,
     a_revision_replaces_the_current_version_and_never_brings_back_a_deleted_fact,
     storing_a_session_summary_twice_is_a_no_op,
     dead_letters_move_back_to_the_queue_and_not_for_a_summarized_session,
@@ -186,6 +188,7 @@ pub(crate) fn fact(user: &str, content: &str, subject: Option<&str>, call: Uuid)
         source_session_id: Some(call),
         extracted_at: Utc.with_ymd_and_hms(2026, 3, 9, 9, 0, 0).unwrap(),
         conflicts_with: None,
+        speaker: Default::default(),
     }
 }
 
@@ -488,6 +491,60 @@ async fn facts_are_deduplicated_superseded_conflicts_flagged_and_owned(h: &Harne
     ));
     // another agent's facts are another namespace
     assert!(b.visible_facts("other", "mark").await.unwrap().is_empty());
+}
+
+/// A fact from the agent side's words, as the reflector makes it.
+pub(crate) fn agent_fact(user: &str, content: &str, subject: Option<&str>, call: Uuid) -> Fact {
+    let mut f = fact(user, content, None, call);
+    f.speaker = Speaker::Agent;
+    f.subject = Speaker::Agent.subject(subject.map(str::to_string));
+    f
+}
+
+async fn the_agent_sides_facts_stay_its_own(h: &Harness) {
+    let b = h.open().await;
+    let (c1, s1) = call("mark", 1);
+    let home = fact("mark", "Lives in Austin", Some("home"), c1);
+    b.complete_reflection(&s1, &[], std::slice::from_ref(&home))
+        .await
+        .unwrap();
+    // a later call: the agent side tells of its own home, and says what
+    // the user said before in the same words
+    let (c2, s2) = call("mark", 2);
+    let its_home = agent_fact("mark", "Lives in Cork", Some("home"), c2);
+    let same_words = agent_fact("mark", "Lives in Austin", None, c2);
+    b.complete_reflection(&s2, &[], &[its_home.clone(), same_words.clone()])
+        .await
+        .unwrap();
+    let facts = b.user_facts("kairix", "mark").await.unwrap();
+    assert_eq!(facts.len(), 3, "{facts:?}");
+    let get = |id: Uuid| facts.iter().find(|f| f.fact_id == id).unwrap();
+    // the user's home is not replaced by the agent side's
+    assert!(get(home.fact_id).is_current());
+    assert_eq!(get(home.fact_id).speaker, Speaker::User);
+    assert_eq!(get(its_home.fact_id).speaker, Speaker::Agent);
+    assert_eq!(get(its_home.fact_id).subject.as_deref(), Some("agent:home"));
+    assert_eq!(get(same_words.fact_id).speaker, Speaker::Agent);
+    // and both are read back as whose they are, in the context too
+    let ctx = b.context_sources("kairix", "mark").await.unwrap();
+    let agent: Vec<&str> = ctx
+        .facts
+        .iter()
+        .filter(|f| f.speaker == Speaker::Agent)
+        .map(|f| f.content.as_str())
+        .collect();
+    assert_eq!(agent.len(), 2, "{agent:?}");
+    // deleting the agent side's fact leaves the user's in the same words
+    b.delete_fact(same_words.fact_id, "mark").await.unwrap();
+    let facts = b.user_facts("kairix", "mark").await.unwrap();
+    assert_eq!(facts.len(), 2);
+    assert!(b.fact(home.fact_id).await.unwrap().unwrap().is_current());
+    // and is remembered apart from them: the user's are not tombstoned
+    assert_ne!(
+        spoken_key(&same_words),
+        spoken_key(&home),
+        "one tombstone key per speaker"
+    );
 }
 
 async fn a_revision_replaces_the_current_version_and_never_brings_back_a_deleted_fact(h: &Harness) {

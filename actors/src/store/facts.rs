@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::StoreError;
-use crate::model::{normalize_fact, EarlierValue, Fact, FactHistory, FactRecord};
+use crate::model::{normalize_fact, EarlierValue, Fact, FactHistory, FactRecord, Speaker};
 
 /// What storing a reflection's facts changes.
 #[derive(Debug, Clone, Default)]
@@ -33,24 +33,18 @@ pub struct FactChanges {
 /// one-valued subject said again after another value replaced it ("we
 /// moved back to Austin"), in a call later than any on that subject.
 pub fn dedup_facts(existing: &[FactRecord], candidates: Vec<FactRecord>) -> Vec<FactRecord> {
-    // (normalized content, subject, when stated, current)
+    // (speaker and normalized content, subject, when stated, current): the
+    // same words from the other side are another fact
     let mut known: Vec<(String, Option<String>, DateTime<Utc>, bool)> = existing
         .iter()
-        .map(|f| {
-            (
-                normalize_fact(&f.content),
-                f.subject.clone(),
-                f.stated(),
-                f.is_current(),
-            )
-        })
+        .map(|f| (spoken_key(f), f.subject.clone(), f.stated(), f.is_current()))
         .collect();
     let mut out = Vec::new();
     for c in candidates {
-        let norm = normalize_fact(&c.content);
-        if norm.is_empty() {
+        if normalize_fact(&c.content).is_empty() {
             continue;
         }
+        let norm = spoken_key(&c);
         let mut same = known.iter().filter(|k| k.0 == norm).peekable();
         let keep = if same.peek().is_none() {
             true
@@ -73,6 +67,17 @@ pub fn dedup_facts(existing: &[FactRecord], candidates: Vec<FactRecord>) -> Vec<
         }
     }
     out
+}
+
+/// A fact's normalized content, marked with its speaker when that is the
+/// agent side (so that the user's "Has a dog" and the agent side's are two
+/// facts).
+pub fn spoken_key(f: &Fact) -> String {
+    let norm = normalize_fact(&f.content);
+    match f.speaker {
+        Speaker::User => norm,
+        Speaker::Agent => format!("{}{norm}", Speaker::AGENT_SUBJECT),
+    }
 }
 
 /// What storing `facts` (one reflection's, all about one user, stated in
@@ -237,6 +242,7 @@ mod tests {
                 source_session_id: Some(Uuid::from_u128(call)),
                 extracted_at: at(40),
                 conflicts_with: None,
+                speaker: Default::default(),
             },
             history: FactHistory {
                 stated_at: Some(at(day)),

@@ -85,7 +85,7 @@ pub use backend::{
     SharedBackend, SummaryStore, TurnKey,
 };
 pub use context::{ContextParts, ContextSources, CurrentFacts, StoredBlocks};
-pub use facts::{dedup_facts, plan_fact_changes, reconcile_facts, FactChanges};
+pub use facts::{dedup_facts, plan_fact_changes, reconcile_facts, spoken_key, FactChanges};
 pub use forget::{ForgetReport, PendingForget};
 pub use generations::{Generations, Parts, Stamp};
 pub use hierarchy::InboxEntry;

@@ -2120,6 +2120,7 @@ fn sentence_facts(sentence: &str, nested: bool, may_elide: bool) -> Vec<FactCand
                     category: rule.category,
                     content,
                     subject,
+                    speaker: Default::default(),
                 },
             ));
         }
@@ -2496,6 +2497,7 @@ fn name_fact(what: &str, kind: Slot, name: &str) -> FactCandidate {
         category,
         content,
         subject,
+        speaker: Default::default(),
     }
 }
 

@@ -155,7 +155,7 @@ impl FactStore for PgBackend {
         )
         .bind(&fact.agent_id)
         .bind(&fact.user_id)
-        .bind(keys::tombstone_hash(&normalize_fact(&fact.content)))
+        .bind(keys::tombstone_hash(&spoken_key(&fact)))
         .execute(&mut *tx)
         .await?;
         Self::put_facts(&mut tx, &moved.iter().collect::<Vec<_>>()).await?;

@@ -37,7 +37,6 @@ use sqlx::{Postgres, Transaction};
 
 use super::facts::sorted_facts;
 use super::*;
-use crate::model::normalize_fact;
 use crate::settings::PostgresSettings;
 
 mod cluster;
@@ -54,15 +53,22 @@ mod transfer;
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "records", include_str!("0001_records.sql")),
     (2, "instances", include_str!("0002_instances.sql")),
+    (3, "fact speakers", include_str!("0003_fact_speakers.sql")),
 ];
 
 /// The newest schema version this build knows.
 pub const PG_SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 
 fn migrator() -> Migrator {
+    migrator_of(MIGRATIONS)
+}
+
+/// A migrator of `migrations` (the first of [`MIGRATIONS`], in a test of
+/// an upgrade).
+fn migrator_of(migrations: &[(i64, &'static str, &'static str)]) -> Migrator {
     Migrator {
         migrations: std::borrow::Cow::Owned(
-            MIGRATIONS
+            migrations
                 .iter()
                 .map(|(v, d, sql)| {
                     Migration::new(*v, (*d).into(), MigrationType::Simple, (*sql).into(), false)
@@ -390,9 +396,10 @@ impl PgBackend {
     async fn put_facts(tx: &mut Tx<'_>, facts: &[&FactRecord]) -> Result<(), StoreError> {
         for f in facts {
             sqlx::query(
-                "INSERT INTO facts (fact_id, agent_id, user_id, shared, extracted_at, body)
-                 VALUES ($1, $2, $3, $4, $5, $6::json)
-                 ON CONFLICT (fact_id) DO UPDATE SET shared = $4, extracted_at = $5, body = $6::json",
+                "INSERT INTO facts (fact_id, agent_id, user_id, shared, extracted_at, body, speaker)
+                 VALUES ($1, $2, $3, $4, $5, $6::json, $7)
+                 ON CONFLICT (fact_id) DO UPDATE
+                     SET shared = $4, extracted_at = $5, body = $6::json, speaker = $7",
             )
             .bind(f.fact_id)
             .bind(&f.agent_id)
@@ -400,6 +407,7 @@ impl PgBackend {
             .bind(f.visibility == Visibility::Shared)
             .bind(f.extracted_at)
             .bind(body(f)?)
+            .bind(f.speaker.as_str())
             .execute(&mut **tx)
             .await?;
         }
@@ -532,7 +540,7 @@ impl PgBackend {
             existing,
             facts,
             stated_at,
-            |f| Ok(tombs.contains(&keys::tombstone_hash(&normalize_fact(&f.content)))),
+            |f| Ok(tombs.contains(&keys::tombstone_hash(&spoken_key(f)))),
             |id| Ok(started.get(&id).copied()),
         )
     }

@@ -43,6 +43,61 @@ async fn migrations_apply_once_and_a_newer_database_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_from_before_speakers_were_kept_is_migrated_and_its_facts_are_the_users() {
+    let schema = TestSchema::new();
+    let pg = PgBackend::open(&schema.settings).await.unwrap();
+    sqlx::query(&format!("CREATE SCHEMA \"{}\"", schema.settings.schema))
+        .execute(pg.pool())
+        .await
+        .unwrap();
+    migrator_of(&MIGRATIONS[..2]).run(pg.pool()).await.unwrap();
+    // a fact as version 2 stored it: no speaker in its body or its row
+    let id = Uuid::new_v4();
+    let body = format!(
+        r#"{{"fact_id":"{id}","agent_id":"kairix","user_id":"mark","category":"hobby","content":"Keeps bees","extracted_at":"2026-03-01T09:00:00Z"}}"#
+    );
+    sqlx::query(
+        "INSERT INTO facts (fact_id, agent_id, user_id, shared, extracted_at, body)
+         VALUES ($1, 'kairix', 'mark', false, now(), $2::json)",
+    )
+    .bind(id)
+    .bind(&body)
+    .execute(pg.pool())
+    .await
+    .unwrap();
+    assert_eq!(pg.migrate().await.unwrap(), 1);
+    assert_eq!(pg.schema_version().await.unwrap(), PG_SCHEMA_VERSION);
+    let fact = pg.fact(id).await.unwrap().unwrap();
+    assert_eq!(fact.speaker, crate::model::Speaker::User);
+    let column: String = sqlx::query_scalar("SELECT speaker FROM facts WHERE fact_id = $1")
+        .bind(id)
+        .fetch_one(pg.pool())
+        .await
+        .unwrap();
+    assert_eq!(column, "user");
+    // the agent side's facts are stored as its own, in the column too
+    let (call, s) = (Uuid::new_v4(), summary(Uuid::new_v4(), "a call"));
+    let mut agent = fact.fact.clone();
+    agent.fact_id = Uuid::new_v4();
+    agent.source_session_id = Some(call);
+    agent.content = "Will send the list on Friday".into();
+    agent.speaker = crate::model::Speaker::Agent;
+    pg.complete_reflection(&s, &[], std::slice::from_ref(&agent))
+        .await
+        .unwrap();
+    let column: String = sqlx::query_scalar("SELECT speaker FROM facts WHERE fact_id = $1")
+        .bind(agent.fact_id)
+        .fetch_one(pg.pool())
+        .await
+        .unwrap();
+    assert_eq!(column, "agent");
+    assert_eq!(
+        pg.fact(agent.fact_id).await.unwrap().unwrap().speaker,
+        crate::model::Speaker::Agent
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_that_does_not_answer_is_a_connect_error_without_the_password() {
     let mut settings = TestSchema::new().settings.clone();
     // A port nothing listens on.
@@ -157,6 +212,7 @@ async fn facts_stored_before_their_call_time_was_kept_get_it_from_their_session(
         source_session_id: Some(old_call.session_id),
         extracted_at: Utc.with_ymd_and_hms(2026, 3, 20, 9, 0, 0).unwrap(),
         conflicts_with: None,
+        speaker: Default::default(),
     };
     sqlx::query(
         "INSERT INTO facts (fact_id, agent_id, user_id, shared, extracted_at, body)

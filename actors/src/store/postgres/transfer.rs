@@ -301,19 +301,20 @@ impl Batches {
             for f in &self.facts {
                 bodies.push(body(f)?);
             }
-            let (ids, agents, users, shared, extracted) = columns!(self.facts, |f| (
+            let (ids, agents, users, shared, extracted, speakers) = columns!(self.facts, |f| (
                 f.fact_id,
                 f.agent_id.clone(),
                 f.user_id.clone(),
                 f.visibility == Visibility::Shared,
-                f.extracted_at
+                f.extracted_at,
+                f.speaker.as_str()
             ));
             sqlx::query(
-                "INSERT INTO facts (fact_id, agent_id, user_id, shared, extracted_at, body)
-                 SELECT i, a, u, s, e, b::json
+                "INSERT INTO facts (fact_id, agent_id, user_id, shared, extracted_at, body, speaker)
+                 SELECT i, a, u, s, e, b::json, w
                  FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bool[], $5::timestamptz[],
-                             $6::text[])
-                   AS x(i, a, u, s, e, b)",
+                             $6::text[], $7::text[])
+                   AS x(i, a, u, s, e, b, w)",
             )
             .bind(&ids)
             .bind(&agents)
@@ -321,6 +322,7 @@ impl Batches {
             .bind(&shared)
             .bind(&extracted)
             .bind(&bodies)
+            .bind(&speakers)
             .execute(&mut **tx)
             .await?;
         }

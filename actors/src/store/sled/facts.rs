@@ -98,11 +98,7 @@ impl Trees {
         };
         let moved_rows = Self::fact_rows(&moved)?;
         let key = keys::fact(&fact.agent_id, &fact.user_id, fact_id);
-        let tombstone = keys::fact_tombstone(
-            &fact.agent_id,
-            &fact.user_id,
-            &normalize_fact(&fact.content),
-        );
+        let tombstone = keys::fact_tombstone(&fact.agent_id, &fact.user_id, &spoken_key(&fact));
         (
             &self.facts,
             &self.fact_index,
@@ -155,8 +151,7 @@ impl Trees {
             facts,
             stated_at,
             |f| {
-                let tomb =
-                    keys::fact_tombstone(&f.agent_id, &f.user_id, &normalize_fact(&f.content));
+                let tomb = keys::fact_tombstone(&f.agent_id, &f.user_id, &spoken_key(f));
                 Ok(tombstoned && self.fact_tombstones.contains_key(tomb)?)
             },
             |id| Ok(self.session(id)?.map(|s| s.started_at)),

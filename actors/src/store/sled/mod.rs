@@ -15,7 +15,6 @@ use std::collections::BTreeSet;
 
 use super::facts::sorted_facts;
 use super::*;
-use crate::model::normalize_fact;
 
 mod context;
 mod facts;
@@ -240,7 +239,19 @@ impl Trees {
                         path: path.to_path_buf(),
                         message: "the schema version record is unreadable".into(),
                     })?;
-                if found != keys::SCHEMA_VERSION {
+                if found == 1 && keys::SCHEMA_VERSION == 2 {
+                    // Version 1 records are version 2 records whose facts
+                    // are all the user's: only the mark moves.
+                    trees
+                        .meta
+                        .insert(keys::SCHEMA_KEY, &keys::SCHEMA_VERSION.to_be_bytes())?;
+                    trees.db.flush()?;
+                    tracing::info!(
+                        from = found,
+                        to = keys::SCHEMA_VERSION,
+                        "upgraded the data folder's schema"
+                    );
+                } else if found != keys::SCHEMA_VERSION {
                     return Err(StoreError::IncompatibleSchema {
                         path: path.to_path_buf(),
                         found,

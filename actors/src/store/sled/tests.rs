@@ -300,3 +300,38 @@ fn a_forget_takes_the_users_index_rows_with_their_sessions() {
     assert_eq!(r.sessions, 1);
     assert_eq!(trees.user_sessions.len(), 1, "only ada's row is left");
 }
+
+#[test]
+fn a_folder_from_before_speakers_were_kept_is_upgraded_and_its_facts_are_the_users() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = StoreSettings::default();
+    let (c, _) = call("mark", 1);
+    let id = {
+        let trees = Trees::open(dir.path(), &settings).unwrap();
+        // what version 1 wrote: its mark, and a fact without a speaker
+        trees
+            .meta
+            .insert(keys::SCHEMA_KEY, &1u32.to_be_bytes())
+            .unwrap();
+        let f = fact("mark", "Keeps bees", None, c);
+        let mut body = serde_json::to_value(FactRecord {
+            fact: f.clone(),
+            history: Default::default(),
+        })
+        .unwrap();
+        body.as_object_mut().unwrap().remove("speaker");
+        let key = keys::fact("kairix", "mark", f.fact_id);
+        trees
+            .facts
+            .insert(&key, serde_json::to_vec(&body).unwrap())
+            .unwrap();
+        trees.fact_index.insert(f.fact_id.as_bytes(), key).unwrap();
+        trees.db.flush().unwrap();
+        f.fact_id
+    };
+    let trees = Trees::open(dir.path(), &settings).unwrap();
+    let mark = trees.meta.get(keys::SCHEMA_KEY).unwrap().unwrap();
+    assert_eq!(mark.as_ref(), keys::SCHEMA_VERSION.to_be_bytes());
+    let f = trees.fact(id).unwrap().expect("read back");
+    assert_eq!(f.speaker, crate::model::Speaker::User);
+}

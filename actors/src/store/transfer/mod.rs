@@ -29,7 +29,13 @@ use super::*;
 /// The `format` of an export's header line.
 pub const EXPORT_FORMAT: &str = "recall-export";
 /// The newest export version this build writes and reads.
-pub const EXPORT_VERSION: u32 = 1;
+///
+/// 2: a fact record holds `speaker` (whose words it came from). A version
+/// 1 export is read as well: its facts are all the user's, which is what a
+/// fact without a speaker reads as. A build that knows only 1 refuses a
+/// version 2 export, rather than taking the agent side's facts for the
+/// user's.
+pub const EXPORT_VERSION: u32 = 2;
 
 /// Records per batch an import writes at once.
 pub(crate) const IMPORT_BATCH: usize = 1000;
@@ -610,6 +616,27 @@ mod tests {
             read(cut.as_bytes()),
             Err(TransferError::Format { line: 2, .. })
         ));
+    }
+
+    #[test]
+    fn a_version_1_exports_facts_are_the_users() {
+        let fact = r#"{"fact":{"fact_id":"00000000-0000-0000-0000-000000000001","agent_id":"a","user_id":"u","category":"hobby","content":"Keeps bees","extracted_at":"2026-11-01T10:00:00Z"}}"#;
+        let v1 = format!(
+            "{{\"header\":{{\"format\":\"{EXPORT_FORMAT}\",\"version\":1,\"source\":\"sled\",\"exported_at\":\"2026-11-02T10:00:00Z\",\"recall\":\"0.1.0\"}}}}\n{fact}\n{{\"end\":{{\"records\":1,\"counts\":{{\"fact\":1}}}}}}\n"
+        );
+        let records = read(v1.as_bytes()).unwrap();
+        let [Record::Fact(f)] = &records[..] else {
+            panic!("{records:?}")
+        };
+        assert_eq!(f.speaker, crate::model::Speaker::User);
+        // and a version 2 export keeps the agent side's
+        let mut agent = f.clone();
+        agent.fact.speaker = crate::model::Speaker::Agent;
+        let back = read(&export(&[Record::Fact(agent.clone())])).unwrap();
+        assert_eq!(back, vec![Record::Fact(agent)]);
+        assert!(String::from_utf8(export(&[]))
+            .unwrap()
+            .contains("\"version\":2"));
     }
 
     #[test]

@@ -756,8 +756,8 @@ pub fn without_question_framing(question: &str) -> String {
 /// A lowercased word's stem. Irregular verb forms, which a suffix
 /// stemmer cannot join to their verb ("grew", "bought"), are taken to the
 /// verb first, and the short forms typed chat uses for relations and
-/// days ("gf", "bday") and the homely names of a spouse ("missus",
-/// "hubby") to their word.
+/// days ("gf", "bday", "hubby") to their word. (Other words for a
+/// relation, "missus" for a wife, are the related-word vectors' to join.)
 pub fn stem(word: &str) -> String {
     let word = IRREGULAR
         .binary_search_by(|(form, _)| form.cmp(&word))
@@ -776,16 +776,14 @@ pub(crate) fn is_irregular_past(word: &str) -> bool {
         .is_ok()
 }
 
-/// Short and homely forms of relations and days and their word, sorted by form: the
-/// index and the fact rules (`text::facts`) read them as their word.
+/// The short forms typed chat uses for relations and days, and their
+/// word, sorted by form: the index and the fact rules (`text::facts`) read
+/// them as their word.
 pub(crate) const SHORT_FORMS: &[(&str, &str)] = &[
     ("bday", "birthday"),
     ("bf", "boyfriend"),
     ("gf", "girlfriend"),
     ("hubby", "husband"),
-    ("missis", "wife"),
-    ("missus", "wife"),
-    ("wifey", "wife"),
 ];
 
 /// Past forms of common irregular English verbs and their verb, sorted by
@@ -2470,6 +2468,7 @@ mod tests {
         // short forms meet their word
         assert_eq!(stem("gf"), stem("girlfriend"));
         assert_eq!(stem("bday"), stem("birthdays"));
+        assert_eq!(stem("hubby"), stem("husbands"));
         assert!(SHORT_FORMS.windows(2).all(|w| w[0].0 < w[1].0), "sorted");
         // irregular past forms meet their verb
         assert_eq!(stem("grew"), stem("growing"));

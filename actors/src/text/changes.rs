@@ -328,14 +328,6 @@ pub fn asked_about(question: &str) -> Subjects {
     } else {
         Subjects::NONE
     };
-    // "What am I getting about on?": how one travels ("around" says it
-    // alone; "about" only after a form of "get").
-    if ws
-        .windows(2)
-        .any(|w| matches!(w[0].as_str(), "get" | "gets" | "getting" | "got") && w[1] == "about")
-    {
-        out |= Subjects::VEHICLE;
-    }
     for (list, s) in [
         (HOME_ASKED, Subjects::HOME),
         (WORK_ASKED, Subjects::WORK),
@@ -463,10 +455,6 @@ mod tests {
     fn a_question_of_now_or_before_asks_about_its_subject() {
         assert_eq!(asked_about("Where am I living these days?"), Subjects::HOME);
         assert_eq!(asked_about("Who is my employer now?"), Subjects::WORK);
-        assert_eq!(
-            asked_about("What am I getting about on now?"),
-            Subjects::VEHICLE
-        );
         assert_eq!(
             asked_about("What did I drive before the new one?"),
             Subjects::VEHICLE

@@ -15,17 +15,12 @@ use super::{words, Subjects};
 #[rustfmt::skip]
 pub(super) const DISLIKE_WORDS: &[&str] = &[
     "hate", "hated", "hates", "detest", "loathe", "loathed", "disgusting", "gross", "vile",
-    "revolting", "dislike", "abide", "yuck", "ugh", "allergic",
+    "revolting", "dislike", "yuck", "ugh", "allergic",
 ];
 
-/// Word pairs that say one: "can't stand", "not a fan", "tastes like".
+/// Word pairs that say one: "not a fan", "don't like", "pet peeve".
 const DISLIKE_PAIRS: &[[&str; 2]] = &[
-    ["can't", "stand"],
-    ["cannot", "stand"],
-    ["can't", "bear"],
     ["a", "fan"],
-    ["tastes", "like"],
-    ["taste", "of"],
     ["don't", "like"],
     ["didn't", "like"],
     ["pet", "peeve"],
@@ -50,8 +45,30 @@ const LIKE_PAIRS: &[[&str; 2]] = &[
     ["i'd", "eat"],
 ];
 
-/// Whether a pair is said, with at most one word between ("tastes
-/// exactly like").
+/// Words that deny, before a verb of enduring.
+const NEGATIONS: &[&str] = &[
+    "not", "never", "cannot", "can't", "couldn't", "don't", "won't", "wouldn't",
+];
+
+/// Verbs of enduring something: denied ("can't stand", "never could
+/// abide", "won't tolerate", "couldn't stomach"), each says a dislike; said
+/// plainly ("stand in line", "bear in mind"), nothing.
+const ENDURE: &[&str] = &["stand", "bear", "abide", "tolerate", "stomach", "endure"];
+
+/// Whether a verb of enduring is denied: a negation at most four words
+/// before it ("I can't stand", "I could never abide", "I've never been
+/// able to bear").
+fn denied_enduring(ws: &[String]) -> bool {
+    ws.iter().enumerate().any(|(i, w)| {
+        ENDURE.contains(&w.as_str())
+            && ws[i.saturating_sub(4)..i]
+                .iter()
+                .any(|n| NEGATIONS.contains(&n.as_str()))
+    })
+}
+
+/// Whether a pair is said, with at most one word between ("don't really
+/// like").
 fn said(ws: &[String], pairs: &[[&str; 2]]) -> bool {
     (0..ws.len()).any(|i| {
         pairs
@@ -67,11 +84,11 @@ fn felt_in(user_text: &str) -> Subjects {
 }
 
 /// The likes and dislikes a user's words tell ("I hate mushrooms", "my
-/// favourite is fried okra", "it tastes like soap to me"), given with
-/// the bits of the lists they are in.
+/// favourite is fried okra", "I could never abide gin"), given with the
+/// bits of the lists they are in.
 pub(super) fn felt_in_words(ws: &[String], lists: u16) -> Subjects {
     let mut out = Subjects::NONE;
-    if lists & super::changes::IN_DISLIKE != 0 || said(ws, DISLIKE_PAIRS) {
+    if lists & super::changes::IN_DISLIKE != 0 || said(ws, DISLIKE_PAIRS) || denied_enduring(ws) {
         out |= Subjects::DISLIKES;
     }
     if lists & super::changes::IN_LIKE != 0 || said(ws, LIKE_PAIRS) {
@@ -87,9 +104,12 @@ const ASKED_DISLIKE: &[&str] = &[
     "gross",
 ];
 
-/// Question words that ask it after a "not" ("can't I stand", "never
-/// abide"), and only so ("a teddy bear").
-const ASKED_DISLIKE_NEGATED: &[&str] = &["stand", "bear", "abide", "tolerate", "like"];
+/// Question words that ask it after a "not" (the verbs of enduring,
+/// "can't I stand", "never abide"; and "like"), and only so ("a teddy
+/// bear").
+fn asked_dislike_negated(w: &str) -> bool {
+    ENDURE.contains(&w) || w == "like"
+}
 
 /// Question words that ask what the user loves.
 #[rustfmt::skip]
@@ -109,10 +129,10 @@ pub fn feeling_asked(question: &str) -> Subjects {
         )
     });
     let mut out = Subjects::NONE;
-    if ws.iter().any(|w| {
-        ASKED_DISLIKE.contains(&w.as_str())
-            || (negated && ASKED_DISLIKE_NEGATED.contains(&w.as_str()))
-    }) {
+    if ws
+        .iter()
+        .any(|w| ASKED_DISLIKE.contains(&w.as_str()) || (negated && asked_dislike_negated(w)))
+    {
         out |= Subjects::DISLIKES;
     }
     if ws.iter().any(|w| ASKED_LIKE.contains(&w.as_str())) {
@@ -129,14 +149,18 @@ mod tests {
     fn a_strong_liking_or_dislike_is_tagged() {
         for (text, want) in [
             (
-                "No beetroot. Opened it. Beetroot. Hate it. Tastes like dirt.",
+                "No beetroot. Opened it. Beetroot. Hate it.",
                 Subjects::DISLIKES,
             ),
+            // a verb of enduring, denied
+            ("Honestly I could never abide gin.", Subjects::DISLIKES),
+            ("i can't stand the smell of fresh paint", Subjects::DISLIKES),
             (
-                "I have never been able to abide the stuff.",
+                "He won't tolerate lateness and neither will I.",
                 Subjects::DISLIKES,
             ),
-            ("it tastes exactly like dish soap to me", Subjects::DISLIKES),
+            ("I couldn't stomach the oysters.", Subjects::DISLIKES),
+            ("I've never been able to bear jazz.", Subjects::DISLIKES),
             (
                 "My favourite thing in the world is fried okra.",
                 Subjects::LIKES,
@@ -149,6 +173,14 @@ mod tests {
             assert!(felt_in(text).contains(want), "{text:?}");
         }
         assert!(felt_in("It rained all day and the bus was late.").is_empty());
+        // said plainly, a verb of enduring is no dislike; nor is a taste
+        for plain in [
+            "We had to stand in line for an hour.",
+            "Bear in mind the shop shuts at five.",
+            "The soup tastes like my gran's.",
+        ] {
+            assert!(felt_in(plain).is_empty(), "{plain:?}");
+        }
     }
 
     #[test]
@@ -165,8 +197,9 @@ mod tests {
         assert!(feeling_asked("Where do I live?").is_empty());
         assert!(feeling_asked("What's my teddy bear called?").is_empty());
         assert_eq!(
-            feeling_asked("Which flavouring can I never abide?"),
+            feeling_asked("Which drink could she never stomach?"),
             Subjects::DISLIKES
         );
+        assert!(feeling_asked("How long did I stand in the queue?").is_empty());
     }
 }

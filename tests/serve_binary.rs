@@ -177,6 +177,24 @@ fn serve_prints_its_address_logs_json_and_stops_cleanly_on_sigterm() -> Res {
 }
 
 #[test]
+fn eval_refuses_flags_that_do_not_apply_to_the_dialogue_split() -> Res {
+    // the persona flags would be silently ignored: they are refused, and
+    // a conversation is chosen only with the dialogue split
+    for args in [
+        &["eval", "--dialogues", "eval/dialogues", "--persona", "maya"][..],
+        &["eval", "--dialogues", "eval/dialogues", "--lowercase-users"],
+        &["eval", "--dialogues", "eval/dialogues", "--seed", "7"],
+        &["eval", "--conversation", "caller-7731"],
+    ] {
+        let out = recall().args(args).output()?;
+        assert!(!out.status.success(), "{args:?}");
+        let stderr = String::from_utf8(out.stderr)?;
+        assert!(stderr.contains("--dialogues"), "{args:?}: {stderr}");
+    }
+    Ok(())
+}
+
+#[test]
 fn serve_refuses_an_open_non_loopback_address() -> Res {
     let dir = tempfile::tempdir()?;
     let out = recall()

@@ -99,10 +99,13 @@ pub struct EvalArgs {
     /// Run the dialogue split read from this folder (its `dev/` or
     /// `holdout/` part, by `--split`; e.g. `eval/dialogues`) instead of
     /// the generated personas.
-    #[arg(long)]
+    #[arg(
+        long,
+        conflicts_with_all = ["persona", "seed", "lowercase_users", "write_script"]
+    )]
     dialogues: Option<PathBuf>,
     /// With `--dialogues`: only these conversations (comma-separated ids).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', requires = "dialogues")]
     conversation: Vec<String>,
 }
 
@@ -134,14 +137,14 @@ pub fn eval(a: EvalArgs, out: Output) -> anyhow::Result<()> {
             budgets: a.budgets,
             settings,
         })?;
-        out.show(&report, |r| {
-            print!("{}", r.to_text());
-            if a.misses {
-                print!("\n{}", r.misses_text());
-            }
-        })?;
-        eprintln!("evaluated in {:.1} s", started.elapsed().as_secs_f64());
-        return Ok(());
+        return show(
+            &report,
+            out,
+            a.misses,
+            started,
+            eval::dialogue::DialogueReport::to_text,
+            eval::dialogue::DialogueReport::misses_text,
+        );
     }
     let report = eval::run_blocking(eval::EvalOptions {
         selection,
@@ -151,10 +154,30 @@ pub fn eval(a: EvalArgs, out: Output) -> anyhow::Result<()> {
         personas: a.persona,
         lowercase_users: a.lowercase_users,
     })?;
-    out.show(&report, |r| {
-        print!("{}", r.to_text());
-        if a.misses {
-            print!("\n{}", r.misses_text());
+    show(
+        &report,
+        out,
+        a.misses,
+        started,
+        eval::Report::to_text,
+        eval::Report::misses_text,
+    )
+}
+
+/// An evaluation's report: as text (with the misses when asked), or as
+/// JSON; and how long it took, on stderr.
+fn show<R: serde::Serialize>(
+    report: &R,
+    out: Output,
+    misses: bool,
+    started: std::time::Instant,
+    text: fn(&R) -> String,
+    missed: fn(&R) -> String,
+) -> anyhow::Result<()> {
+    out.show(report, |r| {
+        print!("{}", text(r));
+        if misses {
+            print!("\n{}", missed(r));
         }
     })?;
     eprintln!("evaluated in {:.1} s", started.elapsed().as_secs_f64());

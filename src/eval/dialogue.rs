@@ -290,15 +290,33 @@ pub fn parse(text: &str) -> Result<Conversation, (usize, String)> {
         "holdout" => Split::Holdout,
         other => return Err((0, format!("split {other:?}: dev or holdout"))),
     };
-    let user = field("user")?;
-    let agent = field("agent")?;
-    for id in [&user, &agent] {
-        recall_actors::model::validate_id("id", id).map_err(|e| (0, e.to_string()))?;
-    }
+    // `user <id> [name]`: the name the questions call a side by when its
+    // id is not one (`caller-7731`); the evaluation's alone, to tell a
+    // question by name: the runtime is given the ids only.
+    let side = |k: &str| -> Result<(String, Option<String>), (usize, String)> {
+        let v = field(k)?;
+        let (id, name) = match v.split_once(char::is_whitespace) {
+            Some((id, name)) => (id.to_string(), Some(name.trim().to_string())),
+            None => (v, None),
+        };
+        recall_actors::model::validate_id("id", &id).map_err(|e| (0, e.to_string()))?;
+        Ok((id, name))
+    };
+    let (user, user_name) = side("user")?;
+    let (agent, agent_name) = side("agent")?;
     if calls.iter().any(|c| c.turns.is_empty()) {
         return Err((0, "a call without turns".into()));
     }
-    let names = [user.to_lowercase(), agent.to_lowercase()];
+    let names: Vec<String> = [
+        Some(&user),
+        Some(&agent),
+        user_name.as_ref(),
+        agent_name.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|n| n.to_lowercase())
+    .collect();
     for q in &mut questions {
         let words = normalize(&q.text);
         q.named = names.iter().any(|n| words.contains(&format!(" {n} ")));
@@ -868,6 +886,18 @@ mod tests {
         let multi = &c.questions[2].answers;
         assert!(!holds_any(&normalize("Bramble"), multi));
         assert!(holds_any(&normalize("Bramble by the door"), multi));
+        // an opaque id with the name the questions use: the id is what
+        // recall is given, the name counts a question as asked by name
+        let opaque = FILE
+            .replace(
+                "user hanna\nagent ruth",
+                "user caller-1 Hanna\nagent line-2 Ruth",
+            )
+            .replace("What did Ruth fix?", "What did Ruth fix for Hanna?");
+        let c = parse(&opaque).unwrap();
+        assert_eq!((c.user.as_str(), c.agent.as_str()), ("caller-1", "line-2"));
+        assert!(c.questions[0].named);
+        assert!(!c.questions[1].named);
     }
 
     #[test]

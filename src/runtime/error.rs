@@ -84,3 +84,17 @@ pub(super) fn unavailable<E: std::fmt::Display>(
 ) -> impl FnOnce(E) -> RecallError {
     move |e| RecallError::Unavailable(actor, e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn asking_for_the_local_embedder_without_it_says_what_to_rebuild_with() {
+        // (Returned by a build without the feature: `tests/local_embed.rs`
+        // starts one when run without it; CI runs the tests with it.)
+        let said = StartupError::LocalEmbedNotBuilt.to_string();
+        assert!(said.contains("--features local-embed"), "{said}");
+        assert!(said.contains("embed.kind = \"local\""), "{said}");
+    }
+}

@@ -89,6 +89,9 @@ fn words(text: &str) -> Vec<Word> {
     out
 }
 
+/// The weekday a lowercased word names in full ("friday", "fridays").
+/// (Not chrono's `Weekday::from_str`: it takes the short forms too, and
+/// "sat", "sun" and "wed" are everyday words in speech.)
 fn weekday(w: &str) -> Option<Weekday> {
     Some(match w {
         "monday" | "mondays" => Weekday::Mon,

@@ -238,3 +238,45 @@ async fn a_replay_finds_facts_with_the_new_rules_in_the_order_of_the_calls() -> 
     rt.shutdown().await?;
     Ok(())
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_agent_sides_promises_and_life_are_its_own_facts_in_the_context() -> Res {
+    let dir = tempfile::tempdir()?;
+    let rt = start(
+        dir.path(),
+        Arc::new(ExtractiveReflect),
+        "2026-03-01T08:00:00Z",
+    )
+    .await?;
+    run_until(&rt, utc("2026-03-01T09:00:00Z")).await;
+    rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn(
+        "c1",
+        "I live in Austin, near the river.",
+        "Lovely. I live in Cork myself. I'll send you the ferry timetable tonight.",
+    )?;
+    rt.end_session("c1")?;
+    rt.wait_idle().await?;
+    let facts = rt.facts("kairix", "mark").await?;
+    let agent: Vec<&str> = facts
+        .iter()
+        .filter(|f| f.speaker == recall::engine::model::Speaker::Agent)
+        .map(|f| f.content.as_str())
+        .collect();
+    assert!(
+        agent.contains(&"Will send mark the ferry timetable tonight"),
+        "{facts:?}"
+    );
+    // the agent side's home is its own: the user's is current, and the
+    // context shows the agent's under its id
+    let home = by(&facts, "Lives in Austin");
+    assert!(home.is_current());
+    assert_eq!(home.speaker, recall::engine::model::Speaker::User);
+    let shown = context_text(&rt).await?;
+    assert!(
+        shown.contains("kairix: Will send mark the ferry timetable tonight"),
+        "{shown}"
+    );
+    assert!(shown.contains("] Lives in Austin"), "{shown}");
+    Ok(())
+}

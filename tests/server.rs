@@ -1055,13 +1055,16 @@ async fn the_cli_talks_to_the_server() -> Res {
         .as_str()
         .expect("a fact")
         .to_string();
+    assert_eq!(v["facts"][0]["speaker"], "user", "{v}");
     let (ok, out, _) = cli(
         &srv,
         &["facts", "list", "--agent", "kairix", "--user", "mark"],
     )
     .await?;
     assert!(
-        ok && out.contains("Works at Initech") && out.contains("private"),
+        ok && out.contains("Works at Initech")
+            && out.contains("private")
+            && out.contains("SAID BY"),
         "{out}"
     );
     let (ok, _, err) = cli(&srv, &["facts", "share", &fact_id, "--user", "ada"]).await?;

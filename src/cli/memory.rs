@@ -187,11 +187,20 @@ pub async fn facts(cmd: FactsCmd, c: &Client, out: Output) -> anyhow::Result<()>
             let list = c.facts(&agent, &FactUser { user_id: user }).await?;
             return out.show(&list, |list| {
                 table(
-                    ["FACT", "USER", "CATEGORY", "VISIBILITY", "FLAG", "CONTENT"],
+                    [
+                        "FACT",
+                        "USER",
+                        "SAID BY",
+                        "CATEGORY",
+                        "VISIBILITY",
+                        "FLAG",
+                        "CONTENT",
+                    ],
                     list.facts.iter().map(|f| {
                         [
                             f.fact_id.to_string(),
                             f.user_id.clone(),
+                            f.speaker.as_str().to_string(),
                             f.category.as_str().to_string(),
                             visibility_name(f.visibility).to_string(),
                             if f.conflicts_with.is_some() {

@@ -75,26 +75,7 @@ const FIRST: &[&str] = &[
 /// `user_id`, in the order said.
 pub fn agent_facts(sentences: &[String], user_id: &str) -> Vec<FactCandidate> {
     let mut out = Vec::new();
-    // The user's fact rules, over the agent side's own statements: each
-    // sentence alone (one of the user's, between them, is not here to say
-    // whose a subjectless sentence is).
-    let own: Vec<usize> = (0..sentences.len())
-        .filter(|&i| {
-            let s = &sentences[i];
-            let w: Vec<String> = words(s).collect();
-            !is_question(s)
-                && w.iter().any(|w| FIRST.contains(&w.as_str()))
-                && !w.iter().any(|w| SECOND.contains(&w.as_str()))
-        })
-        .collect();
-    let mut told = vec![Vec::new(); sentences.len()];
-    for &i in &own {
-        told[i] = facts_by_sentence(std::slice::from_ref(&sentences[i]))
-            .into_iter()
-            .flatten()
-            .collect();
-    }
-    for (i, s) in sentences.iter().enumerate() {
+    for s in sentences {
         if is_question(s) && !opens_advice(s) {
             continue;
         }
@@ -102,7 +83,19 @@ pub fn agent_facts(sentences: &[String], user_id: &str) -> Vec<FactCandidate> {
             out.push(f);
             continue;
         }
-        out.append(&mut told[i]);
+        // The user's fact rules, over the agent side's own statements:
+        // each sentence alone (one of the user's, between them, is not
+        // here to say whose a subjectless sentence is).
+        let w: Vec<String> = words(s).collect();
+        if w.iter().any(|w| FIRST.contains(&w.as_str()))
+            && !w.iter().any(|w| SECOND.contains(&w.as_str()))
+        {
+            out.extend(
+                facts_by_sentence(std::slice::from_ref(s))
+                    .into_iter()
+                    .flatten(),
+            );
+        }
     }
     for f in &mut out {
         f.speaker = Speaker::Agent;

@@ -25,7 +25,7 @@ use uuid::Uuid;
 
 use crate::embed::StoredVector;
 use crate::model::{
-    isoformat, ConversationSummary, ConversationTurn, Fact, SummaryType, Visibility,
+    isoformat, ConversationSummary, ConversationTurn, Fact, Speaker, SummaryType, Visibility,
 };
 use crate::text;
 use crate::text::{Answers, Subjects};
@@ -420,6 +420,9 @@ pub struct AgentIndex {
     /// `IVF_MIN` items, and per slot the list it is in (`NO_LIST`: none).
     ivf: Option<Ivf>,
     list_of: Vec<u16>,
+    /// Per user, the names each side was called by in their calls (see
+    /// [`AgentIndex::participants`]).
+    addressed: HashMap<Arc<str>, crate::text::Addressed>,
 }
 
 /// An inverted file over sign codes: the coded slots of one embedder,
@@ -995,6 +998,19 @@ impl AgentIndex {
         inline: Option<&dyn crate::embed::Embed>,
     ) {
         let user = self.user(user_id);
+        let names: Vec<_> = turns
+            .iter()
+            .flat_map(|(_, t)| {
+                let said = crate::text::names_in(Speaker::User, &t.user_message);
+                said.into_iter()
+                    .chain(crate::text::names_in(Speaker::Agent, &t.agent_response))
+            })
+            .collect();
+        let addressed = self.addressed.entry(user.clone()).or_default();
+        addressed.put_call(session_id, names);
+        if addressed.is_empty() {
+            self.addressed.remove(&user);
+        }
         for (seq, t) in turns {
             let vector = inline.zip(t.vector_text()).and_then(|(e, text)| {
                 Some(StoredVector {
@@ -1043,6 +1059,14 @@ impl AgentIndex {
             self.remove(id);
         }
         self.users.remove(user_id);
+        self.addressed.remove(user_id);
+    }
+
+    /// The names `user_id` and the agent (`agent_id`, this index's) go by
+    /// in their calls: from the ids and from how each addressed the other
+    /// in the calls indexed.
+    pub fn participants(&self, user_id: &str, agent_id: &str) -> crate::text::Participants {
+        crate::text::Participants::new(user_id, agent_id, self.addressed.get(user_id))
     }
 
     /// Every document's id and owner, for checks that nothing of a user is
@@ -2552,6 +2576,38 @@ mod tests {
             .iter()
             .filter_map(|h| h.turn.map(|t| t.seq))
             .collect()
+    }
+
+    #[test]
+    fn the_names_each_side_is_called_by_are_learned_per_user_and_forgotten_with_them() {
+        let mut ix = AgentIndex::default();
+        let call = |ix: &mut AgentIndex, user: &str, id: u128, line: &str| {
+            ix.put_turns(
+                user,
+                Uuid::from_u128(id),
+                &[
+                    (0, said(line, "Hello love, good to hear you.")),
+                    (1, said("Bye!", "Bye, Kwame.")),
+                ],
+            );
+        };
+        call(&mut ix, "caller-1", 1, "Hi Nan, it's me.");
+        assert_eq!(ix.participants("caller-1", "line-2").side_of("nan"), None);
+        call(&mut ix, "caller-1", 2, "Morning, Nan!");
+        let p = ix.participants("caller-1", "line-2");
+        assert_eq!(p.side_of("nan"), Some(Speaker::Agent));
+        assert_eq!(p.side_of("kwame"), Some(Speaker::User));
+        assert_eq!(p.side_of("caller"), Some(Speaker::User));
+        // another user's calls are theirs
+        call(&mut ix, "caller-9", 3, "Hello there.");
+        assert_eq!(ix.participants("caller-9", "line-2").side_of("nan"), None);
+        // the same call indexed again counts once
+        call(&mut ix, "caller-1", 2, "Morning, Nan!");
+        call(&mut ix, "caller-1", 1, "Hi there, it's me.");
+        assert_eq!(ix.participants("caller-1", "line-2").side_of("nan"), None);
+        ix.remove_user("caller-1");
+        assert_eq!(ix.participants("caller-1", "line-2").side_of("kwame"), None);
+        assert!(!ix.addressed.contains_key("caller-1"));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 
+mod address;
 mod answers;
 mod changes;
 mod facts;
@@ -15,6 +16,9 @@ mod feelings;
 mod sides;
 mod when;
 
+pub use address::{
+    name_key, names_in, of_itself, Addressed, Participants, FIRST_PERSON, SECOND_PERSON,
+};
 pub use answers::{expected_in, held_in, Answers};
 pub use changes::{asked_about, asked_in, occupation_asked, told_in, Subjects};
 pub use facts::{

@@ -971,9 +971,20 @@ impl Runtime {
         if message.trim().is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        let query = retrieval::query(message, live_words, &src.names, user_id, limit);
-        let vector = self.query_vector(message).await;
         let index = self.agent_index(agent_id).await?;
+        let participants = {
+            let ix = index.read().unwrap_or_else(|p| p.into_inner());
+            ix.participants(user_id, agent_id)
+        };
+        let (query, about) = retrieval::query(
+            message,
+            live_words,
+            &src.names,
+            &participants,
+            user_id,
+            limit,
+        );
+        let vector = self.query_vector(message).await;
         let hits = {
             let ix = index.read().unwrap_or_else(|p| p.into_inner());
             ix.search(
@@ -1005,6 +1016,7 @@ impl Runtime {
                 around,
                 skip_session,
                 asked: &query.text,
+                about,
                 facts: &src.facts,
                 summary: &summary,
             },

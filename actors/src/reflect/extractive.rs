@@ -29,6 +29,7 @@ use super::parse::{MAX_ENTITIES, MAX_TOPICS};
 use super::{BoxFuture, Reflect, ReflectError, ReflectRequest};
 use crate::model::ConversationTurn;
 use crate::text;
+use crate::text::{FIRST_PERSON, SECOND_PERSON};
 
 /// The offline `Reflect` implementation.
 #[derive(Debug, Clone, Copy, Default)]
@@ -101,13 +102,6 @@ pub const DEFAULT_COMBINE_MAX_CHARS: usize = 1_500;
 const INFORMATIVE: f64 = 2.5;
 /// Longest single sentence kept, in characters.
 const SENTENCE_MAX_CHARS: usize = 300;
-
-const FIRST_PERSON: &[&str] = &[
-    "i", "i'm", "i've", "i'll", "i'd", "my", "me", "mine", "myself", "we", "we're", "we've",
-    "we'll", "we'd", "our", "ours", "us",
-];
-/// The user, as the agent side speaks of them.
-const SECOND_PERSON: &[&str] = &["you", "you're", "you've", "you'll", "your", "yours"];
 
 const CHANGE_WORDS: &[&str] = &[
     "moved",

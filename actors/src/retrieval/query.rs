@@ -3,8 +3,10 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::model::Speaker;
 use crate::search::{DocKind, Ranking, Recency, RelatedWords, SearchQuery};
 use crate::settings::ContextSettings;
+use crate::text::Participants;
 
 /// The sentences of a retrieved summary shown at most (see
 /// [`super::summary_excerpt`]).
@@ -20,18 +22,27 @@ const RELATED_POSTINGS: usize = 5_000;
 const MAX_TERM_SHARE: f32 = 0.05;
 
 /// The search for `message` over `user_id`'s memory: its words without
-/// the question's framing, the live call's latest words (`live_words`),
-/// and the names of the people and pets the message names by what they
-/// are to the user (`names`: (stem of what they are, name); "my brother"
-/// finds "Rob's transferring to Aberdeen" once a fact says the brother is
-/// Rob). `limit` hits at most.
+/// the question's framing, the live call's latest words
+/// (`live_words`), and the names of the people and pets the message names
+/// by what they are to the user (`names`: (stem of what they are, name);
+/// "my brother" finds "Rob's transferring to Aberdeen" once a fact says
+/// the brother is Rob). `limit` hits at most. With it, the side whose
+/// words the message asks about, where it names one of the participants
+/// (`participants`; the first named).
+///
+/// A participant's name stays a word to look for: the person's own words
+/// say "I", but summaries and facts name them, and the other side says
+/// it to them (leaving it out lost three dev questions at 4,000 tokens
+/// and gained none).
 pub fn query(
     message: &str,
     live_words: &[String],
     names: &[(String, String)],
+    participants: &Participants,
     user_id: &str,
     limit: usize,
-) -> SearchQuery {
+) -> (SearchQuery, Option<Speaker>) {
+    let about = participants.named_in(message);
     let mut text = crate::search::without_question_framing(message);
     for w in live_words {
         text.push('\n');
@@ -48,7 +59,7 @@ pub fn query(
             }
         }
     }
-    SearchQuery {
+    let search = SearchQuery {
         text,
         kinds: vec![
             DocKind::Turn,
@@ -62,7 +73,8 @@ pub fn query(
         since: None,
         until: None,
         limit,
-    }
+    };
+    (search, about)
 }
 
 /// How the hits for `message` are ranked: by words and meaning when the

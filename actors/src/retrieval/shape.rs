@@ -13,7 +13,7 @@ use super::query::SUMMARY_SENTENCES;
 use super::select::Retrieved;
 use super::turns::PreparedTurn;
 use crate::context::{ContextItem, PreparedFacts, Source, Tier, TokenCounter};
-use crate::model::ConversationSummary;
+use crate::model::{ConversationSummary, Speaker};
 use crate::search::{DocKind, SearchHit, TurnRef};
 
 /// A summary by id, with its sentences, as the caller holds them.
@@ -32,6 +32,9 @@ pub struct Shaping<'a> {
     pub skip_session: Option<(Uuid, u32)>,
     /// The query's text (its words pick a summary's sentences).
     pub asked: &'a str,
+    /// Whose words the message asks about, where it names a participant
+    /// ([`super::query`]).
+    pub about: Option<Speaker>,
     /// The facts the user may see, prepared.
     pub facts: &'a PreparedFacts,
     pub summary: &'a SummaryLookup<'a>,
@@ -53,6 +56,38 @@ pub fn turns_to_read(hits: &[SearchHit], skip_session: Option<(Uuid, u32)>) -> V
     out
 }
 
+/// `hits` of a question about the user's words, with the turns where
+/// the words asked are only in what the agent side tells of its own life
+/// moved after the others, each group in rank order: "What does Ji-woo's
+/// sister do?" is answered by Ji-woo's "my sister's a nurse", not by the
+/// other side's "my sister's a dentist".
+///
+/// Only that way round: the agent side's answer follows the user's words
+/// in the same turn, so a turn where the user tells of their own life
+/// ("I'm out of audiobooks, what should I get?") holds the answer to a
+/// question about the agent's words; and where the agent side asks or
+/// speaks to the user ("How's the boat engine?") the user's reply is the
+/// answer.
+fn by_side(
+    hits: Vec<SearchHit>,
+    around: &HashMap<TurnRef, Arc<[PreparedTurn]>>,
+    asked: &[u64],
+) -> Vec<SearchHit> {
+    let (first, after): (Vec<SearchHit>, Vec<SearchHit>) = hits.into_iter().partition(|h| {
+        let turn = h
+            .turn
+            .filter(|_| h.kind == DocKind::Turn)
+            .and_then(|r| around.get(&r)?.iter().find(|t| t.seq == r.seq));
+        !turn.is_some_and(|t| {
+            t.holds(Speaker::Agent, asked) == (true, false)
+                && t.holds(Speaker::User, asked) == (false, false)
+        })
+    });
+    let mut hits = first;
+    hits.extend(after);
+    hits
+}
+
 /// The retrieved items for `shaping`'s hits, best first, the turns beside
 /// them after.
 pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved> {
@@ -61,6 +96,7 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
         around: read_around,
         skip_session,
         asked: asked_text,
+        about,
         facts,
         summary,
     } = shaping;
@@ -69,6 +105,10 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
     // show the words once.
     let mut seen_sentences = HashSet::new();
     let asked = stem_keys(asked_text);
+    let hits = match about {
+        Some(Speaker::User) => by_side(hits, &read_around, &asked),
+        _ => hits,
+    };
     // Turns shown, as hits or as the turn either side of one.
     let mut shown_turns = HashSet::new();
     // What was said, once: the same exchange again in another call
@@ -199,4 +239,88 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ConversationTurn;
+    use crate::retrieval::{prepare_around, Speakers};
+    use chrono::{TimeZone, Utc};
+
+    /// One-turn calls, each with its prepared turn, and a hit on each in
+    /// the order given.
+    fn calls(said: &[(&str, &str)]) -> (Vec<SearchHit>, HashMap<TurnRef, Arc<[PreparedTurn]>>) {
+        let who = Speakers {
+            user_id: "ji-woo",
+            agent_id: "rafael",
+            zone: chrono_tz::UTC,
+        };
+        let mut hits = Vec::new();
+        let mut around = HashMap::new();
+        for (i, (user, agent)) in said.iter().enumerate() {
+            let r = TurnRef {
+                session_id: Uuid::from_u128(i as u128 + 1),
+                seq: 0,
+            };
+            let at = Utc
+                .with_ymd_and_hms(2024, 3, 1 + i as u32, 9, 0, 0)
+                .unwrap();
+            let turn = ConversationTurn {
+                user_message: user.to_string(),
+                agent_response: agent.to_string(),
+                timestamp: at,
+            };
+            around.insert(r, prepare_around(who, r.session_id, vec![(0, turn)]));
+            hits.push(SearchHit {
+                id: r.doc_id(),
+                kind: DocKind::Turn,
+                user_id: "ji-woo".into(),
+                period_start: at,
+                period_end: at,
+                score: 1.0 - i as f32 / 10.0,
+                keyword_score: 1.0,
+                similarity: 0.0,
+                text: String::new(),
+                turn: Some(r),
+            });
+        }
+        (hits, around)
+    }
+
+    fn order(hits: &[SearchHit]) -> Vec<u128> {
+        hits.iter()
+            .map(|h| h.turn.unwrap().session_id.as_u128())
+            .collect()
+    }
+
+    #[test]
+    fn asked_about_the_user_the_agent_sides_own_life_goes_after() {
+        let (hits, around) = calls(&[
+            // the agent side's own sister
+            (
+                "How was your weekend?",
+                "Lovely. My sister's a dentist now.",
+            ),
+            // the agent speaks to the user of theirs: the reply answers
+            ("Long day.", "Is your sister still nursing?"),
+            // the user's own
+            ("My sister started as a nurse.", "Wonderful news."),
+            // a word asked on both sides
+            ("My sister visited.", "Oh, my sister too!"),
+        ]);
+        let asked = stem_keys("What does Ji-woo's sister do?");
+        assert_eq!(order(&by_side(hits, &around, &asked)), [2, 3, 4, 1]);
+    }
+
+    #[test]
+    fn a_hit_without_the_words_asked_or_not_a_turn_keeps_its_rank() {
+        let (mut hits, around) = calls(&[
+            ("Lovely weekend.", "My garden is blooming."),
+            ("My sister started as a nurse.", "Wonderful news."),
+        ]);
+        hits[0].kind = DocKind::Session;
+        let asked = stem_keys("What does Ji-woo's sister do?");
+        assert_eq!(order(&by_side(hits, &around, &asked)), [1, 2]);
+    }
 }

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::excerpt::stem_keys;
 use crate::context::{CharEstimate, ContextItem, Source, Tier, TokenCounter};
-use crate::model::ConversationTurn;
+use crate::model::{ConversationTurn, Speaker};
 use crate::search::TurnRef;
 
 /// A stored turn prepared as a retrieved item, with what retrieval asks
@@ -35,6 +35,10 @@ pub struct PreparedTurn {
     answer_tokens: usize,
     /// The stems of the user's words ([`stem_key`]), sorted, once each.
     user_stems: Box<[u64]>,
+    /// Those of the user's sentences that tell of the user's own life
+    /// ([`crate::text::of_itself`]), and of the others.
+    user_own: Box<[u64]>,
+    user_rest: Box<[u64]>,
     /// The item with the whole answer, and with none of it: made once, as
     /// most reads show one of the two.
     whole: ContextItem,
@@ -47,6 +51,8 @@ struct AnswerSentence {
     /// The stems of its words ([`stem_key`]), sorted, once each.
     stems: Box<[u64]>,
     asks: bool,
+    /// It tells of the agent side's own life ([`crate::text::of_itself`]).
+    own: bool,
 }
 
 /// An answer of at most this many tokens is one statement: shown whole
@@ -63,6 +69,20 @@ const HIT_ANSWER_TOKENS: usize = 80;
 const ANSWER_SENTENCES: usize = 3;
 
 impl PreparedTurn {
+    /// Where `side`'s words in it hold a word asked (`asked`:
+    /// [`stem_keys`] of the query): in sentences telling of its own life,
+    /// and in the others.
+    pub fn holds(&self, side: Speaker, asked: &[u64]) -> (bool, bool) {
+        let any = |stems: &[u64]| stems.iter().any(|k| asked.binary_search(k).is_ok());
+        match side {
+            Speaker::User => (any(&self.user_own), any(&self.user_rest)),
+            Speaker::Agent => self.answer.iter().fold((false, false), |(own, rest), s| {
+                let held = any(&s.stems);
+                (own || (held && s.own), rest || (held && !s.own))
+            }),
+        }
+    }
+
     /// The turn as a retrieved item for a read asking `asked` ([`stem_keys`]
     /// of its query): what the user said, and of the agent side's answer
     /// all of it when it is short (or, for the turn a search hit (`hit`),
@@ -211,6 +231,7 @@ fn prepare(who: Speakers<'_>, r: TurnRef, t: &ConversationTurn) -> PreparedTurn 
                 AnswerSentence {
                     stems: stem_keys(&text).into(),
                     asks: text.trim_end().ends_with('?'),
+                    own: crate::text::of_itself(&text),
                     text: text.into(),
                 }
             })
@@ -221,6 +242,16 @@ fn prepare(who: Speakers<'_>, r: TurnRef, t: &ConversationTurn) -> PreparedTurn 
         seq: r.seq,
     };
     let agent_label = format!("\n  {}: ", who.agent_id);
+    let (mut own, mut rest) = (String::new(), String::new());
+    for s in crate::text::sentences(&t.user_message) {
+        let into = if crate::text::of_itself(&s) {
+            &mut own
+        } else {
+            &mut rest
+        };
+        into.push_str(&s);
+        into.push('\n');
+    }
     let all: Vec<usize> = (0..answer.len()).collect();
     PreparedTurn {
         whole: render(&head, &agent_label, &answer, &all, source),
@@ -238,6 +269,8 @@ fn prepare(who: Speakers<'_>, r: TurnRef, t: &ConversationTurn) -> PreparedTurn 
         agent_label: agent_label.into(),
         answer_tokens: CharEstimate.count(answer_text),
         user_stems: stem_keys(&t.user_message).into(),
+        user_own: stem_keys(&own).into(),
+        user_rest: stem_keys(&rest).into(),
         answer,
     }
 }

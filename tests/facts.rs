@@ -278,5 +278,31 @@ async fn the_agent_sides_promises_and_life_are_its_own_facts_in_the_context() ->
         "{shown}"
     );
     assert!(shown.contains("] Lives in Austin"), "{shown}");
+    // Its promise is in the facts tier of every read; its own life only
+    // where a message finds it.
+    use recall::engine::context::Tier;
+    let tier = |c: &recall::engine::context::AssembledContext, tier: Tier| {
+        c.tiers
+            .iter()
+            .filter(|t| t.tier == tier)
+            .flat_map(|t| &t.items)
+            .map(|i| i.text.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let c = rt
+        .context("kairix", "mark", "what's for dinner?", 4000)
+        .await?;
+    let facts_tier = tier(&c, Tier::Facts);
+    assert!(
+        facts_tier.contains("kairix: Will send mark"),
+        "{facts_tier}"
+    );
+    assert!(!facts_tier.contains("Cork"), "{facts_tier}");
+    let c = rt
+        .context("kairix", "mark", "Is Cork where you live?", 4000)
+        .await?;
+    let found = tier(&c, Tier::Retrieved);
+    assert!(found.contains("Cork"), "{found}");
     Ok(())
 }

@@ -297,10 +297,21 @@ pub fn prepare_blocks(blocks: &[MemoryBlock], counter: &dyn TokenCounter) -> Vec
 #[derive(Debug, Clone, Default)]
 pub struct PreparedFacts {
     pub(crate) items: Vec<ContextItem>,
-    /// Display indices, oldest extracted first.
+    /// Display indices of the facts the facts tier offers
+    /// ([`in_tier`]), oldest extracted first.
     pub(crate) by_age: Vec<u32>,
     /// Display index by fact id.
     at: HashMap<Uuid, u32, foldhash::fast::RandomState>,
+}
+
+/// Whether the facts tier offers `f` in every read: the user's facts, and
+/// of the agent side's, its promises to the user (what it said it would
+/// do, a goal: "Will send the reading list on Friday"). The agent side's
+/// recommendations and own life are shown where a message finds them
+/// (retrieval): in every read they took the room of what was asked
+/// (measured in docs/evaluation.md).
+pub fn in_tier(f: &Fact) -> bool {
+    f.speaker == Speaker::User || f.category == crate::model::FactCategory::Goal
 }
 
 /// A fact as the context shows it to `user_id`, with the value it
@@ -377,7 +388,9 @@ impl PreparedFacts {
         facts.sort_by(|(a, _), (b, _)| {
             (a.category, a.extracted_at, a.fact_id).cmp(&(b.category, b.extracted_at, b.fact_id))
         });
-        let mut by_age: Vec<u32> = (0..facts.len() as u32).collect();
+        let mut by_age: Vec<u32> = (0..facts.len() as u32)
+            .filter(|&i| in_tier(facts[i as usize].0))
+            .collect();
         by_age.sort_by_key(|&i| {
             (
                 facts[i as usize].0.extracted_at,

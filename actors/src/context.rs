@@ -783,16 +783,26 @@ mod tests {
     }
 
     #[test]
-    fn the_agent_sides_facts_are_shown_under_its_id() {
+    fn the_agent_sides_promises_are_shown_under_its_id_and_its_life_only_when_found() {
         let mut f = fixture();
         f.facts[1].speaker = Speaker::Agent;
         let c = assemble(&input(&f, "hi", 10_000), &CharEstimate).unwrap();
         let sys = &c.to_messages()[0].content;
-        assert!(
-            sys.contains("- [preference] kairix: prefers mornings"),
-            "{sys}"
-        );
+        // its preference is not offered in every read
+        assert!(!sys.contains("prefers mornings"), "{sys}");
         assert!(sys.contains("- [occupation] works at Initech"), "{sys}");
+        // its promise is, under its id
+        f.facts[1].category = crate::model::FactCategory::Goal;
+        let c = assemble(&input(&f, "hi", 10_000), &CharEstimate).unwrap();
+        let sys = &c.to_messages()[0].content;
+        assert!(sys.contains("- [goal] kairix: prefers mornings"), "{sys}");
+        assert!(
+            in_tier(&f.facts[1])
+                && !in_tier(&Fact {
+                    category: crate::model::FactCategory::Preference,
+                    ..f.facts[1].clone()
+                })
+        );
     }
 
     #[test]

@@ -48,7 +48,8 @@
 //! With `RETRIEVAL_PROFILE_SECS=n` it only fills, then runs the miss path
 //! with a message in a loop for n seconds (for a profiler to attach to the
 //! printed pid) and exits; with `RETRIEVAL_PROFILE_PATH=hit` as well, the
-//! cached read with a message instead, and with `summary`, a short call
+//! cached read with a message instead, with `novel`, the cached read
+//! with a question never asked before, and with `summary`, a short call
 //! ended and reflected on before each read.
 
 mod common;
@@ -726,6 +727,7 @@ fn main() {
                 std::process::id(),
                 match path.as_str() {
                     "hit" => "cached reads",
+                    "novel" => "cached reads, questions never asked before",
                     "summary" => "reads after a new session summary",
                     _ => "the miss path",
                 }
@@ -737,6 +739,10 @@ fn main() {
                 let m = MESSAGES[n % MESSAGES.len()];
                 let ctx = match path.as_str() {
                     "hit" => rt.context(AGENT, USER, m, BUDGET).await,
+                    "novel" => {
+                        let q = rng.fill(QUESTION_FRAMES[n % QUESTION_FRAMES.len()]);
+                        rt.context(AGENT, USER, &q, BUDGET).await
+                    }
                     "summary" => {
                         short_call(&rt, &mut rng, &format!("profile-{n}")).await;
                         rt.context(AGENT, USER, m, BUDGET).await

@@ -242,16 +242,23 @@ fn prepare(who: Speakers<'_>, r: TurnRef, t: &ConversationTurn) -> PreparedTurn 
         seq: r.seq,
     };
     let agent_label = format!("\n  {}: ", who.agent_id);
-    let (mut own, mut rest) = (String::new(), String::new());
+    // The user's words stemmed once, sentence by sentence: all of them,
+    // and those of the sentences telling of the user's own life apart.
+    let (mut own, mut rest) = (Vec::new(), Vec::new());
     for s in crate::text::sentences(&t.user_message) {
         let into = if crate::text::of_itself(&s) {
             &mut own
         } else {
             &mut rest
         };
-        into.push_str(&s);
-        into.push('\n');
+        into.extend(stem_keys(&s));
     }
+    let sorted = |mut keys: Vec<u64>| -> Box<[u64]> {
+        keys.sort_unstable();
+        keys.dedup();
+        keys.into()
+    };
+    let user_stems = sorted([own.as_slice(), rest.as_slice()].concat());
     let all: Vec<usize> = (0..answer.len()).collect();
     PreparedTurn {
         whole: render(&head, &agent_label, &answer, &all, source),
@@ -268,9 +275,9 @@ fn prepare(who: Speakers<'_>, r: TurnRef, t: &ConversationTurn) -> PreparedTurn 
         head: head.into(),
         agent_label: agent_label.into(),
         answer_tokens: CharEstimate.count(answer_text),
-        user_stems: stem_keys(&t.user_message).into(),
-        user_own: stem_keys(&own).into(),
-        user_rest: stem_keys(&rest).into(),
+        user_stems,
+        user_own: sorted(own),
+        user_rest: sorted(rest),
         answer,
     }
 }

@@ -37,7 +37,7 @@ pub struct ExtractiveReflect;
 
 /// Bumped when the same turns summarize differently, so that a replay
 /// re-derives what older rules made.
-const VERSION: u32 = 5;
+const VERSION: u32 = 6;
 
 impl Reflect for ExtractiveReflect {
     fn name(&self) -> &'static str {

@@ -750,8 +750,29 @@ fn liked(caps: &Captures) -> bool {
     // "I like to think …", "I hate to say …": a way of saying something.
     let hedge = first == "to" && SAYING.contains(&v.split_whitespace().nth(1).unwrap_or_default());
     let person = SOMEONE.contains(&first.as_str());
+    // "I can't stand up for that long", "I can't stand still": a verb
+    // with a particle or a place after it is no feeling about a thing
+    // (what is liked or hated is named).
+    let particle = matches!(
+        first.as_str(),
+        "up" | "down"
+            | "still"
+            | "on"
+            | "in"
+            | "out"
+            | "around"
+            | "there"
+            | "here"
+            | "by"
+            | "for"
+            | "at"
+            | "with"
+            | "about"
+            | "back"
+    );
     !hedge
         && !person
+        && !particle
         && !matches!(
             first.as_str(),
             "hearing" | "talking" | "chatting" | "being" | "speaking" | "working"
@@ -2946,6 +2967,11 @@ mod tests {
             "I hum it in the shower. I hate myself.",
             "He's a dentist now, and I like to think she inspired him.",
             "I hate to say it, but he was right.",
+            // a verb with a particle or a place after it
+            "My knee's bad, I can't stand up for more than an hour.",
+            "Honestly I cannot stand still at gigs.",
+            "I can't stand out there in the cold all day.",
+            "I can't stand around waiting for the bus.",
         ] {
             assert!(
                 !contents(text)

@@ -281,15 +281,7 @@ async fn the_agent_sides_promises_and_life_are_its_own_facts_in_the_context() ->
     // Its promise is in the facts tier of every read; its own life only
     // where a message finds it.
     use recall::engine::context::Tier;
-    let tier = |c: &recall::engine::context::AssembledContext, tier: Tier| {
-        c.tiers
-            .iter()
-            .filter(|t| t.tier == tier)
-            .flat_map(|t| &t.items)
-            .map(|i| i.text.to_string())
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
+    let tier = common::tier_text;
     let c = rt
         .context("kairix", "mark", "what's for dinner?", 4000)
         .await?;

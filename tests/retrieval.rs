@@ -15,7 +15,7 @@ use recall::testkit::TestRuntime;
 use recall::{Runtime, Settings};
 
 mod common;
-use common::{settle, CHATTER};
+use common::{settle, tier_text, CHATTER};
 
 type Res = anyhow::Result<()>;
 
@@ -39,16 +39,6 @@ async fn small_talk_day(rt: &TestRuntime, user: &str, i: usize) -> Res {
 
 async fn days(n: u64) {
     tokio::time::advance(std::time::Duration::from_secs(n * 86_400)).await;
-}
-
-fn tier_text(c: &AssembledContext, tier: Tier) -> String {
-    c.tiers
-        .iter()
-        .filter(|t| t.tier == tier)
-        .flat_map(|t| &t.items)
-        .map(|i| i.text.to_string())
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 fn all_text(c: &AssembledContext) -> String {

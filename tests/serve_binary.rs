@@ -84,18 +84,25 @@ async fn call_mark_and_wait_for_its_summary(http: &reqwest::Client, base: &str) 
     }
     end_call(http, base, "c1").await?;
     // The reflection runs in the background: wait for its summary.
+    let url = format!("{base}/v1/agents/kairix/summaries?user_id=mark");
+    wait_for(http, &url, |v| v.to_string().contains("Globex")).await?;
+    Ok(())
+}
+
+/// GETs `url` every 50 ms until its JSON body is `done`, and returns it
+/// (30 s at most).
+async fn wait_for(
+    http: &reqwest::Client,
+    url: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> anyhow::Result<serde_json::Value> {
     let started = std::time::Instant::now();
     loop {
-        let v: serde_json::Value = http
-            .get(format!("{base}/v1/agents/kairix/summaries?user_id=mark"))
-            .send()
-            .await?
-            .json()
-            .await?;
-        if v.to_string().contains("Globex") {
-            return Ok(());
+        let v: serde_json::Value = http.get(url).send().await?.json().await?;
+        if done(&v) {
+            return Ok(v);
         }
-        assert!(started.elapsed().as_secs() < 30, "no summary: {v}");
+        assert!(started.elapsed().as_secs() < 30, "never came: {url} {v}");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
@@ -103,32 +110,15 @@ async fn call_mark_and_wait_for_its_summary(http: &reqwest::Client, base: &str) 
 /// Waits until mark's topic exists and the `background_context` block
 /// names it: the block the server settles on after a reflection.
 async fn wait_for_the_topic_in_the_block(http: &reqwest::Client, base: &str) -> Res {
-    let started = std::time::Instant::now();
-    loop {
-        let topics: serde_json::Value = http
-            .get(format!("{base}/v1/agents/kairix/topics?user_id=mark"))
-            .send()
-            .await?
-            .json()
-            .await?;
-        let label = topics["topics"][0]["label"].as_str().map(str::to_string);
-        if let Some(label) = label {
-            let ctx: serde_json::Value = http
-                .get(format!("{base}/v1/agents/kairix/users/mark/context"))
-                .send()
-                .await?
-                .json()
-                .await?;
-            if ctx.to_string().contains(&format!("Active topics: {label}")) {
-                return Ok(());
-            }
-        }
-        assert!(
-            started.elapsed().as_secs() < 30,
-            "no topic in the block: {topics}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let url = format!("{base}/v1/agents/kairix/topics?user_id=mark");
+    let topics = wait_for(http, &url, |v| v["topics"][0]["label"].is_string()).await?;
+    let block = format!(
+        "Active topics: {}",
+        topics["topics"][0]["label"].as_str().unwrap_or_default()
+    );
+    let url = format!("{base}/v1/agents/kairix/users/mark/context");
+    wait_for(http, &url, |v| v.to_string().contains(&block)).await?;
+    Ok(())
 }
 
 #[test]

@@ -127,3 +127,17 @@ impl Drop for TestSchema {
         .join();
     }
 }
+
+/// The text of a context's items in `tier`, one per line.
+pub fn tier_text(
+    c: &recall::engine::context::AssembledContext,
+    tier: recall::engine::context::Tier,
+) -> String {
+    c.tiers
+        .iter()
+        .filter(|t| t.tier == tier)
+        .flat_map(|t| &t.items)
+        .map(|i| i.text.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}

@@ -32,8 +32,7 @@ const MAX_TERM_SHARE: f32 = 0.05;
 ///
 /// A participant's name stays a word to look for: the person's own words
 /// say "I", but summaries and facts name them, and the other side says
-/// it to them (leaving it out lost three dev questions at 4,000 tokens
-/// and gained none).
+/// it to them (measured in docs/evaluation.md).
 pub fn query(
     message: &str,
     live_words: &[String],

@@ -77,24 +77,28 @@ pub fn names_in(speaker: Speaker, line: &str) -> Vec<(Speaker, String)> {
         Speaker::User => Speaker::Agent,
         Speaker::Agent => Speaker::User,
     };
+    // (no allocation for a word that starts nothing: it runs on every
+    // turn indexed)
     let words: Vec<&str> = line.split_whitespace().collect();
     let mut out = Vec::new();
-    let lower = |i: usize| words.get(i).map(|w| bare(w).0.to_lowercase());
+    let is = |i: usize, word: &str| {
+        words
+            .get(i)
+            .is_some_and(|w| bare(w).0.eq_ignore_ascii_case(word))
+    };
     let mut i = 0;
     while i < words.len() {
         let (w, punct) = bare(words[i]);
-        let w = w.to_lowercase();
         // (whose name, where it is)
-        let at = if ADDRESSING.contains(&w.as_str()) && !words[i].ends_with(['!', '.', '?']) {
-            Some((other, i + 1))
-        } else if w == "thank" && !punct && lower(i + 1).as_deref() == Some("you") {
-            (!words[i + 1].ends_with(['!', '.', '?'])).then_some((other, i + 2))
-        } else if w == "my"
-            && lower(i + 1).as_deref() == Some("name")
-            && lower(i + 2).as_deref() == Some("is")
+        let at = if ADDRESSING.iter().any(|a| w.eq_ignore_ascii_case(a))
+            && !words[i].ends_with(['!', '.', '?'])
         {
+            Some((other, i + 1))
+        } else if is(i, "thank") && !punct && is(i + 1, "you") {
+            (!words[i + 1].ends_with(['!', '.', '?'])).then_some((other, i + 2))
+        } else if is(i, "my") && is(i + 1, "name") && is(i + 2, "is") {
             Some((speaker, i + 3))
-        } else if w == "call" && !punct && lower(i + 1).as_deref() == Some("me") {
+        } else if is(i, "call") && !punct && is(i + 1, "me") {
             Some((speaker, i + 2))
         } else {
             None

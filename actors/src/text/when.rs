@@ -52,7 +52,11 @@ pub fn resolve_relative_dates(text: &str, day: NaiveDate) -> String {
 /// ends in the text.
 struct Word {
     w: String,
+    /// Where it starts and ends in the text.
+    start: usize,
     end: usize,
+    /// Whether it was written with a capital.
+    capital: bool,
     /// The sentence it is in (index).
     sentence: usize,
 }
@@ -61,16 +65,21 @@ fn words(text: &str) -> Vec<Word> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut sentence = 0;
-    let mut last_end = 0;
+    let (mut start, mut last_end, mut capital) = (0, 0, false);
     for (i, c) in text.char_indices() {
         if c.is_alphanumeric() || (c == '\'' && !cur.is_empty()) {
+            if cur.is_empty() {
+                (start, capital) = (i, c.is_uppercase());
+            }
             cur.extend(c.to_lowercase());
             last_end = i + c.len_utf8();
         } else {
             if !cur.is_empty() {
                 out.push(Word {
                     w: std::mem::take(&mut cur),
+                    start,
                     end: last_end,
+                    capital,
                     sentence,
                 });
             }
@@ -82,7 +91,9 @@ fn words(text: &str) -> Vec<Word> {
     if !cur.is_empty() {
         out.push(Word {
             w: cur,
+            start,
             end: last_end,
+            capital,
             sentence,
         });
     }
@@ -183,16 +194,27 @@ fn tense(words: &[Word], sentence: Option<usize>) -> Option<bool> {
         "will", "i'll", "we'll", "you'll", "he'll", "she'll", "they'll", "it'll", "gonna", "going",
         "shall", "tomorrow", "next", "planning", "plan",
     ];
+    // "I've got", "she's got": having, not a past.
     let of: Vec<&str> = words
         .iter()
         .filter(|w| sentence.is_none_or(|s| w.sentence == s))
         .map(|w| w.w.as_str())
         .collect();
+    let had = |k: usize| {
+        of[k] == "got"
+            && k > 0
+            // (a curly apostrophe splits "I’ve" into "i" and "ve")
+            && (matches!(of[k - 1], "have" | "has" | "ve" | "s")
+                || of[k - 1].ends_with("'ve")
+                || (of[k - 1].ends_with("'s") && of[k - 1] != "let's"))
+    };
     if of.iter().any(|w| FUTURE.contains(w)) {
         return Some(false);
     }
     of.iter()
-        .any(|w| {
+        .enumerate()
+        .filter(|&(k, _)| !had(k))
+        .any(|(_, w)| {
             PAST.contains(w)
                 || crate::search::is_irregular_past(w)
                 || (w.len() > 4 && w.ends_with("ed") && !w.ends_with("eed"))
@@ -291,6 +313,21 @@ fn find(text: &str, day: NaiveDate) -> Vec<(usize, String)> {
             // not one a word before already resolved, nor a date's
             // ("Thursday 14 March"), nor a habit ("on Thursdays").
             let before = if i > 0 { w(i - 1) } else { "" };
+            // A capitalized word right before it, within a sentence (a
+            // sentence's first word has its capital anyway: "Still
+            // Friday?"), that no relative expression starts with makes it
+            // part of a name ("on Good Friday", "the Black Friday sales",
+            // "a Happy Sunday"): a day of its own, or today's.
+            let named = i > 1
+                && ws[i - 1].capital
+                && ws[i - 2].sentence == ws[i - 1].sentence
+                && text[ws[i - 1].end..ws[i].start]
+                    .chars()
+                    .all(char::is_whitespace)
+                && !matches!(
+                    before,
+                    "on" | "by" | "until" | "till" | "since" | "from" | "before" | "after" | "that"
+                );
             let dated = w(i + 1).parse::<u32>().is_ok()
                 || ordinal_day(w(i + 1)).is_some()
                 || is_month(w(i + 1))
@@ -299,6 +336,7 @@ fn find(text: &str, day: NaiveDate) -> Vec<(usize, String)> {
                 before,
                 "last" | "this" | "next" | "past" | "coming" | "every"
             ) && !dated
+                && !named
                 && !here.ends_with('s')
             {
                 let d = if past_tense(&ws, ws[i].sentence) {
@@ -394,6 +432,52 @@ mod tests {
             r("She rang the day before yesterday"),
             "She rang the day before yesterday (Sunday 10 March 2024)"
         );
+    }
+
+    #[test]
+    fn a_weekday_in_a_name_is_not_resolved() {
+        for said in [
+            "The Black Friday sales were mobbed.",
+            "We always have lamb on Easter Sunday.",
+            "We gave up sweets on Ash Wednesday.",
+            "And a Happy Sunday to you, love!",
+            "Is Good Friday a bank holiday here?",
+            "We're watching Super Bowl Sunday at Dev's.",
+        ] {
+            assert_eq!(r(said), said);
+        }
+        // a capital that starts a relative expression, or a sentence, is
+        // no name; nor one a comma parts from the day
+        assert_eq!(
+            r("On Friday we drove up."),
+            "On Friday (Friday 8 March 2024) we drove up."
+        );
+        assert_eq!(
+            r("Until Friday, she's off."),
+            "Until Friday (Friday 15 March 2024), she's off."
+        );
+        assert_eq!(
+            r("Yes, Friday we drove up."),
+            "Yes, Friday (Friday 8 March 2024) we drove up."
+        );
+        assert_eq!(
+            r("Are you off then? Still Friday?"),
+            "Are you off then? Still Friday (Friday 15 March 2024)?"
+        );
+    }
+
+    #[test]
+    fn having_got_something_is_not_the_past() {
+        // "I've got a ticket": no past tense, so the day is the next one
+        for said in [
+            "Thursday, I've got the dentist.",
+            "Thursday, she's got a match.",
+            "Thursday, I’ve got the dentist.",
+            "Thursday, we have got tickets.",
+        ] {
+            assert!(r(said).contains("(Thursday 14 March 2024)"), "{said}");
+        }
+        assert!(r("Thursday, I got the tickets.").contains("(Thursday 7 March 2024)"));
     }
 
     #[test]

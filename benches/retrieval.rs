@@ -4,8 +4,8 @@
 //! against a baseline run in the same process, in the same run:
 //!
 //! - `context` with a message (eight questions, cycling), and with a
-//!   question never asked before (frames filled anew at each read, so the
-//!   turns it retrieves are mostly not held from an earlier read), against
+//!   question never asked before (frames filled anew at each read, so
+//!   neither its words nor its results are held from an earlier read), against
 //!   the same read with an empty message (no retrieval), interleaved call
 //!   by call, all served from the prepared sources the runtime caches;
 //! - `context_uncached` (every source read from the store and prepared
@@ -936,7 +936,7 @@ fn main() {
     println!(
         "  ratio with/without: p99 {:.1}x, p50 {:.1}x; never asked before/without: p99 {:.1}x, \
          p50 {:.1}x; target p99 < 1 ms: {} (cycling), {} (never asked before) ({} hits, {} \
-         misses, {} retrieved turns held)",
+         misses)",
         with.p99 as f64 / without.p99.max(1) as f64,
         with.p50 as f64 / without.p50.max(1) as f64,
         novel.p99 as f64 / without.p99.max(1) as f64,
@@ -945,7 +945,6 @@ fn main() {
         verdict(&novel),
         stats.hits,
         stats.misses,
-        stats.retrieved_turns
     );
 
     // The miss path, with and without a message, interleaved.

@@ -174,18 +174,12 @@ async fn a_forgotten_users_turns_leave_the_index() -> Res {
     }
     let before = rt.indexed_items("kairix").await?;
     assert!(before.iter().any(|(_, u)| u == "zoe"));
-    // A read retrieves her turn, and keeps it prepared for the next.
+    // A read retrieves her turn (as the index prepared it).
     let c = rt.context("kairix", "zoe", "the vacuum?", 2_000).await?;
     assert!(tier_text(&c, Tier::Retrieved).contains("Zanzibar"));
-    assert!(
-        rt.context_cache_stats().retrieved_turns > 0,
-        "{}",
-        all_text(&c)
-    );
     rt.forget_user("zoe", None).await?;
     settle(&rt).await;
-    // Nothing of hers is held in memory, nor retrieved.
-    assert_eq!(rt.context_cache_stats().retrieved_turns, 0);
+    // Nothing of hers is held in the index, nor retrieved.
     let c = rt.context("kairix", "zoe", "the vacuum?", 2_000).await?;
     assert!(!all_text(&c).contains("Zanzibar"), "{}", all_text(&c));
     let after = rt.indexed_items("kairix").await?;

@@ -302,6 +302,9 @@ struct Doc {
     text: Arc<str>,
     vector: Option<Quantized>,
     turn: Option<TurnRef>,
+    /// A turn as a read shows it, made when it is indexed (`None` for the
+    /// other kinds).
+    prepared: Option<Arc<crate::retrieval::PreparedTurn>>,
     /// A hash of its indexed words in order (stems, stopwords left out):
     /// the same for two items that say the same thing, whatever their
     /// case and punctuation.
@@ -423,6 +426,25 @@ pub struct AgentIndex {
     /// Per user, the names each side was called by in their calls (see
     /// [`AgentIndex::participants`]).
     addressed: HashMap<Arc<str>, crate::text::Addressed>,
+    /// How its retrieved turns name the agent side, and the agent's time
+    /// zone, their relative dates are resolved in.
+    speakers: TurnSpeakers,
+}
+
+/// See [`AgentIndex::speakers`](AgentIndex).
+#[derive(Debug)]
+struct TurnSpeakers {
+    agent_label: Arc<str>,
+    zone: chrono_tz::Tz,
+}
+
+impl Default for TurnSpeakers {
+    fn default() -> Self {
+        TurnSpeakers {
+            agent_label: crate::retrieval::agent_label("agent"),
+            zone: chrono_tz::UTC,
+        }
+    }
 }
 
 /// An inverted file over sign codes: the coded slots of one embedder,
@@ -908,6 +930,18 @@ pub fn fact_text(f: &Fact) -> String {
 }
 
 impl AgentIndex {
+    /// An empty index of `agent_id`'s, whose turns' relative dates are
+    /// resolved in `zone`.
+    pub fn new(agent_id: &str, zone: chrono_tz::Tz) -> AgentIndex {
+        AgentIndex {
+            speakers: TurnSpeakers {
+                agent_label: crate::retrieval::agent_label(agent_id),
+                zone,
+            },
+            ..AgentIndex::default()
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.live
     }
@@ -943,6 +977,7 @@ impl AgentIndex {
                 text: s.to_archival_text().into(),
                 vector: quantized,
                 turn: None,
+                prepared: None,
                 words: 0,
             },
             &body,
@@ -967,6 +1002,7 @@ impl AgentIndex {
                 text: fact_text(f).into(),
                 vector: quantized,
                 turn: None,
+                prepared: None,
                 words: 0,
             },
             &f.content,
@@ -1024,6 +1060,12 @@ impl AgentIndex {
                 seq: *seq,
             };
             let body = format!("{}\n{}", t.user_message, t.agent_response);
+            let who = crate::retrieval::Speakers {
+                user_id: &user,
+                agent_label: &self.speakers.agent_label,
+                zone: self.speakers.zone,
+            };
+            let prepared = Arc::new(crate::retrieval::prepare(who, r, t));
             self.put(
                 Doc {
                     id: r.doc_id(),
@@ -1037,6 +1079,7 @@ impl AgentIndex {
                     text: NO_TEXT.clone(),
                     vector,
                     turn: Some(r),
+                    prepared: Some(prepared),
                     words: 0,
                 },
                 &body,
@@ -1044,6 +1087,31 @@ impl AgentIndex {
                 crate::text::held_in(&t.user_message),
             );
         }
+    }
+
+    /// The stored turn `r` and those either side of it in its call, as a
+    /// read shows them (prepared when they were indexed); `None` when the
+    /// index does not hold `r`.
+    pub fn turns_around(&self, r: TurnRef) -> Option<crate::retrieval::Around> {
+        let at = |slot: u32, seq: u32| {
+            let d = self.docs.get(slot as usize)?.as_ref()?;
+            (d.turn == Some(TurnRef { seq, ..r }))
+                .then(|| d.prepared.clone())
+                .flatten()
+        };
+        // A call's turns are indexed together, in order: the turns either
+        // side are most often in the slots either side (else looked up by
+        // their ids, a hash each).
+        let by_id = |seq: u32| at(*self.by_id.get(&TurnRef { seq, ..r }.doc_id())?, seq);
+        let slot = *self.by_id.get(&r.doc_id())?;
+        let hit = at(slot, r.seq)?;
+        let side = |seq: Option<u32>, slot: Option<u32>| {
+            let seq = seq?;
+            slot.and_then(|s| at(s, seq)).or_else(|| by_id(seq))
+        };
+        let before = side(r.seq.checked_sub(1), slot.checked_sub(1));
+        let after = side(r.seq.checked_add(1), slot.checked_add(1));
+        Some(before.into_iter().chain([hit]).chain(after).collect())
     }
 
     /// Removes everything of one user (a forget).
@@ -2697,6 +2765,55 @@ mod tests {
         assert_eq!(found.len(), 2, "{found:?}");
         assert!(found.contains(&1));
         assert!(ranked(Subjects::VEHICLE).iter().all(|&s| s == 0));
+    }
+
+    #[test]
+    fn a_turn_comes_prepared_with_the_turns_either_side_from_the_index() {
+        let mut ix = AgentIndex::new("pilar", chrono_tz::Europe::Madrid);
+        let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let call = |n: u32| -> Vec<(u32, ConversationTurn)> {
+            (0..n)
+                .map(|i| {
+                    (
+                        i,
+                        said(&format!("line {i}, we sailed yesterday"), "Oh nice."),
+                    )
+                })
+                .collect()
+        };
+        ix.put_turns("mark", a, &call(3));
+        ix.put_turns("dana", b, &call(2));
+        let seqs = |ix: &AgentIndex, r: TurnRef| -> Option<Vec<u32>> {
+            Some(ix.turns_around(r)?.iter().map(|t| t.seq).collect())
+        };
+        let r = |session_id: Uuid, seq: u32| TurnRef { session_id, seq };
+        assert_eq!(seqs(&ix, r(a, 0)), Some(vec![0, 1]));
+        assert_eq!(seqs(&ix, r(a, 1)), Some(vec![0, 1, 2]));
+        assert_eq!(
+            seqs(&ix, r(a, 2)),
+            Some(vec![1, 2]),
+            "not dana's first turn"
+        );
+        assert_eq!(seqs(&ix, r(b, 0)), Some(vec![0, 1]));
+        assert_eq!(seqs(&ix, r(a, 3)), None);
+        // as the index's agent names it, its dates in the agent's zone
+        let text = ix.turns_around(r(a, 1)).unwrap()[1]
+            .item(&[], crate::retrieval::Shown::Beside)
+            .text;
+        assert!(
+            text.contains("mark: line 1, we sailed yesterday (Sunday 20 September 2026)"),
+            "{text}"
+        );
+        assert!(text.ends_with("\n  pilar: Oh nice."), "{text}");
+        // a call indexed again in another order: found by id
+        let mut again = call(3);
+        again.reverse();
+        ix.put_turns("mark", a, &again);
+        assert_eq!(seqs(&ix, r(a, 1)), Some(vec![0, 1, 2]));
+        // a forget takes them
+        ix.remove_user("mark");
+        assert_eq!(seqs(&ix, r(a, 1)), None);
+        assert_eq!(seqs(&ix, r(b, 1)), Some(vec![0, 1]));
     }
 
     #[test]

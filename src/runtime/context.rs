@@ -28,14 +28,9 @@ use recall_actors::model::{
     BlockLabel, ConversationSummary, ConversationTurn, EarlierValue, FactRecord, MemoryBlock,
     Speaker, SummaryType, Topic,
 };
-use recall_actors::retrieval::{
-    self, select, PreparedTurn, Retrieved, Selection, Shaping, Speakers, SummarySentences,
-};
-use recall_actors::search::TurnRef;
+use recall_actors::retrieval::{self, select, Retrieved, Selection, Shaping, SummarySentences};
 use recall_actors::session::SessionMsg;
-use recall_actors::store::{
-    read_blocking, ContextParts, CurrentFacts, Parts, Stamp, StoreError, StoredBlocks,
-};
+use recall_actors::store::{read_blocking, ContextParts, CurrentFacts, Parts, Stamp, StoredBlocks};
 use recall_actors::watchdog::{render_context, topic_order, Hierarchy};
 use uuid::Uuid;
 
@@ -144,8 +139,6 @@ pub(super) struct ContextCache {
     /// By the address of the record and whether the viewer is another
     /// user than its owner.
     prepared_facts: std::sync::Mutex<Prepared<(usize, bool), PreparedFact>>,
-    /// The turns around retrieved turns, prepared.
-    turns: RetrievedTurns,
     /// Retrieved summaries' sentences.
     splits: SummarySplits,
     capacity: usize,
@@ -274,18 +267,7 @@ impl<K: std::hash::Hash + Eq + Copy, V: Clone> Held<K, V> {
         held.order = Default::default();
         held.generation += 1;
     }
-
-    fn len(&self) -> usize {
-        self.lock().map.len()
-    }
 }
-
-/// The turns around each retrieved turn (the hit and the one either side),
-/// read, decoded and rendered by an earlier read: a user's call asks again
-/// and again about the same few things, and each retrieved turn costs
-/// three store reads and their decoding otherwise. Only ended calls' turns
-/// are retrieved and those never change.
-type RetrievedTurns = Held<TurnRef, Arc<[PreparedTurn]>>;
 
 /// Retrieved summaries split into sentences, by id, with the record they
 /// were split from (the store hands out the same record while its bytes
@@ -294,10 +276,6 @@ type SummarySplits = Held<Uuid, (Arc<ConversationSummary>, Arc<SummarySentences>
 
 /// How many summaries' sentences are held.
 const SUMMARY_SPLITS_HELD: usize = 4_096;
-
-/// How many retrieved turns' surroundings are held (a few megabytes at
-/// most; a user's call asks about far fewer).
-const RETRIEVED_TURNS_HELD: usize = 8_192;
 
 /// How the context cache is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -314,8 +292,6 @@ pub struct ContextCacheStats {
     /// Parts of the sources (blocks, sessions, summaries, facts, topics)
     /// read from the store, in all: five for a read that keeps nothing.
     pub parts_read: u64,
-    /// Retrieved turns whose surroundings are held, prepared.
-    pub retrieved_turns: usize,
 }
 
 impl ContextCache {
@@ -323,11 +299,6 @@ impl ContextCache {
         ContextCache {
             prepared: Default::default(),
             prepared_facts: Default::default(),
-            turns: RetrievedTurns::new(if capacity == 0 {
-                0
-            } else {
-                RETRIEVED_TURNS_HELD
-            }),
             splits: SummarySplits::new(if capacity == 0 {
                 0
             } else {
@@ -371,9 +342,9 @@ impl ContextCache {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .sweep(|p| Arc::strong_count(&p.fact) > 1);
-        // Their turns and summaries (of every user: a forget is rare, and
-        // a read that started before it does not put theirs back).
-        self.turns.clear();
+        // Their summaries' sentences (of every user: a forget is rare, and
+        // a read that started before it does not put theirs back); their
+        // turns leave with the index's documents.
         self.splits.clear();
     }
 
@@ -515,7 +486,6 @@ impl ContextCache {
             misses: self.misses.load(Ordering::Relaxed),
             partial_misses: self.partial_misses.load(Ordering::Relaxed),
             parts_read: self.parts_read.load(Ordering::Relaxed),
-            retrieved_turns: self.turns.len(),
         }
     }
 }
@@ -985,25 +955,23 @@ impl Runtime {
             limit,
         );
         let vector = self.query_vector(message).await;
-        let hits = {
+        // The turns around each turn hit, as the index prepared them, read
+        // under the search's own lock: a forget between the two cannot
+        // leave a hit without its turn.
+        let (hits, around) = {
             let ix = index.read().unwrap_or_else(|p| p.into_inner());
-            ix.search(
+            let hits = ix.search(
                 &query,
                 vector.as_deref(),
                 retrieval::ranking(settings, message, vector.is_some(), now),
-            )
+            );
+            let around: HashMap<_, _> = retrieval::turns_to_read(&hits, skip_session)
+                .into_iter()
+                .filter_map(|r| Some((r, ix.turns_around(r)?)))
+                .collect();
+            (hits, around)
         };
         let counter = &CharEstimate;
-        let trees = &self.reader()?;
-        let who = Speakers {
-            user_id,
-            agent_id,
-            zone: self.inner.settings.rollup.time_zone_of(agent_id),
-        };
-        let mut around = HashMap::new();
-        for r in retrieval::turns_to_read(&hits, skip_session) {
-            around.insert(r, self.turns_around(&**trees, who, r, cached).await?);
-        }
         let summary = |id: Uuid| {
             src.summary_at.get(&id).map(|&i| {
                 let s = &src.stored_summaries[i];
@@ -1166,35 +1134,6 @@ impl Runtime {
         let split = Arc::new(SummarySentences::new(s));
         held.put(s.summary_id, (s.clone(), split.clone()), generation);
         split
-    }
-
-    /// A retrieved turn and the stored turns either side of it, prepared:
-    /// held from an earlier read (with `cached`), else read and held.
-    async fn turns_around(
-        &self,
-        trees: &dyn recall_actors::store::Backend,
-        who: Speakers<'_>,
-        r: TurnRef,
-        cached: bool,
-    ) -> Result<Arc<[PreparedTurn]>, StoreError> {
-        let held = &self.inner.context_cache.turns;
-        let generation = if cached {
-            match held.get(&r) {
-                Ok(turns) => return Ok(turns),
-                Err(generation) => Some(generation),
-            }
-        } else {
-            None
-        };
-        let turns = retrieval::prepare_around(
-            who,
-            r.session_id,
-            trees.turns_around(r.session_id, r.seq).await?,
-        );
-        if let Some(generation) = generation {
-            held.put(r, turns.clone(), generation);
-        }
-        Ok(turns)
     }
 }
 

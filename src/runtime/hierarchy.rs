@@ -204,13 +204,14 @@ impl Runtime {
         let trees = self.reader()?;
         let agent = agent_id.to_string();
         let inline = self.inner.search.inline();
+        let zone = self.inner.settings.rollup.time_zone_of(agent_id);
         let handle = tokio::runtime::Handle::current();
         Ok(self
             .inner
             .search
             // (On the blocking pool.)
             .ensure(agent_id, move || {
-                handle.block_on(trees.build_search_index(&agent, inline.as_deref()))
+                handle.block_on(trees.build_search_index(&agent, inline.as_deref(), zone))
             })
             .await?)
     }

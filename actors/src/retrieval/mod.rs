@@ -28,4 +28,4 @@ pub use excerpt::{stem_key, stem_keys, summary_excerpt, SummarySentences};
 pub use query::{query, ranking};
 pub use select::{cut_text, select, Retrieved, Selection, MIN_CUT_TOKENS};
 pub use shape::{shape, turns_to_read, Shaping};
-pub use turns::{prepare_around, PreparedTurn, Speakers};
+pub use turns::{agent_label, prepare, prepare_around, Around, PreparedTurn, Shown, Speakers};

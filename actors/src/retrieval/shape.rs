@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::excerpt::{stem_keys, summary_excerpt, SummarySentences};
 use super::query::SUMMARY_SENTENCES;
 use super::select::Retrieved;
-use super::turns::PreparedTurn;
+use super::turns::{Around, Shown};
 use crate::context::{ContextItem, PreparedFacts, Source, Tier, TokenCounter};
 use crate::model::{ConversationSummary, Speaker};
 use crate::search::{DocKind, SearchHit, TurnRef};
@@ -26,7 +26,7 @@ pub struct Shaping<'a> {
     pub hits: Vec<SearchHit>,
     /// The stored turns either side of each turn hit ([`turns_to_read`]),
     /// prepared.
-    pub around: HashMap<TurnRef, Arc<[PreparedTurn]>>,
+    pub around: HashMap<TurnRef, Around>,
     /// A call whose turns the context shows verbatim already, and the
     /// first of them shown: not retrieved again.
     pub skip_session: Option<(Uuid, u32)>,
@@ -70,7 +70,7 @@ pub fn turns_to_read(hits: &[SearchHit], skip_session: Option<(Uuid, u32)>) -> V
 /// answer.
 fn by_side(
     hits: Vec<SearchHit>,
-    around: &HashMap<TurnRef, Arc<[PreparedTurn]>>,
+    around: &HashMap<TurnRef, Around>,
     asked: &[u64],
 ) -> Vec<SearchHit> {
     let (first, after): (Vec<SearchHit>, Vec<SearchHit>) = hits.into_iter().partition(|h| {
@@ -168,9 +168,17 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
                         // (those in the turns tier already are not
                         // shown again)
                         let joined = if t.seq < r.seq { t.asks } else { hit_asks };
+                        let answers = t.seq > r.seq && hit_asks;
                         (if joined { &mut attached } else { &mut sides }).push((
                             Retrieved {
-                                item: t.item(&asked, false),
+                                item: t.item(
+                                    &asked,
+                                    if answers {
+                                        Shown::Answer
+                                    } else {
+                                        Shown::Beside
+                                    },
+                                ),
                                 at: t.at,
                             },
                             t.key,
@@ -187,7 +195,7 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
                 }
                 around.extend(sides);
                 out.push(Retrieved {
-                    item: t.item(&asked, true),
+                    item: t.item(&asked, Shown::Hit),
                     at: h.period_start,
                 });
                 for (a, key) in attached {
@@ -245,15 +253,16 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
 mod tests {
     use super::*;
     use crate::model::ConversationTurn;
-    use crate::retrieval::{prepare_around, Speakers};
+    use crate::retrieval::{agent_label, prepare_around, Speakers};
     use chrono::{TimeZone, Utc};
 
     /// One-turn calls, each with its prepared turn, and a hit on each in
     /// the order given.
-    fn calls(said: &[(&str, &str)]) -> (Vec<SearchHit>, HashMap<TurnRef, Arc<[PreparedTurn]>>) {
+    fn calls(said: &[(&str, &str)]) -> (Vec<SearchHit>, HashMap<TurnRef, Around>) {
+        let label = agent_label("rafael");
         let who = Speakers {
             user_id: "ji-woo",
-            agent_id: "rafael",
+            agent_label: &label,
             zone: chrono_tz::UTC,
         };
         let mut hits = Vec::new();

@@ -11,9 +11,10 @@ use crate::model::{ConversationTurn, Speaker};
 use crate::search::TurnRef;
 
 /// A stored turn prepared as a retrieved item, with what retrieval asks
-/// of it. Its text is made once, when it is prepared (relative dates
+/// of it. Its text is made once, when the turn is indexed (relative dates
 /// resolved, the agent's answer split into sentences with their words'
 /// stems); a read only picks which of the answer's sentences to show.
+#[derive(Debug)]
 pub struct PreparedTurn {
     pub seq: u32,
     pub at: DateTime<Utc>,
@@ -26,30 +27,49 @@ pub struct PreparedTurn {
     /// [`said_key`](crate::reflect::extractive::said_key)s.
     pub said: Box<[u64]>,
     source: Source,
-    /// "- [2024-03-12 19:05] user: what the user said".
-    head: Box<str>,
-    /// "\n  agent: ", with the agent side's id.
-    agent_label: Box<str>,
+    /// "- [2024-03-12 19:05] user: what the user said" (the head), then
+    /// the agent side's answer, sentence by sentence, one after another.
+    /// A turn is kept in three allocations (this, `stems` and `answer`):
+    /// the index holds every ended call's turns.
+    text: Box<str>,
+    head_len: u32,
+    /// "\n  agent: ", with the agent side's id (one per index).
+    agent_label: Arc<str>,
     answer: Box<[AnswerSentence]>,
     /// The answer's tokens.
-    answer_tokens: usize,
-    /// The stems of the user's words ([`stem_key`]), sorted, once each.
-    user_stems: Box<[u64]>,
-    /// Those of the user's sentences that tell of the user's own life
-    /// ([`crate::text::of_itself`]), and of the others.
-    user_own: Box<[u64]>,
-    user_rest: Box<[u64]>,
-    /// The item with the whole answer, and with none of it: made once, as
-    /// most reads show one of the two.
-    whole: ContextItem,
-    bare: ContextItem,
+    answer_tokens: u32,
+    /// The stems of words ([`stem_key`]), each part sorted, once each:
+    /// those of the user's sentences that tell of the user's own life
+    /// ([`crate::text::of_itself`]) up to `own_end`, of the user's others
+    /// up to `user_end`, then each answer sentence's.
+    stems: Box<[u64]>,
+    own_end: u32,
+    user_end: u32,
 }
 
-/// A sentence of the agent side's answer.
+/// A stored turn and those either side of it, prepared, in order.
+pub type Around = Arc<[Arc<PreparedTurn>]>;
+
+/// Why a turn is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    /// A search hit it.
+    Hit,
+    /// The user's answer to the question the hit's answer ends on: the
+    /// two are one statement, and the agent side's reply to it goes on
+    /// with what the hit was about ("I've sprained my wrist." "Your
+    /// drawing hand?" "No, my left one." "Right, listen. Frozen peas…").
+    Answer,
+    /// It was said just before or after a hit.
+    Beside,
+}
+
+/// A sentence of the agent side's answer: where its text and its words'
+/// stems end in its turn's.
+#[derive(Debug)]
 struct AnswerSentence {
-    text: Box<str>,
-    /// The stems of its words ([`stem_key`]), sorted, once each.
-    stems: Box<[u64]>,
+    text_end: u32,
+    stems_end: u32,
     asks: bool,
     /// It tells of the agent side's own life ([`crate::text::of_itself`]).
     own: bool,
@@ -69,30 +89,61 @@ const HIT_ANSWER_TOKENS: usize = 80;
 const ANSWER_SENTENCES: usize = 3;
 
 impl PreparedTurn {
+    fn head(&self) -> &str {
+        &self.text[..self.head_len as usize]
+    }
+
+    fn user_own(&self) -> &[u64] {
+        &self.stems[..self.own_end as usize]
+    }
+
+    fn user_rest(&self) -> &[u64] {
+        &self.stems[self.own_end as usize..self.user_end as usize]
+    }
+
+    /// Answer sentence `i`'s text and its words' stems.
+    fn sentence(&self, i: usize) -> (&str, &[u64]) {
+        let (text_from, stems_from) = match i.checked_sub(1) {
+            Some(p) => (self.answer[p].text_end, self.answer[p].stems_end),
+            None => (self.head_len, self.user_end),
+        };
+        let s = &self.answer[i];
+        (
+            &self.text[text_from as usize..s.text_end as usize],
+            &self.stems[stems_from as usize..s.stems_end as usize],
+        )
+    }
+
     /// Where `side`'s words in it hold a word asked (`asked`:
     /// [`stem_keys`] of the query): in sentences telling of its own life,
     /// and in the others.
     pub fn holds(&self, side: Speaker, asked: &[u64]) -> (bool, bool) {
         let any = |stems: &[u64]| stems.iter().any(|k| asked.binary_search(k).is_ok());
         match side {
-            Speaker::User => (any(&self.user_own), any(&self.user_rest)),
-            Speaker::Agent => self.answer.iter().fold((false, false), |(own, rest), s| {
-                let held = any(&s.stems);
-                (own || (held && s.own), rest || (held && !s.own))
-            }),
+            Speaker::User => (any(self.user_own()), any(self.user_rest())),
+            Speaker::Agent => {
+                self.answer
+                    .iter()
+                    .enumerate()
+                    .fold((false, false), |(own, rest), (i, s)| {
+                        let held = any(self.sentence(i).1);
+                        (own || (held && s.own), rest || (held && !s.own))
+                    })
+            }
         }
     }
 
     /// The turn as a retrieved item for a read asking `asked` ([`stem_keys`]
-    /// of its query): what the user said, and of the agent side's answer
-    /// all of it when it is short (or, for the turn a search hit (`hit`),
-    /// not long), else the sentences that hold a word asked (the most words
-    /// first, at most three, in their order) and the question it ends on,
-    /// which the user's next turn answers. Where none of the answer's
-    /// sentences holds a word asked but the user's words do, the answer is
-    /// the reply to them: its opening sentences are shown.
-    pub fn item(&self, asked: &[u64], hit: bool) -> ContextItem {
-        let limit = if hit {
+    /// of its query), shown as `shown`: what the user said, and of the
+    /// agent side's answer all of it when it is short (or, for the turn a
+    /// search hit, not long), else the sentences that hold a word asked
+    /// (the most words first, at most three, in their order) and the
+    /// question it ends on, which the user's next turn answers. Where none
+    /// of the answer's sentences holds a word asked but the user's words
+    /// do, or the turn is the user's answer to the hit's question, the
+    /// answer is the reply to them: its opening sentences are shown.
+    pub fn item(&self, asked: &[u64], shown_as: Shown) -> ContextItem {
+        let limit = if shown_as == Shown::Hit {
             HIT_ANSWER_TOKENS
         } else {
             SHORT_ANSWER_TOKENS
@@ -103,23 +154,24 @@ impl PreparedTurn {
                 .filter(|k| asked.binary_search(k).is_ok())
                 .count()
         };
-        let shown: Vec<usize> = if self.answer_tokens <= limit {
+        let shown: Vec<usize> = if self.answer_tokens as usize <= limit {
             (0..self.answer.len()).collect()
         } else {
             let mut ranked: Vec<(usize, usize)> = self
                 .answer
                 .iter()
                 .enumerate()
-                .map(|(i, s)| (i, holds(&s.stems)))
+                .map(|(i, _)| (i, holds(self.sentence(i).1)))
                 .filter(|&(_, n)| n > 0)
                 .collect();
             ranked.sort_by_key(|&(i, n)| (std::cmp::Reverse(n), i));
             ranked.truncate(ANSWER_SENTENCES);
             let mut shown: Vec<usize> = ranked.into_iter().map(|(i, _)| i).collect();
-            if shown.is_empty() && holds(&self.user_stems) > 0 {
+            let user_holds = holds(self.user_own()) + holds(self.user_rest()) > 0;
+            if shown.is_empty() && (user_holds || shown_as == Shown::Answer) {
                 let mut used = 0;
-                for (i, s) in self.answer.iter().enumerate() {
-                    used += CharEstimate.count(&s.text);
+                for i in 0..self.answer.len() {
+                    used += CharEstimate.count(self.sentence(i).0);
                     if i > 0 && used > SHORT_ANSWER_TOKENS {
                         break;
                     }
@@ -134,48 +186,32 @@ impl PreparedTurn {
             shown.sort_unstable();
             shown
         };
-        if shown.is_empty() {
-            return self.bare.clone();
-        }
-        if shown.len() == self.answer.len() {
-            return self.whole.clone();
-        }
-        render(
-            &self.head,
-            &self.agent_label,
-            &self.answer,
-            &shown,
-            self.source,
-        )
+        self.render(&shown)
     }
-}
 
-/// A turn's item: its head and, after the agent's label, the answer's
-/// sentences `shown` (ascending), " … " where some are left out between.
-fn render(
-    head: &str,
-    agent_label: &str,
-    answer: &[AnswerSentence],
-    shown: &[usize],
-    source: Source,
-) -> ContextItem {
-    let mut text = String::with_capacity(head.len() + 160);
-    text.push_str(head);
-    if !shown.is_empty() {
-        text.push_str(agent_label);
-        for (k, &i) in shown.iter().enumerate() {
-            if k > 0 {
-                text.push_str(if i == shown[k - 1] + 1 { " " } else { " … " });
+    /// The item: its head and, after the agent's label, the answer's
+    /// sentences `shown` (ascending), " … " where some are left out
+    /// between.
+    fn render(&self, shown: &[usize]) -> ContextItem {
+        let head = self.head();
+        let mut text = String::with_capacity(head.len() + 160);
+        text.push_str(head);
+        if !shown.is_empty() {
+            text.push_str(&self.agent_label);
+            for (k, &i) in shown.iter().enumerate() {
+                if k > 0 {
+                    text.push_str(if i == shown[k - 1] + 1 { " " } else { " … " });
+                }
+                text.push_str(self.sentence(i).0);
             }
-            text.push_str(&answer[i].text);
         }
-    }
-    ContextItem {
-        tier: Tier::Retrieved,
-        source,
-        role: crate::context::Role::System,
-        tokens: CharEstimate.count(&text),
-        text: text.into(),
+        ContextItem {
+            tier: Tier::Retrieved,
+            source: self.source,
+            role: crate::context::Role::System,
+            tokens: CharEstimate.count(&text),
+            text: text.into(),
+        }
     }
 }
 
@@ -183,10 +219,16 @@ fn render(
 #[derive(Debug, Clone, Copy)]
 pub struct Speakers<'a> {
     pub user_id: &'a str,
-    pub agent_id: &'a str,
+    /// "\n  agent: ", with the agent side's id ([`agent_label`]).
+    pub agent_label: &'a Arc<str>,
     /// The agent's time zone: relative dates are resolved against the
     /// day a turn was said there.
     pub zone: chrono_tz::Tz,
+}
+
+/// What comes before the agent side's words in a retrieved turn.
+pub fn agent_label(agent_id: &str) -> Arc<str> {
+    format!("\n  {agent_id}: ").into()
 }
 
 /// The stored turns `turns` (by sequence number) of `session_id`, around
@@ -195,15 +237,15 @@ pub fn prepare_around(
     who: Speakers<'_>,
     session_id: Uuid,
     turns: Vec<(u32, ConversationTurn)>,
-) -> Arc<[PreparedTurn]> {
+) -> Around {
     turns
         .into_iter()
-        .map(|(seq, t)| prepare(who, TurnRef { session_id, seq }, &t))
+        .map(|(seq, t)| Arc::new(prepare(who, TurnRef { session_id, seq }, &t)))
         .collect()
 }
 
-/// One stored turn, prepared.
-fn prepare(who: Speakers<'_>, r: TurnRef, t: &ConversationTurn) -> PreparedTurn {
+/// One stored turn, prepared: what the index keeps of it for reads.
+pub fn prepare(who: Speakers<'_>, r: TurnRef, t: &ConversationTurn) -> PreparedTurn {
     let at = t.timestamp;
     let day = at.with_timezone(&who.zone).date_naive();
     let said = crate::text::resolve_relative_dates(t.user_message.trim(), day);
@@ -218,67 +260,77 @@ fn prepare(who: Speakers<'_>, r: TurnRef, t: &ConversationTurn) -> PreparedTurn 
         who.user_id,
         said
     );
-    let answer_text = t.agent_response.trim();
-    let answer: Box<[AnswerSentence]> = if answer_text.is_empty() {
-        Box::default()
-    } else {
-        // (resolved whole: a sentence without a verb takes the tense of
-        // the answer)
-        crate::text::sentences(&crate::text::resolve_relative_dates(answer_text, day))
-            .into_iter()
-            .map(|s| {
-                let text = s.trim().to_string();
-                AnswerSentence {
-                    stems: stem_keys(&text).into(),
-                    asks: text.trim_end().ends_with('?'),
-                    own: crate::text::of_itself(&text),
-                    text: text.into(),
-                }
-            })
-            .collect()
+    let mut text = head;
+    let head_len = text.len() as u32;
+    // The user's words stemmed once, sentence by sentence, those of the
+    // sentences telling of the user's own life apart.
+    let sorted = |stems: &mut Vec<u64>, from: usize| {
+        stems[from..].sort_unstable();
+        let mut kept = from;
+        for k in from..stems.len() {
+            if k == from || stems[k] != stems[kept - 1] {
+                stems[kept] = stems[k];
+                kept += 1;
+            }
+        }
+        stems.truncate(kept);
     };
-    let source = Source::StoredTurn {
-        session: r.session_id,
-        seq: r.seq,
-    };
-    let agent_label = format!("\n  {}: ", who.agent_id);
-    // The user's words stemmed once, sentence by sentence: all of them,
-    // and those of the sentences telling of the user's own life apart.
+    let user_sentences = crate::text::sentences(&t.user_message);
     let (mut own, mut rest) = (Vec::new(), Vec::new());
-    for s in crate::text::sentences(&t.user_message) {
-        let into = if crate::text::of_itself(&s) {
+    for s in &user_sentences {
+        let into = if crate::text::of_itself(s) {
             &mut own
         } else {
             &mut rest
         };
-        into.extend(stem_keys(&s));
+        into.extend(stem_keys(s));
     }
-    let sorted = |mut keys: Vec<u64>| -> Box<[u64]> {
-        keys.sort_unstable();
-        keys.dedup();
-        keys.into()
-    };
-    let user_stems = sorted([own.as_slice(), rest.as_slice()].concat());
-    let all: Vec<usize> = (0..answer.len()).collect();
+    let mut stems = own;
+    sorted(&mut stems, 0);
+    let own_end = stems.len() as u32;
+    stems.extend(rest);
+    sorted(&mut stems, own_end as usize);
+    let user_end = stems.len() as u32;
+    let answer_text = t.agent_response.trim();
+    let mut answer = Vec::new();
+    if !answer_text.is_empty() {
+        // (resolved whole: a sentence without a verb takes the tense of
+        // the answer)
+        for s in crate::text::sentences(&crate::text::resolve_relative_dates(answer_text, day)) {
+            let s = s.trim();
+            let from = stems.len();
+            stems.extend(stem_keys(s));
+            sorted(&mut stems, from);
+            text.push_str(s);
+            answer.push(AnswerSentence {
+                text_end: text.len() as u32,
+                stems_end: stems.len() as u32,
+                asks: s.ends_with('?'),
+                own: crate::text::of_itself(s),
+            });
+        }
+    }
     PreparedTurn {
-        whole: render(&head, &agent_label, &answer, &all, source),
-        bare: render(&head, &agent_label, &answer, &[], source),
         seq: r.seq,
         at,
         key: (!t.user_message.trim().is_empty()).then(|| exchange_key(t)),
         asks: asks_question(&t.agent_response),
-        said: crate::text::sentences(&t.user_message)
+        said: user_sentences
             .iter()
             .map(|s| crate::reflect::extractive::said_key(s))
             .collect(),
-        source,
-        head: head.into(),
-        agent_label: agent_label.into(),
-        answer_tokens: CharEstimate.count(answer_text),
-        user_stems,
-        user_own: sorted(own),
-        user_rest: sorted(rest),
-        answer,
+        source: Source::StoredTurn {
+            session: r.session_id,
+            seq: r.seq,
+        },
+        text: text.into(),
+        head_len,
+        agent_label: who.agent_label.clone(),
+        answer_tokens: CharEstimate.count(answer_text) as u32,
+        stems: stems.into(),
+        own_end,
+        user_end,
+        answer: answer.into(),
     }
 }
 
@@ -338,7 +390,7 @@ mod tests {
     fn prepared(zone: chrono_tz::Tz, t: &ConversationTurn) -> PreparedTurn {
         let who = Speakers {
             user_id: "hanna",
-            agent_id: "ruth",
+            agent_label: &agent_label("ruth"),
             zone,
         };
         let r = TurnRef {
@@ -362,7 +414,10 @@ mod tests {
         );
         let p = prepared(chrono_tz::Tz::UTC, &t);
         let text = p
-            .item(&stem_keys("what did she fix in the greenhouse"), false)
+            .item(
+                &stem_keys("what did she fix in the greenhouse"),
+                Shown::Beside,
+            )
             .text;
         assert!(text.starts_with("- [2024-03-12 18:00] hanna: How was your week?"));
         assert!(text.contains("\n  ruth: Oh, and I finally got the greenhouse door fixed"));
@@ -370,13 +425,15 @@ mod tests {
         assert!(!text.contains("new sign"), "{text}");
         assert!(!text.contains("drill"), "{text}");
         // other words asked, other sentences
-        let text = p.item(&stem_keys("who lent her a drill"), false).text;
+        let text = p
+            .item(&stem_keys("who lent her a drill"), Shown::Beside)
+            .text;
         assert!(
             text.contains("lent me his drill") && !text.contains("greenhouse"),
             "{text}"
         );
         // the answer's sentences, each with the date its time words mean
-        let text = p.item(&stem_keys("tomatoes"), false).text;
+        let text = p.item(&stem_keys("tomatoes"), Shown::Beside).text;
         assert!(text.contains("on Sunday (Sunday 10 March 2024)"), "{text}");
     }
 
@@ -386,22 +443,48 @@ mod tests {
         let at = Utc.with_ymd_and_hms(2024, 3, 11, 23, 30, 0).unwrap();
         let t = turn(at, "I sailed yesterday!", "Lovely. Which boat?");
         let text = prepared(chrono_tz::Europe::Warsaw, &t)
-            .item(&[], false)
+            .item(&[], Shown::Beside)
             .text;
         assert!(
             text.contains("I sailed yesterday (Monday 11 March 2024)!"),
             "{text}"
         );
         assert!(text.ends_with("\n  ruth: Lovely. Which boat?"), "{text}");
-        let text = prepared(chrono_tz::Tz::UTC, &t).item(&[], false).text;
+        let text = prepared(chrono_tz::Tz::UTC, &t)
+            .item(&[], Shown::Beside)
+            .text;
         assert!(text.contains("yesterday (Sunday 10 March 2024)"), "{text}");
+    }
+
+    #[test]
+    fn the_users_answer_to_the_hits_question_shows_the_reply_that_goes_on() {
+        // "My car failed its inspection." "Was it the brakes?" — then:
+        let at = Utc.with_ymd_and_hms(2024, 5, 2, 18, 0, 0).unwrap();
+        let t = turn(
+            at,
+            "No, the exhaust, it's rusted right through.",
+            "Okay, here's what you do. Ring Hamid at the garage, he'll weld it cheap. \
+             Tell him I sent you and he'll knock a bit off, he owes me one, \
+             after I sorted his website out for nothing last spring. \
+             Anyway, how's the new job going?",
+        );
+        let p = prepared(chrono_tz::Tz::UTC, &t);
+        let asked = stem_keys("what did you tell me to do about the car inspection");
+        // as the answer to the hit's question: the reply's opening
+        let text = p.item(&asked, Shown::Answer).text;
+        assert!(text.contains("Ring Hamid at the garage"), "{text}");
+        assert!(text.contains("how's the new job going?"), "{text}");
+        // said beside a hit, none of its words asked: only its question
+        let text = p.item(&asked, Shown::Beside).text;
+        assert!(!text.contains("Hamid"), "{text}");
+        assert!(text.contains("how's the new job going?"), "{text}");
     }
 
     #[test]
     fn an_empty_answer_shows_the_user_alone() {
         let at = Utc.with_ymd_and_hms(2024, 3, 11, 9, 0, 0).unwrap();
         let text = prepared(chrono_tz::Tz::UTC, &turn(at, "Hello?", "  "))
-            .item(&[], false)
+            .item(&[], Shown::Beside)
             .text;
         assert_eq!(&*text, "- [2024-03-11 09:00] hanna: Hello?");
     }

@@ -60,13 +60,6 @@ pub trait SessionStore: Send + Sync {
     async fn numbered_turns(&self, id: Uuid) -> Result<Vec<(u32, ConversationTurn)>, StoreError>;
     /// One stored turn.
     async fn turn(&self, id: Uuid, seq: u32) -> Result<Option<ConversationTurn>, StoreError>;
-    /// The stored turns of a session from `seq - 1` to `seq + 1`, in
-    /// order, each with its number.
-    async fn turns_around(
-        &self,
-        id: Uuid,
-        seq: u32,
-    ) -> Result<Vec<(u32, ConversationTurn)>, StoreError>;
     /// Every session, or one agent's, by start time.
     async fn sessions(&self, agent_id: Option<&str>) -> Result<Vec<SessionRecord>, StoreError>;
     /// One user's sessions with an agent, by start time.
@@ -475,13 +468,15 @@ pub trait Backend:
     /// Builds an agent's search index from its current summaries of every
     /// type and its facts, with their stored vectors, and the turns of
     /// ended calls, with their stored vectors or, given an embedder that
-    /// makes them on the spot, its.
+    /// makes them on the spot, its; the turns' relative dates resolved in
+    /// the agent's time zone, `zone`.
     async fn build_search_index(
         &self,
         agent_id: &str,
         inline: Option<&dyn crate::embed::Embed>,
+        zone: chrono_tz::Tz,
     ) -> Result<AgentIndex, StoreError> {
-        let mut ix = AgentIndex::default();
+        let mut ix = AgentIndex::new(agent_id, zone);
         for kind in SummaryType::ALL {
             for s in self.summaries(agent_id, kind, None).await? {
                 if s.is_current() {

@@ -267,15 +267,6 @@ async fn turns_are_read_back_in_order_before_and_after_a_flush(h: &Harness) {
         b.turn(id, 3).await.unwrap().unwrap().user_message,
         "turn 3 once more"
     );
-    assert_eq!(
-        texts(b.turns_around(id, 3).await.unwrap()),
-        [
-            (2, "turn 2".to_string()),
-            (3, "turn 3 once more".to_string()),
-            (4, "turn 4".to_string())
-        ]
-    );
-    assert_eq!(texts(b.turns_around(id, 0).await.unwrap()).len(), 2);
     assert!(b.turn(id, 5).await.unwrap().is_none());
     assert_eq!(b.turns(id).await.unwrap().len(), 6);
     assert!(b.turns(Uuid::from_u128(77)).await.unwrap().is_empty());

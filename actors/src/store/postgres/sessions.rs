@@ -125,23 +125,6 @@ impl SessionStore for PgBackend {
         Ok(row.and_then(|json| self.decode("turns", &format_args!("{id}/{seq}"), &json)))
     }
 
-    async fn turns_around(
-        &self,
-        id: Uuid,
-        seq: u32,
-    ) -> Result<Vec<(u32, ConversationTurn)>, StoreError> {
-        self.write_turns().await?;
-        let rows: Vec<(i64, String)> = sqlx::query_as(
-            "SELECT seq, body::text FROM turns
-             WHERE session_id = $1 AND seq BETWEEN $2 - 1 AND $2 + 1 ORDER BY seq",
-        )
-        .bind(id)
-        .bind(seq as i64)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(self.numbered(id, rows))
-    }
-
     async fn sessions(&self, agent_id: Option<&str>) -> Result<Vec<SessionRecord>, StoreError> {
         self.records(
             "sessions",

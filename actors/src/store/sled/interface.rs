@@ -33,13 +33,6 @@ impl SessionStore for Trees {
     async fn turn(&self, id: Uuid, seq: u32) -> Result<Option<ConversationTurn>, StoreError> {
         Trees::turn(self, id, seq)
     }
-    async fn turns_around(
-        &self,
-        id: Uuid,
-        seq: u32,
-    ) -> Result<Vec<(u32, ConversationTurn)>, StoreError> {
-        Trees::turns_around(self, id, seq)
-    }
     async fn sessions(&self, agent_id: Option<&str>) -> Result<Vec<SessionRecord>, StoreError> {
         Trees::sessions(self, agent_id)
     }

@@ -57,30 +57,6 @@ impl Trees {
         self.get(&self.turns, keys::TREE_TURNS, &keys::turn(id, seq))
     }
 
-    /// The stored turns of a session from `seq - 1` to `seq + 1`, in order,
-    /// each with its number: a retrieved turn and the turns either side of
-    /// it. Three point reads: a range would copy the whole leaf it starts
-    /// in (every key of it), which costs more than the three turns.
-    pub fn turns_around(
-        &self,
-        id: Uuid,
-        seq: u32,
-    ) -> Result<Vec<(u32, ConversationTurn)>, StoreError> {
-        let mut out = Vec::with_capacity(3);
-        for n in [seq.checked_sub(1), Some(seq), seq.checked_add(1)]
-            .into_iter()
-            .flatten()
-        {
-            let k = keys::turn(id, n);
-            if let Some(v) = self.turns.get(k)? {
-                if let Some(t) = self.decode(keys::TREE_TURNS, &k, &v) {
-                    out.push((n, t));
-                }
-            }
-        }
-        Ok(out)
-    }
-
     pub fn sessions(&self, agent_id: Option<&str>) -> Result<Vec<SessionRecord>, StoreError> {
         let mut all: Vec<SessionRecord> = match agent_id {
             None => self.scan(&self.sessions, keys::TREE_SESSIONS, self.sessions.iter())?,

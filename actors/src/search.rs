@@ -783,7 +783,37 @@ pub fn without_question_framing(question: &str) -> String {
 /// verb first, and the short forms typed chat uses for relations and
 /// days ("gf", "bday", "hubby") to their word. (Other words for a
 /// relation, "missus" for a wife, are the related-word vectors' to join.)
+///
+/// Kept per thread for the last few thousand words: a word stemmed again
+/// (most are: an index of 100,000 turns says a few thousand words) is a
+/// lookup, not two table searches and the Snowball steps.
 pub fn stem(word: &str) -> String {
+    STEMS.with(|cell| {
+        let mut kept = cell.borrow_mut();
+        if let Some(s) = kept.get(word) {
+            return s.to_string();
+        }
+        let s = stem_anew(word);
+        if kept.len() >= STEMS_KEPT {
+            kept.clear();
+        }
+        kept.insert(word.into(), s.as_str().into());
+        s
+    })
+}
+
+/// How many words' stems a thread keeps (about half a megabyte); past it
+/// the kept set starts again.
+const STEMS_KEPT: usize = 8_192;
+
+type KeptStems = HashMap<Box<str>, Box<str>, foldhash::fast::FixedState>;
+
+thread_local! {
+    /// The stems [`stem`] keeps, by word.
+    static STEMS: std::cell::RefCell<KeptStems> = std::cell::RefCell::new(KeptStems::default());
+}
+
+fn stem_anew(word: &str) -> String {
     let word = IRREGULAR
         .binary_search_by(|(form, _)| form.cmp(&word))
         .map_or(word, |i| IRREGULAR[i].1);
@@ -2566,6 +2596,20 @@ mod tests {
         assert_eq!(stem("grew"), stem("growing"));
         assert_eq!(stem("bought"), stem("buy"));
         assert!(IRREGULAR.windows(2).all(|w| w[0].0 < w[1].0), "sorted");
+    }
+
+    #[test]
+    fn a_kept_stem_is_the_stem_made_anew_and_the_kept_set_stays_bounded() {
+        let words = ["grew", "hubby", "interviewers", "running", "bought", "flat"];
+        for w in words.iter().chain(&words) {
+            assert_eq!(stem(w), stem_anew(w), "{w}");
+        }
+        for i in 0..STEMS_KEPT + 10 {
+            let w = format!("word{i}s");
+            assert_eq!(stem(&w), stem_anew(&w));
+            assert!(STEMS.with(|k| k.borrow().len()) <= STEMS_KEPT);
+        }
+        assert_eq!(stem("grew"), stem_anew("grew"));
     }
 
     #[test]

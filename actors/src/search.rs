@@ -1635,9 +1635,16 @@ impl AgentIndex {
                     short
                 }
             };
-            // Scored again with the byte vectors.
-            for (_, slot) in short {
-                let Some(dv) = self.doc(slot).and_then(|d| d.vector.as_ref()) else {
+            // Scored again with the byte vectors. They lie scattered over
+            // the heap: each is asked of memory a few ahead of its turn, so
+            // the reads overlap.
+            const AHEAD: usize = 4;
+            let vector_of = |slot: u32| self.doc(slot).and_then(|d| d.vector.as_ref());
+            for (i, &(_, slot)) in short.iter().enumerate() {
+                if let Some(v) = short.get(i + AHEAD).and_then(|&(_, s)| vector_of(s)) {
+                    crate::static_embed::prefetch(&v.values);
+                }
+                let Some(dv) = vector_of(slot) else {
                     continue;
                 };
                 let sim = dv.cosine_q(&q);

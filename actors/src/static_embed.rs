@@ -278,7 +278,7 @@ fn sign_distances(signs: &[u64], q: &[u64]) -> Vec<u16> {
 /// Asks for `bytes` to be brought into the cache, without waiting for
 /// them.
 #[inline(always)]
-fn prefetch(bytes: &[i8]) {
+pub(crate) fn prefetch(bytes: &[i8]) {
     #[cfg(target_arch = "x86_64")]
     for line in bytes.chunks(64) {
         // SAFETY: a prefetch is only a hint: it reads nothing into the

@@ -29,8 +29,8 @@ pub struct PreparedTurn {
     source: Source,
     /// "- [2024-03-12 19:05] user: what the user said" (the head), then
     /// the agent side's answer, sentence by sentence, one after another.
-    /// A turn is kept in three allocations (this, `stems` and `answer`):
-    /// the index holds every ended call's turns.
+    /// A turn is kept in four allocations (this, `stems`, `answer` and
+    /// `said`): the index holds every ended call's turns.
     text: Box<str>,
     head_len: u32,
     /// "\n  agent: ", with the agent side's id (one per index).

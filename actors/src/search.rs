@@ -301,9 +301,8 @@ struct Doc {
     terms: Box<[u32]>,
     text: Arc<str>,
     vector: Option<Quantized>,
-    turn: Option<TurnRef>,
     /// A turn as a read shows it, made when it is indexed (`None` for the
-    /// other kinds).
+    /// other kinds; where it is stored is its [`PreparedTurn::turn`](crate::retrieval::PreparedTurn::turn)).
     prepared: Option<Arc<crate::retrieval::PreparedTurn>>,
     /// A hash of its indexed words in order (stems, stopwords left out):
     /// the same for two items that say the same thing, whatever their
@@ -1006,7 +1005,6 @@ impl AgentIndex {
                 terms: Box::default(),
                 text: s.to_archival_text().into(),
                 vector: quantized,
-                turn: None,
                 prepared: None,
                 words: 0,
             },
@@ -1031,7 +1029,6 @@ impl AgentIndex {
                 terms: Box::default(),
                 text: fact_text(f).into(),
                 vector: quantized,
-                turn: None,
                 prepared: None,
                 words: 0,
             },
@@ -1108,7 +1105,6 @@ impl AgentIndex {
                     terms: Box::default(),
                     text: NO_TEXT.clone(),
                     vector,
-                    turn: Some(r),
                     prepared: Some(prepared),
                     words: 0,
                 },
@@ -1125,9 +1121,10 @@ impl AgentIndex {
     pub fn turns_around(&self, r: TurnRef) -> Option<crate::retrieval::Around> {
         let at = |slot: u32, seq: u32| {
             let d = self.docs.get(slot as usize)?.as_ref()?;
-            (d.turn == Some(TurnRef { seq, ..r }))
-                .then(|| d.prepared.clone())
-                .flatten()
+            d.prepared
+                .as_ref()
+                .filter(|p| p.turn() == TurnRef { seq, ..r })
+                .cloned()
         };
         // A call's turns are indexed together, in order: the turns either
         // side are most often in the slots either side (else looked up by
@@ -1801,7 +1798,7 @@ impl AgentIndex {
                     keyword_score: bm25,
                     similarity: sim,
                     text: d.text.to_string(),
-                    turn: d.turn,
+                    turn: d.prepared.as_ref().map(|p| p.turn()),
                 })
             })
             .collect()

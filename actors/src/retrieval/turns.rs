@@ -26,7 +26,8 @@ pub struct PreparedTurn {
     /// Its user's sentences, as
     /// [`said_key`](crate::reflect::extractive::said_key)s.
     pub said: Box<[u64]>,
-    source: Source,
+    /// Its call.
+    session: Uuid,
     /// "- [2024-03-12 19:05] user: what the user said" (the head), then
     /// the agent side's answer, sentence by sentence, one after another.
     /// A turn is kept in four allocations (this, `stems`, `answer` and
@@ -89,6 +90,14 @@ const HIT_ANSWER_TOKENS: usize = 80;
 const ANSWER_SENTENCES: usize = 3;
 
 impl PreparedTurn {
+    /// Where it is stored.
+    pub fn turn(&self) -> TurnRef {
+        TurnRef {
+            session_id: self.session,
+            seq: self.seq,
+        }
+    }
+
     fn head(&self) -> &str {
         &self.text[..self.head_len as usize]
     }
@@ -207,7 +216,10 @@ impl PreparedTurn {
         }
         ContextItem {
             tier: Tier::Retrieved,
-            source: self.source,
+            source: Source::StoredTurn {
+                session: self.session,
+                seq: self.seq,
+            },
             role: crate::context::Role::System,
             tokens: CharEstimate.count(&text),
             text: text.into(),
@@ -319,10 +331,7 @@ pub fn prepare(who: Speakers<'_>, r: TurnRef, t: &ConversationTurn) -> PreparedT
             .iter()
             .map(|s| crate::reflect::extractive::said_key(s))
             .collect(),
-        source: Source::StoredTurn {
-            session: r.session_id,
-            seq: r.seq,
-        },
+        session: r.session_id,
         text: text.into(),
         head_len,
         agent_label: who.agent_label.clone(),

@@ -1633,11 +1633,18 @@ impl AgentIndex {
                 }
             };
             // Scored again with the byte vectors. They lie scattered over
-            // the heap: each is asked of memory a few ahead of its turn, so
-            // the reads overlap.
+            // the heap, each behind its item: an item is asked of memory
+            // two steps ahead of its turn and its vector one step ahead, so
+            // the reads overlap instead of waiting on one another.
             const AHEAD: usize = 4;
             let vector_of = |slot: u32| self.doc(slot).and_then(|d| d.vector.as_ref());
             for (i, &(_, slot)) in short.iter().enumerate() {
+                if let Some(d) = short
+                    .get(i + 2 * AHEAD)
+                    .and_then(|&(_, s)| self.docs.get(s as usize))
+                {
+                    crate::static_embed::prefetch_value(d);
+                }
                 if let Some(v) = short.get(i + AHEAD).and_then(|&(_, s)| vector_of(s)) {
                     crate::static_embed::prefetch(&v.values);
                 }
@@ -1707,7 +1714,20 @@ impl AgentIndex {
             // from those items' own terms, never from their long postings;
             // they find nothing alone.
             if !common.is_empty() {
-                for (score, slot) in cands.iter_mut() {
+                // Each item and its terms asked of memory ahead of their
+                // turn, as for the vectors below.
+                const AHEAD: usize = 4;
+                for i in 0..cands.len() {
+                    if let Some(d) = cands
+                        .get(i + 2 * AHEAD)
+                        .and_then(|&(_, s)| self.docs.get(s as usize))
+                    {
+                        crate::static_embed::prefetch_value(d);
+                    }
+                    if let Some(d) = cands.get(i + AHEAD).and_then(|&(_, s)| self.doc(s)) {
+                        crate::static_embed::prefetch_value(&d.terms[..]);
+                    }
+                    let (score, slot) = &mut cands[i];
                     let (Some(Some(doc)), Some(m)) = (
                         self.docs.get(*slot as usize),
                         self.slots.get(*slot as usize),

@@ -279,18 +279,34 @@ fn sign_distances(signs: &[u64], q: &[u64]) -> Vec<u16> {
 /// them.
 #[inline(always)]
 pub(crate) fn prefetch(bytes: &[i8]) {
+    prefetch_lines(bytes.as_ptr().cast(), bytes.len());
+}
+
+/// Asks memory for the lines of one value (a hint, as [`prefetch`]).
+#[inline(always)]
+pub(crate) fn prefetch_value<T: ?Sized>(value: &T) {
+    prefetch_lines((value as *const T).cast(), std::mem::size_of_val(value));
+}
+
+#[inline(always)]
+fn prefetch_lines(start: *const u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
-    for line in bytes.chunks(64) {
-        // SAFETY: a prefetch is only a hint: it reads nothing into the
-        // program and never faults, and the address is inside `bytes`.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                line.as_ptr().cast(),
-            )
-        };
+    {
+        let mut offset = 0;
+        while offset < len {
+            // SAFETY: a prefetch is only a hint: it reads nothing into the
+            // program and never faults, and the address is inside the `len`
+            // bytes from `start` the caller holds.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    start.wrapping_add(offset).cast(),
+                )
+            };
+            offset += 64;
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
+    let _ = (start, len);
 }
 
 /// The dot product of two rows, in lanes the compiler turns into vector

@@ -161,6 +161,10 @@ type HeldVectors = (
 type MakingVector =
     futures::future::Shared<futures::future::BoxFuture<'static, Option<Arc<StoredVector>>>>;
 
+/// A message's vector at hand, or being made, each with where it came
+/// from (see `Runtime::vector_job`).
+type VectorJob = Result<(Arc<StoredVector>, &'static str), (MakingVector, &'static str)>;
+
 /// Messages' vectors, by their text, most recent kept: a vector that came
 /// too late for one read serves the next read of the same message, and a
 /// vector asked for ahead of the read ([`Runtime::prepare_message`]) serves
@@ -1001,8 +1005,8 @@ impl Runtime {
     /// `None` ranks by words alone.
     async fn query_vector(&self, message: &str) -> Option<Arc<StoredVector>> {
         let (job, source) = match self.vector_job(message.trim())? {
-            Ok(v) => {
-                metrics::counter!("recall_query_vectors_total", "source" => "cache").increment(1);
+            Ok((v, source)) => {
+                metrics::counter!("recall_query_vectors_total", "source" => source).increment(1);
                 return Some(v);
             }
             Err(job) => job,
@@ -1023,14 +1027,12 @@ impl Runtime {
 
     /// Starts making the vector of `text` unless it is held or being made:
     /// `None` when the embedder does not capture meaning (or the text is
-    /// empty); else the held vector, or the job making it and whether this
+    /// empty); else the held vector (`"cache"`) or one made on the spot by
+    /// a table look-up (`"inline"`), or the job making it and whether this
     /// call started it (`"made"`) or found it started (`"prepared"`).
     /// The job runs to its end whoever waits for it, and its vector is
     /// held for the reads after it.
-    fn vector_job(
-        &self,
-        text: &str,
-    ) -> Option<Result<Arc<StoredVector>, (MakingVector, &'static str)>> {
+    fn vector_job(&self, text: &str) -> Option<VectorJob> {
         use futures::FutureExt;
         let embed = self.inner.embed.clone();
         if !embed.captures_meaning() || text.is_empty() {
@@ -1038,7 +1040,17 @@ impl Runtime {
         }
         let vectors = &self.inner.query_vectors;
         if let Some(v) = vectors.get(text) {
-            return Some(Ok(v));
+            return Some(Ok((v, "cache")));
+        }
+        // A table look-up (the static vectors) is made here, and not held:
+        // a task of its own would cost a wake-up on another worker, more
+        // than the vector itself.
+        if let Some(values) = embed.embed_now(text) {
+            let v = StoredVector {
+                embedder: embed.name().to_string(),
+                values,
+            };
+            return Some(Ok((Arc::new(v), "inline")));
         }
         // Under the lock of the jobs, the held vectors are looked at
         // again: a job holds its vector before it leaves the jobs, so a
@@ -1048,7 +1060,7 @@ impl Runtime {
             return Some(Err((job.clone(), "prepared")));
         }
         if let Some(v) = vectors.get(text) {
-            return Some(Ok(v));
+            return Some(Ok((v, "cache")));
         }
         let held = self.inner.query_vectors.clone();
         let key = text.to_string();
@@ -1226,6 +1238,31 @@ struct Ask<'a> {
 mod tests {
     use super::*;
     use recall_actors::model::{Fact, FactCategory, FactHistory, Visibility};
+
+    #[tokio::test]
+    async fn a_table_look_up_vector_is_made_in_the_read_and_not_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = recall_actors::settings::Settings::default();
+        settings.embed.kind = recall_actors::settings::EmbedKind::Static;
+        let rt = crate::RuntimeBuilder::new(dir.path())
+            .settings(settings)
+            .start()
+            .await
+            .unwrap();
+        let message = "What was the name of that book?";
+        let Some(Ok((v, source))) = rt.vector_job(message) else {
+            panic!("a vector made on the spot");
+        };
+        assert_eq!(source, "inline");
+        assert_eq!(v.values, rt.inner.embed.embed_now(message).unwrap());
+        // no job was started, and the text is not kept
+        assert!(rt.inner.query_vectors.get(message).is_none());
+        assert!(rt.inner.query_vectors.making.lock().unwrap().is_empty());
+        // a read by it finds the vector the same way
+        assert!(rt.query_vector(message).await.is_some());
+        assert!(rt.inner.query_vectors.get(message).is_none());
+        rt.shutdown().await.unwrap();
+    }
 
     fn fact(user: &str, content: &str, subject: Option<&str>) -> Arc<FactRecord> {
         Arc::new(FactRecord {

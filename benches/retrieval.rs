@@ -8,6 +8,10 @@
 //!   neither its words nor its results are held from an earlier read), against
 //!   the same read with an empty message (no retrieval), interleaved call
 //!   by call, all served from the prepared sources the runtime caches;
+//!   then, after those, questions never asked before whose words' related
+//!   words were worked out before the read (what `Runtime::prepare_message`
+//!   does while the user is still speaking), against the same baseline
+//!   (apart, so that their words warm nothing for the reads above);
 //! - `context_uncached` (every source read from the store and prepared
 //!   again, what the cache must agree with), with and without a message,
 //!   interleaved; and a real miss: a block write for the agent, then
@@ -924,8 +928,33 @@ fn main() {
         }
         (with, novel, without)
     });
+    // Questions never asked before, their words prepared, and the read
+    // without a message, interleaved.
+    let (prepared, prepared_without) = tokio.block_on(async {
+        let mut prepared = Vec::with_capacity(TIMED);
+        let mut without = Vec::with_capacity(TIMED);
+        let mut rng = Rng(0xbb67_ae85_84ca_a73b);
+        for i in 0..TIMED {
+            let question = rng.fill(QUESTION_FRAMES[i % QUESTION_FRAMES.len()]);
+            for w in recall::engine::search::tokens(&question) {
+                black_box(related(&w));
+            }
+            let t = Instant::now();
+            black_box(
+                rt.context(AGENT, USER, &question, BUDGET)
+                    .await
+                    .expect("context"),
+            );
+            prepared.push(t.elapsed().as_nanos() as u64);
+            let t = Instant::now();
+            black_box(rt.context(AGENT, USER, "", BUDGET).await.expect("context"));
+            without.push(t.elapsed().as_nanos() as u64);
+        }
+        (prepared, without)
+    });
     let stats = rt.context_cache_stats();
     let (with, novel, without) = (figures(with), figures(novel), figures(without));
+    let (prepared, prepared_without) = (figures(prepared), figures(prepared_without));
     line("context with a message (cached sources)", &with);
     line(
         "context with a message never asked before (cached sources)",
@@ -945,6 +974,17 @@ fn main() {
         verdict(&novel),
         stats.hits,
         stats.misses,
+    );
+    line(
+        "context with a message never asked before, its words prepared (after the reads above)",
+        &prepared,
+    );
+    line("context without a message, beside those", &prepared_without);
+    println!(
+        "  ratio its words prepared/without: p99 {:.1}x, p50 {:.1}x; target p99 < 1 ms: {}",
+        prepared.p99 as f64 / prepared_without.p99.max(1) as f64,
+        prepared.p50 as f64 / prepared_without.p50.max(1) as f64,
+        verdict(&prepared),
     );
 
     // The miss path, with and without a message, interleaved.

@@ -2009,3 +2009,148 @@ async fn every_endpoint_answers_as_documented() -> Res {
     srv.stop().await?;
     Ok(())
 }
+
+/// A request as a browser page would send it: its own `Host` (DNS
+/// rebinding) and its `Origin`, outside the helpers (which check answers
+/// against the OpenAPI document).
+async fn from_page(
+    srv: &Server,
+    method: reqwest::Method,
+    path: &str,
+    host: &str,
+    origin: Option<&str>,
+    body: Option<Value>,
+) -> anyhow::Result<(StatusCode, Value)> {
+    let mut r = srv.req(method, path).header(reqwest::header::HOST, host);
+    if let Some(o) = origin {
+        r = r.header(reqwest::header::ORIGIN, o);
+    }
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    let resp = r.send().await?;
+    let status = resp.status();
+    let text = resp.text().await?;
+    Ok((
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    ))
+}
+
+#[tokio::test]
+async fn a_web_page_can_neither_read_nor_change_the_memory() -> Res {
+    let mut settings = Settings::for_test();
+    settings.server.allowed_origins = vec!["https://app.example.com".into()];
+    settings.server.allowed_hosts = vec!["memory.internal".into()];
+    let srv = start_with(settings, None, None).await?;
+    let port = srv.addr.port();
+    let sid = srv.start_session("kairix", "mark", "c1").await?["session_id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let rebound = format!("attacker.example:{port}");
+    let get = reqwest::Method::GET;
+
+    // A page whose name resolves to 127.0.0.1 names its own host: refused,
+    // on every route, before the token is looked at.
+    for path in [
+        format!("/v1/sessions/{sid}"),
+        "/metrics".into(),
+        "/healthz".into(),
+    ] {
+        let (s, v) = from_page(&srv, get.clone(), &path, &rebound, None, None).await?;
+        assert_eq!(s, StatusCode::MISDIRECTED_REQUEST, "{path}: {v}");
+        assert_eq!(error_code(&v), "host_not_allowed", "{path}");
+    }
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("memory.internal:{port}"),
+    ] {
+        let (s, v) = from_page(&srv, get.clone(), "/healthz", &host, None, None).await?;
+        assert_eq!(s, StatusCode::OK, "{host}: {v}");
+    }
+
+    // A turn from a page of another origin is refused and stores nothing;
+    // from the listed origin, or from a client that sends none, it is kept.
+    let turn = json!({"user_message": "My flat is on Byres Road", "agent_response": "Noted"});
+    let host = format!("127.0.0.1:{port}");
+    let post_turn = |origin: &'static str| {
+        from_page(
+            &srv,
+            reqwest::Method::POST,
+            "/v1/connections/c1/turns",
+            &host,
+            Some(origin),
+            Some(turn.clone()),
+        )
+    };
+    let (s, v) = post_turn("https://attacker.example").await?;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+    assert_eq!(error_code(&v), "origin_not_allowed");
+    assert_eq!(srv.turn_count(&sid).await?, 0);
+    let (s, v) = post_turn("https://app.example.com").await?;
+    assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+    srv.turn("c1", "It has a drum kit upstairs", "Oh dear")
+        .await?;
+    assert_eq!(srv.turn_count(&sid).await?, 2);
+
+    // A WebSocket stream from a page of another origin is refused before
+    // the upgrade; from the listed origin it opens.
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let url = format!(
+        "ws://{}/v1/connections/ws9/stream?agent_id=kairix&user_id=mark",
+        srv.addr
+    );
+    let mut request = url.as_str().into_client_request()?;
+    request
+        .headers_mut()
+        .insert("origin", "https://attacker.example".parse()?);
+    match tokio_tungstenite::connect_async(request).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+            assert_eq!(resp.status(), 403)
+        }
+        other => panic!("expected 403, got {:?}", other.map(|(_, r)| r.status())),
+    }
+    let mut request = url.as_str().into_client_request()?;
+    request
+        .headers_mut()
+        .insert("origin", "https://app.example.com".parse()?);
+    let (mut ws, resp) = tokio_tungstenite::connect_async(request).await?;
+    assert_eq!(resp.status(), 101);
+    ws.close(None).await?;
+    srv.stop().await?;
+
+    // With a token and no allowed hosts, the token guards: any Host is
+    // served (a reverse proxy may name the server as it likes).
+    let mut settings = Settings::for_test();
+    settings.server.token = "t".into();
+    let mut srv = start_with(settings, None, None).await?;
+    srv.token = Some("t".into());
+    let (s, v) = from_page(&srv, get.clone(), "/v1/sessions", &rebound, None, None).await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    srv.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn readiness_keeps_the_cause_of_a_failure_to_the_log() -> Res {
+    let srv = start().await?;
+    assert_eq!(srv.get("/readyz").await?.0, StatusCode::OK);
+    // The runtime stopped under the server: its actors no longer answer.
+    srv.runtime.clone().shutdown().await?;
+    let (s, v) = srv.get("/readyz").await?;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+    assert_eq!(v["status"], "unavailable");
+    let error = v["error"].as_str().expect("error");
+    assert!(
+        [
+            "the store does not answer; the server's log has the cause",
+            "the runtime does not answer; the server's log has the cause",
+        ]
+        .contains(&error),
+        "{error}"
+    );
+    let _ = srv.stop().await;
+    Ok(())
+}

@@ -406,6 +406,9 @@ fn server_and_log_settings_load_from_file_and_environment() {
 [server]
 addr = "0.0.0.0:9000"
 
+allowed_hosts = ["memory.internal", "memory.internal:7878", "[::1]:9000"]
+allowed_origins = ["https://app.example.com", "http://localhost:3000"]
+
 [[server.tokens]]
 token = "kairix-only"
 agents = ["kairix"]
@@ -419,6 +422,8 @@ format = "json"
     assert_eq!(s.server.token, "root-secret");
     assert_eq!(s.server.tokens.len(), 1);
     assert_eq!(s.server.tokens[0].agents, vec!["kairix".to_string()]);
+    assert_eq!(s.server.allowed_hosts.len(), 3);
+    assert_eq!(s.server.allowed_origins[1], "http://localhost:3000");
     assert_eq!(s.log.format, recall::engine::settings::LogFormat::Json);
     // the token never shows in debug output
     let debug = format!("{s:?}");
@@ -433,6 +438,23 @@ fn invalid_server_and_log_settings_name_their_key() {
         "[[server.tokens]]\ntoken = \"t\"\nagents = []\n",
         "server.tokens",
     );
+    for bad in ["\"https://memory.internal\"", "\"memory internal\"", "\"\""] {
+        expect_file_key_error(
+            &format!("[server]\nallowed_hosts = [{bad}]\n"),
+            "server.allowed_hosts",
+        );
+    }
+    for bad in [
+        "\"app.example.com\"",
+        "\"https://app.example.com/path\"",
+        "\"https://\"",
+        "\"*\"",
+    ] {
+        expect_file_key_error(
+            &format!("[server]\nallowed_origins = [{bad}]\n"),
+            "server.allowed_origins",
+        );
+    }
     expect_file_key_error("[log]\nformat = \"xml\"\n", "log.format");
     expect_key_error(
         None,

@@ -12,6 +12,7 @@
 pub mod auth;
 pub mod error;
 mod openapi;
+pub mod origin;
 mod routes;
 mod ws;
 
@@ -61,14 +62,18 @@ pub enum ServeError {
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub auth: Auth,
+    /// The hosts and origins it answers.
+    pub guard: origin::Guard,
     pub max_body_bytes: usize,
     pub shutdown_grace: Duration,
 }
 
 impl ServerConfig {
     pub fn from_settings(s: &Settings) -> ServerConfig {
+        let auth = Auth::from_settings(&s.server);
         ServerConfig {
-            auth: Auth::from_settings(&s.server),
+            guard: origin::Guard::from_settings(&s.server, auth.is_open()),
+            auth,
             max_body_bytes: s.server.max_body_bytes,
             shutdown_grace: Duration::from_secs(s.server.shutdown_grace_secs),
         }
@@ -195,6 +200,10 @@ pub fn router(runtime: Runtime, config: &ServerConfig, shutdown: watch::Receiver
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(middleware::from_fn_with_state(
+            config.guard.clone(),
+            origin::guard,
+        ))
         .with_state(state)
 }
 
@@ -323,7 +332,17 @@ async fn readyz(State(app): State<AppState>) -> (StatusCode, Json<Readiness>) {
             }),
         ),
         Err(e) => {
-            let r = not_ready("unavailable", Some(error::chain(&e)));
+            // The cause goes to the log, not to whoever asks: it may name
+            // the database's address, user or folders.
+            tracing::warn!(error = %error::chain(&e), "not ready");
+            let what = match e {
+                RecallError::Store(_) => "the store does not answer",
+                _ => "the runtime does not answer",
+            };
+            let r = not_ready(
+                "unavailable",
+                Some(format!("{what}; the server's log has the cause")),
+            );
             (StatusCode::SERVICE_UNAVAILABLE, Json(r))
         }
     }

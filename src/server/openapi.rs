@@ -42,7 +42,8 @@ pub(super) fn base() -> OpenApi {
 const COMMON: &[(&str, &str)] = &[
     ("400", "A malformed path, query or id (`invalid_path`, `invalid_query`, `invalid_id`, `invalid`, `empty_field`, `control_character`)"),
     ("401", "`unauthorized`: a token is configured and none (or another) was sent"),
-    ("403", "`forbidden`: the token does not cover the agent"),
+    ("403", "`forbidden`: the token does not cover the agent; `origin_not_allowed`: a browser page of an origin not in server.allowed_origins asked to change something"),
+    ("421", "`host_not_allowed`: the request's Host is neither a loopback name nor one of server.allowed_hosts (checked without a token, or when hosts are listed)"),
     ("422", "`too_long`: an id or text over its limit"),
     ("503", "`unavailable` or `shutting_down`"),
 ];

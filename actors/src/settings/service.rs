@@ -13,6 +13,16 @@ pub struct ServerSettings {
     pub tokens: Vec<TokenGrant>,
     pub max_body_bytes: usize,
     pub shutdown_grace_secs: u64,
+    /// Host names (or `host:port`) requests may name in their `Host`
+    /// besides the loopback ones. Without a token, a request naming any
+    /// other is refused (what a page's DNS rebinding sends); with a token
+    /// and none listed, any `Host` is served.
+    pub allowed_hosts: Vec<String>,
+    /// Origins (`scheme://host[:port]`) whose pages may open a WebSocket
+    /// stream or send a request that changes something. A request that
+    /// carries another `Origin` is refused; one without (not a browser)
+    /// passes.
+    pub allowed_origins: Vec<String>,
 }
 
 /// A bearer token and the agents it covers (`"*"` for all).
@@ -42,6 +52,8 @@ impl std::fmt::Debug for ServerSettings {
             .field("tokens", &self.tokens)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("shutdown_grace_secs", &self.shutdown_grace_secs)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field("allowed_origins", &self.allowed_origins)
             .finish()
     }
 }
@@ -54,6 +66,8 @@ impl Default for ServerSettings {
             tokens: Vec::new(),
             max_body_bytes: 1 << 20,
             shutdown_grace_secs: 30,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -251,6 +265,46 @@ impl ServerSettings {
             }
         }
         positive("server.max_body_bytes", srv.max_body_bytes as u64)?;
+        for host in &srv.allowed_hosts {
+            let name = host.rsplit_once(':').map_or(host.as_str(), |(h, port)| {
+                if port.parse::<u16>().is_ok() {
+                    h
+                } else {
+                    host
+                }
+            });
+            let ok = !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '[' | ']' | ':'));
+            if !ok {
+                return Err(SettingsError {
+                    key: "server.allowed_hosts",
+                    reason: format!(
+                        "{host:?} is not a host name or HOST:PORT, such as memory.internal or memory.internal:7878"
+                    ),
+                });
+            }
+        }
+        for origin in &srv.allowed_origins {
+            let rest = origin
+                .strip_prefix("http://")
+                .or_else(|| origin.strip_prefix("https://"));
+            let ok = rest.is_some_and(|r| {
+                !r.is_empty()
+                    && r.chars().all(|c| {
+                        c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']')
+                    })
+            });
+            if !ok {
+                return Err(SettingsError {
+                    key: "server.allowed_origins",
+                    reason: format!(
+                        "{origin:?} is not an origin: http:// or https://, a host and an optional port, no path (such as https://app.example.com)"
+                    ),
+                });
+            }
+        }
         Ok(())
     }
 }

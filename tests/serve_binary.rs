@@ -684,6 +684,12 @@ fn export_and_import_move_a_sled_folder_into_postgres_and_back() -> Res {
         stdout.contains("1 session") && stdout.contains("2 turn"),
         "{stdout}"
     );
+    // Every user's words: readable by its owner only.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&dump)?.permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+    }
     let out = recall()
         .arg("import")
         .arg(&dump)

@@ -169,8 +169,14 @@ pub fn export(a: ExportArgs) -> anyhow::Result<()> {
             .to_string_lossy()
             .into_owned();
         let aside = dir.join(format!(".{name}.partial-{}", uuid::Uuid::new_v4().simple()));
-        let file =
-            File::create(&aside).with_context(|| format!("cannot write {}", a.out.display()))?;
+        // Readable by its owner only: it holds every user's words.
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let file = options
+            .open(&aside)
+            .with_context(|| format!("cannot write {}", a.out.display()))?;
         let done = export_to(
             &settings,
             &a.store.data,

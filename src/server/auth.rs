@@ -2,6 +2,7 @@
 //! server is open, and so only listens on loopback.
 
 use std::collections::HashSet;
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -54,7 +55,13 @@ impl Access {
 /// The configured tokens.
 #[derive(Clone, Default)]
 pub struct Auth {
-    grants: Arc<Vec<(String, Access)>>,
+    /// Each token with its keyed hash, made once.
+    grants: Arc<Vec<(String, u64, Access)>>,
+    /// A key of this process's own (`RandomState`): the hashes of a token
+    /// sent and of the configured ones are compared first, so the time a
+    /// check takes depends on the token sent, never on a configured
+    /// token's length or bytes.
+    keyed: std::collections::hash_map::RandomState,
 }
 
 impl std::fmt::Debug for Auth {
@@ -79,8 +86,17 @@ impl Auth {
             };
             grants.push((g.token.clone(), access));
         }
+        let keyed = std::collections::hash_map::RandomState::new();
+        let grants = grants
+            .into_iter()
+            .map(|(t, access)| {
+                let h = keyed.hash_one(t.as_bytes());
+                (t, h, access)
+            })
+            .collect();
         Auth {
             grants: Arc::new(grants),
+            keyed,
         }
     }
 
@@ -104,11 +120,14 @@ impl Auth {
         else {
             return Err(unauthorized("expected Authorization: Bearer <token>"));
         };
-        // Every grant is compared, in constant time each, so the time taken
-        // does not tell which token came close.
+        // Every grant's keyed hash is compared with the sent token's: the
+        // time taken tells neither which token came close nor how long
+        // one is. Only a token whose hash matches is compared whole.
+        let sent = token.trim().as_bytes();
+        let h = self.keyed.hash_one(sent);
         let mut found = None;
-        for (t, access) in self.grants.iter() {
-            if constant_time_eq(t.as_bytes(), token.trim().as_bytes()) && found.is_none() {
+        for (t, th, access) in self.grants.iter() {
+            if *th == h && constant_time_eq(t.as_bytes(), sent) && found.is_none() {
                 found = Some(access.clone());
             }
         }
@@ -161,6 +180,11 @@ mod tests {
         assert_eq!(auth.check(Some("Bearer nope")).unwrap_err().status, 401);
         assert_eq!(auth.check(None).unwrap_err().status, 401);
         assert_eq!(auth.check(Some("root")).unwrap_err().status, 401);
+        // a part of a token, or a token and more, is no token
+        for near in ["Bearer roo", "Bearer rootroot", "Bearer ", "Bearer kk"] {
+            assert_eq!(auth.check(Some(near)).unwrap_err().status, 401, "{near}");
+        }
+        assert_eq!(auth.check(Some("Bearer  root ")).unwrap(), Access::All);
         assert!(Auth::default().is_open());
     }
 }

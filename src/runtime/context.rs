@@ -174,6 +174,9 @@ pub(super) struct QueryVectors {
     held: std::sync::Mutex<HeldVectors>,
     /// Vectors being made, by text; a job leaves once its vector is held.
     making: std::sync::Mutex<HashMap<String, MakingVector>>,
+    /// Moves when everything held is let go (a forget): a job started
+    /// before does not hold its vector, or its text, after it.
+    generation: AtomicU64,
 }
 
 impl QueryVectors {
@@ -182,7 +185,17 @@ impl QueryVectors {
             capacity: capacity.max(1),
             held: std::sync::Mutex::new((HashMap::new(), std::collections::VecDeque::new())),
             making: std::sync::Mutex::new(HashMap::new()),
+            generation: AtomicU64::new(0),
         }
+    }
+
+    /// Lets every held vector go, and the texts they were held by (a
+    /// forget: a message's text is the user's words).
+    pub(super) fn clear(&self) {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        held.0.clear();
+        held.1.clear();
     }
 
     fn get(&self, text: &str) -> Option<Arc<StoredVector>> {
@@ -190,10 +203,15 @@ impl QueryVectors {
         held.0.get(text).cloned()
     }
 
-    fn put(&self, text: String, v: StoredVector) {
+    /// Holds `v` for `text`, unless everything was let go since
+    /// `generation` was read.
+    fn put(&self, text: String, v: Arc<StoredVector>, generation: u64) {
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        if self.generation.load(Ordering::SeqCst) != generation {
+            return;
+        }
         let (map, order) = &mut *held;
-        if map.insert(text.clone(), Arc::new(v)).is_none() {
+        if map.insert(text.clone(), v).is_none() {
             order.push_back(text);
             while order.len() > self.capacity {
                 if let Some(old) = order.pop_front() {
@@ -1063,6 +1081,7 @@ impl Runtime {
             return Some(Ok((v, "cache")));
         }
         let held = self.inner.query_vectors.clone();
+        let generation = held.generation.load(Ordering::SeqCst);
         let key = text.to_string();
         let task = self.inner.tokio.spawn(async move {
             let started = std::time::Instant::now();
@@ -1070,19 +1089,20 @@ impl Runtime {
             metrics::histogram!("recall_query_embed_seconds")
                 .record(started.elapsed().as_secs_f64());
             let v = match res {
-                Ok(mut v) => v.pop().map(|values| StoredVector {
-                    embedder: embed.name().to_string(),
-                    values,
+                Ok(mut v) => v.pop().map(|values| {
+                    Arc::new(StoredVector {
+                        embedder: embed.name().to_string(),
+                        values,
+                    })
                 }),
                 Err(err) => {
                     tracing::warn!(error = %err, "no vector for the message; retrieval ranks by words");
                     None
                 }
             };
-            if let Some(v) = v {
-                held.put(key.clone(), v);
+            if let Some(v) = &v {
+                held.put(key.clone(), v.clone(), generation);
             }
-            let v = held.get(&key);
             held.making
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -1238,6 +1258,58 @@ struct Ask<'a> {
 mod tests {
     use super::*;
     use recall_actors::model::{Fact, FactCategory, FactHistory, Visibility};
+
+    /// Vectors of meaning made through the port (as a model's are).
+    struct Ported;
+
+    impl recall_actors::embed::Embed for Ported {
+        fn name(&self) -> &str {
+            "ported"
+        }
+        fn dimensions(&self) -> usize {
+            4
+        }
+        fn embed(
+            &self,
+            texts: Vec<String>,
+        ) -> futures::future::BoxFuture<
+            'static,
+            Result<Vec<Vec<f32>>, recall_actors::embed::EmbedError>,
+        > {
+            Box::pin(async move { Ok(texts.iter().map(|_| vec![0.5; 4]).collect()) })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_forget_lets_go_of_every_messages_vector_and_its_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = crate::RuntimeBuilder::new(dir.path())
+            .settings(recall_actors::settings::Settings::for_test())
+            .embed(Arc::new(Ported))
+            .start()
+            .await
+            .unwrap();
+        let message = "Where did I say my sister lives?";
+        rt.context("kairix", "mark", message, 2_000).await.unwrap();
+        assert!(rt.inner.query_vectors.get(message).is_some(), "held");
+        rt.forget_user("mark", None).await.unwrap();
+        assert!(rt.inner.query_vectors.get(message).is_none(), "let go");
+        // a vector made before the forget and put after it is not held
+        let before = rt.inner.query_vectors.generation.load(Ordering::SeqCst);
+        rt.inner.query_vectors.clear();
+        let v = Arc::new(StoredVector {
+            embedder: "ported".into(),
+            values: vec![0.5; 4],
+        });
+        rt.inner
+            .query_vectors
+            .put(message.to_string(), v.clone(), before);
+        assert!(rt.inner.query_vectors.get(message).is_none());
+        let now = rt.inner.query_vectors.generation.load(Ordering::SeqCst);
+        rt.inner.query_vectors.put(message.to_string(), v, now);
+        assert!(rt.inner.query_vectors.get(message).is_some());
+        rt.shutdown().await.unwrap();
+    }
 
     #[tokio::test]
     async fn a_table_look_up_vector_is_made_in_the_read_and_not_held() {

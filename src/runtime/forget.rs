@@ -68,6 +68,9 @@ impl Runtime {
         .await??;
         // Nothing of theirs stays in memory either.
         self.inner.context_cache.remove_user(user_id, agent_id);
+        // Messages' vectors are held by their text, the user's words:
+        // every one goes (they are remade on the next read).
+        self.inner.query_vectors.clear();
         self.inner.live_topics.remove_user(user_id, agent_id);
         self.inner.registry.forget_ended(user_id, agent_id);
         // The forget itself is done; a block that could not be rebuilt now

@@ -152,6 +152,20 @@ impl LocalEmbed {
                 path: dir.join("modules.json"),
                 reason: "names no sentence_transformers.models.Pooling module".into(),
             })?;
+        // A module's path is a folder inside the model's: one that is
+        // absolute or climbs out ("../../etc") would have the model read
+        // files it does not own.
+        let inside = Path::new(&pooling_path)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !inside {
+            return Err(ModelError::Malformed {
+                path: dir.join("modules.json"),
+                reason: format!(
+                    "the pooling module's path {pooling_path:?} is not a folder inside the model's"
+                ),
+            });
+        }
         let normalize = modules.iter().any(|m| m.kind.ends_with(".Normalize"));
         let pooling_file = Path::new(&pooling_path).join("config.json");
         let pooling_bytes = std::fs::read(dir.join(&pooling_file)).map_err(|e| match e.kind() {

@@ -220,6 +220,23 @@ mod with_model {
             .to_string()
             .contains("exactly one pooling mode"));
 
+        // A module path that leaves the model's folder is refused, whether
+        // or not a pooling config waits where it points.
+        for outside in ["../1_Pooling", "/tmp", "1_Pooling/../../x"] {
+            let d = copy_of_model();
+            let modules = std::fs::read_to_string(d.path().join("modules.json")).unwrap();
+            std::fs::write(
+                d.path().join("modules.json"),
+                modules.replace("\"1_Pooling\"", &format!("{outside:?}")),
+            )
+            .unwrap();
+            let e = err(d.path());
+            assert!(
+                e.to_string().contains("not a folder inside the model's"),
+                "{outside}: {e}"
+            );
+        }
+
         let d = copy_of_model();
         std::fs::remove_file(d.path().join("model.safetensors")).unwrap();
         std::fs::write(d.path().join("model.safetensors"), b"nonsense").unwrap();

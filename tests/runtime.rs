@@ -301,7 +301,7 @@ async fn the_reflector_retries_with_backoff_honouring_retry_after() -> Res {
     let req = &reflect.requests()[0];
     assert!(req
         .prompt
-        .contains("User: Globex invited me to an onsite\nAgent: Great news"));
+        .contains("User: \"Globex invited me to an onsite\"\nAgent: \"Great news\""));
     assert!(req
         .prompt
         .contains("SESSION START: 2026-01-05T09:00:00+00:00"));

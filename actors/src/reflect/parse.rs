@@ -152,11 +152,14 @@ fn json_object(raw: &str) -> Option<Raw> {
     serde_json::from_str::<Raw>(&raw[start..=end]).ok()
 }
 
-/// The user's lines of a conversation rendered as `User: …` / `Agent: …`.
+/// The user's lines of a conversation rendered as `User: …` / `Agent: …`
+/// ([`crate::prompt::conversation_text`]: each side's words a JSON string;
+/// a line that is not one is taken as it stands).
 fn user_lines(conversation: &str) -> String {
     conversation
         .lines()
         .filter_map(|l| l.strip_prefix("User: "))
+        .map(|l| serde_json::from_str::<String>(l).unwrap_or_else(|_| l.to_string()))
         .collect::<Vec<_>>()
         .join("\n")
 }

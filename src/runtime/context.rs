@@ -1126,8 +1126,11 @@ impl Runtime {
     /// `session.max_message_chars`.
     pub fn prepare_message(&self, message: &str) -> Result<(), RecallError> {
         self.check_message("message", message)?;
-        if let Some(Err((_, "made"))) = self.vector_job(message.trim()) {
-            metrics::counter!("recall_query_vectors_prepared_total").increment(1);
+        // (a table look-up's vector is made by the read itself)
+        if !self.inner.embed.embeds_inline() {
+            if let Some(Err((_, "made"))) = self.vector_job(message.trim()) {
+                metrics::counter!("recall_query_vectors_prepared_total").increment(1);
+            }
         }
         // Its words' related words, worked out once per word and kept for
         // every agent: off the read too.

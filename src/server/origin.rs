@@ -23,7 +23,7 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
-use recall_actors::settings::ServerSettings;
+use recall_actors::settings::{split_host, ServerSettings};
 
 use super::error::ApiError;
 
@@ -32,8 +32,8 @@ use super::error::ApiError;
 pub struct Guard {
     /// Whether the `Host` is checked at all.
     check_host: bool,
-    /// `allowed_hosts`, lowercase.
-    hosts: Arc<[String]>,
+    /// `allowed_hosts`, lowercase, as (name, port if one is given).
+    hosts: Arc<[(String, Option<u16>)]>,
     /// `allowed_origins`, lowercase, without a trailing slash.
     origins: Arc<[String]>,
 }
@@ -43,7 +43,15 @@ impl Guard {
     pub fn from_settings(s: &ServerSettings, open: bool) -> Guard {
         Guard {
             check_host: open || !s.allowed_hosts.is_empty(),
-            hosts: s.allowed_hosts.iter().map(|h| h.to_lowercase()).collect(),
+            hosts: s
+                .allowed_hosts
+                .iter()
+                .filter_map(|h| {
+                    let h = h.to_lowercase();
+                    let (name, port) = split_host(&h)?;
+                    Some((name.to_string(), port))
+                })
+                .collect(),
             origins: s
                 .allowed_origins
                 .iter()
@@ -62,13 +70,15 @@ impl Guard {
         authority: Option<&str>,
     ) -> Result<(), ApiError> {
         if self.check_host {
-            // (HTTP/1.1 and browsers always send one; a request without
-            // any comes from no page)
+            // Every Host sent, and the target's own host if it names one,
+            // must be allowed. (HTTP/1.1 and browsers always send a Host;
+            // a request without any comes from no page.)
             let named = headers
-                .get(header::HOST)
+                .get_all(header::HOST)
+                .iter()
                 .map(|h| h.to_str().unwrap_or(""))
-                .or(authority);
-            if let Some(host) = named {
+                .chain(authority);
+            for host in named {
                 let host = host.trim().to_lowercase();
                 if !self.host_allowed(&host) {
                     return Err(ApiError::new(
@@ -105,23 +115,15 @@ impl Guard {
     }
 
     fn host_allowed(&self, host: &str) -> bool {
-        let name = host_name(host);
-        is_loopback(name) || self.hosts.iter().any(|h| h == host || h == name)
+        let Some((name, port)) = split_host(host) else {
+            return false;
+        };
+        is_loopback(name)
+            || self
+                .hosts
+                .iter()
+                .any(|(h, p)| h == name && (p.is_none() || *p == port))
     }
-}
-
-/// The name of a `Host` value without its port: `[::1]:7878` → `::1`,
-/// `localhost.:80` → `localhost`.
-fn host_name(host: &str) -> &str {
-    let name = if let Some(rest) = host.strip_prefix('[') {
-        rest.split_once(']').map_or(rest, |(ip, _)| ip)
-    } else {
-        match host.rsplit_once(':') {
-            Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
-            _ => host,
-        }
-    };
-    name.strip_suffix('.').unwrap_or(name)
 }
 
 /// Whether a host name always means this machine: `localhost` and its
@@ -167,12 +169,31 @@ mod tests {
     }
 
     #[test]
-    fn host_names_lose_their_port_and_final_dot() {
-        assert_eq!(host_name("localhost:7878"), "localhost");
-        assert_eq!(host_name("[::1]:7878"), "::1");
-        assert_eq!(host_name("[::1]"), "::1");
-        assert_eq!(host_name("localhost."), "localhost");
-        assert_eq!(host_name("127.0.0.1"), "127.0.0.1");
+    fn host_values_split_into_name_and_port_or_are_refused() {
+        assert_eq!(
+            split_host("localhost:7878"),
+            Some(("localhost", Some(7878)))
+        );
+        assert_eq!(split_host("[::1]:7878"), Some(("::1", Some(7878))));
+        assert_eq!(split_host("[::1]"), Some(("::1", None)));
+        assert_eq!(split_host("localhost."), Some(("localhost", None)));
+        assert_eq!(split_host("127.0.0.1"), Some(("127.0.0.1", None)));
+        for not_a_host in [
+            "evil:80.localhost",
+            "localhost:80@evil",
+            "a@localhost",
+            "localhost/x",
+            "[::1]evil",
+            "[::1",
+            "[::1]@x",
+            "[evil]:80",
+            "localhost:",
+            "localhost:99999",
+            "localhost:80:80",
+            "",
+        ] {
+            assert_eq!(split_host(not_a_host), None, "{not_a_host}");
+        }
         for loopback in [
             "localhost",
             "app.localhost",
@@ -196,7 +217,10 @@ mod tests {
 
     #[test]
     fn an_open_server_answers_loopback_and_listed_hosts_only() {
-        let g = Guard::from_settings(&settings(&["memory.internal", "box:9000"], &[]), true);
+        let g = Guard::from_settings(
+            &settings(&["memory.internal", "box:9000", "[fe80::1]"], &[]),
+            true,
+        );
         let get = |host: &str| g.check(&Method::GET, &headers(&[(header::HOST, host)]), None);
         for ok in [
             "127.0.0.1:7878",
@@ -205,14 +229,32 @@ mod tests {
             "[::1]:7878",
             "memory.internal",
             "memory.internal:7878",
+            "[fe80::1]:7878",
             "box:9000",
         ] {
             assert!(get(ok).is_ok(), "{ok}");
         }
-        for refused in ["attacker.example:7878", "box:9001", "127.0.0.1.nip.io:7878"] {
+        for refused in [
+            "attacker.example:7878",
+            "box:9001",
+            "127.0.0.1.nip.io:7878",
+            "evil:80.localhost",
+            "[fe80::2]:7878",
+        ] {
             let err = get(refused).unwrap_err();
             assert_eq!(err.status, 421, "{refused}");
         }
+        // every Host sent counts, and a target's own host as well
+        let mut two = headers(&[(header::HOST, "localhost")]);
+        two.append(header::HOST, HeaderValue::from_static("attacker.example"));
+        assert_eq!(g.check(&Method::GET, &two, None).unwrap_err().status, 421);
+        let h = headers(&[(header::HOST, "localhost")]);
+        assert_eq!(
+            g.check(&Method::GET, &h, Some("attacker.example"))
+                .unwrap_err()
+                .status,
+            421
+        );
         // no Host at all: not a page's request; an HTTP/2 target's host
         // counts as its Host
         assert!(g.check(&Method::GET, &HeaderMap::new(), None).is_ok());

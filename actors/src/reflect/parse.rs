@@ -152,6 +152,27 @@ fn json_object(raw: &str) -> Option<Raw> {
     serde_json::from_str::<Raw>(&raw[start..=end]).ok()
 }
 
+/// A conversation as [`crate::prompt::conversation_text`] renders it,
+/// with each side's words unquoted again (`User: "a \"b\""` → `User: a
+/// "b"`): what a summary made of the conversation itself shows.
+fn plain_lines(conversation: &str) -> String {
+    conversation
+        .lines()
+        .map(|l| {
+            for label in ["User: ", "Agent: "] {
+                if let Some(words) = l
+                    .strip_prefix(label)
+                    .and_then(|q| serde_json::from_str::<String>(q).ok())
+                {
+                    return format!("{label}{words}");
+                }
+            }
+            l.to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The user's lines of a conversation rendered as `User: …` / `Agent: …`
 /// ([`crate::prompt::conversation_text`]: each side's words a JSON string;
 /// a line that is not one is taken as it stands).
@@ -190,8 +211,10 @@ pub fn parse_reflection(raw: &str, conversation: &str) -> Reflection {
             };
         }
     }
+    let plain;
     let basis = if raw.trim().is_empty() {
-        conversation
+        plain = plain_lines(conversation);
+        &plain
     } else {
         raw
     };
@@ -334,5 +357,18 @@ mod tests {
         let r = parse_reflection("   ", "User: I start at Initech on Monday");
         assert!(r.fallback);
         assert!(r.summary.contains("Initech"));
+        // as the prompts quote it: the summary shows the words themselves
+        let turn = crate::model::ConversationTurn {
+            user_message: "I start at \"Initech\"\non Monday".into(),
+            agent_response: "Good luck, Mark".into(),
+            timestamp: chrono::Utc::now(),
+        };
+        let conversation = crate::prompt::conversation_text(&[turn]);
+        let r = parse_reflection("", &conversation);
+        assert_eq!(
+            r.summary,
+            "User: I start at \"Initech\"\non Monday\nAgent: Good luck, Mark"
+        );
+        assert_eq!(r.facts.len(), 1, "{:?}", r.facts);
     }
 }

@@ -266,22 +266,11 @@ impl ServerSettings {
         }
         positive("server.max_body_bytes", srv.max_body_bytes as u64)?;
         for host in &srv.allowed_hosts {
-            let name = host.rsplit_once(':').map_or(host.as_str(), |(h, port)| {
-                if port.parse::<u16>().is_ok() {
-                    h
-                } else {
-                    host
-                }
-            });
-            let ok = !name.is_empty()
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '[' | ']' | ':'));
-            if !ok {
+            if split_host(&host.to_lowercase()).is_none() {
                 return Err(SettingsError {
                     key: "server.allowed_hosts",
                     reason: format!(
-                        "{host:?} is not a host name or HOST:PORT, such as memory.internal or memory.internal:7878"
+                        "{host:?} is not a host name or HOST:PORT, such as memory.internal, memory.internal:7878 or [fe80::1]"
                     ),
                 });
             }
@@ -321,4 +310,40 @@ impl LogSettings {
 
         Ok(())
     }
+}
+
+/// A `Host` value as its name and port: `[::1]:7878` → (`::1`, 7878),
+/// `localhost.` → (`localhost`, none). `None` for what is not a host:
+/// anything but letters, digits, `.` and `-` in a name (`evil:80.localhost`,
+/// `a@b`), a port that is not a number, text after an address's `]`.
+pub fn split_host(host: &str) -> Option<(&str, Option<u16>)> {
+    let (name, port) = if let Some(rest) = host.strip_prefix('[') {
+        let (ip, after) = rest.split_once(']')?;
+        ip.parse::<std::net::Ipv6Addr>().ok()?;
+        let port = match after {
+            "" => None,
+            p => Some(p.strip_prefix(':')?),
+        };
+        (ip, port)
+    } else {
+        let (name, port) = match host.split_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (host, None),
+        };
+        let name = name.strip_suffix('.').unwrap_or(name);
+        let ok = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
+        if !ok {
+            return None;
+        }
+        (name, port)
+    };
+    let port = match port {
+        None => None,
+        Some(p) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => Some(p.parse().ok()?),
+        Some(_) => return None,
+    };
+    Some((name, port))
 }

@@ -150,12 +150,6 @@ pub(super) struct ContextCache {
     parts_read: AtomicU64,
 }
 
-/// Vectors by text, and the texts in the order they came.
-type HeldVectors = (
-    HashMap<String, Arc<StoredVector>>,
-    std::collections::VecDeque<String>,
-);
-
 /// A message's vector being made: every read of the message awaits the
 /// one forward pass.
 type MakingVector =
@@ -170,55 +164,28 @@ type VectorJob = Result<(Arc<StoredVector>, &'static str), (MakingVector, &'stat
 /// vector asked for ahead of the read ([`Runtime::prepare_message`]) serves
 /// the read that follows.
 pub(super) struct QueryVectors {
-    capacity: usize,
-    held: std::sync::Mutex<HeldVectors>,
+    /// Let go whole at a forget (a message's text is the user's words): a
+    /// job started before does not hold its vector, or its text, after it.
+    held: Held<String, Arc<StoredVector>>,
     /// Vectors being made, by text; a job leaves once its vector is held.
     making: std::sync::Mutex<HashMap<String, MakingVector>>,
-    /// Moves when everything held is let go (a forget): a job started
-    /// before does not hold its vector, or its text, after it.
-    generation: AtomicU64,
 }
 
 impl QueryVectors {
     pub(super) fn new(capacity: usize) -> Self {
         QueryVectors {
-            capacity: capacity.max(1),
-            held: std::sync::Mutex::new((HashMap::new(), std::collections::VecDeque::new())),
+            held: Held::new(capacity.max(1)),
             making: std::sync::Mutex::new(HashMap::new()),
-            generation: AtomicU64::new(0),
         }
     }
 
-    /// Lets every held vector go, and the texts they were held by (a
-    /// forget: a message's text is the user's words).
+    /// Lets every held vector go, and the texts they were held by.
     pub(super) fn clear(&self) {
-        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        held.0.clear();
-        held.1.clear();
+        self.held.clear();
     }
 
     fn get(&self, text: &str) -> Option<Arc<StoredVector>> {
-        let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        held.0.get(text).cloned()
-    }
-
-    /// Holds `v` for `text`, unless everything was let go since
-    /// `generation` was read.
-    fn put(&self, text: String, v: Arc<StoredVector>, generation: u64) {
-        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        if self.generation.load(Ordering::SeqCst) != generation {
-            return;
-        }
-        let (map, order) = &mut *held;
-        if map.insert(text.clone(), v).is_none() {
-            order.push_back(text);
-            while order.len() > self.capacity {
-                if let Some(old) = order.pop_front() {
-                    map.remove(&old);
-                }
-            }
-        }
+        self.held.get(text).ok()
     }
 }
 
@@ -239,7 +206,7 @@ pub(super) struct Held<K, V> {
     held: std::sync::Mutex<HeldItems<K, V>>,
 }
 
-impl<K: std::hash::Hash + Eq + Copy, V: Clone> Held<K, V> {
+impl<K: std::hash::Hash + Eq + Clone, V: Clone> Held<K, V> {
     fn new(capacity: usize) -> Self {
         Held {
             capacity,
@@ -256,7 +223,11 @@ impl<K: std::hash::Hash + Eq + Copy, V: Clone> Held<K, V> {
     }
 
     /// What is held for `key`, or the generation to put it with.
-    fn get(&self, key: &K) -> Result<V, u64> {
+    fn get<Q>(&self, key: &Q) -> Result<V, u64>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: std::hash::Hash + Eq + ?Sized,
+    {
         let held = self.lock();
         held.map.get(key).cloned().ok_or(held.generation)
     }
@@ -268,7 +239,7 @@ impl<K: std::hash::Hash + Eq + Copy, V: Clone> Held<K, V> {
             return;
         }
         let mut held = self.lock();
-        if held.generation != generation || held.map.insert(key, value).is_some() {
+        if held.generation != generation || held.map.insert(key.clone(), value).is_some() {
             return;
         }
         held.order.push_back(key);
@@ -1081,7 +1052,7 @@ impl Runtime {
             return Some(Ok((v, "cache")));
         }
         let held = self.inner.query_vectors.clone();
-        let generation = held.generation.load(Ordering::SeqCst);
+        let generation = held.held.generation();
         let key = text.to_string();
         let task = self.inner.tokio.spawn(async move {
             let started = std::time::Instant::now();
@@ -1101,7 +1072,7 @@ impl Runtime {
                 }
             };
             if let Some(v) = &v {
-                held.put(key.clone(), v.clone(), generation);
+                held.held.put(key.clone(), v.clone(), generation);
             }
             held.making
                 .lock()
@@ -1298,7 +1269,7 @@ mod tests {
         rt.forget_user("mark", None).await.unwrap();
         assert!(rt.inner.query_vectors.get(message).is_none(), "let go");
         // a vector made before the forget and put after it is not held
-        let before = rt.inner.query_vectors.generation.load(Ordering::SeqCst);
+        let before = rt.inner.query_vectors.held.generation();
         rt.inner.query_vectors.clear();
         let v = Arc::new(StoredVector {
             embedder: "ported".into(),
@@ -1306,10 +1277,11 @@ mod tests {
         });
         rt.inner
             .query_vectors
+            .held
             .put(message.to_string(), v.clone(), before);
         assert!(rt.inner.query_vectors.get(message).is_none());
-        let now = rt.inner.query_vectors.generation.load(Ordering::SeqCst);
-        rt.inner.query_vectors.put(message.to_string(), v, now);
+        let now = rt.inner.query_vectors.held.generation();
+        rt.inner.query_vectors.held.put(message.to_string(), v, now);
         assert!(rt.inner.query_vectors.get(message).is_some());
         rt.shutdown().await.unwrap();
     }

@@ -152,19 +152,23 @@ fn json_object(raw: &str) -> Option<Raw> {
     serde_json::from_str::<Raw>(&raw[start..=end]).ok()
 }
 
-/// A conversation as [`crate::prompt::conversation_text`] renders it,
-/// with each side's words unquoted again (`User: "a \"b\""` → `User: a
-/// "b"`): what a summary made of the conversation itself shows.
+/// A side's words as [`crate::prompt::conversation_text`] quotes them,
+/// unquoted (`"a \"b\""` → `a "b"`); what is not a JSON string is taken as
+/// it stands.
+fn unquoted(words: &str) -> String {
+    serde_json::from_str::<String>(words).unwrap_or_else(|_| words.to_string())
+}
+
+/// A conversation as [`crate::prompt::conversation_text`] renders it, with
+/// each side's words unquoted: what a summary made of the conversation
+/// itself shows.
 fn plain_lines(conversation: &str) -> String {
     conversation
         .lines()
         .map(|l| {
             for label in ["User: ", "Agent: "] {
-                if let Some(words) = l
-                    .strip_prefix(label)
-                    .and_then(|q| serde_json::from_str::<String>(q).ok())
-                {
-                    return format!("{label}{words}");
+                if let Some(words) = l.strip_prefix(label) {
+                    return format!("{label}{}", unquoted(words));
                 }
             }
             l.to_string()
@@ -173,14 +177,13 @@ fn plain_lines(conversation: &str) -> String {
         .join("\n")
 }
 
-/// The user's lines of a conversation rendered as `User: …` / `Agent: …`
-/// ([`crate::prompt::conversation_text`]: each side's words a JSON string;
-/// a line that is not one is taken as it stands).
+/// The user's words of a conversation rendered as `User: …` / `Agent: …`
+/// lines, unquoted.
 fn user_lines(conversation: &str) -> String {
     conversation
         .lines()
         .filter_map(|l| l.strip_prefix("User: "))
-        .map(|l| serde_json::from_str::<String>(l).unwrap_or_else(|_| l.to_string()))
+        .map(unquoted)
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -279,12 +279,7 @@ impl ServerSettings {
             let rest = origin
                 .strip_prefix("http://")
                 .or_else(|| origin.strip_prefix("https://"));
-            let ok = rest.is_some_and(|r| {
-                !r.is_empty()
-                    && r.chars().all(|c| {
-                        c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']')
-                    })
-            });
+            let ok = rest.is_some_and(|r| split_host(&r.to_lowercase()).is_some());
             if !ok {
                 return Err(SettingsError {
                     key: "server.allowed_origins",

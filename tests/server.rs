@@ -2154,3 +2154,238 @@ async fn readiness_keeps_the_cause_of_a_failure_to_the_log() -> Res {
     let _ = srv.stop().await;
     Ok(())
 }
+
+// ---- bounds: slow clients, many clients, large frames, silent streams ----
+
+/// Reads what the server sends until it closes the connection.
+async fn read_to_close(conn: &mut tokio::net::TcpStream) -> anyhow::Result<String> {
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match conn.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_that_never_finishes_its_headers_is_cut_off() -> Res {
+    use tokio::io::AsyncWriteExt;
+    let srv = start().await?;
+    let began = tokio::time::Instant::now();
+    // Half a request, then nothing; and a connection that sends nothing.
+    let mut half = tokio::net::TcpStream::connect(srv.addr).await?;
+    half.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        .await?;
+    let mut mute = tokio::net::TcpStream::connect(srv.addr).await?;
+    let (a, b) = tokio::join!(read_to_close(&mut half), read_to_close(&mut mute));
+    assert!(!a?.contains("200 OK"));
+    assert!(!b?.contains("200 OK"));
+    let waited = began.elapsed();
+    assert!(
+        waited >= Duration::from_secs(10) && waited < Duration::from_secs(12),
+        "closed after {waited:?}, not at server.header_timeout_secs"
+    );
+    // the server still answers
+    assert_eq!(srv.get("/healthz").await?.0, StatusCode::OK);
+    srv.stop().await?;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_that_never_arrives_is_answered_408_and_stores_nothing() -> Res {
+    use tokio::io::AsyncWriteExt;
+    let srv = start().await?;
+    let sid = srv.start_session("kairix", "mark", "c1").await?["session_id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let began = tokio::time::Instant::now();
+    let mut conn = tokio::net::TcpStream::connect(srv.addr).await?;
+    let body = r#"{"user_message":"My flat is on Byres Road","agent_response":"Noted"}"#;
+    let head = format!(
+        "POST /v1/connections/c1/turns HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).await?;
+    conn.write_all(&body.as_bytes()[..20]).await?;
+    let answer = read_to_close(&mut conn).await?;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"request_timeout\""), "{answer}");
+    assert!(began.elapsed() >= Duration::from_secs(30));
+    assert_eq!(srv.turn_count(&sid).await?, 0);
+    // the same turn sent whole is kept
+    srv.turn("c1", "My flat is on Byres Road", "Noted").await?;
+    assert_eq!(srv.turn_count(&sid).await?, 1);
+    srv.stop().await?;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn connections_past_the_cap_are_answered_503_until_one_closes() -> Res {
+    use tokio::io::AsyncWriteExt;
+    let mut settings = Settings::for_test();
+    settings.server.max_connections = 2;
+    let srv = start_with(settings, None, None).await?;
+    let get = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    // Two connections held open (one a WebSocket stream).
+    let held = tokio::net::TcpStream::connect(srv.addr).await?;
+    let url = format!(
+        "ws://{}/v1/connections/ws1/stream?agent_id=kairix&user_id=mark",
+        srv.addr
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(url.as_str()).await?;
+    let mut third = tokio::net::TcpStream::connect(srv.addr).await?;
+    third.write_all(get).await?;
+    let answer = read_to_close(&mut third).await?;
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("\"too_many_connections\""), "{answer}");
+    assert!(answer.to_lowercase().contains("retry-after: 1"), "{answer}");
+    // Once the stream closes its place is free again.
+    ws.close(None).await?;
+    while ws.next().await.is_some() {}
+    drop(held);
+    let mut served = false;
+    for _ in 0..100 {
+        let mut c = tokio::net::TcpStream::connect(srv.addr).await?;
+        c.write_all(get).await?;
+        if read_to_close(&mut c).await?.starts_with("HTTP/1.1 200") {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(served, "a closed connection's place was not freed");
+    srv.stop().await?;
+    Ok(())
+}
+
+async fn session_ended(srv: &Server, sid: &str) -> anyhow::Result<Value> {
+    for _ in 0..500 {
+        let (s, v) = srv.get(&format!("/v1/sessions/{sid}")).await?;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        if !v["ended_at"].is_null() {
+            return Ok(v);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    anyhow::bail!("session {sid} did not end")
+}
+
+#[tokio::test]
+async fn a_websocket_message_over_the_limit_closes_with_1009_and_keeps_what_was_acked() -> Res {
+    let mut settings = Settings::for_test();
+    settings.server.max_body_bytes = 4096;
+    let srv = start_with(settings, None, None).await?;
+    let url = format!(
+        "ws://{}/v1/connections/ws1/stream?agent_id=kairix&user_id=mark",
+        srv.addr
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(url.as_str()).await?;
+    let first: Value = match ws.next().await.expect("frame")? {
+        Message::Text(t) => serde_json::from_str(t.as_str())?,
+        other => panic!("expected the session frame, got {other:?}"),
+    };
+    let sid = first["session_id"].as_str().expect("id").to_string();
+    ws.send(Message::Text(
+        r#"{"type":"turn","id":1,"user_message":"My flat is on Byres Road","agent_response":"Noted"}"#.into(),
+    ))
+    .await?;
+    match ws.next().await.expect("ack")? {
+        Message::Text(t) => assert!(t.as_str().contains("\"ack\""), "{t}"),
+        other => panic!("expected an ack, got {other:?}"),
+    }
+    let big = format!(
+        r#"{{"type":"turn","user_message":"{}","agent_response":"ok"}}"#,
+        "a".repeat(10_000)
+    );
+    ws.send(Message::Text(big.into())).await?;
+    let mut code = None;
+    while let Some(frame) = ws.next().await {
+        match frame {
+            Ok(Message::Close(Some(f))) => {
+                code = Some(u16::from(f.code));
+                break;
+            }
+            Ok(_) => continue,
+            Err(_) => break,
+        }
+    }
+    assert_eq!(code, Some(1009));
+    let v = session_ended(&srv, &sid).await?;
+    assert_eq!(v["end_reason"], "disconnect", "{v}");
+    assert_eq!(srv.turn_count(&sid).await?, 1);
+    srv.stop().await?;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_websocket_stream_is_closed_and_one_that_answers_pings_stays() -> Res {
+    let mut settings = Settings::for_test();
+    // Long enough that no session ends on silence here.
+    settings.session.silence_timeout_secs = 3600;
+    let srv = start_with(settings, None, None).await?;
+    let open = |conn: &'static str| {
+        let url = format!(
+            "ws://{}/v1/connections/{conn}/stream?agent_id=kairix&user_id=mark",
+            srv.addr
+        );
+        async move {
+            let (mut ws, _) = tokio_tungstenite::connect_async(url.as_str()).await?;
+            let sid = match ws.next().await.expect("frame")? {
+                Message::Text(t) => serde_json::from_str::<Value>(t.as_str())?["session_id"]
+                    .as_str()
+                    .expect("id")
+                    .to_string(),
+                other => anyhow::bail!("expected the session frame, got {other:?}"),
+            };
+            Ok::<_, anyhow::Error>((ws, sid))
+        }
+    };
+    let (mut live, live_sid) = open("alive").await?;
+    let (mut mute, mute_sid) = open("mute").await?;
+    let began = tokio::time::Instant::now();
+    // The live client reads (tungstenite answers each ping with a pong)
+    // for twice the idle limit; the mute one reads nothing meanwhile.
+    let mut pings = 0;
+    while began.elapsed() < Duration::from_secs(120) {
+        match tokio::time::timeout(Duration::from_secs(5), live.next()).await {
+            Ok(Some(Ok(Message::Ping(_)))) => pings += 1,
+            Ok(Some(Ok(Message::Close(f)))) => panic!("the live stream was closed: {f:?}"),
+            Ok(other) => panic!("unexpected {other:?}"),
+            Err(_) => {}
+        }
+    }
+    assert!(pings >= 5, "pinged {pings} times in 120 s");
+    let mut code = None;
+    while let Some(frame) = mute.next().await {
+        match frame {
+            Ok(Message::Close(Some(f))) => {
+                code = Some(u16::from(f.code));
+                break;
+            }
+            Ok(_) => continue,
+            Err(_) => break,
+        }
+    }
+    // (Reading the pings queued before it, the client's pong may find the
+    // socket already closed, before it reads the close frame.)
+    assert!(matches!(code, None | Some(1000)), "{code:?}");
+    let v = session_ended(&srv, &mute_sid).await?;
+    assert_eq!(v["end_reason"], "disconnect", "{v}");
+    let lasted = chrono::DateTime::parse_from_rfc3339(v["ended_at"].as_str().expect("end"))?
+        - chrono::DateTime::parse_from_rfc3339(v["started_at"].as_str().expect("start"))?;
+    assert!(
+        (60..62).contains(&lasted.num_seconds()),
+        "the mute stream lasted {lasted}, not server.ws_idle_secs"
+    );
+    let (_, v) = srv.get(&format!("/v1/sessions/{live_sid}")).await?;
+    assert!(v["ended_at"].is_null(), "{v}");
+    live.close(None).await?;
+    srv.stop().await?;
+    Ok(())
+}

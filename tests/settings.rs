@@ -455,6 +455,19 @@ fn invalid_server_and_log_settings_name_their_key() {
             "server.allowed_origins",
         );
     }
+    for key in [
+        "header_timeout_secs",
+        "request_timeout_secs",
+        "max_connections",
+        "ws_ping_secs",
+    ] {
+        expect_file_key_error(&format!("[server]\n{key} = 0\n"), &format!("server.{key}"));
+    }
+    // a stream answering every ping must not be closed as idle
+    expect_file_key_error(
+        "[server]\nws_ping_secs = 30\nws_idle_secs = 30\n",
+        "server.ws_idle_secs",
+    );
     expect_file_key_error("[log]\nformat = \"xml\"\n", "log.format");
     expect_key_error(
         None,

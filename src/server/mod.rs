@@ -11,12 +11,13 @@
 
 pub mod auth;
 pub mod error;
+mod listen;
 mod openapi;
 pub mod origin;
 mod routes;
 mod ws;
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,6 +67,15 @@ pub struct ServerConfig {
     pub guard: origin::Guard,
     pub max_body_bytes: usize,
     pub shutdown_grace: Duration,
+    /// Longest a client may take to send a request's headers.
+    pub header_timeout: Duration,
+    /// Longest a client may take to send a request's body.
+    pub request_timeout: Duration,
+    /// Connections open at once.
+    pub max_connections: usize,
+    /// WebSocket streams: pinged this often, closed when silent this long.
+    pub ws_ping: Duration,
+    pub ws_idle: Duration,
 }
 
 impl ServerConfig {
@@ -76,6 +86,11 @@ impl ServerConfig {
             auth,
             max_body_bytes: s.server.max_body_bytes,
             shutdown_grace: Duration::from_secs(s.server.shutdown_grace_secs),
+            header_timeout: Duration::from_secs(s.server.header_timeout_secs),
+            request_timeout: Duration::from_secs(s.server.request_timeout_secs),
+            max_connections: s.server.max_connections,
+            ws_ping: Duration::from_secs(s.server.ws_ping_secs),
+            ws_idle: Duration::from_secs(s.server.ws_idle_secs),
         }
     }
 }
@@ -115,6 +130,8 @@ pub(crate) struct AppState {
     runtime: Runtime,
     metrics: Option<PrometheusHandle>,
     max_body_bytes: usize,
+    ws_ping: Duration,
+    ws_idle: Duration,
     /// Turns true when the server begins shutting down.
     shutdown: watch::Receiver<bool>,
     /// The OpenAPI document, as served.
@@ -181,6 +198,8 @@ pub fn router(runtime: Runtime, config: &ServerConfig, shutdown: watch::Receiver
         runtime,
         metrics: crate::metrics::prometheus(),
         max_body_bytes: config.max_body_bytes,
+        ws_ping: config.ws_ping,
+        ws_idle: config.ws_idle,
         shutdown,
         openapi: doc
             .to_json()
@@ -200,6 +219,13 @@ pub fn router(runtime: Runtime, config: &ServerConfig, shutdown: watch::Receiver
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(middleware::from_fn_with_state(
+            BodyDeadline {
+                within: config.request_timeout,
+                max_bytes: config.max_body_bytes,
+            },
+            body_deadline,
+        ))
         .layer(middleware::from_fn_with_state(
             config.guard.clone(),
             origin::guard,
@@ -221,12 +247,11 @@ pub async fn serve(
     let (tx, rx) = watch::channel(false);
     let app = router(runtime.clone(), &config, rx.clone());
     let mut stopped = rx.clone();
-    let mut stopping = rx;
-    let server = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            let _ = stopping.wait_for(|s| *s).await;
-        })
-        .into_future();
+    let limits = listen::Limits {
+        header_timeout: config.header_timeout,
+        max_connections: config.max_connections,
+    };
+    let server = listen::run(listener, app, limits, rx);
     // WebSocket streams are not connections axum waits for: they watch the
     // same flag and close themselves.
     tokio::spawn(async move {
@@ -240,7 +265,7 @@ pub async fn serve(
     let grace = config.shutdown_grace + Duration::from_secs(1);
     tokio::pin!(server);
     tokio::select! {
-        res = &mut server => res.map_err(ServeError::Io)?,
+        () = &mut server => {}
         _ = async {
             let _ = stopped.wait_for(|s| *s).await;
             tokio::time::sleep(grace).await;
@@ -258,6 +283,64 @@ pub async fn serve(
         "runtime stopped"
     );
     Ok(report)
+}
+
+#[derive(Clone, Copy)]
+struct BodyDeadline {
+    within: Duration,
+    max_bytes: usize,
+}
+
+/// Reads a request's body within `server.request_timeout_secs` before the
+/// handler runs: a client trickling its body holds the connection no
+/// longer than that (the handler itself is not cut off half-way, so a
+/// request it took is answered). Over `max_bytes`, 413 here already.
+async fn body_deadline(
+    State(deadline): State<BodyDeadline>,
+    req: axum::extract::Request,
+    next: middleware::Next,
+) -> Response {
+    use http_body::Body as _;
+    let (parts, body) = req.into_parts();
+    if body.is_end_stream() {
+        return next
+            .run(axum::extract::Request::from_parts(parts, body))
+            .await;
+    }
+    let read = axum::body::to_bytes(body, deadline.max_bytes);
+    match tokio::time::timeout(deadline.within, read).await {
+        Ok(Ok(bytes)) => {
+            next.run(axum::extract::Request::from_parts(parts, bytes.into()))
+                .await
+        }
+        Ok(Err(e)) => {
+            let over = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            if over {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "body_too_large",
+                    format!(
+                        "the body is over {} bytes (server.max_body_bytes)",
+                        deadline.max_bytes
+                    ),
+                )
+                .into_response()
+            } else {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.to_string())
+                    .into_response()
+            }
+        }
+        Err(_) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            format!(
+                "the request's body did not arrive within {} s (server.request_timeout_secs)",
+                deadline.within.as_secs()
+            ),
+        )
+        .into_response(),
+    }
 }
 
 async fn not_found() -> ApiError {

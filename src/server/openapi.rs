@@ -44,8 +44,9 @@ const COMMON: &[(&str, &str)] = &[
     ("401", "`unauthorized`: a token is configured and none (or another) was sent"),
     ("403", "`forbidden`: the token does not cover the agent; `origin_not_allowed`: a browser page of an origin not in server.allowed_origins asked to change something"),
     ("421", "`host_not_allowed`: the request's Host is neither a loopback name nor one of server.allowed_hosts (checked without a token, or when hosts are listed)"),
+    ("408", "`request_timeout`: the body did not arrive within server.request_timeout_secs"),
     ("422", "`too_long`: an id or text over its limit"),
-    ("503", "`unavailable` or `shutting_down`"),
+    ("503", "`unavailable`, `shutting_down`, or `too_many_connections` (server.max_connections; with Retry-After)"),
 ];
 
 /// Errors of an endpoint that takes a body.

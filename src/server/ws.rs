@@ -9,6 +9,7 @@ use axum::response::Response;
 use axum::Extension;
 use serde::Deserialize;
 use serde_json::json;
+use tokio::time::Instant;
 use tracing::{debug, warn};
 use uuid::Uuid;
 
@@ -60,7 +61,11 @@ enum FrameKind {
 /// `{"type":"ack","session_id"?,"id"?}` or
 /// `{"type":"error","error":{"code","message"},"id"?}`. Closing the socket
 /// ends the session with reason `disconnect`; on server shutdown the
-/// server closes with code 1001.
+/// server closes with code 1001. The server pings every
+/// `server.ws_ping_secs`; a stream that sends nothing (not even a pong)
+/// for `server.ws_idle_secs` is closed with code 1000, and a message over
+/// `server.max_body_bytes` with code 1009; either ends the session as a
+/// disconnect, and every turn acknowledged before is kept.
 #[utoipa::path(get, path = "/v1/connections/{connection_id}/stream", operation_id = "stream", tag = "sessions",
     params(("connection_id" = Id, Path, description = "The voice connection"), StreamParams),
     responses(
@@ -86,6 +91,9 @@ pub async fn stream(
     let failed_conn = connection_id.clone();
     Ok(ws
         .max_message_size(app.max_body_bytes)
+        // A frame is refused from its header, before its payload is read:
+        // no frame is larger than the largest message.
+        .max_frame_size(app.max_body_bytes)
         .on_failed_upgrade(move |err| {
             warn!(connection_id = failed_conn, error = %err, "websocket upgrade failed; ending the session");
             let _ = failed_app.runtime.end_session(&failed_conn);
@@ -109,6 +117,9 @@ async fn run(
     session_id: Uuid,
 ) {
     let mut shutdown = app.shutdown.clone();
+    let mut ping = tokio::time::interval_at(Instant::now() + app.ws_ping, app.ws_ping);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut heard = Instant::now();
     let _ = socket
         .send(Message::Text(
             json!({"type": "session", "session_id": session_id, "connection_id": connection_id})
@@ -119,6 +130,22 @@ async fn run(
     loop {
         let msg = tokio::select! {
             m = socket.recv() => m,
+            _ = ping.tick() => {
+                if socket.send(Message::Ping(Default::default())).await.is_err() {
+                    break;
+                }
+                continue;
+            }
+            () = tokio::time::sleep_until(heard + app.ws_idle) => {
+                debug!(connection_id, "websocket idle; closing");
+                let _ = socket
+                    .send(Message::Close(Some(CloseFrame {
+                        code: axum::extract::ws::close_code::NORMAL,
+                        reason: format!("idle: nothing received for {} s", app.ws_idle.as_secs()).into(),
+                    })))
+                    .await;
+                break;
+            }
             _ = async {
                 // A dropped sender means no shutdown is coming.
                 if shutdown.wait_for(|s| *s).await.is_err() {
@@ -135,6 +162,7 @@ async fn run(
                 return;
             }
         };
+        heard = Instant::now();
         let reply = match msg {
             Some(Ok(Message::Text(text))) => {
                 match handle_text(&app, &connection_id, &owner, text.as_str()).await {
@@ -157,7 +185,21 @@ async fn run(
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
             Some(Ok(Message::Close(_))) | None => break,
             Some(Err(err)) => {
-                debug!(connection_id, error = %err, "websocket error");
+                if too_big(err) {
+                    debug!(connection_id, "websocket message over the limit; closing");
+                    let _ = socket
+                        .send(Message::Close(Some(CloseFrame {
+                            code: axum::extract::ws::close_code::SIZE,
+                            reason: format!(
+                                "a message is over {} bytes (server.max_body_bytes)",
+                                app.max_body_bytes
+                            )
+                            .into(),
+                        })))
+                        .await;
+                } else {
+                    debug!(connection_id, "websocket error");
+                }
                 break;
             }
         };
@@ -172,6 +214,24 @@ async fn run(
     {
         if let Err(err) = app.runtime.end_session(&connection_id) {
             debug!(connection_id, error = %err, "ending the session on close");
+        }
+    }
+}
+
+/// Whether a read failed on a message or frame over the size limit (the
+/// cause is logged otherwise).
+fn too_big(err: axum::Error) -> bool {
+    match err.into_inner().downcast::<tungstenite::Error>() {
+        Ok(e) => {
+            let over = matches!(*e, tungstenite::Error::Capacity(_));
+            if !over {
+                debug!(error = %e, "websocket error");
+            }
+            over
+        }
+        Err(other) => {
+            debug!(error = %other, "websocket error");
+            false
         }
     }
 }

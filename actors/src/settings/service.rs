@@ -23,6 +23,23 @@ pub struct ServerSettings {
     /// carries another `Origin` is refused; one without (not a browser)
     /// passes.
     pub allowed_origins: Vec<String>,
+    /// Longest a client may take to send a request's headers, counted
+    /// from when the server starts waiting for them (so also how long an
+    /// idle kept-alive connection stays open): past it the connection is
+    /// closed.
+    pub header_timeout_secs: u64,
+    /// Longest a request may take, its body included, before it is
+    /// answered `408 request_timeout` (a WebSocket stream counts only
+    /// until its upgrade).
+    pub request_timeout_secs: u64,
+    /// Connections open at once, WebSocket streams included; past it a
+    /// new one is answered `503 too_many_connections` and closed.
+    pub max_connections: usize,
+    /// How often a WebSocket stream is pinged.
+    pub ws_ping_secs: u64,
+    /// A WebSocket stream that sends nothing (not even a pong) this long
+    /// is closed, and its session ends as on a disconnect.
+    pub ws_idle_secs: u64,
 }
 
 /// A bearer token and the agents it covers (`"*"` for all).
@@ -54,6 +71,11 @@ impl std::fmt::Debug for ServerSettings {
             .field("shutdown_grace_secs", &self.shutdown_grace_secs)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("allowed_origins", &self.allowed_origins)
+            .field("header_timeout_secs", &self.header_timeout_secs)
+            .field("request_timeout_secs", &self.request_timeout_secs)
+            .field("max_connections", &self.max_connections)
+            .field("ws_ping_secs", &self.ws_ping_secs)
+            .field("ws_idle_secs", &self.ws_idle_secs)
             .finish()
     }
 }
@@ -68,6 +90,11 @@ impl Default for ServerSettings {
             shutdown_grace_secs: 30,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
+            header_timeout_secs: 10,
+            request_timeout_secs: 30,
+            max_connections: 4096,
+            ws_ping_secs: 20,
+            ws_idle_secs: 60,
         }
     }
 }
@@ -265,6 +292,19 @@ impl ServerSettings {
             }
         }
         positive("server.max_body_bytes", srv.max_body_bytes as u64)?;
+        positive("server.header_timeout_secs", srv.header_timeout_secs)?;
+        positive("server.request_timeout_secs", srv.request_timeout_secs)?;
+        positive("server.max_connections", srv.max_connections as u64)?;
+        positive("server.ws_ping_secs", srv.ws_ping_secs)?;
+        if srv.ws_idle_secs <= srv.ws_ping_secs {
+            return Err(SettingsError {
+                key: "server.ws_idle_secs",
+                reason: format!(
+                    "must be longer than server.ws_ping_secs ({}): a client answering every ping would be closed as idle",
+                    srv.ws_ping_secs
+                ),
+            });
+        }
         for host in &srv.allowed_hosts {
             if split_host(&host.to_lowercase()).is_none() {
                 return Err(SettingsError {

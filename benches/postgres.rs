@@ -101,6 +101,7 @@ async fn through_actors(backends: Vec<SharedBackend>, rows: &[(Uuid, u32, Vec<u8
                 settings: StoreSettings::default(),
                 generations: Default::default(),
                 search: Default::default(),
+                backlog: Default::default(),
             },
         )
         .await

@@ -88,6 +88,7 @@ fn store_actor_run(rt: &tokio::runtime::Runtime, msgs: Vec<StoreMsg>) -> Duratio
             settings,
             generations: Default::default(),
             search: Default::default(),
+            backlog: Default::default(),
         };
         let (store, handle) = Actor::spawn(None, StoreActor, args)
             .await

@@ -2389,3 +2389,176 @@ async fn a_silent_websocket_stream_is_closed_and_one_that_answers_pings_stays() 
     srv.stop().await?;
     Ok(())
 }
+
+/// A TCP proxy in front of the test's PostgreSQL server that can be cut
+/// (every connection through it closed, new ones refused) and restored:
+/// the database unreachable, as in an outage, while the server is real.
+struct PgProxy {
+    addr: std::net::SocketAddr,
+    up: Arc<std::sync::atomic::AtomicBool>,
+    links: Arc<std::sync::Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl PgProxy {
+    async fn start(upstream: &str) -> anyhow::Result<PgProxy> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let up = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let links: Arc<std::sync::Mutex<Vec<JoinHandle<()>>>> = Default::default();
+        let (up2, links2, upstream) = (up.clone(), links.clone(), upstream.to_string());
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                if !up2.load(std::sync::atomic::Ordering::SeqCst) {
+                    continue; // dropped: closed at once
+                }
+                let upstream = upstream.clone();
+                let link = tokio::spawn(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+                links2.lock().expect("links").push(link);
+            }
+        });
+        Ok(PgProxy { addr, up, links })
+    }
+
+    fn cut(&self) {
+        self.up.store(false, std::sync::atomic::Ordering::SeqCst);
+        for link in self.links.lock().expect("links").drain(..) {
+            link.abort();
+        }
+    }
+
+    fn restore(&self) {
+        self.up.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn while_postgres_is_down_turns_past_the_bound_are_refused_and_none_acknowledged_is_lost(
+) -> Res {
+    let schema = common::TestSchema::new();
+    let upstream = reqwest::Url::parse(&schema.url)?;
+    let proxy = PgProxy::start(&format!(
+        "{}:{}",
+        upstream.host_str().expect("host"),
+        upstream.port().unwrap_or(5432)
+    ))
+    .await?;
+    let mut through = upstream.clone();
+    through
+        .set_port(Some(proxy.addr.port()))
+        .map_err(|()| anyhow::anyhow!("port"))?;
+    let mut settings = Settings::for_test();
+    settings.store.kind = recall::engine::settings::StoreKind::Postgres;
+    settings.store.postgres.url = through.to_string();
+    settings.store.postgres.schema = schema.name.clone();
+    settings.store.postgres.connect_timeout_secs = 1;
+    settings.store.flush = recall::engine::settings::FlushPolicy::GroupCommit;
+    settings.store.max_unwritten_turns = 5;
+    let srv = start_with(settings, None, None).await?;
+    let sid = srv.start_session("kairix", "mark", "c1").await?["session_id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let url = format!(
+        "ws://{}/v1/connections/ws1/stream?agent_id=kairix&user_id=mark",
+        srv.addr
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(url.as_str()).await?;
+    let ws_sid = match ws.next().await.expect("frame")? {
+        Message::Text(t) => serde_json::from_str::<Value>(t.as_str())?["session_id"]
+            .as_str()
+            .expect("id")
+            .to_string(),
+        other => panic!("expected the session frame, got {other:?}"),
+    };
+    // Both sessions' records are in before the outage (a read through the
+    // Store follows its earlier writes).
+    for id in [&sid, &ws_sid] {
+        assert_eq!(
+            srv.get(&format!("/v1/sessions/{id}/turns")).await?.0,
+            StatusCode::OK
+        );
+    }
+
+    proxy.cut();
+    // Acknowledged up to the bound, then refused with when to come back.
+    let mut acked = Vec::new();
+    let refused = loop {
+        let n = acked.len();
+        anyhow::ensure!(n <= 5, "more turns acknowledged than the bound");
+        let resp = srv
+            .req(reqwest::Method::POST, "/v1/connections/c1/turns")
+            .json(&json!({"user_message": format!("Fact number {n}"), "agent_response": "Noted"}))
+            .send()
+            .await?;
+        match resp.status() {
+            StatusCode::ACCEPTED => acked.push(n),
+            StatusCode::SERVICE_UNAVAILABLE => break resp,
+            other => anyhow::bail!("unexpected {other}: {}", resp.text().await?),
+        }
+    };
+    assert_eq!(acked.len(), 5);
+    let retry = refused
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    assert_eq!(retry.as_deref(), Some("1"));
+    let body: Value = refused.json().await?;
+    assert_eq!(error_code(&body), "store_unavailable", "{body}");
+    // On the stream: an error frame saying when, and the stream goes on.
+    ws.send(Message::Text(
+        r#"{"type":"turn","id":7,"user_message":"Lost?","agent_response":"No"}"#.into(),
+    ))
+    .await?;
+    let frame: Value = loop {
+        match ws.next().await.expect("answer")? {
+            Message::Text(t) => break serde_json::from_str(t.as_str())?,
+            Message::Ping(_) | Message::Pong(_) => continue,
+            other => anyhow::bail!("unexpected frame {other:?}"),
+        }
+    };
+    assert_eq!(error_code(&frame), "store_unavailable", "{frame}");
+    assert_eq!(frame["retry_after_ms"], 1000, "{frame}");
+    assert_eq!(frame["id"], 7);
+
+    // Back up: the waiting turns are written and new ones accepted.
+    proxy.restore();
+    let mut accepted = false;
+    for _ in 0..300 {
+        let resp = srv
+            .req(reqwest::Method::POST, "/v1/connections/c1/turns")
+            .json(&json!({"user_message": "After the outage", "agent_response": "Noted"}))
+            .send()
+            .await?;
+        if resp.status() == StatusCode::ACCEPTED {
+            accepted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(accepted, "turns still refused after the database came back");
+    let (s, v) = srv
+        .req(reqwest::Method::POST, "/v1/connections/c1/end")
+        .send()
+        .await
+        .map(|r| (r.status(), ()))?;
+    assert!(s.is_success(), "{v:?}");
+    let (s, turns) = srv.get(&format!("/v1/sessions/{sid}/turns")).await?;
+    assert_eq!(s, StatusCode::OK, "{turns}");
+    let said: Vec<&str> = turns["turns"]
+        .as_array()
+        .expect("turns")
+        .iter()
+        .filter_map(|t| t["user_message"].as_str())
+        .collect();
+    let mut expected: Vec<String> = acked.iter().map(|n| format!("Fact number {n}")).collect();
+    expected.push("After the outage".into());
+    assert_eq!(said, expected, "every acknowledged turn kept, in order");
+    ws.close(None).await?;
+    srv.stop().await?;
+    Ok(())
+}

@@ -195,6 +195,18 @@ impl RuntimeBuilder {
         // turns) read the backend off the Store actor, after a barrier when
         // they must see its earlier writes.
         let reader = backend.clone();
+        // A refused turn may try again once the backend's next write has
+        // had its answer: for PostgreSQL, a connection attempt's time.
+        let retry_after = match settings.store.kind {
+            StoreKind::Postgres => {
+                Duration::from_secs(settings.store.postgres.connect_timeout_secs.max(1))
+            }
+            StoreKind::Sled => Duration::from_secs(1),
+        };
+        let backlog = Arc::new(Backlog::new(
+            settings.store.max_unwritten_turns,
+            retry_after,
+        ));
         let (store, _) = Actor::spawn(
             None,
             StoreActor,
@@ -203,6 +215,7 @@ impl RuntimeBuilder {
                 settings: settings.store.clone(),
                 generations: generations.clone(),
                 search: search.clone(),
+                backlog: backlog.clone(),
             },
         )
         .await
@@ -282,6 +295,7 @@ impl RuntimeBuilder {
                 clock,
                 registry,
                 store,
+                backlog,
                 supervisor,
                 watchdog,
                 windows_in_flight,

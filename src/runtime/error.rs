@@ -77,6 +77,8 @@ pub enum RecallError {
     NotReflection,
     #[error(transparent)]
     Index(#[from] recall_actors::search::BuildError),
+    #[error(transparent)]
+    Backlog(#[from] BacklogFull),
 }
 
 pub(super) fn unavailable<E: std::fmt::Display>(

@@ -35,8 +35,8 @@ use recall_actors::registry::{Registry, RouteError, Routed, UnknownConnection};
 use recall_actors::session::{SessionMsg, SessionView};
 use recall_actors::settings::{ReflectorKind, Settings, SettingsError, StoreKind};
 use recall_actors::store::{
-    read_blocking, Generations, PgBackend, SharedBackend, StoreActor, StoreArgs, StoreError,
-    StoreMsg, StoreStats, Trees,
+    read_blocking, Backlog, BacklogFull, Generations, PgBackend, SharedBackend, StoreActor,
+    StoreArgs, StoreError, StoreMsg, StoreStats, Trees,
 };
 use recall_actors::supervisor::{
     SessionSupervisor, StartError, SupervisorArgs, SupervisorMsg, SupervisorStats,
@@ -157,6 +157,8 @@ struct Inner {
     clock: Clock,
     registry: Arc<Registry>,
     store: ActorRef<StoreMsg>,
+    /// Acknowledged turns not yet written, and their bound.
+    backlog: Arc<Backlog>,
     supervisor: ActorRef<SupervisorMsg>,
     watchdog: ActorRef<WatchdogMsg>,
     /// In-session summaries whose outcome is not yet back with their

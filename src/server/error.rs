@@ -26,6 +26,8 @@ pub struct ApiError {
     /// Stable, machine-readable (`unknown_connection`, `empty_turn`…).
     pub code: &'static str,
     pub message: String,
+    /// When to try again (`Retry-After`; `retry_after_ms` on a stream).
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl ApiError {
@@ -34,7 +36,13 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after: None,
         }
+    }
+
+    pub fn retry_after(mut self, after: std::time::Duration) -> Self {
+        self.retry_after = Some(after);
+        self
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -59,7 +67,14 @@ impl std::fmt::Display for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(self.body())).into_response()
+        let mut res = (self.status, Json(self.body())).into_response();
+        if let Some(after) = self.retry_after {
+            // Whole seconds, rounded up: never earlier than asked.
+            let secs = (after.as_millis().div_ceil(1000).max(1)) as u64;
+            res.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        res
     }
 }
 
@@ -145,6 +160,12 @@ impl From<RecallError> for ApiError {
             RecallError::ManagedBlock(_) => {
                 ApiError::new(StatusCode::CONFLICT, "managed_block", message)
             }
+            RecallError::Backlog(full) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                message,
+            )
+            .retry_after(full.retry_after),
             RecallError::Unavailable(..) => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
             }

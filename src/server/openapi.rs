@@ -46,7 +46,7 @@ const COMMON: &[(&str, &str)] = &[
     ("421", "`host_not_allowed`: the request's Host is neither a loopback name nor one of server.allowed_hosts (checked without a token, or when hosts are listed)"),
     ("408", "`request_timeout`: the body did not arrive within server.request_timeout_secs"),
     ("422", "`too_long`: an id or text over its limit"),
-    ("503", "`unavailable`, `shutting_down`, or `too_many_connections` (server.max_connections; with Retry-After)"),
+    ("503", "`unavailable`, `shutting_down`, or `too_many_connections` (server.max_connections), `store_unavailable` (a turn refused while store.max_unwritten_turns acknowledged turns are unwritten; both with Retry-After)"),
 ];
 
 /// Errors of an endpoint that takes a body.

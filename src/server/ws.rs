@@ -59,7 +59,9 @@ enum FrameKind {
 /// (the user's words before their turn ends: a touch that also makes the
 /// next context read's vector ahead); each is answered with
 /// `{"type":"ack","session_id"?,"id"?}` or
-/// `{"type":"error","error":{"code","message"},"id"?}`. Closing the socket
+/// `{"type":"error","error":{"code","message"},"id"?,"retry_after_ms"?}`
+/// (`retry_after_ms` with `store_unavailable`: the turn was not recorded,
+/// send it again after that long). Closing the socket
 /// ends the session with reason `disconnect`; on server shutdown the
 /// server closes with code 1001. The server pings every
 /// `server.ws_ping_secs`; a stream that sends nothing (not even a pong)
@@ -103,6 +105,9 @@ pub async fn stream(
 
 fn error_frame(e: &ApiError, id: Option<serde_json::Value>) -> Message {
     let mut v = json!({"type": "error", "error": {"code": e.code, "message": e.message}});
+    if let Some(after) = e.retry_after {
+        v["retry_after_ms"] = json!(after.as_millis() as u64);
+    }
     if let Some(id) = id {
         v["id"] = id;
     }

@@ -156,6 +156,10 @@ pub struct StoreSettings {
     pub flush: FlushPolicy,
     pub flush_interval_ms: u64,
     pub cache_capacity_mb: u64,
+    /// Turns acknowledged and not yet written (waiting for a database
+    /// that cannot be reached, say) before new ones are refused with
+    /// `store_unavailable`; nothing acknowledged is ever dropped.
+    pub max_unwritten_turns: u64,
     pub postgres: PostgresSettings,
 }
 
@@ -166,6 +170,7 @@ impl Default for StoreSettings {
             flush: FlushPolicy::GroupCommit,
             flush_interval_ms: 5,
             cache_capacity_mb: 64,
+            max_unwritten_turns: 100_000,
             postgres: PostgresSettings::default(),
         }
     }
@@ -212,6 +217,7 @@ impl StoreSettings {
     pub fn validate(&self) -> Result<(), SettingsError> {
         positive("store.flush_interval_ms", self.flush_interval_ms)?;
         positive("store.cache_capacity_mb", self.cache_capacity_mb)?;
+        positive("store.max_unwritten_turns", self.max_unwritten_turns)?;
         let pg = &self.postgres;
         if self.kind == StoreKind::Postgres && pg.url.trim().is_empty() {
             return Err(SettingsError {

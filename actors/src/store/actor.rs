@@ -55,6 +55,8 @@ pub struct StoreArgs {
     pub generations: std::sync::Arc<Generations>,
     /// Kept current after every write for agents whose index is built.
     pub search: std::sync::Arc<SearchIndex>,
+    /// Acknowledged turns not yet written, counted down as they are.
+    pub backlog: std::sync::Arc<Backlog>,
 }
 
 pub struct StoreState {
@@ -62,6 +64,7 @@ pub struct StoreState {
     settings: StoreSettings,
     generations: std::sync::Arc<Generations>,
     search: std::sync::Arc<SearchIndex>,
+    backlog: std::sync::Arc<Backlog>,
     dirty: bool,
     /// Writes since the last flush began: the group-commit batch.
     batch: u64,
@@ -158,6 +161,7 @@ impl StoreState {
             StoreMsg::AppendTurn { key, .. }
                 if Uuid::from_slice(&key[..16]).is_ok_and(|id| gone.contains(&id)) =>
             {
+                self.backlog.handled();
                 debug!("turn of a forgotten session dropped");
             }
             StoreMsg::EndSession(rec) if gone.contains(&rec.session_id) => {
@@ -232,6 +236,7 @@ impl Actor for StoreActor {
             settings: args.settings,
             generations: args.generations,
             search: args.search,
+            backlog: args.backlog,
             dirty: false,
             batch: 0,
             failed_since_flush: 0,
@@ -282,13 +287,17 @@ impl Actor for StoreActor {
                 Ok(()) => state.wrote(&myself).await,
                 Err(e) => state.failed("open_session", &e),
             },
-            StoreMsg::AppendTurn { key, value } => match t.append_turn(key, &value).await {
-                Ok(()) => {
-                    state.stats.turns_written += 1;
-                    state.wrote(&myself).await;
+            StoreMsg::AppendTurn { key, value } => {
+                let res = t.append_turn(key, &value).await;
+                state.backlog.handled();
+                match res {
+                    Ok(()) => {
+                        state.stats.turns_written += 1;
+                        state.wrote(&myself).await;
+                    }
+                    Err(e) => state.failed("append_turn", &e),
                 }
-                Err(e) => state.failed("append_turn", &e),
-            },
+            }
             StoreMsg::EndSession(rec) => {
                 let at = rec.ended_at.unwrap_or(rec.started_at);
                 let res = t.end_session(&rec, at).await;
@@ -777,6 +786,10 @@ impl Actor for StoreActor {
                 debug!("flushed");
             }
         }
+        // (A read off this actor may write the batch meanwhile: the count
+        // is then high until the next message, which the flush ticks
+        // that follow every write bring.)
+        state.backlog.set_buffered(t.buffered_turns());
         Ok(())
     }
 }

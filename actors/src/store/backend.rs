@@ -455,6 +455,11 @@ pub trait Backend:
     /// Damaged records met (and skipped) since the backend was opened,
     /// each counted once.
     fn skipped_records(&self) -> u64;
+    /// Turns appended and held in memory for the backend's next batch
+    /// write (PostgreSQL's; a backend that writes each at once holds none).
+    fn buffered_turns(&self) -> u64 {
+        0
+    }
     /// Whether the backend can be reached (a database answers; `/readyz`).
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())

@@ -1094,6 +1094,7 @@ async fn a_read_off_the_writer_sees_the_writes_sent_before_it(h: &Harness) {
             settings: Default::default(),
             generations: Default::default(),
             search: Arc::new(SearchIndex::new(&embed)),
+            backlog: Default::default(),
         },
     )
     .await

@@ -62,6 +62,7 @@ use chrono::NaiveDate;
 
 mod actor;
 mod backend;
+mod backlog;
 mod context;
 #[cfg(test)]
 pub(crate) mod contract;
@@ -84,6 +85,7 @@ pub use backend::{
     FactStore, ForgetStore, HierarchyStore, JobStore, Reflected, RemoteChange, SessionStore,
     SharedBackend, SummaryStore, TurnKey,
 };
+pub use backlog::{Backlog, BacklogFull};
 pub use context::{ContextParts, ContextSources, CurrentFacts, StoredBlocks};
 pub use facts::{dedup_facts, plan_fact_changes, reconcile_facts, spoken_key, FactChanges};
 pub use forget::{ForgetReport, PendingForget};

@@ -122,6 +122,9 @@ pub struct PgBackend {
     pub fill_inbox: bool,
     /// Turns appended and not yet written, oldest first.
     pending: Mutex<Vec<PendingTurn>>,
+    /// Turns taken out of `pending` by the batch being written (they go
+    /// back if it fails).
+    in_flight: std::sync::atomic::AtomicU64,
     /// Held while a batch of turns is being written: a read that must see
     /// them waits for it.
     writing: tokio::sync::Mutex<()>,
@@ -170,6 +173,7 @@ impl PgBackend {
             schema: settings.schema.clone(),
             fill_inbox: true,
             pending: Mutex::new(Vec::new()),
+            in_flight: Default::default(),
             writing: tokio::sync::Mutex::new(()),
             skipped: Default::default(),
             instance_id: Uuid::new_v4(),
@@ -265,13 +269,29 @@ impl PgBackend {
             }
         }
         let _writing = self.writing.lock().await;
-        let batch = std::mem::take(&mut *self.lock_pending());
+        let batch = {
+            let mut pending = self.lock_pending();
+            // (Set under the lock: a count never misses the batch.)
+            self.in_flight
+                .store(pending.len() as u64, std::sync::atomic::Ordering::Release);
+            std::mem::take(&mut *pending)
+        };
         if batch.is_empty() {
             return Ok(());
         }
+        // Out of the count once written or back in `pending` (or dropped
+        // with a cancelled write).
+        struct InFlight<'a>(&'a std::sync::atomic::AtomicU64);
+        impl Drop for InFlight<'_> {
+            fn drop(&mut self) {
+                self.0.store(0, std::sync::atomic::Ordering::Release);
+            }
+        }
+        let in_flight = InFlight(&self.in_flight);
         let started = std::time::Instant::now();
         match insert_turns(&self.pool, &batch).await {
             Ok(()) => {
+                drop(in_flight);
                 metrics::histogram!("recall_store_flush_seconds")
                     .record(started.elapsed().as_secs_f64());
                 Ok(())
@@ -282,6 +302,7 @@ impl PgBackend {
                 let mut pending = self.lock_pending();
                 let newer = std::mem::replace(&mut *pending, batch);
                 pending.extend(newer);
+                drop(in_flight);
                 Err(e)
             }
         }
@@ -611,6 +632,11 @@ impl Backend for PgBackend {
 
     fn skipped_records(&self) -> u64 {
         self.skipped.count()
+    }
+
+    fn buffered_turns(&self) -> u64 {
+        let pending = self.lock_pending();
+        pending.len() as u64 + self.in_flight.load(std::sync::atomic::Ordering::Acquire)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

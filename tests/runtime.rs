@@ -1669,3 +1669,53 @@ async fn concurrent_durable_turns_share_flushes() -> Res {
     );
     Ok(())
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_long_call_keeps_only_its_newest_turns_in_memory_and_loses_none() -> Res {
+    let mut settings = Settings::for_test();
+    settings.session.max_turns_in_memory = 20;
+    settings.session.silence_timeout_secs = 3600;
+    let rt = TestRuntime::start_full(settings, Arc::new(ExtractiveReflect)).await?;
+    let rec = rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn(
+        "c1",
+        "My sister Fiona lives in Inverness",
+        "That's a lovely part of Scotland",
+    )?;
+    for n in 1..200 {
+        rt.record_turn("c1", format!("Turn {n} of a long call"), "Mm-hm")?;
+    }
+    let view = rt.live_session("c1").await?.expect("the session is live");
+    assert_eq!(view.record.turn_count, 200, "every turn counted");
+    assert!(
+        (20..=22).contains(&view.turns.len()),
+        "{} turns held in memory",
+        view.turns.len()
+    );
+    assert_eq!(
+        view.turns.last().map(|t| t.user_message.as_str()),
+        Some("Turn 199 of a long call")
+    );
+    // the in-session summaries went on over the turns that left memory
+    rt.wait_windows().await?;
+    let view = rt.live_session("c1").await?.expect("live");
+    assert!(view.memory.is_some(), "window summaries made");
+    assert_eq!(rt.end_session("c1")?, Some(rec.session_id));
+    settle(&rt).await;
+    let stored = rt.turns(rec.session_id).await?;
+    assert_eq!(stored.len(), 200, "every turn on disk");
+    assert_eq!(
+        rt.session(rec.session_id)
+            .await?
+            .expect("stored")
+            .turn_count,
+        200
+    );
+    // the reflection read the first turn from disk
+    let facts = rt.facts("kairix", "mark").await?;
+    assert!(
+        facts.iter().any(|f| f.fact.content.contains("Inverness")),
+        "{facts:?}"
+    );
+    Ok(())
+}

@@ -2562,3 +2562,54 @@ async fn while_postgres_is_down_turns_past_the_bound_are_refused_and_none_acknow
     srv.stop().await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn an_agent_past_its_live_session_cap_is_refused_until_one_ends() -> Res {
+    let mut settings = Settings::for_test();
+    settings.session.max_live_per_agent = 2;
+    let srv = start_with(settings, None, None).await?;
+    srv.start_session("kairix", "mark", "c1").await?;
+    srv.start_session("kairix", "leela", "c2").await?;
+    let (s, v) = srv
+        .post(
+            "/v1/sessions",
+            json!({"agent_id": "kairix", "user_id": "fry", "connection_id": "c3"}),
+        )
+        .await?;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{v}");
+    assert_eq!(error_code(&v), "too_many_sessions");
+    // a stream too is refused before its upgrade
+    let url = format!(
+        "ws://{}/v1/connections/ws3/stream?agent_id=kairix&user_id=fry",
+        srv.addr
+    );
+    match tokio_tungstenite::connect_async(url.as_str()).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+            assert_eq!(resp.status(), 429)
+        }
+        other => panic!("expected 429, got {:?}", other.map(|(_, r)| r.status())),
+    }
+    // another agent has its own count
+    srv.start_session("other", "fry", "c4").await?;
+    // once a session ends, the place is free
+    let (s, v) = srv.post("/v1/connections/c1/end", json!({})).await?;
+    assert!(s.is_success(), "{v}");
+    let mut started = false;
+    for _ in 0..200 {
+        let (s, _) = srv
+            .post(
+                "/v1/sessions",
+                json!({"agent_id": "kairix", "user_id": "fry", "connection_id": "c3"}),
+            )
+            .await?;
+        if s == StatusCode::CREATED {
+            started = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(started, "an ended session's place was not freed");
+    srv.stop().await?;
+    Ok(())
+}

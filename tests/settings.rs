@@ -468,6 +468,19 @@ fn invalid_server_and_log_settings_name_their_key() {
         "[server]\nws_ping_secs = 30\nws_idle_secs = 30\n",
         "server.ws_idle_secs",
     );
+    expect_file_key_error(
+        "[session]\nmax_live_per_agent = 0\n",
+        "session.max_live_per_agent",
+    );
+    // fewer turns than one window summary covers
+    expect_file_key_error(
+        "[session]\nwindow_messages = 14\nmax_turns_in_memory = 6\n",
+        "session.max_turns_in_memory",
+    );
+    expect_file_key_error(
+        "[store]\nmax_unwritten_turns = 0\n",
+        "store.max_unwritten_turns",
+    );
     expect_file_key_error("[log]\nformat = \"xml\"\n", "log.format");
     expect_key_error(
         None,

@@ -72,6 +72,8 @@ pub enum SessionMsg {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionView {
     pub record: SessionRecord,
+    /// The turns kept in memory: the newest (at most about
+    /// `session.max_turns_in_memory`); all of them are on disk.
     pub turns: Vec<ConversationTurn>,
     /// The latest completed window summary, if any.
     pub memory: Option<WindowMemory>,
@@ -221,6 +223,8 @@ fn bump(c: &std::sync::atomic::AtomicU64) {
 
 pub struct SessionArgs {
     pub record: SessionRecord,
+    /// Turns kept in memory (`session.max_turns_in_memory`).
+    pub max_turns_in_memory: usize,
     /// Turns that arrived while the session was being opened.
     pub pending: Vec<ConversationTurn>,
     pub registry: Arc<Registry>,
@@ -235,7 +239,10 @@ pub struct SessionArgs {
 
 pub struct SessionState {
     record: SessionRecord,
+    /// The newest turns; the `evicted` before them are on disk only.
     turns: Vec<ConversationTurn>,
+    evicted: usize,
+    max_turns_in_memory: usize,
     registry: Arc<Registry>,
     store: ActorRef<StoreMsg>,
     supervisor: ActorRef<SupervisorMsg>,
@@ -268,8 +275,32 @@ impl SessionState {
         self.timer = Some(myself.send_after(after, move || SessionMsg::SilenceElapsed(generation)));
     }
 
+    /// Turns in the session so far, in memory or not.
+    fn total(&self) -> usize {
+        self.evicted + self.turns.len()
+    }
+
+    /// Where turn number `n` of the session is in memory (or the first
+    /// kept, if it is evicted).
+    fn kept(&self, n: usize) -> usize {
+        n.saturating_sub(self.evicted).min(self.turns.len())
+    }
+
+    /// Past the cap, the oldest turns leave memory, an eighth of the cap
+    /// at a time (so the move is paid once per many turns). They are on
+    /// disk already: the session's reflection reads them there, and the
+    /// windows made of them stay.
+    fn evict(&mut self) {
+        let cap = self.max_turns_in_memory;
+        if self.turns.len() > cap + (cap / 8).max(1) {
+            let out = self.turns.len() - cap;
+            self.turns.drain(..out);
+            self.evicted += out;
+        }
+    }
+
     fn record_turn(&mut self, myself: &ActorRef<SessionMsg>, turn: ConversationTurn) {
-        let seq = self.turns.len() as u32;
+        let seq = self.total() as u32;
         match StoreMsg::append_turn(self.record.session_id, seq, &turn) {
             Ok(msg) => {
                 if self.store.cast(msg).is_err() {
@@ -286,13 +317,14 @@ impl SessionState {
         let at = self.clock.instant_of(turn.timestamp);
         self.last_activity = self.last_activity.max(at);
         self.turns.push(turn);
-        self.record.turn_count = self.turns.len() as u32;
+        self.evict();
+        self.record.turn_count = self.total() as u32;
         self.turns_recorded.increment(1);
         let job = self.rolling.round_ended().or_else(|| {
             // The token ceiling (seed 002): raw turns since the last window
             // summary over `max_session_tokens` are summarized early.
-            let gap = (self.rolling.read().gap_start / 2) as usize;
-            let chars: usize = self.turns[gap.min(self.turns.len())..]
+            let gap = self.kept((self.rolling.read().gap_start / 2) as usize);
+            let chars: usize = self.turns[gap..]
                 .iter()
                 .map(|t| t.user_message.chars().count() + t.agent_response.chars().count())
                 .sum();
@@ -325,7 +357,7 @@ impl SessionState {
         let Some(watchdog) = &self.window.watchdog else {
             return;
         };
-        if every == 0 || !self.turns.len().is_multiple_of(every) {
+        if every == 0 || !self.total().is_multiple_of(every) || self.turns.len() < every {
             return;
         }
         // At most one report per interval: a shift needs no faster answer,
@@ -354,9 +386,19 @@ impl SessionState {
     /// `WindowDone`. Nothing waits on it.
     fn start_window(&self, myself: &ActorRef<SessionMsg>, job: WindowJob) {
         bump(&self.window.counters.windows_started);
-        let first = (job.start_seq / 2) as usize;
-        let last = ((job.end_seq / 2) as usize).min(self.turns.len().saturating_sub(1));
-        let turns: Vec<ConversationTurn> = self.turns[first..=last].to_vec();
+        let first = self.kept((job.start_seq / 2) as usize);
+        let last = self.kept((job.end_seq / 2) as usize + 1);
+        let turns: Vec<ConversationTurn> = self.turns[first..last.max(first)].to_vec();
+        if turns.is_empty() {
+            // Its turns all left memory while summaries lagged: it fails,
+            // and the next window covers what follows (the session's
+            // reflection reads every turn from disk).
+            let _ = myself.cast(SessionMsg::WindowDone {
+                id: job.id,
+                result: Err("the window's turns are no longer in memory".into()),
+            });
+            return;
+        }
         let previous = job
             .base_id
             .and_then(|id| self.rolling.memories().iter().find(|m| m.id == id))
@@ -480,6 +522,8 @@ impl Actor for SessionActor {
         let mut state = SessionState {
             record: args.record,
             turns: Vec::new(),
+            evicted: 0,
+            max_turns_in_memory: args.max_turns_in_memory.max(1),
             registry: args.registry,
             store: args.store,
             supervisor: args.supervisor,
@@ -528,7 +572,7 @@ impl Actor for SessionActor {
         let mut record = state.record.clone();
         record.ended_at = Some(state.clock.now());
         record.end_reason = Some(reason);
-        record.turn_count = state.turns.len() as u32;
+        record.turn_count = state.total() as u32;
         info!(
             session_id = %record.session_id,
             agent_id = %record.agent_id,
@@ -585,7 +629,7 @@ impl Actor for SessionActor {
             }
             SessionMsg::Working(reply) => {
                 let read = state.rolling.layered();
-                let gap = ((read.gap_start / 2) as usize).min(state.turns.len());
+                let gap = state.kept((read.gap_start / 2) as usize);
                 let view = Arc::new(WorkingView {
                     session_id: state.record.session_id,
                     started_at: state.record.started_at,

@@ -46,6 +46,10 @@ pub enum StartError {
     ConnectionOwned(String),
     #[error("the runtime is shutting down")]
     ShuttingDown,
+    #[error(
+        "agent {agent_id:?} has {max} live sessions (session.max_live_per_agent); end one first"
+    )]
+    TooManySessions { agent_id: String, max: usize },
     #[error("cannot spawn the session actor")]
     Spawn(#[source] ractor::SpawnErr),
 }
@@ -186,6 +190,9 @@ pub struct SupervisorState {
     rollup: Option<ActorRef<RollupMsg>>,
     /// Live session actors: actor id → (session id, connection id).
     sessions: HashMap<ActorId, (Uuid, String)>,
+    /// Live session actors of each agent (`session.max_live_per_agent`).
+    live_per_agent: HashMap<ActorId, String>,
+    per_agent: HashMap<String, usize>,
     /// Running reflectors and their jobs.
     reflectors: HashMap<ActorId, ReflectionJob>,
     /// Sessions with a reflection running or waiting.
@@ -231,6 +238,7 @@ impl SupervisorState {
         let view = Arc::new(LiveView::default());
         let args = SessionArgs {
             record: record.clone(),
+            max_turns_in_memory: self.settings.session.max_turns_in_memory,
             pending: Vec::new(),
             registry: self.registry.clone(),
             store: self.store.clone(),
@@ -247,8 +255,24 @@ impl SupervisorState {
             actor.get_id(),
             (record.session_id, record.connection_id.clone()),
         );
+        self.live_per_agent
+            .insert(actor.get_id(), record.agent_id.clone());
+        *self.per_agent.entry(record.agent_id.clone()).or_default() += 1;
         self.stats.sessions_started += 1;
         Ok((actor, view))
+    }
+
+    /// A session actor is gone: out of the live counts.
+    fn remove_live(&mut self, id: &ActorId) -> Option<(Uuid, String)> {
+        if let Some(agent) = self.live_per_agent.remove(id) {
+            if let Some(n) = self.per_agent.get_mut(&agent) {
+                *n -= 1;
+                if *n == 0 {
+                    self.per_agent.remove(&agent);
+                }
+            }
+        }
+        self.sessions.remove(id)
     }
 
     fn new_record(&self, agent_id: &str, user_id: &str, connection_id: &str) -> SessionRecord {
@@ -356,6 +380,8 @@ impl Actor for SessionSupervisor {
             rollup: args.rollup,
             stats: SupervisorStats::default(),
             sessions: HashMap::new(),
+            live_per_agent: HashMap::new(),
+            per_agent: HashMap::new(),
             reflectors: HashMap::new(),
             scheduled: HashSet::new(),
             waiting: VecDeque::new(),
@@ -392,6 +418,13 @@ impl Actor for SessionSupervisor {
                         Err(Busy::OtherAgent) => {
                             return Err(StartError::ConnectionOwned(connection_id.clone()))
                         }
+                    }
+                    let max = state.settings.session.max_live_per_agent;
+                    if state.per_agent.get(&agent_id).is_some_and(|n| *n >= max) {
+                        return Err(StartError::TooManySessions {
+                            agent_id: agent_id.clone(),
+                            max,
+                        });
                     }
                     let record = state.new_record(&agent_id, &user_id, &connection_id);
                     let (actor, view) = state.spawn_session(&myself, record.clone()).await?;
@@ -451,7 +484,15 @@ impl Actor for SessionSupervisor {
                     .unwrap_or("unknown");
                 metrics::counter!("recall_sessions_ended_total", "reason" => reason).increment(1);
                 state.stats.sessions_ended += 1;
-                state.sessions.retain(|_, (id, _)| *id != record.session_id);
+                let ended: Vec<ActorId> = state
+                    .sessions
+                    .iter()
+                    .filter(|(_, (id, _))| *id == record.session_id)
+                    .map(|(actor, _)| *actor)
+                    .collect();
+                for actor in ended {
+                    state.remove_live(&actor);
+                }
                 let forgotten = state.forgetting.remove(&record.session_id);
                 if record.turn_count > 0 && !forgotten {
                     let job = ReflectionJob {
@@ -529,7 +570,7 @@ impl Actor for SessionSupervisor {
             }
             SupervisionEvent::ActorFailed(cell, err) => {
                 let id = cell.get_id();
-                if let Some((session_id, connection_id)) = state.sessions.remove(&id) {
+                if let Some((session_id, connection_id)) = state.remove_live(&id) {
                     state.stats.sessions_crashed += 1;
                     metrics::counter!("recall_sessions_ended_total", "reason" => "crashed")
                         .increment(1);

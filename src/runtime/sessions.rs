@@ -352,7 +352,7 @@ impl Runtime {
                 .map(|t| t.timestamp)
                 .unwrap_or(view.record.started_at);
             out.push(LiveContext {
-                turn_count: view.turns.len(),
+                turn_count: view.record.turn_count as usize,
                 // About four characters per token (seed 002).
                 token_estimate: chars.div_ceil(4),
                 last_activity_at: last,

@@ -99,6 +99,14 @@ pub struct SessionSettings {
     pub long_fold_windows: usize,
     /// …or their total characters, whichever comes first.
     pub long_fold_chars: usize,
+    /// Live sessions one agent may have at once; starting one more is
+    /// refused (`too_many_sessions`). A late turn reopening a session on
+    /// a connection is never refused: it was acknowledged.
+    pub max_live_per_agent: usize,
+    /// Turns a live session keeps in memory (for its window summaries and
+    /// the context's newest turns); older ones stay on disk, where the
+    /// session's reflection reads them, and in its window summaries.
+    pub max_turns_in_memory: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,6 +173,8 @@ impl Default for SessionSettings {
             window_concurrency: 0,
             long_fold_windows: 4,
             long_fold_chars: 4000,
+            max_live_per_agent: 10_000,
+            max_turns_in_memory: 2_000,
         }
     }
 }
@@ -224,6 +234,17 @@ impl SessionSettings {
     pub fn validate(&self) -> Result<(), SettingsError> {
         positive("session.silence_timeout_secs", self.silence_timeout_secs)?;
         positive("session.max_message_chars", self.max_message_chars as u64)?;
+        positive("session.max_live_per_agent", self.max_live_per_agent as u64)?;
+        if (self.max_turns_in_memory as u64) * 2 < self.window_messages {
+            return Err(SettingsError {
+                key: "session.max_turns_in_memory",
+                reason: format!(
+                    "must hold at least one window's turns (session.window_messages = {} messages, {} turns)",
+                    self.window_messages,
+                    self.window_messages.div_ceil(2)
+                ),
+            });
+        }
         if self.window_messages < 2 {
             return Err(SettingsError {
                 key: "session.window_messages",

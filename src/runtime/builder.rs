@@ -285,6 +285,10 @@ impl RuntimeBuilder {
         .await
         .map_err(|e| StartupError::Spawn("supervisor", e))?;
 
+        let query_vectors = Arc::new(context::QueryVectors::new(
+            1024,
+            settings.embed.max_query_jobs,
+        ));
         let runtime = Runtime {
             inner: Arc::new(Inner {
                 reflect,
@@ -303,7 +307,7 @@ impl RuntimeBuilder {
                 search,
                 reader: std::sync::RwLock::new(Some(reader)),
                 embed,
-                query_vectors: Arc::new(context::QueryVectors::new(1024)),
+                query_vectors,
                 tokio: tokio::runtime::Handle::current(),
                 reembed: watch::Sender::new(reembed::ReembedProgress::default()),
                 live_topics,

@@ -169,13 +169,20 @@ pub(super) struct QueryVectors {
     held: Held<String, Arc<StoredVector>>,
     /// Vectors being made, by text; a job leaves once its vector is held.
     making: std::sync::Mutex<HashMap<String, MakingVector>>,
+    /// Jobs at once (`embed.max_query_jobs`): vectors being made, and
+    /// prepared messages' related words being worked out.
+    max_jobs: usize,
+    /// Prepared messages whose words' related words are being worked out.
+    relating: std::sync::atomic::AtomicUsize,
 }
 
 impl QueryVectors {
-    pub(super) fn new(capacity: usize) -> Self {
+    pub(super) fn new(capacity: usize, max_jobs: usize) -> Self {
         QueryVectors {
             held: Held::new(capacity.max(1)),
             making: std::sync::Mutex::new(HashMap::new()),
+            max_jobs: max_jobs.max(1),
+            relating: Default::default(),
         }
     }
 
@@ -1051,6 +1058,13 @@ impl Runtime {
         if let Some(v) = vectors.get(text) {
             return Some(Ok((v, "cache")));
         }
+        if making.len() >= vectors.max_jobs {
+            // Bounded: a burst of new messages (or of prepared ones) may
+            // not queue forward passes without end; this read ranks by
+            // words.
+            metrics::counter!("recall_query_vectors_total", "source" => "over_limit").increment(1);
+            return None;
+        }
         let held = self.inner.query_vectors.clone();
         let generation = held.held.generation();
         let key = text.to_string();
@@ -1106,14 +1120,28 @@ impl Runtime {
         // Its words' related words, worked out once per word and kept for
         // every agent: off the read too.
         let settings = &self.inner.settings.context;
-        if settings.retrieval_related_words > 0 {
+        let vectors = &self.inner.query_vectors;
+        let relating = &vectors.relating;
+        let admitted = relating
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < vectors.max_jobs).then_some(n + 1)
+            })
+            .is_ok();
+        if settings.retrieval_related_words > 0 && admitted {
             let similarity = settings.retrieval_related_similarity;
             let words: Vec<String> = recall_actors::search::tokens(message).collect();
+            let held = vectors.clone();
             self.inner.tokio.spawn_blocking(move || {
                 for w in words {
                     recall_actors::static_embed::related_stems(&w, similarity);
                 }
+                held.relating.fetch_sub(1, Ordering::AcqRel);
             });
+        } else if admitted {
+            relating.fetch_sub(1, Ordering::AcqRel);
+        } else {
+            // The read works them out itself.
+            metrics::counter!("recall_related_words_skipped_total").increment(1);
         }
         Ok(())
     }
@@ -1283,6 +1311,73 @@ mod tests {
         let now = rt.inner.query_vectors.held.generation();
         rt.inner.query_vectors.held.put(message.to_string(), v, now);
         assert!(rt.inner.query_vectors.get(message).is_some());
+        rt.shutdown().await.unwrap();
+    }
+
+    /// A model that answers only when let go: forward passes that pile up.
+    struct Stalled(Arc<tokio::sync::Notify>);
+
+    impl recall_actors::embed::Embed for Stalled {
+        fn name(&self) -> &str {
+            "stalled"
+        }
+        fn dimensions(&self) -> usize {
+            4
+        }
+        fn embed(
+            &self,
+            texts: Vec<String>,
+        ) -> futures::future::BoxFuture<
+            'static,
+            Result<Vec<Vec<f32>>, recall_actors::embed::EmbedError>,
+        > {
+            let go = self.0.clone();
+            Box::pin(async move {
+                go.notified().await;
+                Ok(texts.iter().map(|_| vec![0.5; 4]).collect())
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn query_vectors_being_made_at_once_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = recall_actors::settings::Settings::for_test();
+        settings.embed.max_query_jobs = 3;
+        let go = Arc::new(tokio::sync::Notify::new());
+        let rt = crate::RuntimeBuilder::new(dir.path())
+            .settings(settings)
+            .embed(Arc::new(Stalled(go.clone())))
+            .start()
+            .await
+            .unwrap();
+        for n in 0..10 {
+            rt.prepare_message(&format!("Message number {n}")).unwrap();
+        }
+        assert_eq!(rt.inner.query_vectors.making.lock().unwrap().len(), 3);
+        // past the bound a read has no vector coming (it ranks by words)
+        // and starts none
+        assert!(rt.vector_job("Yet another message").is_none());
+        // one being made is still found
+        assert!(matches!(
+            rt.vector_job("Message number 0"),
+            Some(Err((_, "prepared")))
+        ));
+        // once they are made, new ones start again
+        for _ in 0..50 {
+            go.notify_waiters();
+            if rt.inner.query_vectors.making.lock().unwrap().is_empty() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert!(rt.inner.query_vectors.making.lock().unwrap().is_empty());
+        assert!(rt.inner.query_vectors.get("Message number 2").is_some());
+        assert!(matches!(
+            rt.vector_job("Yet another message"),
+            Some(Err((_, "made")))
+        ));
+        go.notify_waiters();
         rt.shutdown().await.unwrap();
     }
 

@@ -115,6 +115,11 @@ pub struct EmbedSettings {
     pub kind: EmbedKind,
     /// Dimensions of the hashing embedder.
     pub dimensions: usize,
+    /// Messages' vectors (a context read's, or one prepared ahead) and
+    /// their words' related words being worked out at once; past it a
+    /// read ranks its message by words, and the words' related words are
+    /// worked out by the read that needs them.
+    pub max_query_jobs: usize,
     pub openai: OpenAiEmbedSettings,
     pub local: LocalEmbedSettings,
 }
@@ -124,6 +129,7 @@ impl Default for EmbedSettings {
         EmbedSettings {
             kind: EmbedKind::Hashing,
             dimensions: 256,
+            max_query_jobs: 64,
             openai: OpenAiEmbedSettings::default(),
             local: LocalEmbedSettings::default(),
         }
@@ -248,6 +254,7 @@ impl EmbedSettings {
     /// Rejects values the runtime cannot run with, naming the key.
     pub fn validate(&self) -> Result<(), SettingsError> {
         let e = self;
+        super::positive("embed.max_query_jobs", e.max_query_jobs as u64)?;
         if !(8..=8192).contains(&e.dimensions) {
             return Err(SettingsError {
                 key: "embed.dimensions",

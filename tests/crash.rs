@@ -182,7 +182,9 @@ async fn worker(
                     round,
                     acked_at: None,
                 });
-            let url = format!("{base}/v1/connections/{conn}/turns?durable={durable}");
+            let url = format!(
+                "{base}/v1/connections/{conn}/turns?agent_id={agent}&user_id={user}&durable={durable}"
+            );
             let body = json!({"user_message": msg, "agent_response": "I see. Tell me more."});
             let Ok(resp) = http.post(url).json(&body).send().await else {
                 return Ok(());
@@ -201,7 +203,9 @@ async fn worker(
         }
         if rng.below(10) < 7 {
             let Ok(resp) = http
-                .post(format!("{base}/v1/connections/{conn}/end"))
+                .post(format!(
+                    "{base}/v1/connections/{conn}/end?agent_id={agent}&user_id={user}"
+                ))
                 .send()
                 .await
             else {

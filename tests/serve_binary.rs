@@ -48,13 +48,14 @@ async fn start_call(
 async fn say(
     http: &reqwest::Client,
     base: &str,
+    user: &str,
     conn: &str,
     said: &str,
     answer: &str,
     durable: bool,
 ) -> Res {
     http.post(format!(
-        "{base}/v1/connections/{conn}/turns?durable={durable}"
+        "{base}/v1/connections/{conn}/turns?agent_id=kairix&user_id={user}&durable={durable}"
     ))
     .json(&serde_json::json!({"user_message": said, "agent_response": answer}))
     .send()
@@ -63,12 +64,14 @@ async fn say(
     Ok(())
 }
 
-/// Ends the session on connection `conn`.
-async fn end_call(http: &reqwest::Client, base: &str, conn: &str) -> Res {
-    http.post(format!("{base}/v1/connections/{conn}/end"))
-        .send()
-        .await?
-        .error_for_status()?;
+/// Ends the session on `user`'s connection `conn`.
+async fn end_call(http: &reqwest::Client, base: &str, user: &str, conn: &str) -> Res {
+    http.post(format!(
+        "{base}/v1/connections/{conn}/end?agent_id=kairix&user_id={user}"
+    ))
+    .send()
+    .await?
+    .error_for_status()?;
     Ok(())
 }
 
@@ -80,9 +83,9 @@ async fn call_mark_and_wait_for_its_summary(http: &reqwest::Client, base: &str) 
         ("My sister Leela moved to Lisbon", "Lisbon is lovely"),
         ("I start at Globex on Monday", "Congratulations"),
     ] {
-        say(http, base, "c1", said, answer, true).await?;
+        say(http, base, "mark", "c1", said, answer, true).await?;
     }
-    end_call(http, base, "c1").await?;
+    end_call(http, base, "mark", "c1").await?;
     // The reflection runs in the background: wait for its summary.
     let url = format!("{base}/v1/agents/kairix/summaries?user_id=mark");
     wait_for(http, &url, |v| v.to_string().contains("Globex")).await?;
@@ -147,7 +150,9 @@ fn serve_prints_its_address_logs_json_and_stops_cleanly_on_sigterm() -> Res {
             .json()
             .await?;
         let resp = http
-            .post(format!("{base}/v1/connections/c1/turns"))
+            .post(format!(
+                "{base}/v1/connections/c1/turns?agent_id=kairix&user_id=mark"
+            ))
             .json(&serde_json::json!({"user_message": "Flying to Berlin on Monday", "agent_response": "Safe travels"}))
             .send()
             .await?;
@@ -357,13 +362,13 @@ fn three_instances_share_one_database_and_take_over_from_one_killed() -> Res {
         for t in 0..turns {
             let said = format!("{user} in call {conn} says thing {t} about Lisbon");
             let durable_turn = t == 1;
-            say(http, base, conn, &said, "noted", durable_turn).await?;
+            say(http, base, user, conn, &said, "noted", durable_turn).await?;
             if durable_turn {
                 durable.lock().unwrap().push((sid.clone(), said));
             }
         }
         if !leave_open {
-            end_call(http, base, conn).await?;
+            end_call(http, base, user, conn).await?;
         }
         Ok(sid)
     }
@@ -553,13 +558,14 @@ fn three_instances_share_one_database_and_take_over_from_one_killed() -> Res {
         say(
             &http,
             a,
+            "late",
             "late-1",
             "We sail to Zanzibar in May",
             "Lovely",
             false,
         )
         .await?;
-        end_call(&http, a, "late-1").await?;
+        end_call(&http, a, "late", "late-1").await?;
         // Stored on A: its own context has it.
         let stored = Instant::now();
         loop {

@@ -76,11 +76,33 @@ async fn start() -> anyhow::Result<Server> {
 
 impl Server {
     fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let path = self.owned(path);
         let r = self.http.request(method, format!("{}{}", self.base, path));
         match &self.token {
             Some(t) => r.bearer_auth(t),
             None => r,
         }
+    }
+
+    /// A turn, touch or end path with the connection's owner added, as
+    /// the API asks (unless the path names one): the agent and user the
+    /// connection's session was started with, or, for a connection never
+    /// started, any (it is unknown either way).
+    fn owned(&self, path: &str) -> String {
+        let Some(rest) = path.strip_prefix("/v1/connections/") else {
+            return path.to_string();
+        };
+        let (conn, op) = rest.split_once('/').unwrap_or((rest, ""));
+        let op_name = op.split('?').next().unwrap_or_default();
+        if !["turns", "touch", "end"].contains(&op_name) || path.contains("agent_id=") {
+            return path.to_string();
+        }
+        let (agent, user) = self
+            .runtime
+            .connection_owner(conn)
+            .unwrap_or(("kairix".into(), "mark".into()));
+        let sep = if path.contains('?') { '&' } else { '?' };
+        format!("{path}{sep}agent_id={agent}&user_id={user}")
     }
 
     async fn call(
@@ -2207,7 +2229,7 @@ async fn a_body_that_never_arrives_is_answered_408_and_stores_nothing() -> Res {
     let mut conn = tokio::net::TcpStream::connect(srv.addr).await?;
     let body = r#"{"user_message":"My flat is on Byres Road","agent_response":"Noted"}"#;
     let head = format!(
-        "POST /v1/connections/c1/turns HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+        "POST /v1/connections/c1/turns?agent_id=kairix&user_id=mark HTTP/1.1\r\nHost: 127.0.0.1\r\n\
          Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
@@ -2610,6 +2632,98 @@ async fn an_agent_past_its_live_session_cap_is_refused_until_one_ends() -> Res {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert!(started, "an ended session's place was not freed");
+    srv.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn turn_touch_and_end_over_http_are_refused_for_anyone_but_the_connections_user() -> Res {
+    let srv = start().await?;
+    let sid = srv.start_session("kairix", "mark", "c1").await?["session_id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let turn = json!({"user_message": "My PIN is 4321", "agent_response": "Noted"});
+    for (agent, user) in [("kairix", "fry"), ("other", "mark")] {
+        let q = format!("agent_id={agent}&user_id={user}");
+        let (s, v) = srv
+            .post(&format!("/v1/connections/c1/turns?{q}"), turn.clone())
+            .await?;
+        assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+        assert_eq!(error_code(&v), "connection_reassigned");
+        let (s, v) = srv
+            .post(&format!("/v1/connections/c1/touch?{q}"), json!({}))
+            .await?;
+        assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+        let (s, v) = srv
+            .post(&format!("/v1/connections/c1/end?{q}"), json!({}))
+            .await?;
+        assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+        assert_eq!(error_code(&v), "connection_reassigned");
+    }
+    // nothing was recorded and the session is still live
+    let (_, v) = srv.get(&format!("/v1/sessions/{sid}")).await?;
+    assert!(v["ended_at"].is_null(), "{v}");
+    assert_eq!(v["turn_count"], 0);
+    // the owner and the query's absence
+    let (s, v) = srv
+        .req(
+            reqwest::Method::POST,
+            "/v1/connections/c1/turns?agent_id=kairix",
+        )
+        .json(&turn)
+        .send()
+        .await
+        .map(|r| (r.status(), r))?;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{:?}", v.text().await?);
+    let (s, v) = srv
+        .post(
+            "/v1/connections/c1/turns?agent_id=kairix&user_id=mark",
+            turn.clone(),
+        )
+        .await?;
+    assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+    let (s, v) = srv
+        .post(
+            "/v1/connections/c1/end?agent_id=kairix&user_id=mark",
+            json!({}),
+        )
+        .await?;
+    assert_eq!(
+        (s, &v["ended"]),
+        (StatusCode::ACCEPTED, &json!(true)),
+        "{v}"
+    );
+    srv.stop().await?;
+
+    // A token for one agent cannot name another's connection.
+    let mut settings = Settings::for_test();
+    settings.server.tokens = vec![TokenGrant {
+        token: "kairix-only".into(),
+        agents: vec!["kairix".into()],
+    }];
+    settings.server.token = "root".into();
+    let mut srv = start_with(settings, None, None).await?;
+    srv.token = Some("root".into());
+    srv.start_session("other", "mark", "o1").await?;
+    srv.token = Some("kairix-only".into());
+    let (s, v) = srv
+        .post(
+            "/v1/connections/o1/end?agent_id=other&user_id=mark",
+            json!({}),
+        )
+        .await?;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+    assert_eq!(error_code(&v), "forbidden");
+    let (s, v) = srv
+        .post(
+            "/v1/connections/o1/end?agent_id=kairix&user_id=mark",
+            json!({}),
+        )
+        .await?;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+    assert_eq!(error_code(&v), "connection_reassigned");
+    srv.token = Some("root".into());
     srv.stop().await?;
     Ok(())
 }

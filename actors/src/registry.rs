@@ -95,6 +95,15 @@ impl Routed {
     }
 }
 
+/// Where a connection is, for a caller it belongs to.
+#[derive(Debug, Clone)]
+pub enum ConnState {
+    Live(Uuid, ActorRef<SessionMsg>),
+    /// A late turn is reopening it, as this session.
+    Opening(Uuid),
+    Ended,
+}
+
 /// Why a turn was not routed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RouteError {
@@ -294,6 +303,34 @@ impl Registry {
         }
     }
 
+    /// [`live`](Self::live), and whether a session is live or being
+    /// opened there, only if the connection belongs to `owner` (any owner
+    /// with `None`), read under one lock: `NotOwner` if it belongs to
+    /// someone else, `Unknown` if it has no session and never had one.
+    pub fn state_for(
+        &self,
+        connection_id: &str,
+        owner: Option<(&str, &str)>,
+    ) -> Result<ConnState, RouteError> {
+        let conns = self.read();
+        let conn = conns
+            .get(connection_id)
+            .ok_or_else(|| UnknownConnection(connection_id.to_string()))?;
+        let (Conn::Live { owner: o, .. }
+        | Conn::Opening { owner: o, .. }
+        | Conn::Ended { owner: o, .. }) = conn;
+        if owner.is_some_and(|(a, u)| &*o.agent_id != a || &*o.user_id != u) {
+            return Err(RouteError::NotOwner);
+        }
+        Ok(match conn {
+            Conn::Live {
+                session_id, actor, ..
+            } => ConnState::Live(*session_id, actor.clone()),
+            Conn::Opening { session_id, .. } => ConnState::Opening(*session_id),
+            Conn::Ended { .. } => ConnState::Ended,
+        })
+    }
+
     /// The live session actor of a connection.
     pub fn live(&self, connection_id: &str) -> Option<(Uuid, ActorRef<SessionMsg>)> {
         match self.read().get(connection_id) {
@@ -402,6 +439,22 @@ impl Registry {
                 Some(*session_id)
             }
             _ => None,
+        }
+    }
+
+    /// [`request_end`](Self::request_end) only while the connection is
+    /// still being reopened as `session_id`; whether it was.
+    pub fn request_end_of(&self, connection_id: &str, session_id: Uuid, reason: EndReason) -> bool {
+        match self.write().get_mut(connection_id) {
+            Some(Conn::Opening {
+                end_requested,
+                session_id: id,
+                ..
+            }) if *id == session_id => {
+                end_requested.get_or_insert(reason);
+                true
+            }
+            _ => false,
         }
     }
 

@@ -74,11 +74,18 @@ pub struct TurnIn {
     pub agent_response: String,
 }
 
-/// How a turn is acknowledged.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
+/// Whose connection a turn is for, and how it is acknowledged.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct TurnOptions {
+    /// The connection's agent, as its session was started with.
+    #[param(value_type = Id)]
+    pub agent_id: String,
+    /// The connection's user: a connection passed to another user (or
+    /// agent) is `403 connection_reassigned`, and nothing is recorded.
+    #[param(value_type = Id)]
+    pub user_id: String,
     /// Answer once the turn is flushed to disk (201) instead of once it is
     /// queued (202).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -132,6 +139,18 @@ pub struct ContextCleared {
     pub agent_id: String,
     pub user_id: String,
     pub ended: Vec<Uuid>,
+}
+
+/// Whose connection it is: the query of `touch` and `end`, checked
+/// against the connection's session (`403 connection_reassigned`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ConnectionOwner {
+    #[param(value_type = Id)]
+    pub agent_id: String,
+    #[param(value_type = Id)]
+    pub user_id: String,
 }
 
 /// The query of `GET /v1/connections/{connection_id}/stream`.

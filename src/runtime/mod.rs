@@ -31,7 +31,7 @@ use recall_actors::model::{
 use recall_actors::prompt::{PromptError, PromptTemplate, Prompts, SESSION_VARS};
 use recall_actors::reflect::extractive::ExtractiveReflect;
 use recall_actors::reflect::{Reflect, ReflectError};
-use recall_actors::registry::{Registry, RouteError, Routed, UnknownConnection};
+use recall_actors::registry::{ConnState, Registry, RouteError, Routed, UnknownConnection};
 use recall_actors::session::{SessionMsg, SessionView};
 use recall_actors::settings::{ReflectorKind, Settings, SettingsError, StoreKind};
 use recall_actors::store::{

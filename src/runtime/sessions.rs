@@ -226,15 +226,48 @@ impl Runtime {
 
     /// The user is speaking: defer the silence timeout.
     pub fn touch(&self, connection_id: &str) -> Result<(), RecallError> {
-        match self.inner.registry.live(connection_id) {
-            Some((_, actor)) => {
+        self.touch_inner(connection_id, None)
+    }
+
+    /// [`touch`](Self::touch) only if the connection belongs to this agent
+    /// and user (`NotOwner` otherwise): what a caller that names the
+    /// connection's owner, such as the HTTP API, uses.
+    pub fn touch_as(
+        &self,
+        connection_id: &str,
+        agent_id: &str,
+        user_id: &str,
+    ) -> Result<(), RecallError> {
+        self.touch_inner(connection_id, Some((agent_id, user_id)))
+    }
+
+    fn touch_inner(
+        &self,
+        connection_id: &str,
+        owner: Option<(&str, &str)>,
+    ) -> Result<(), RecallError> {
+        match self.connection_state(connection_id, owner)? {
+            ConnState::Live(_, actor) => {
                 // A session that just began ending has nothing to defer.
                 let _ = actor.cast(SessionMsg::Touch(tokio::time::Instant::now()));
                 Ok(())
             }
-            None if self.inner.registry.session_of(connection_id).is_some() => Ok(()),
-            None => Err(UnknownConnection(connection_id.to_string()).into()),
+            ConnState::Opening(_) | ConnState::Ended => Ok(()),
         }
+    }
+
+    fn connection_state(
+        &self,
+        connection_id: &str,
+        owner: Option<(&str, &str)>,
+    ) -> Result<ConnState, RecallError> {
+        self.inner
+            .registry
+            .state_for(connection_id, owner)
+            .map_err(|e| match e {
+                RouteError::Unknown(e) => e.into(),
+                RouteError::NotOwner => RecallError::NotOwner(connection_id.to_string()),
+            })
     }
 
     /// Ends the connection's live session (the call disconnected). Returns
@@ -250,6 +283,28 @@ impl Runtime {
         connection_id: &str,
         reason: EndReason,
     ) -> Result<Option<Uuid>, RecallError> {
+        self.end_inner(connection_id, None, reason)
+    }
+
+    /// [`end_session_because`](Self::end_session_because) only if the
+    /// connection belongs to this agent and user (`NotOwner` otherwise,
+    /// and nothing ends).
+    pub fn end_session_as(
+        &self,
+        connection_id: &str,
+        agent_id: &str,
+        user_id: &str,
+        reason: EndReason,
+    ) -> Result<Option<Uuid>, RecallError> {
+        self.end_inner(connection_id, Some((agent_id, user_id)), reason)
+    }
+
+    fn end_inner(
+        &self,
+        connection_id: &str,
+        owner: Option<(&str, &str)>,
+        reason: EndReason,
+    ) -> Result<Option<Uuid>, RecallError> {
         if !matches!(reason, EndReason::Disconnect | EndReason::Cleared) {
             return Err(InputError::Invalid {
                 field: "reason",
@@ -259,21 +314,33 @@ impl Runtime {
             }
             .into());
         }
-        match self.inner.registry.live(connection_id) {
-            Some((id, actor)) => {
+        // The session found for its owner is the one ended: the steps below
+        // each name it, so a connection passed on meanwhile is not touched.
+        match self.connection_state(connection_id, owner)? {
+            ConnState::Live(id, actor) => {
                 // Marked here, not only in the actor, so that a turn sent
                 // after this returns opens a new session.
-                self.inner.registry.mark_ended(connection_id, id);
-                let _ = actor.cast(SessionMsg::End(reason));
-                Ok(Some(id))
+                if self.inner.registry.mark_ended(connection_id, id) {
+                    let _ = actor.cast(SessionMsg::End(reason));
+                    Ok(Some(id))
+                } else {
+                    // It ended meanwhile (or a late turn is reopening it).
+                    self.end_inner(connection_id, owner, reason)
+                }
             }
             // A late turn is reopening the connection: that session ends
             // as soon as it opens, with the turn in it.
-            None => match self.inner.registry.request_end(connection_id, reason) {
-                Some(id) => Ok(Some(id)),
-                None if self.inner.registry.session_of(connection_id).is_some() => Ok(None),
-                None => Err(UnknownConnection(connection_id.to_string()).into()),
-            },
+            ConnState::Opening(id) => {
+                match self
+                    .inner
+                    .registry
+                    .request_end_of(connection_id, id, reason)
+                {
+                    true => Ok(Some(id)),
+                    false => self.end_inner(connection_id, owner, reason),
+                }
+            }
+            ConnState::Ended => Ok(None),
         }
     }
 

@@ -82,20 +82,22 @@ impl Modify for Conventions {
 
 /// Where the ids a started session answers with are used next: the links
 /// a client (or a stateful API fuzzer) follows from `startSession`.
-const SESSION_LINKS: &[(&str, &str, &str)] = &[
+const SESSION_LINKS: &[(&str, &[(&str, &str)])] = &[
+    ("recordTurn", OWNED_CONNECTION),
+    ("touch", OWNED_CONNECTION),
+    ("endSession", OWNED_CONNECTION),
     (
-        "recordTurn",
-        "connection_id",
-        "$response.body#/connection_id",
+        "getSession",
+        &[("session_id", "$response.body#/session_id")],
     ),
-    ("touch", "connection_id", "$response.body#/connection_id"),
-    (
-        "endSession",
-        "connection_id",
-        "$response.body#/connection_id",
-    ),
-    ("getSession", "session_id", "$response.body#/session_id"),
-    ("getTurns", "session_id", "$response.body#/session_id"),
+    ("getTurns", &[("session_id", "$response.body#/session_id")]),
+];
+
+/// A connection, with the agent and user it belongs to.
+const OWNED_CONNECTION: &[(&str, &str)] = &[
+    ("connection_id", "$response.body#/connection_id"),
+    ("agent_id", "$response.body#/agent_id"),
+    ("user_id", "$response.body#/user_id"),
 ];
 
 /// Applied once the paths are in: the shared answers, the security and
@@ -108,16 +110,14 @@ pub(super) fn finish(doc: &mut OpenApi) {
         .and_then(|item| item.post.as_mut())
         .and_then(|op| op.responses.responses.get_mut("201"))
     {
-        for (operation, parameter, value) in SESSION_LINKS {
-            started.links.insert(
-                operation.to_string(),
-                RefOr::T(
-                    LinkBuilder::new()
-                        .operation_id(*operation)
-                        .parameter(*parameter, *value)
-                        .build(),
-                ),
-            );
+        for (operation, parameters) in SESSION_LINKS {
+            let mut link = LinkBuilder::new().operation_id(*operation);
+            for (parameter, value) in *parameters {
+                link = link.parameter(*parameter, *value);
+            }
+            started
+                .links
+                .insert(operation.to_string(), RefOr::T(link.build()));
         }
     }
     let error = |description: &str| {

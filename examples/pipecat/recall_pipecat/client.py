@@ -160,34 +160,56 @@ class RecallClient:
         user_message: str,
         agent_response: str,
         *,
+        agent_id: str,
+        user_id: str,
         durable: bool = False,
     ) -> str:
         """Record one exchange on a connection; returns the session id it went to.
 
+        ``agent_id`` and ``user_id`` name the connection's owner, as its
+        session was started: the server refuses (403
+        ``connection_reassigned``) a connection that belongs to someone else.
         Without ``durable`` the server accepts the turn (202) before it is
         on disk, which is what a latency-sensitive voice loop wants; with it
         the call returns once the turn is stored (201).
         """
+        params = {"agent_id": agent_id, "user_id": user_id}
+        if durable:
+            params["durable"] = "true"
         _, data = await self._request(
             "POST",
             f"/v1/connections/{connection_id}/turns",
             body={"user_message": user_message, "agent_response": agent_response},
-            params={"durable": "true"} if durable else None,
+            params=params,
         )
         return str(data["session_id"])
 
-    async def touch(self, connection_id: str) -> None:
+    async def touch(self, connection_id: str, *, agent_id: str, user_id: str) -> None:
         """Keep the connection's session alive without recording a turn."""
-        await self._request("POST", f"/v1/connections/{connection_id}/touch")
+        await self._request(
+            "POST",
+            f"/v1/connections/{connection_id}/touch",
+            params={"agent_id": agent_id, "user_id": user_id},
+        )
 
-    async def end_session(self, connection_id: str, reason: str = "disconnect") -> dict[str, Any]:
+    async def end_session(
+        self,
+        connection_id: str,
+        reason: str = "disconnect",
+        *,
+        agent_id: str,
+        user_id: str,
+    ) -> dict[str, Any]:
         """End the connection's live session; returns ``{"session_id", "ended"}``.
 
         ``disconnect`` (the voice connection closed) is the reason a caller
         normally gives; the server's other reasons describe its own decisions.
         """
         _, data = await self._request(
-            "POST", f"/v1/connections/{connection_id}/end", body={"reason": reason}
+            "POST",
+            f"/v1/connections/{connection_id}/end",
+            body={"reason": reason},
+            params={"agent_id": agent_id, "user_id": user_id},
         )
         return dict(data)
 

@@ -364,7 +364,11 @@ class RecallTurnRecorder(FrameProcessor):
                 session_id = await self._stream.send_turn(op.user_message, op.agent_response)
             else:
                 session_id = await self._client.record_turn(
-                    self.connection_id, op.user_message, op.agent_response
+                    self.connection_id,
+                    op.user_message,
+                    op.agent_response,
+                    agent_id=self.agent_id,
+                    user_id=self.user_id,
                 )
             # A turn after recall's silence timeout opens a new session on
             # the same connection; follow it.
@@ -377,13 +381,20 @@ class RecallTurnRecorder(FrameProcessor):
             if self._stream is not None:
                 await self._stream.touch()
             else:
-                await self._client.touch(self.connection_id)
+                await self._client.touch(
+                    self.connection_id, agent_id=self.agent_id, user_id=self.user_id
+                )
         elif isinstance(op, _End):
             self._live = False
             if self._stream is not None:
                 await self._close_stream()  # closing the stream ends the session
             else:
-                await self._client.end_session(self.connection_id, reason="disconnect")
+                await self._client.end_session(
+                    self.connection_id,
+                    reason="disconnect",
+                    agent_id=self.agent_id,
+                    user_id=self.user_id,
+                )
 
     async def _close_stream(self) -> None:
         stream, self._stream = self._stream, None

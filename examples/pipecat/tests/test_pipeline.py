@@ -378,7 +378,7 @@ def test_recorder_reports_a_busy_connection_and_still_passes_frames(
             session = await client.get_session(other["session_id"])
             assert session["live"] is True
             assert session["turn_count"] == 0
-            await client.end_session(connection_id)
+            await client.end_session(connection_id, agent_id=agent_id, user_id=user_id)
 
     asyncio.run(scenario())
 
@@ -483,8 +483,10 @@ def test_context_injector_adds_the_users_memory(recall_server: RecallServer) -> 
                 connection_id,
                 "Next month I am going kayaking in the Norwegian fjords.",
                 "Kayaking in the fjords sounds amazing; pack a dry suit.",
+                agent_id=agent_id,
+                user_id=user_id,
             )
-            await client.end_session(connection_id)
+            await client.end_session(connection_id, agent_id=agent_id, user_id=user_id)
             await client.wait_for_summary(started["session_id"], timeout_secs=SUMMARY_SECS)
             # The summary joins a topic after it lands, which changes the
             # memory's rendering: settle that now, so that the injector's

@@ -14,16 +14,6 @@ use crate::server::AppState;
 use recall_actors::model::EndReason;
 
 /// The agent a connection belongs to, checked against the token.
-fn connection_agent(app: &AppState, access: &Access, connection_id: &str) -> Result<(), ApiError> {
-    match app.runtime.connection_owner(connection_id) {
-        Some((agent_id, _)) => access.allow(&agent_id),
-        None => Err(ApiError::not_found(
-            "unknown_connection",
-            format!("connection {connection_id:?} has no session; start one first"),
-        )),
-    }
-}
-
 fn unknown_session(id: Uuid) -> ApiError {
     ApiError::not_found("unknown_session", format!("no session {id}"))
 }
@@ -159,13 +149,15 @@ pub async fn get_turns(
 ///
 /// A turn for a connection whose session ended opens a new session there.
 /// With `durable=true` the answer comes once the turn is flushed to disk.
+/// `agent_id` and `user_id` name the connection's owner, as its session
+/// was started: a connection that belongs to someone else is refused.
 #[utoipa::path(post, path = "/v1/connections/{connection_id}/turns", operation_id = "recordTurn", tag = "sessions",
     params(("connection_id" = Id, Path, description = "The voice connection"), TurnOptions),
     request_body = TurnIn,
     responses(
         (status = 202, description = "Queued", body = TurnAck),
         (status = 201, description = "On disk (`durable=true`)", body = TurnAck),
-        (status = 403, description = "`connection_reassigned`, or the token does not cover the agent", body = ErrorBody),
+        (status = 403, description = "`connection_reassigned`: the connection belongs to another agent or user; or the token does not cover the agent", body = ErrorBody),
         (status = 404, description = "`unknown_connection`: start a session first", body = ErrorBody),
         (status = 422, description = "`empty_turn`, `too_long`", body = ErrorBody),
     ))]
@@ -176,11 +168,17 @@ pub async fn record_turn(
     ApiQuery(q): ApiQuery<TurnOptions>,
     ApiJson(body): ApiJson<TurnIn>,
 ) -> Result<(StatusCode, Json<TurnAck>), ApiError> {
-    connection_agent(&app, &access, &connection_id)?;
+    access.allow(&q.agent_id)?;
     if q.durable {
         let session_id = app
             .runtime
-            .record_turn_durable(&connection_id, body.user_message, body.agent_response)
+            .record_turn_durable_as(
+                &connection_id,
+                &q.agent_id,
+                &q.user_id,
+                body.user_message,
+                body.agent_response,
+            )
             .await?;
         let ack = TurnAck {
             session_id,
@@ -188,9 +186,13 @@ pub async fn record_turn(
         };
         Ok((StatusCode::CREATED, Json(ack)))
     } else {
-        let session_id =
-            app.runtime
-                .record_turn(&connection_id, body.user_message, body.agent_response)?;
+        let session_id = app.runtime.record_turn_as(
+            &connection_id,
+            &q.agent_id,
+            &q.user_id,
+            body.user_message,
+            body.agent_response,
+        )?;
         let ack = TurnAck {
             session_id,
             durable: false,
@@ -201,18 +203,21 @@ pub async fn record_turn(
 
 /// The user is speaking: defer the silence timeout
 #[utoipa::path(post, path = "/v1/connections/{connection_id}/touch", operation_id = "touch", tag = "sessions",
-    params(("connection_id" = Id, Path, description = "The voice connection")),
+    params(("connection_id" = Id, Path, description = "The voice connection"), ConnectionOwner),
     responses(
         (status = 202, description = "Deferred", body = Empty),
+        (status = 403, description = "`connection_reassigned`: the connection belongs to another agent or user; or the token does not cover the agent", body = ErrorBody),
         (status = 404, description = "`unknown_connection`", body = ErrorBody),
     ))]
 pub async fn touch(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
     ApiPath(connection_id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<ConnectionOwner>,
 ) -> Result<(StatusCode, Json<Empty>), ApiError> {
-    connection_agent(&app, &access, &connection_id)?;
-    app.runtime.touch(&connection_id)?;
+    access.allow(&q.agent_id)?;
+    app.runtime
+        .touch_as(&connection_id, &q.agent_id, &q.user_id)?;
     Ok((StatusCode::ACCEPTED, Json(Empty {})))
 }
 
@@ -220,22 +225,26 @@ pub async fn touch(
 ///
 /// The body may be left out (reason `disconnect`).
 #[utoipa::path(post, path = "/v1/connections/{connection_id}/end", operation_id = "endSession", tag = "sessions",
-    params(("connection_id" = Id, Path, description = "The voice connection")),
+    params(("connection_id" = Id, Path, description = "The voice connection"), ConnectionOwner),
     request_body(content = Option<EndSession>, description = "Optional"),
     responses(
         (status = 202, description = "Ended, or none was live", body = SessionEnded),
+        (status = 403, description = "`connection_reassigned`: the connection belongs to another agent or user (nothing ends); or the token does not cover the agent", body = ErrorBody),
         (status = 404, description = "`unknown_connection`", body = ErrorBody),
     ))]
 pub async fn end(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
     ApiPath(connection_id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<ConnectionOwner>,
     ApiBytes(body): ApiBytes,
 ) -> Result<(StatusCode, Json<SessionEnded>), ApiError> {
-    connection_agent(&app, &access, &connection_id)?;
+    access.allow(&q.agent_id)?;
     let body: EndSession = optional_body(&body)?;
     let reason = body.reason.unwrap_or(EndReason::Disconnect);
-    let ended = app.runtime.end_session_because(&connection_id, reason)?;
+    let ended = app
+        .runtime
+        .end_session_as(&connection_id, &q.agent_id, &q.user_id, reason)?;
     Ok((
         StatusCode::ACCEPTED,
         Json(SessionEnded {

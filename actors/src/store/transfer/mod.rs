@@ -24,6 +24,8 @@ use std::io::{BufRead, Write};
 
 use serde::Deserialize;
 
+use crate::model::InputError;
+
 use super::*;
 
 /// The `format` of an export's header line.
@@ -127,6 +129,65 @@ impl InboxItem {
 }
 
 impl Record {
+    /// Checks the ids the record holds as the API checks them (not empty,
+    /// at most [`MAX_ID_LEN`](crate::model::MAX_ID_LEN) bytes, no control
+    /// characters): an export written by hand or by a damaged build must
+    /// not bring in ids no caller could have stored. An empty user stands
+    /// for the agent-wide block, and for a dead letter whose session was
+    /// never found.
+    pub fn validate_ids(&self) -> Result<(), InputError> {
+        use crate::model::validate_id;
+        let user_or_none = |field, v: &str| {
+            if v.is_empty() {
+                Ok(())
+            } else {
+                validate_id(field, v)
+            }
+        };
+        match self {
+            Record::Agent { agent_id, .. }
+            | Record::RollupCursor { agent_id, .. }
+            | Record::Inbox { agent_id, .. } => validate_id("agent_id", agent_id),
+            Record::Block { user_id, block } => {
+                validate_id("agent_id", &block.agent_id)?;
+                user_or_none("user_id", user_id)?;
+                match &block.source_user_id {
+                    Some(u) => validate_id("source_user_id", u),
+                    None => Ok(()),
+                }
+            }
+            Record::Session(s) => {
+                validate_id("agent_id", &s.agent_id)?;
+                validate_id("user_id", &s.user_id)?;
+                validate_id("connection_id", &s.connection_id)
+            }
+            Record::Summary(s) => {
+                validate_id("agent_id", &s.agent_id)?;
+                validate_id("user_id", &s.user_id)
+            }
+            Record::Fact(f) => {
+                validate_id("agent_id", &f.fact.agent_id)?;
+                validate_id("user_id", &f.fact.user_id)
+            }
+            Record::Tombstone {
+                agent_id, user_id, ..
+            } => {
+                validate_id("agent_id", agent_id)?;
+                validate_id("user_id", user_id)
+            }
+            Record::Topic(t) => {
+                validate_id("agent_id", &t.agent_id)?;
+                validate_id("user_id", &t.user_id)
+            }
+            Record::Job(j) => validate_id("agent_id", &j.agent_id),
+            Record::DeadLetter(d) => {
+                validate_id("agent_id", &d.agent_id)?;
+                user_or_none("user_id", &d.user_id)
+            }
+            Record::Turn { .. } | Record::Vector { .. } | Record::Meta { .. } => Ok(()),
+        }
+    }
+
     /// The record's kind, as the end line counts it.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -509,6 +570,10 @@ impl<R: BufRead> ExportReader<R> {
                 line: self.line,
                 message: e.to_string(),
             })?;
+            record.validate_ids().map_err(|e| TransferError::Format {
+                line: self.line,
+                message: format!("a {} record: {e}", record.kind()),
+            })?;
             if let Record::Meta { key } = &record {
                 if record.meta_key().is_none() {
                     return Err(TransferError::UnknownMeta { key: key.clone() });
@@ -587,6 +652,49 @@ mod tests {
         let reader = ExportReader::new(&bytes[..]).unwrap();
         assert_eq!(reader.header().source, "test");
         assert_eq!(reader.collect::<Result<Vec<_>, _>>().unwrap(), records);
+    }
+
+    #[test]
+    fn ids_the_api_would_refuse_are_refused_by_an_import_too() {
+        let cursor = |agent: &str| Record::RollupCursor {
+            agent_id: agent.into(),
+            level: Level::Weekly,
+            period: NaiveDate::from_ymd_opt(2026, 11, 23).unwrap(),
+        };
+        let tombstone = |user: &str| Record::Tombstone {
+            agent_id: "a".into(),
+            user_id: user.into(),
+            content_hash: Uuid::nil(),
+        };
+        let too_long = "x".repeat(crate::model::MAX_ID_LEN + 1);
+        for (bad, says) in [
+            (cursor(""), "agent_id"),
+            (cursor(&too_long), "agent_id"),
+            (tombstone("mark\u{7}"), "user_id"),
+            (tombstone("ma\nrk"), "user_id"),
+            (tombstone(""), "user_id"),
+        ] {
+            let bytes = export(&[record(), bad]);
+            match read(&bytes) {
+                Err(TransferError::Format { line: 3, message }) => {
+                    assert!(message.contains(says), "{message}")
+                }
+                other => panic!("expected a format error on line 3, got {other:?}"),
+            }
+        }
+        // the empty user of an agent-wide block is no user at all
+        let block = Record::Block {
+            user_id: String::new(),
+            block: MemoryBlock {
+                agent_id: "a".into(),
+                label: BlockLabel::SelfPerception,
+                value: "I listen first".into(),
+                limit: 100,
+                updated_at: DateTime::from_timestamp_millis(0).unwrap(),
+                source_user_id: None,
+            },
+        };
+        assert_eq!(read(&export(&[block.clone()])).unwrap(), vec![block]);
     }
 
     #[test]

@@ -694,7 +694,10 @@ mod tests {
                 source_user_id: None,
             },
         };
-        assert_eq!(read(&export(&[block.clone()])).unwrap(), vec![block]);
+        assert_eq!(
+            read(&export(std::slice::from_ref(&block))).unwrap(),
+            vec![block]
+        );
     }
 
     #[test]

@@ -428,7 +428,7 @@ async fn the_runtime_retries_a_server_error_and_stores_the_llm_summary() -> Res 
     assert_eq!(s.turn_count, 2);
     assert!(!s.fallback);
     let relationship = rt
-        .block("kairix", BlockLabel::Relationship)
+        .user_block("kairix", "mark", BlockLabel::Relationship)
         .await?
         .expect("relationship block written");
     assert_eq!(

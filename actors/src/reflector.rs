@@ -21,8 +21,8 @@ use uuid::Uuid;
 
 use crate::clock::Clock;
 use crate::model::{
-    truncate_chars, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter, Fact,
-    MemoryBlock, ReflectionJob, SessionRecord, SourceRange, SummaryType, Visibility,
+    truncate_chars, BlockLabel, BlockWriter, ConversationSummary, ConversationTurn, DeadLetter,
+    Fact, MemoryBlock, ReflectionJob, SessionRecord, SourceRange, SummaryType, Visibility,
 };
 use crate::prompt::Prompts;
 use crate::reflect::parse::Reflection;
@@ -273,6 +273,7 @@ pub fn build_reflection(
                 updated_at: now,
                 // Drawn from this user's conversation: theirs only.
                 source_user_id: Some(session.user_id.clone()),
+                written_by: Some(BlockWriter::Reflection),
             });
         }
     }

@@ -43,8 +43,8 @@ pub mod testkit;
 pub use recall_actors as engine;
 pub use recall_actors::clock::Clock;
 pub use recall_actors::model::{
-    BackgroundContext, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter, EndReason,
-    InputError, MemoryBlock, SessionRecord, SummaryType,
+    BackgroundContext, BlockLabel, BlockWriter, ConversationSummary, ConversationTurn, DeadLetter,
+    EndReason, InputError, MemoryBlock, SessionRecord, SummaryType,
 };
 pub use recall_actors::reflect::{Reflect, ReflectError, ReflectRequest};
 pub use recall_actors::settings::Settings;

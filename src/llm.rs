@@ -21,6 +21,8 @@ pub struct OpenAiReflect {
     temperature: f32,
     json_mode: bool,
     timeout: Duration,
+    /// `reflector.openai.max_prompt_tokens`; `None` for 0 (unbounded).
+    max_prompt_tokens: Option<usize>,
 }
 
 #[derive(Serialize)]
@@ -84,6 +86,27 @@ pub fn parse_retry_after(value: &str, now: chrono::DateTime<chrono::Utc>) -> Opt
     )
 }
 
+/// Whether an error body says the prompt is over the model's context:
+/// `{"error": {"code": "context_length_exceeded"}}` (OpenAI, vLLM's
+/// OpenAI-compatible server) or the code at the top level.
+fn is_context_length_exceeded(body: &str) -> bool {
+    #[derive(Deserialize)]
+    struct ErrorBody {
+        error: Option<ErrorDetail>,
+        code: Option<serde_json::Value>,
+    }
+    #[derive(Deserialize)]
+    struct ErrorDetail {
+        code: Option<serde_json::Value>,
+    }
+    const CODE: &str = "context_length_exceeded";
+    let Ok(parsed) = serde_json::from_str::<ErrorBody>(body) else {
+        return false;
+    };
+    let named = |code: Option<serde_json::Value>| code.is_some_and(|c| c.as_str() == Some(CODE));
+    named(parsed.error.and_then(|e| e.code)) || named(parsed.code)
+}
+
 fn body_excerpt(body: &str) -> String {
     recall_actors::model::truncate_chars(body.trim(), MAX_BODY).to_string()
 }
@@ -108,6 +131,8 @@ impl OpenAiReflect {
             temperature: settings.temperature,
             json_mode: settings.json_mode,
             timeout,
+            max_prompt_tokens: (settings.max_prompt_tokens > 0)
+                .then_some(settings.max_prompt_tokens),
         })
     }
 
@@ -154,6 +179,12 @@ impl OpenAiReflect {
         if status == reqwest::StatusCode::REQUEST_TIMEOUT {
             return Err(ReflectError::Timeout(self.timeout));
         }
+        if !status.is_success() && is_context_length_exceeded(&text) {
+            return Err(ReflectError::ContextLengthExceeded {
+                status: status.as_u16(),
+                body: body_excerpt(&text),
+            });
+        }
         if !status.is_success() {
             return Err(ReflectError::Rejected {
                 status: status.as_u16(),
@@ -188,6 +219,10 @@ impl Reflect for OpenAiReflect {
         format!("openai:{}", self.model)
     }
 
+    fn max_prompt_tokens(&self) -> Option<usize> {
+        self.max_prompt_tokens
+    }
+
     fn reflect(&self, request: ReflectRequest) -> BoxFuture<'static, Result<String, ReflectError>> {
         Box::pin(self.clone().call(request))
     }
@@ -207,5 +242,22 @@ mod tests {
             Some(Duration::from_secs(30))
         );
         assert_eq!(parse_retry_after("soon", now), None);
+    }
+
+    #[test]
+    fn context_length_exceeded_is_read_from_the_error_code() {
+        let openai = r#"{"error":{"message":"This model's maximum context length is 8192 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
+        assert!(is_context_length_exceeded(openai));
+        assert!(is_context_length_exceeded(
+            r#"{"object":"error","message":"too long","code":"context_length_exceeded"}"#
+        ));
+        // another 400, or words alone, are not
+        assert!(!is_context_length_exceeded(
+            r#"{"error":{"message":"context_length_exceeded","code":"invalid_value"}}"#
+        ));
+        assert!(!is_context_length_exceeded(
+            r#"{"error":{"message":"bad","code":400}}"#
+        ));
+        assert!(!is_context_length_exceeded("context_length_exceeded"));
     }
 }

@@ -539,6 +539,10 @@ impl Reflect for RealTimeReflect {
         self.inner.identity()
     }
 
+    fn max_prompt_tokens(&self) -> Option<usize> {
+        self.inner.max_prompt_tokens()
+    }
+
     fn reflect(&self, request: ReflectRequest) -> BoxFuture<'static, Result<String, ReflectError>> {
         let inner = self.inner.clone();
         let rt = self.runtime.clone();

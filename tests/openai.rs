@@ -8,7 +8,7 @@ mod fake_llm;
 use std::time::Duration;
 use uuid::Uuid;
 
-use fake_llm::{Fake, Reply, Seen};
+use fake_llm::{prompt_tokens, Fake, Reply, Seen};
 use recall::engine::settings::{OpenAiSettings, ReflectorKind};
 use recall::llm::OpenAiReflect;
 use recall::testkit::test_epoch;
@@ -250,6 +250,21 @@ async fn a_bad_request_is_rejected_and_not_retried() {
 }
 
 #[tokio::test]
+async fn a_prompt_over_the_context_is_its_own_error_and_not_retried() {
+    let fake = Fake::start([], Reply::Limited(10, |_| "unused".to_string())).await;
+    let err = reflect_once(&fake).await.expect_err("over the context");
+    match &err {
+        ReflectError::ContextLengthExceeded { status, body } => {
+            assert_eq!(*status, 400);
+            assert!(body.contains("maximum context length is 10"), "{body}");
+        }
+        other => panic!("expected ContextLengthExceeded, got {other:?}"),
+    }
+    assert!(!err.is_retryable());
+    assert_eq!(err.kind(), "context_length_exceeded");
+}
+
+#[tokio::test]
 async fn a_body_that_is_not_json_is_an_invalid_response() {
     let fake = Fake::start(
         [Reply::Body("<html><body>Bad Gateway</body></html>")],
@@ -413,7 +428,7 @@ async fn the_runtime_retries_a_server_error_and_stores_the_llm_summary() -> Res 
     assert_eq!(s.turn_count, 2);
     assert!(!s.fallback);
     let relationship = rt
-        .block("kairix", BlockLabel::Relationship)
+        .user_block("kairix", "mark", BlockLabel::Relationship)
         .await?
         .expect("relationship block written");
     assert_eq!(
@@ -631,5 +646,217 @@ async fn an_llm_outage_of_every_kind_leaves_turns_and_contexts_alone_and_drains_
          {queued_at_restart} reflections resumed from the queue after the crash, {} retried",
         letters.len(),
     );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Long calls against a small model
+// ---------------------------------------------------------------------------
+
+/// What the fake model's context holds, in tokens.
+const SMALL_CONTEXT: usize = 6_000;
+
+/// A side's words as the prompts quote them, unquoted.
+fn unquote(words: &str) -> String {
+    serde_json::from_str(words).unwrap_or_else(|_| words.to_string())
+}
+
+/// The fake small model. A reflection of turns answers with the range of
+/// turns it read and, as facts, what the user asked it to remember; a
+/// combining request answers with the parts' summaries it read, in order.
+fn small_model(body: &serde_json::Value) -> String {
+    let prompt = body["messages"][1]["content"].as_str().unwrap_or("");
+    if prompt.contains("PART SUMMARIES") {
+        let parts: Vec<String> = prompt
+            .lines()
+            .filter_map(|l| l.strip_prefix("- turns "))
+            .filter_map(|l| l.split_once(": ").map(|(_, s)| unquote(s)))
+            .collect();
+        return json!({"summary": parts.join(" "), "emotional_tone": "steady"}).to_string();
+    }
+    let said: Vec<String> = prompt
+        .lines()
+        .filter_map(|l| l.strip_prefix("User: "))
+        .map(unquote)
+        .collect();
+    let remembered: Vec<&str> = said
+        .iter()
+        .filter_map(|w| w.strip_prefix("Please remember that "))
+        .collect();
+    let first = said.first().map(String::as_str).unwrap_or("");
+    let last = said.last().map(String::as_str).unwrap_or("");
+    let mut summary = format!("From [{first}] to [{last}].");
+    for r in &remembered {
+        summary.push_str(&format!(" The user said {r}."));
+    }
+    json!({
+        "summary": summary,
+        "topics": ["planning"],
+        "facts": remembered
+            .iter()
+            .map(|r| json!({"category": "other", "content": r}))
+            .collect::<Vec<_>>(),
+    })
+    .to_string()
+}
+
+const EARLY: &str = "my sister Leela is a nurse in Porto";
+const LATE: &str = "I adopted a dog named Biscuit";
+
+/// Settings for long calls through the fake small model: no in-session
+/// window summaries (each would be a request of its own).
+fn small_model_settings(fake: &Fake, max_prompt_tokens: usize) -> Settings {
+    let mut s = runtime_settings(fake);
+    s.reflector.openai.max_prompt_tokens = max_prompt_tokens;
+    s.session.window_start_messages = 100_000;
+    s.context.max_session_tokens = 10_000_000;
+    s
+}
+
+/// A call of `turns` turns (the user asks the agent to remember something
+/// early and late), ended; returns its record once its reflection is done.
+async fn long_call(rt: &recall::Runtime, turns: usize) -> anyhow::Result<SessionRecord> {
+    let rec = rt.start_session("kairix", "mark", "long").await?;
+    for i in 0..turns {
+        let user = match i {
+            2 => format!("Please remember that {EARLY}"),
+            i if i == turns - 3 => format!("Please remember that {LATE}"),
+            i => format!("Turn {i}: we went over the schedule for the week and the budget"),
+        };
+        rt.record_turn(
+            "long",
+            &user,
+            "Understood, let us keep going with the plan.",
+        )?;
+    }
+    rt.end_session("long")?;
+    rt.wait_idle().await?;
+    Ok(rec)
+}
+
+/// The call's stored summary, which holds what it read from the early and
+/// the late turns, as do its facts.
+async fn assert_reflected_whole(
+    rt: &recall::Runtime,
+    rec: &SessionRecord,
+    turns: usize,
+) -> anyhow::Result<()> {
+    assert!(rt.dead_letters().await?.is_empty(), "no dead letter");
+    let summaries = rt.summaries("kairix", SummaryType::Session).await?;
+    assert_eq!(summaries.len(), 1, "{summaries:?}");
+    let s = &summaries[0];
+    assert_eq!(s.summary_id, rec.session_id);
+    assert_eq!(s.turn_count, turns as u32);
+    assert!(!s.fallback);
+    let text = &s.summary_text;
+    assert!(text.starts_with("From [Turn 0: "), "{text}");
+    assert!(text.contains(EARLY) && text.contains(LATE), "{text}");
+    assert!(
+        text.contains(&format!("Turn {}: ", turns - 1)),
+        "the last turn: {text}"
+    );
+    assert_eq!(s.emotional_tone.as_deref(), Some("steady"), "the combined");
+    let facts: Vec<String> = rt
+        .facts("kairix", "mark")
+        .await?
+        .into_iter()
+        .map(|f| f.fact.content.clone())
+        .collect();
+    assert!(facts.iter().any(|f| f == EARLY), "{facts:?}");
+    assert!(facts.iter().any(|f| f == LATE), "{facts:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_long_call_is_reflected_in_parts_within_max_prompt_tokens() -> Res {
+    let fake = Fake::start([], Reply::Limited(SMALL_CONTEXT, small_model)).await;
+    let dir = tempfile::tempdir()?;
+    let rt = start_runtime(&dir, small_model_settings(&fake, 4_096)).await?;
+    let rec = long_call(&rt, 400).await?;
+
+    let seen = fake.seen();
+    let sizes: Vec<usize> = seen.iter().map(|r| prompt_tokens(&r.body)).collect();
+    // the whole call is more than three times what a request may hold
+    assert!(sizes.len() >= 5, "parts and a combine: {sizes:?}");
+    assert!(
+        sizes.iter().all(|t| *t <= 4_096),
+        "every request within max_prompt_tokens, none refused: {sizes:?}"
+    );
+    let combines = seen
+        .iter()
+        .filter(|r| {
+            r.body["messages"][1]["content"]
+                .as_str()
+                .is_some_and(|p| p.contains("PART SUMMARIES"))
+        })
+        .count();
+    assert_eq!(combines, 1, "{sizes:?}");
+    assert_reflected_whole(&rt, &rec, 400).await?;
+    rt.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_unbounded_prompt_the_server_refuses_is_halved_until_it_fits() -> Res {
+    let fake = Fake::start([], Reply::Limited(SMALL_CONTEXT, small_model)).await;
+    let dir = tempfile::tempdir()?;
+    let rt = start_runtime(&dir, small_model_settings(&fake, 0)).await?;
+    let rec = long_call(&rt, 400).await?;
+
+    let sizes: Vec<usize> = fake.seen().iter().map(|r| prompt_tokens(&r.body)).collect();
+    let refused: Vec<usize> = sizes
+        .iter()
+        .copied()
+        .filter(|t| *t > SMALL_CONTEXT)
+        .collect();
+    // the whole call (about 13,500 tokens), then half of it, then parts of
+    // a quarter that fit
+    assert_eq!(refused.len(), 2, "{sizes:?}");
+    assert!(refused[1] <= refused[0] / 2 + 1, "{sizes:?}");
+    let accepted = &sizes[sizes.iter().position(|t| *t <= SMALL_CONTEXT).unwrap_or(0)..];
+    assert!(accepted.len() >= 4, "{sizes:?}");
+    assert!(
+        accepted.iter().all(|t| *t <= refused[1] / 2 + 1),
+        "{sizes:?}"
+    );
+    assert_reflected_whole(&rt, &rec, 400).await?;
+    rt.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_call_the_model_can_never_take_is_dead_lettered_with_a_typed_error() -> Res {
+    // Less than the system message alone: not even one turn fits.
+    let fake = Fake::start([], Reply::Limited(40, small_model)).await;
+    let dir = tempfile::tempdir()?;
+    let rt = start_runtime(&dir, small_model_settings(&fake, 0)).await?;
+    let rec = long_call(&rt, 400).await?;
+
+    let letters = rt.dead_letters().await?;
+    assert_eq!(letters.len(), 1, "{letters:?}");
+    let letter = &letters[0];
+    assert_eq!(letter.session_id, rec.session_id);
+    assert_eq!(letter.error_kind, "context_too_small");
+    assert_eq!(letter.attempts, 1, "not retried: it would fail the same");
+    assert!(
+        letter.error.contains("a part of one turn"),
+        "{}",
+        letter.error
+    );
+    assert!(
+        letter.error.contains("maximum context length is 40"),
+        "the server's last refusal: {}",
+        letter.error
+    );
+    // each refusal halved the prompt, about 13,500 tokens: a handful of
+    // requests, not a loop
+    let sizes: Vec<usize> = fake.seen().iter().map(|r| prompt_tokens(&r.body)).collect();
+    assert!((2..=8).contains(&sizes.len()), "{sizes:?}");
+    assert!(sizes.windows(2).all(|w| w[1] <= w[0] / 2 + 1), "{sizes:?}");
+    assert!(rt
+        .summaries("kairix", SummaryType::Session)
+        .await?
+        .is_empty());
+    rt.shutdown().await?;
     Ok(())
 }

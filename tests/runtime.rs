@@ -382,16 +382,25 @@ async fn reflection_updates_self_perception_and_relationship_blocks() -> Res {
     rt.record_turn("c1", "I got the job!", "Wonderful")?;
     rt.end_session("c1")?;
     settle(&rt).await;
+    // Mark's own, not the agent's (which only its operator writes)
     let rel = rt
-        .block("kairix", BlockLabel::Relationship)
+        .user_block("kairix", "mark", BlockLabel::Relationship)
         .await?
         .expect("relationship");
     assert_eq!(rel.value, "Mark trusts me with big news.");
     let me = rt
-        .block("kairix", BlockLabel::SelfPerception)
+        .user_block("kairix", "mark", BlockLabel::SelfPerception)
         .await?
         .expect("self");
     assert_eq!(me.value, "I am a steady coach.");
+    assert!(rt
+        .block("kairix", BlockLabel::Relationship)
+        .await?
+        .is_none());
+    assert!(rt
+        .block("kairix", BlockLabel::SelfPerception)
+        .await?
+        .is_none());
     let s = &rt.summaries("kairix", SummaryType::Session).await?[0];
     assert_eq!(s.emotional_tone.as_deref(), Some("joyful"));
     Ok(())
@@ -773,8 +782,8 @@ async fn one_users_conversations_never_reach_another_users_context() -> Res {
     let of_ada = background("ada").await;
     assert!(of_ada.contains("Ada talked about Porto"), "{of_ada}");
     assert!(!of_ada.contains("Globex"), "{of_ada}");
-    // the relationship block the agent keeps is the latest reflection's
-    // (Ada's); each user's read shows their own
+    // each user's read shows their own relationship; the agent has none
+    // (a reflection never writes the agent's)
     let relationship = |user: &'static str| {
         let rt = rt.runtime().clone();
         async move {
@@ -1289,10 +1298,9 @@ async fn a_write_rereads_only_the_parts_it_changed() -> Res {
     Ok(())
 }
 
-/// A reflection that writes blocks (an LLM's `self_perception`) stores the
-/// user's own copy, which their context shows, and the agent's latest,
-/// which no other user's context shows (it was drawn from someone else's
-/// call): every cached context stays equal to a fresh read.
+/// A reflection that writes blocks (an LLM's `self_perception`) stores
+/// them as the user's own, which their context shows and no other user's
+/// does: every cached context stays equal to a fresh read.
 #[tokio::test(start_paused = true)]
 async fn a_reflection_that_writes_blocks_keeps_every_cached_context_current() -> Res {
     let answer = |text: &str| {

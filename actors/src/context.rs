@@ -272,6 +272,46 @@ pub(crate) fn item(
     }
 }
 
+/// Starts the line of a block that holds what one user's calls added to
+/// the agent's own value, in the view that user's context shows.
+pub const USER_BLOCK_LINE: &str = "In calls with this user: ";
+
+/// The blocks one user's context shows, by label (`background_context`
+/// aside: it is rendered from the user's own summaries). The agent's own
+/// value (its operator's) comes first: it holds for every user, and it is
+/// what the user's own adds to; then, on a line of its own after
+/// [`USER_BLOCK_LINE`], the value drawn from this user's calls (a
+/// reflection's `relationship`, `self_perception`). Either alone when the
+/// other is missing or empty. `agent` blocks drawn from a user's call (an
+/// older version wrote those) are left out; `user` holds this user's
+/// only, so no other user's words come in.
+pub fn user_view(agent: &[MemoryBlock], user: &[MemoryBlock]) -> Vec<MemoryBlock> {
+    let written = |b: &&MemoryBlock| !b.value.trim().is_empty();
+    BlockLabel::ALL
+        .into_iter()
+        .filter(|l| *l != BlockLabel::BackgroundContext)
+        .filter_map(|label| {
+            let own = agent
+                .iter()
+                .filter(|b| b.label == label && b.source_user_id.is_none())
+                .find(written);
+            let theirs = user.iter().filter(|b| b.label == label).find(written);
+            match (own, theirs) {
+                (Some(own), Some(theirs)) => Some(MemoryBlock {
+                    value: format!(
+                        "{}\n{USER_BLOCK_LINE}{}",
+                        own.value.trim(),
+                        theirs.value.trim()
+                    ),
+                    updated_at: own.updated_at.max(theirs.updated_at),
+                    ..theirs.clone()
+                }),
+                (own, theirs) => own.or(theirs).cloned(),
+            }
+        })
+        .collect()
+}
+
 /// The non-empty blocks as items, most essential first.
 pub fn prepare_blocks(blocks: &[MemoryBlock], counter: &dyn TokenCounter) -> Vec<ContextItem> {
     BLOCK_PRIORITY
@@ -649,7 +689,56 @@ mod tests {
             limit: 2000,
             updated_at: t0(),
             source_user_id: None,
+            written_by: None,
         }
+    }
+
+    #[test]
+    fn a_users_view_holds_the_agents_block_then_their_own_and_no_one_elses() {
+        let theirs = |label, value: &str, user: &str| MemoryBlock {
+            source_user_id: Some(user.into()),
+            written_by: Some(crate::model::BlockWriter::Reflection),
+            updated_at: t0() + chrono::Duration::hours(1),
+            ..block(label, value)
+        };
+        let agent = [
+            block(BlockLabel::Persona, "I am Kairix."),
+            block(BlockLabel::SelfPerception, "I am a patient coach."),
+            block(BlockLabel::Relationship, " "),
+            // an older version's copy of a user's: never shown
+            theirs(BlockLabel::Human, "Ada likes Porto.", "ada"),
+            block(BlockLabel::BackgroundContext, "Recent: nothing"),
+        ];
+        let mark = [
+            theirs(
+                BlockLabel::SelfPerception,
+                "I grew more direct with Mark.",
+                "mark",
+            ),
+            theirs(BlockLabel::Relationship, "Mark trusts me.", "mark"),
+        ];
+        let view = user_view(&agent, &mark);
+        let of = |l: BlockLabel| view.iter().find(|b| b.label == l).map(|b| b.value.as_str());
+        assert_eq!(of(BlockLabel::Persona), Some("I am Kairix."));
+        assert_eq!(
+            of(BlockLabel::SelfPerception),
+            Some("I am a patient coach.\nIn calls with this user: I grew more direct with Mark.")
+        );
+        assert_eq!(of(BlockLabel::Relationship), Some("Mark trusts me."));
+        assert_eq!(of(BlockLabel::Human), None);
+        assert_eq!(of(BlockLabel::BackgroundContext), None);
+        let me = view
+            .iter()
+            .find(|b| b.label == BlockLabel::SelfPerception)
+            .unwrap();
+        assert_eq!(me.source_user_id.as_deref(), Some("mark"));
+        assert_eq!(me.updated_at, t0() + chrono::Duration::hours(1));
+        // a user without their own sees the agent's alone
+        let view = user_view(&agent, &[]);
+        assert_eq!(
+            view.iter().map(|b| b.value.as_str()).collect::<Vec<_>>(),
+            ["I am Kairix.", "I am a patient coach."]
+        );
     }
 
     fn fact(n: u128, user: &str, category: FactCategory, content: &str, age_min: i64) -> Fact {

@@ -23,8 +23,8 @@
 //! - [`reflector`]: `ReflectorActor`, one per session reflection, with retries.
 //! - [`watchdog`]: `WatchdogActor`, rebuilding `background_context` on a timer.
 //! - [`window`]: the in-session rolling memory (sliding-window summaries).
-//! - [`reflect`]: the `Reflect` port, output parsing and the offline
-//!   extractive implementation.
+//! - [`reflect`]: the `Reflect` port, output parsing, reflecting a long
+//!   call in parts and the offline extractive implementation.
 //! - [`prompt`]: prompt templates.
 //! - [`text`]: the heuristics (sentences, keywords, entities, tone).
 

@@ -404,6 +404,22 @@ impl std::str::FromStr for BlockLabel {
     }
 }
 
+/// Who wrote a block's value.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockWriter {
+    /// The operator, through `PUT /v1/agents/{agent}/blocks/{label}` or
+    /// `Runtime::set_block`: the agent's own blocks.
+    Operator,
+    /// A reflection on one user's call: that user's `relationship` and
+    /// `self_perception`, never the agent's.
+    Reflection,
+    /// The watchdog's `background_context` (and a user's, rendered from
+    /// their summaries).
+    Watchdog,
+}
+
 /// A core-memory block as stored.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -415,10 +431,16 @@ pub struct MemoryBlock {
     pub limit: usize,
     pub updated_at: DateTime<Utc>,
     /// The user whose conversation this value was drawn from, for blocks a
-    /// reflection writes (`relationship`, `self_perception`): it is shown
-    /// in that user's context only. `None` for the agent's own blocks.
+    /// reflection writes (`relationship`, `self_perception`): it is kept
+    /// as that user's and shown in their context only. `None` for the
+    /// agent's own blocks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_user_id: Option<String>,
+    /// Who wrote the value; `None` in a record from before this was kept
+    /// (see [`crate::store::repair_agent_blocks`] for how those are told
+    /// apart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written_by: Option<BlockWriter>,
 }
 
 /// A durable request to reflect on one ended session.

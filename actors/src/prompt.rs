@@ -3,7 +3,9 @@
 
 /// The built-in session reflection prompt (seed §5.4), asking for JSON.
 pub const SESSION_REFLECTION: &str = include_str!("../../config/prompts/session_reflection.txt");
-/// The built-in system message of the reflector.
+/// Combines the summaries of a long call's parts into the call's summary
+/// (see [`crate::reflect::parts`]).
+pub const SESSION_COMBINE: &str = include_str!("../../config/prompts/session_combine.txt");
 /// The in-session window summary prompt: `{previous_summary}` and
 /// `{conversation}`.
 pub const WINDOW_SUMMARY: &str = include_str!("../../config/prompts/window_summary.txt");
@@ -15,6 +17,7 @@ pub const DAILY_ROLLUP: &str = include_str!("../../config/prompts/daily_rollup.t
 pub const WEEKLY_ROLLUP: &str = include_str!("../../config/prompts/weekly_rollup.txt");
 /// Re-makes a topic summary when summaries join the topic.
 pub const TOPIC_SUMMARY: &str = include_str!("../../config/prompts/topic_summary.txt");
+/// The built-in system message of the reflector.
 pub const REFLECTOR_SYSTEM: &str = include_str!("../../config/prompts/reflector_system.txt");
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -47,6 +50,17 @@ pub const SESSION_VARS: &[&str] = &[
     "ended_at",
     "turn_count",
     "conversation",
+];
+
+/// The variables of the prompt combining a long call's parts.
+pub const COMBINE_VARS: &[&str] = &[
+    "agent_id",
+    "user_id",
+    "session_id",
+    "started_at",
+    "ended_at",
+    "turn_count",
+    "summaries",
 ];
 
 /// The variables of the in-session window summary prompt.
@@ -141,19 +155,23 @@ impl PromptTemplate {
 pub struct Prompts {
     pub system: String,
     pub session: PromptTemplate,
+    /// Combines the summaries of a long call's parts.
+    pub combine: PromptTemplate,
 }
 
 impl Prompts {
     pub fn builtin() -> Self {
+        // The built-in templates are checked by a unit test below.
+        let builtin = |text: &str, vars: &'static [&'static str]| {
+            PromptTemplate::parse(text, vars).unwrap_or_else(|_| PromptTemplate {
+                parts: vec![Part::Lit(text.into())],
+                vars,
+            })
+        };
         Prompts {
             system: REFLECTOR_SYSTEM.trim_end().to_string(),
-            // The built-in template is checked by a unit test below.
-            session: PromptTemplate::parse(SESSION_REFLECTION, SESSION_VARS).unwrap_or_else(|_| {
-                PromptTemplate {
-                    parts: vec![Part::Lit(SESSION_REFLECTION.into())],
-                    vars: SESSION_VARS,
-                }
-            }),
+            session: builtin(SESSION_REFLECTION, SESSION_VARS),
+            combine: builtin(SESSION_COMBINE, COMBINE_VARS),
         }
     }
 }
@@ -244,6 +262,24 @@ mod tests {
         assert!(out.contains("SESSION START: S"));
         assert!(out.contains("User: \"hi\"\nAgent: \"hello\""));
         assert!(!out.contains("{conversation}"));
+    }
+
+    #[test]
+    fn combine_template_parses_and_renders() {
+        let t = PromptTemplate::parse(SESSION_COMBINE, COMBINE_VARS).unwrap();
+        let out = t.render(&[
+            "kairix",
+            "mark",
+            "id",
+            "S",
+            "E",
+            "400",
+            "- turns 1-40: \"Mark moved.\"",
+        ]);
+        assert!(out.contains("TURNS: 400"));
+        assert!(out.contains("- turns 1-40: \"Mark moved.\""));
+        assert!(out.contains("{\"summary\""));
+        assert_eq!(Prompts::builtin().combine, t);
     }
 
     #[test]

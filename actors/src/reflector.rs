@@ -2,10 +2,12 @@
 //!
 //! Receives `Attempt(n)` (the first from `post_start`, later ones from its
 //! own backoff timer). Loads the session and its turns from the Store,
-//! renders the prompt template, calls the `Reflect` port, parses the output
-//! (raw-text fallback when it is not the JSON asked for) and sends the
-//! summary with any `self_perception`/`relationship` updates to the Store in
-//! one `CompleteReflection`. Timeouts, 5xx and 429 are retried with
+//! renders the prompt template, calls the `Reflect` port (in parts,
+//! combined, when the call is longer than a request may hold:
+//! [`crate::reflect::parts`]), parses the output (raw-text fallback when it
+//! is not the JSON asked for) and sends the summary with any
+//! `self_perception`/`relationship` updates to the Store in one
+//! `CompleteReflection`. Timeouts, 5xx and 429 are retried with
 //! exponential backoff and equal jitter, honouring `Retry-After`; after
 //! `max_attempts` the job goes to the dead-letter tree. Tells the supervisor
 //! `ReflectionFinished` and stops.
@@ -19,11 +21,13 @@ use uuid::Uuid;
 
 use crate::clock::Clock;
 use crate::model::{
-    isoformat, truncate_chars, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter, Fact,
-    MemoryBlock, ReflectionJob, SessionRecord, SourceRange, SummaryType, Visibility,
+    truncate_chars, BlockLabel, BlockWriter, ConversationSummary, ConversationTurn, DeadLetter,
+    Fact, MemoryBlock, ReflectionJob, SessionRecord, SourceRange, SummaryType, Visibility,
 };
-use crate::prompt::{conversation_text, Prompts};
-use crate::reflect::parse::{parse_reflection, Reflection};
+use crate::prompt::Prompts;
+use crate::reflect::parse::Reflection;
+pub use crate::reflect::parts::session_request;
+use crate::reflect::parts::{request_tokens, PartedReflection};
 use crate::reflect::{Reflect, ReflectError, ReflectRequest};
 use crate::settings::{BlockSettings, ReflectorSettings};
 use crate::store::{StoreError, StoreMsg};
@@ -53,6 +57,8 @@ pub struct ReflectorArgs {
 pub struct ReflectorState {
     args: ReflectorArgs,
     loaded: Option<(SessionRecord, Vec<ConversationTurn>)>,
+    /// What requests may hold and the parts answered, kept across attempts.
+    parted: PartedReflection,
 }
 
 pub struct ReflectorActor;
@@ -150,24 +156,17 @@ impl ReflectorState {
         let Some((session, turns)) = self.load().await? else {
             return Ok(None);
         };
-        let (request, conversation) = session_request(&session, &turns, &self.args.prompts);
-        let derivation = derivation(&self.args.reflect.identity(), &request);
+        let reflect = &*self.args.reflect;
+        let (request, _) = session_request(&session, &turns, &self.args.prompts);
+        let derivation = derivation(&reflect.identity(), &request, reflect.max_prompt_tokens());
         let limit = Duration::from_secs(self.args.settings.attempt_timeout_secs);
         let started = std::time::Instant::now();
-        let raw = match tokio::time::timeout(limit, self.args.reflect.reflect(request)).await {
-            Ok(Ok(raw)) => raw,
-            Ok(Err(e)) => {
-                metrics::counter!("recall_llm_errors_total", "kind" => e.kind()).increment(1);
-                return Err(e.into());
-            }
-            Err(_) => {
-                metrics::counter!("recall_llm_errors_total", "kind" => "timeout").increment(1);
-                return Err(ReflectError::Timeout(limit).into());
-            }
-        };
-        metrics::histogram!("recall_reflection_seconds", "reflect" => self.args.reflect.name())
+        let reflection = self
+            .parted
+            .run(reflect, &self.args.prompts, &session, &turns, limit)
+            .await?;
+        metrics::histogram!("recall_reflection_seconds", "reflect" => reflect.name())
             .record(started.elapsed().as_secs_f64());
-        let reflection = parse_reflection(&raw, &conversation);
         let now = self.args.clock.now();
         let (mut summary, blocks, facts) =
             build_reflection(&session, &turns, reflection, now, &self.args.blocks);
@@ -207,45 +206,25 @@ impl ReflectorState {
     }
 }
 
-/// The request reflecting on `session`, and the conversation text it holds
-/// (the parser's fallback).
-pub fn session_request(
-    session: &SessionRecord,
-    turns: &[ConversationTurn],
-    prompts: &Prompts,
-) -> (ReflectRequest, String) {
-    let conversation = conversation_text(turns);
-    let ended_at = session.ended_at.unwrap_or(session.started_at);
-    let vars = [
-        session.agent_id.clone(),
-        session.user_id.clone(),
-        session.session_id.to_string(),
-        isoformat(&session.started_at),
-        isoformat(&ended_at),
-        turns.len().to_string(),
-        conversation.clone(),
-    ];
-    let values: Vec<&str> = vars.iter().map(String::as_str).collect();
-    let request = ReflectRequest {
-        system: prompts.system.clone(),
-        prompt: prompts.session.render(&values),
-        session: session.clone(),
-        turns: turns.to_vec(),
-        sources: Vec::new(),
-        max_chars: None,
-    };
-    (request, conversation)
-}
-
 /// The fingerprint of what a reflection is derived from: the summarizer's
-/// identity and the full prompt (template, session and turns). The same
-/// inputs give the same fingerprint in every build.
-pub fn derivation(identity: &str, request: &ReflectRequest) -> String {
+/// identity and the full prompt (template, session and turns), and, for a
+/// call whose prompt is over what a request may hold (`max_prompt_tokens`,
+/// the summarizer's), that bound, which cuts it into parts. The same inputs
+/// give the same fingerprint in every build.
+pub fn derivation(
+    identity: &str,
+    request: &ReflectRequest,
+    max_prompt_tokens: Option<usize>,
+) -> String {
     const NS: Uuid = Uuid::from_u128(0x7265_6361_6c6c_2d64_6572_6976_6174_696f);
     let mut bytes = Vec::with_capacity(request.system.len() + request.prompt.len() + 64);
     let version = DERIVATION_VERSION.to_string();
     for part in [&version, identity, &request.system, &request.prompt] {
         bytes.extend_from_slice(part.as_bytes());
+        bytes.push(0);
+    }
+    if let Some(limit) = max_prompt_tokens.filter(|l| request_tokens(request) > *l) {
+        bytes.extend_from_slice(format!("parts of {limit} tokens").as_bytes());
         bytes.push(0);
     }
     // The turns themselves, for a template that leaves them out and a
@@ -294,6 +273,7 @@ pub fn build_reflection(
                 updated_at: now,
                 // Drawn from this user's conversation: theirs only.
                 source_user_id: Some(session.user_id.clone()),
+                written_by: Some(BlockWriter::Reflection),
             });
         }
     }
@@ -351,7 +331,12 @@ impl Actor for ReflectorActor {
         args: ReflectorArgs,
     ) -> Result<ReflectorState, ActorProcessingErr> {
         myself.cast(ReflectorMsg::Attempt(1))?;
-        Ok(ReflectorState { args, loaded: None })
+        let parted = PartedReflection::new(args.reflect.max_prompt_tokens());
+        Ok(ReflectorState {
+            args,
+            loaded: None,
+            parted,
+        })
     }
 
     async fn handle(

@@ -24,9 +24,9 @@ pub struct Block {
     /// The character limit.
     pub limit: usize,
     pub updated_at: Option<DateTime<Utc>>,
-    /// The user whose conversation a reflection drew the value from
-    /// (`relationship`, `self_perception`); shown in that user's context
-    /// only.
+    /// The user whose conversation a reflection drew (part of) the value
+    /// from (`relationship`, `self_perception`): set only in a read with
+    /// `user_id`, as that user's context shows the block.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_user_id: Option<String>,
     /// Set when the block is shown as this user's context shows it.

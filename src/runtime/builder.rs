@@ -178,6 +178,16 @@ impl RuntimeBuilder {
                 info!(finished, "finished forgets a crash had cut short");
             }
         }
+        // An older version kept the latest reflection's `relationship` and
+        // `self_perception` as the agent's, over its operator's: they go
+        // back to their users before any context is read.
+        let repaired = read_blocking(backend.clone(), |b| Box::pin(repair_agent_blocks(b))).await?;
+        if !repaired.is_empty() {
+            info!(
+                blocks = repaired.len(),
+                "moved agent-wide blocks drawn from users' calls to those users"
+            );
+        }
         if fill_inbox {
             // A folder from before rollups: its summaries join topics too.
             let queued = read_blocking(backend.clone(), |b| Box::pin(b.backfill_inbox())).await?;

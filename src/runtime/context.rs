@@ -20,13 +20,13 @@ use chrono::{DateTime, Duration, Utc};
 use ractor::call_t;
 use recall_actors::context::{
     distinct_summary_indices, fact_item, live_summary_item, prepare_blocks, prepare_summary,
-    prepare_turns, AssembledContext, CharEstimate, ContextItem, PreparedFacts, Source,
+    prepare_turns, user_view, AssembledContext, CharEstimate, ContextItem, PreparedFacts, Source,
     TokenCounter,
 };
 use recall_actors::embed::StoredVector;
 use recall_actors::model::{
-    BlockLabel, ConversationSummary, ConversationTurn, EarlierValue, FactRecord, MemoryBlock,
-    Speaker, SummaryType, Topic,
+    BlockLabel, BlockWriter, ConversationSummary, ConversationTurn, EarlierValue, FactRecord,
+    MemoryBlock, Speaker, SummaryType, Topic,
 };
 use recall_actors::retrieval::{self, select, Retrieved, Selection, Shaping, SummarySentences};
 use recall_actors::session::SessionMsg;
@@ -673,17 +673,9 @@ impl Runtime {
         summaries: &[Arc<ConversationSummary>],
         topics: &[Topic],
     ) -> (Vec<ContextItem>, Option<DateTime<Utc>>) {
-        // The agent's own blocks, and those drawn from this user's
-        // conversations; never another user's.
-        let mut blocks: Vec<MemoryBlock> = stored
-            .agent_blocks
-            .iter()
-            .filter(|b| b.label != BlockLabel::BackgroundContext)
-            .filter(|b| b.source_user_id.is_none())
-            .filter(|b| !stored.user_blocks.iter().any(|u| u.label == b.label))
-            .cloned()
-            .collect();
-        blocks.extend(stored.user_blocks.iter().cloned());
+        // The agent's own blocks, each followed by what this user's
+        // conversations added to it; never another user's.
+        let mut blocks = user_view(&stored.agent_blocks, &stored.user_blocks);
         // The stored `background_context` block covers every user of the
         // agent; this user's is rendered from their own summary hierarchy
         // (recent sessions newest first, latest day and week, topics with
@@ -730,6 +722,7 @@ impl Runtime {
                 limit,
                 updated_at: now,
                 source_user_id: Some(user_id.to_string()),
+                written_by: Some(BlockWriter::Watchdog),
             });
         }
         (prepare_blocks(&blocks, &CharEstimate), valid_until)

@@ -25,8 +25,8 @@ use ractor::{call_t, Actor, ActorRef, RpcReplyPort};
 use recall_actors::clock::Clock;
 use recall_actors::context::{AssembledContext, ContextError};
 use recall_actors::model::{
-    truncate_chars, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter, EndReason,
-    FactRecord, InputError, MemoryBlock, SessionRecord, SummaryType, Visibility,
+    truncate_chars, BlockLabel, BlockWriter, ConversationSummary, ConversationTurn, DeadLetter,
+    EndReason, FactRecord, InputError, MemoryBlock, SessionRecord, SummaryType, Visibility,
 };
 use recall_actors::prompt::{PromptError, PromptTemplate, Prompts, SESSION_VARS};
 use recall_actors::reflect::extractive::ExtractiveReflect;
@@ -35,7 +35,8 @@ use recall_actors::registry::{ConnState, Registry, RouteError, Routed, UnknownCo
 use recall_actors::session::{SessionMsg, SessionView};
 use recall_actors::settings::{ReflectorKind, Settings, SettingsError, StoreKind};
 use recall_actors::store::{
-    read_blocking, Backlog, BacklogFull, Generations, PgBackend, SharedBackend, StoreActor,
+    read_blocking, repair_agent_blocks, Backlog, BacklogFull, Generations, PgBackend,
+    SharedBackend, StoreActor,
     StoreArgs, StoreError, StoreMsg, StoreStats, Trees,
 };
 use recall_actors::supervisor::{

@@ -78,10 +78,12 @@ impl Runtime {
         self.store(|r| StoreMsg::GetSummary(summary_id, r)).await
     }
 
-    /// The agent's stored blocks. `background_context` among them holds
-    /// only the agent's persistent context; `relationship` and
-    /// `self_perception` are the latest reflection's, of whichever user (see
-    /// [`Runtime::user_block`] for what one user's context shows).
+    /// The agent's stored blocks: those its operator set
+    /// ([`Runtime::set_block`]), and `background_context`, which holds only
+    /// the agent's persistent context. A reflection never writes them: the
+    /// `relationship` and `self_perception` it draws from a user's call are
+    /// that user's (see [`Runtime::user_block`] for what one user's context
+    /// shows).
     pub async fn blocks(&self, agent_id: &str) -> Result<Vec<MemoryBlock>, RecallError> {
         self.store(|r| StoreMsg::GetBlocks(agent_id.to_string(), r))
             .await
@@ -103,9 +105,10 @@ impl Runtime {
     /// A block as one user's context shows it. `background_context` is
     /// rendered now from the user's own summary hierarchy (the agent's
     /// stored block holds only its persistent context); another label is
-    /// the block drawn from this user's conversations if there is one, else
-    /// the agent's own, never one drawn from another user's. `None` when
-    /// there is nothing.
+    /// the agent's own value followed by what this user's conversations
+    /// added to it ([`recall_actors::context::user_view`]), either alone
+    /// when there is one, never anything drawn from another user's. `None`
+    /// when there is nothing.
     pub async fn user_block(
         &self,
         agent_id: &str,
@@ -123,6 +126,7 @@ impl Runtime {
                 limit: self.inner.settings.blocks.limit(label),
                 updated_at: self.inner.clock.now(),
                 source_user_id: Some(user_id.to_string()),
+                written_by: Some(BlockWriter::Watchdog),
             }));
         }
         let theirs = self
@@ -131,20 +135,18 @@ impl Runtime {
                 user_id: user_id.to_string(),
                 reply,
             })
-            .await?
+            .await?;
+        let agents = self.blocks(agent_id).await?;
+        Ok(recall_actors::context::user_view(&agents, &theirs)
             .into_iter()
-            .find(|b| b.label == label);
-        if theirs.is_some() {
-            return Ok(theirs);
-        }
-        Ok(self
-            .block(agent_id, label)
-            .await?
-            .filter(|b| b.source_user_id.is_none()))
+            .find(|b| b.label == label))
     }
 
     /// Writes a block the agent owns (`persona`, `human`, `self_perception`,
-    /// `relationship`). Over its limit is an error and nothing is written.
+    /// `relationship`): every user's context shows it, followed, for
+    /// `relationship` and `self_perception`, by what that user's calls
+    /// added. Only this writes the agent's blocks (reflections write their
+    /// user's). Over its limit is an error and nothing is written.
     pub async fn set_block(
         &self,
         agent_id: &str,
@@ -167,6 +169,7 @@ impl Runtime {
             limit,
             updated_at: self.inner.clock.now(),
             source_user_id: None,
+            written_by: Some(BlockWriter::Operator),
         };
         let b = block.clone();
         self.store(|reply| StoreMsg::PutBlock { block: b, reply })

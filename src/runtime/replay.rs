@@ -16,9 +16,10 @@
 //! older one's.
 
 use chrono::{DateTime, Utc};
-use recall_actors::model::{validate_id, ConversationSummary, SessionRecord};
-use recall_actors::reflect::parse::parse_reflection;
-use recall_actors::reflect::{ReflectError, ReflectRequest};
+use recall_actors::model::{validate_id, ConversationSummary, ConversationTurn, SessionRecord};
+use recall_actors::reflect::parse::Reflection;
+use recall_actors::reflect::parts::PartedReflection;
+use recall_actors::reflect::ReflectError;
 use recall_actors::reflector::{backoff, build_reflection, derivation, fact_id, session_request};
 use recall_actors::rollup::RollupReport;
 use recall_actors::store::StoreMsg;
@@ -202,27 +203,27 @@ impl Runtime {
         Ok(Some(s))
     }
 
-    /// The summarizer's answer, with the reflector's attempts and backoff.
+    /// The summarizer's reflection (in parts when the call is longer than
+    /// a request may hold), with the reflector's attempts and backoff.
     async fn reflect_with_retries(
         &self,
-        session_id: Uuid,
-        request: ReflectRequest,
-    ) -> Result<String, ReflectError> {
+        rec: &SessionRecord,
+        turns: &[ConversationTurn],
+    ) -> Result<Reflection, ReflectError> {
         let settings = &self.inner.settings.reflector;
         let limit = std::time::Duration::from_secs(settings.attempt_timeout_secs);
+        let reflect = &*self.inner.reflect;
+        let mut parted = PartedReflection::new(reflect.max_prompt_tokens());
         let mut attempt = 1;
         loop {
-            let res = match tokio::time::timeout(limit, self.inner.reflect.reflect(request.clone()))
+            match parted
+                .run(reflect, &self.inner.prompts, rec, turns, limit)
                 .await
             {
-                Ok(r) => r,
-                Err(_) => Err(ReflectError::Timeout(limit)),
-            };
-            match res {
-                Ok(raw) => return Ok(raw),
+                Ok(r) => return Ok(r),
                 Err(e) if e.is_retryable() && attempt < settings.max_attempts => {
                     attempt += 1;
-                    let wait = backoff(settings, session_id, attempt, e.retry_after());
+                    let wait = backoff(settings, rec.session_id, attempt, e.retry_after());
                     tokio::time::sleep(wait).await;
                 }
                 Err(e) => return Err(e),
@@ -236,26 +237,22 @@ impl Runtime {
             return Ok(Outcome::NoTurns);
         }
         let current = self.current_version(rec.session_id).await?;
-        let (request, conversation) = session_request(rec, &turns, &self.inner.prompts);
-        let fingerprint = derivation(&self.inner.reflect.identity(), &request);
+        let (request, _) = session_request(rec, &turns, &self.inner.prompts);
+        let reflect = &self.inner.reflect;
+        let fingerprint = derivation(&reflect.identity(), &request, reflect.max_prompt_tokens());
         if current
             .as_ref()
             .is_some_and(|c| c.derivation.as_deref() == Some(fingerprint.as_str()))
         {
             return Ok(Outcome::Unchanged);
         }
-        let raw = self
-            .reflect_with_retries(rec.session_id, request)
+        let reflection = self
+            .reflect_with_retries(rec, &turns)
             .await
             .map_err(RecallError::Summarizer)?;
         let now = self.inner.clock.now();
-        let (mut summary, _blocks, mut facts) = build_reflection(
-            rec,
-            &turns,
-            parse_reflection(&raw, &conversation),
-            now,
-            &self.inner.settings.blocks,
-        );
+        let (mut summary, _blocks, mut facts) =
+            build_reflection(rec, &turns, reflection, now, &self.inner.settings.blocks);
         if summary.fallback {
             // Not the JSON asked for (a refusal, prose): never in place of a
             // real summary, and not stamped, so the next replay tries again.

@@ -32,6 +32,32 @@ pub enum Reply {
     Body(&'static str),
     /// Takes the request and never answers (a hung connection).
     Hang,
+    /// A model whose context holds this many tokens, counted as
+    /// characters / 4 of each message's content: a longer request gets 400
+    /// `context_length_exceeded` as OpenAI and vLLM send it; a shorter one
+    /// a chat completion whose content the function makes of the request
+    /// body.
+    Limited(usize, fn(&Value) -> String),
+}
+
+/// The tokens of a chat request's messages as [`Reply::Limited`] counts
+/// them.
+pub fn prompt_tokens(body: &Value) -> usize {
+    body["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .map(|m| {
+                    m["content"]
+                        .as_str()
+                        .unwrap_or("")
+                        .chars()
+                        .count()
+                        .div_ceil(4)
+                })
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 /// A request the fake server received.
@@ -134,13 +160,14 @@ async fn chat(State(fake): State<Fake>, uri: Uri, headers: HeaderMap, body: Stri
             .and_then(|v| v.to_str().ok())
             .map(str::to_string)
     };
+    let body: Value = serde_json::from_str(&body).unwrap_or(Value::String(body));
     let seen = {
         let mut seen = fake.seen.lock().unwrap();
         seen.push(Seen {
             path: uri.path().to_string(),
             authorization: header_value(header::AUTHORIZATION),
             content_type: header_value(header::CONTENT_TYPE),
-            body: serde_json::from_str(&body).unwrap_or(Value::String(body)),
+            body: body.clone(),
         });
         seen.len()
     };
@@ -170,5 +197,18 @@ async fn chat(State(fake): State<Fake>, uri: Uri, headers: HeaderMap, body: Stri
         )
             .into_response(),
         Reply::Hang => std::future::pending().await,
+        Reply::Limited(limit, answer) => {
+            let tokens = prompt_tokens(&body);
+            if tokens > limit {
+                let error = json!({"error": {
+                    "message": format!("This model's maximum context length is {limit} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."),
+                    "type": "invalid_request_error",
+                    "param": "messages",
+                    "code": "context_length_exceeded",
+                }});
+                return (StatusCode::BAD_REQUEST, Json(error)).into_response();
+            }
+            Json(completion(&answer(&body))).into_response()
+        }
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod extractive;
 pub mod parse;
+pub mod parts;
 
 use std::error::Error as StdError;
 use std::future::Future;
@@ -42,6 +43,13 @@ pub trait Reflect: Send + Sync + 'static {
     fn identity(&self) -> String {
         self.name().to_string()
     }
+    /// The most tokens one request may hold (estimated as
+    /// [`parts::request_tokens`] counts them), for a summarizer whose model
+    /// reads a bounded context: a call whose prompt is longer is reflected
+    /// in parts ([`parts`]). `None`: unbounded.
+    fn max_prompt_tokens(&self) -> Option<usize> {
+        None
+    }
     fn reflect(&self, request: ReflectRequest) -> BoxFuture<'static, Result<String, ReflectError>>;
     /// The same for derived work that may lag (a live call's window
     /// summaries and folds): a summarizer that takes a core runs it where
@@ -67,6 +75,22 @@ pub enum ReflectError {
     Server { status: u16, body: String },
     #[error("request rejected with status {status}: {body}")]
     Rejected { status: u16, body: String },
+    /// The server read the prompt as longer than its model's context
+    /// (OpenAI's and vLLM's `context_length_exceeded`): the same prompt
+    /// fails again, a shorter one may not.
+    #[error("prompt over the model's context (status {status}): {body}")]
+    ContextLengthExceeded { status: u16, body: String },
+    /// Not even a part of one turn, with the prompt's own text, fits in
+    /// what a request may hold: the configured
+    /// `reflector.openai.max_prompt_tokens`, or what is left of it after
+    /// the server refused longer prompts (`refused`, the last refusal).
+    #[error("a part of one turn takes about {tokens} tokens with the prompt's own text, over the {budget} a request may hold")]
+    ContextTooSmall {
+        tokens: usize,
+        budget: usize,
+        #[source]
+        refused: Option<Box<ReflectError>>,
+    },
     #[error("transport error")]
     Transport(#[source] Cause),
     #[error("response is not a chat completion")]
@@ -77,7 +101,9 @@ pub enum ReflectError {
 
 impl ReflectError {
     /// Timeouts, 5xx, 429, transport failures and garbled envelopes are worth
-    /// another attempt; a rejected request or a configuration error is not.
+    /// another attempt; a rejected request, a prompt over the model's
+    /// context (the parts are made smaller instead, see [`parts`]) or a
+    /// configuration error is not.
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
@@ -103,6 +129,8 @@ impl ReflectError {
             ReflectError::RateLimited { .. } => "rate_limited",
             ReflectError::Server { .. } => "server_error",
             ReflectError::Rejected { .. } => "rejected",
+            ReflectError::ContextLengthExceeded { .. } => "context_length_exceeded",
+            ReflectError::ContextTooSmall { .. } => "context_too_small",
             ReflectError::Transport(_) => "transport",
             ReflectError::InvalidResponse(_) => "invalid_response",
             ReflectError::Config(_) => "config",

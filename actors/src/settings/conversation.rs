@@ -124,7 +124,8 @@ pub struct ReflectorSettings {
     pub max_attempts: u32,
     pub backoff_base_ms: u64,
     pub backoff_max_ms: u64,
-    /// An attempt that has not answered by then counts as a timeout.
+    /// A request to the summarizer that has not answered by then counts as
+    /// a timeout (each part's, for a call reflected in parts).
     pub attempt_timeout_secs: u64,
     /// A prompt template file replacing the built-in one; empty for built-in.
     pub prompt_file: String,
@@ -140,6 +141,12 @@ pub struct OpenAiSettings {
     pub timeout_secs: u64,
     pub temperature: f32,
     pub json_mode: bool,
+    /// The most tokens one request may hold (characters / 4 over the
+    /// system message and the prompt, its own text included); a call whose
+    /// prompt is longer is reflected in parts and the parts combined. 0:
+    /// unbounded. A server's `context_length_exceeded` answer halves the
+    /// parts either way.
+    pub max_prompt_tokens: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -194,6 +201,18 @@ impl Default for ReflectorSettings {
     }
 }
 
+/// `reflector.openai.max_prompt_tokens` by default: the default server is
+/// a local Ollama, which runs a model with a 4,096-token context unless told
+/// otherwise (on a machine with less than 24 GiB of GPU memory) and cuts a
+/// longer prompt from its start without a word, so an unbounded long call
+/// would lose its first turns rather than be refused; 3,072 leaves a
+/// thousand tokens of that context for the answer.
+pub const DEFAULT_MAX_PROMPT_TOKENS: usize = 3_072;
+
+/// The smallest `reflector.openai.max_prompt_tokens` other than 0: the
+/// built-in reflection prompt's own text is about 830 tokens.
+pub const MIN_MAX_PROMPT_TOKENS: usize = 1_024;
+
 impl Default for OpenAiSettings {
     fn default() -> Self {
         OpenAiSettings {
@@ -203,6 +222,7 @@ impl Default for OpenAiSettings {
             timeout_secs: 60,
             temperature: 0.2,
             json_mode: true,
+            max_prompt_tokens: DEFAULT_MAX_PROMPT_TOKENS,
         }
     }
 }
@@ -382,6 +402,14 @@ impl ReflectorSettings {
             return Err(SettingsError {
                 key: "reflector.openai.temperature",
                 reason: "must be between 0 and 2".into(),
+            });
+        }
+        if o.max_prompt_tokens != 0 && o.max_prompt_tokens < MIN_MAX_PROMPT_TOKENS {
+            return Err(SettingsError {
+                key: "reflector.openai.max_prompt_tokens",
+                reason: format!(
+                    "must be 0 (unbounded) or at least {MIN_MAX_PROMPT_TOKENS}: the reflection prompt's own text takes about 830"
+                ),
             });
         }
         Ok(())

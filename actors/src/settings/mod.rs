@@ -177,6 +177,20 @@ mod tests {
     }
 
     #[test]
+    fn max_prompt_tokens_is_unbounded_or_holds_the_prompts_own_text() {
+        let mut s = Settings::default();
+        s.reflector.openai.max_prompt_tokens = 0;
+        s.validate().unwrap();
+        s.reflector.openai.max_prompt_tokens = 500;
+        assert_eq!(
+            s.validate().unwrap_err().key,
+            "reflector.openai.max_prompt_tokens"
+        );
+        s.reflector.openai.max_prompt_tokens = MIN_MAX_PROMPT_TOKENS;
+        s.validate().unwrap();
+    }
+
+    #[test]
     fn time_zones_and_weekdays_are_typed() {
         let mut s = Settings::default();
         s.rollup

@@ -408,24 +408,23 @@ impl Actor for StoreActor {
                 reply,
             } => {
                 let res = t.store_reflection(&summary, &blocks, &facts).await;
-                // The user's summary and facts; every user's facts where a
-                // fact is shared, and the agent's blocks where it wrote one
-                // (the summary counter it moves in the agent's record is
-                // the watchdog's, not part of a context). A reflection
-                // that wrote neither leaves the other users' cached
-                // contexts current.
+                // The user's summary, facts and blocks (a reflection writes
+                // the user's own, never the agent's); every user's facts
+                // where a fact is shared (the summary counter it moves in
+                // the agent's record is the watchdog's, not part of a
+                // context). A reflection without a shared fact leaves the
+                // other users' cached contexts current.
                 let (agent, user) = (&summary.agent_id, &summary.user_id);
-                state
-                    .generations
-                    .bump_user(agent, user, Parts::SUMMARIES | Parts::FACTS);
-                let shared = matches!(res, Ok(Reflected { shared: true, .. }));
-                let everyone = if blocks.is_empty() {
-                    Parts::NONE
-                } else {
-                    Parts::BLOCKS
-                } | if shared { Parts::FACTS } else { Parts::NONE };
-                if !everyone.is_empty() {
-                    state.generations.bump(agent, everyone);
+                let theirs = Parts::SUMMARIES
+                    | Parts::FACTS
+                    | if blocks.is_empty() {
+                        Parts::NONE
+                    } else {
+                        Parts::BLOCKS
+                    };
+                state.generations.bump_user(agent, user, theirs);
+                if matches!(res, Ok(Reflected { shared: true, .. })) {
+                    state.generations.bump(agent, Parts::FACTS);
                 }
                 let res = res.map(|r| r.stored);
                 if res.as_ref().is_ok_and(|stored| *stored)

@@ -138,7 +138,8 @@ pub trait SummaryStore: Send + Sync {
     ) -> Result<Revision, StoreError>;
     /// Records how a stored summary was derived (which summarizer).
     async fn stamp_derivation(&self, summary_id: Uuid, derivation: &str) -> Result<(), StoreError>;
-    /// The agent's blocks (agent-wide).
+    /// The agent's blocks (agent-wide: the operator's, and the watchdog's
+    /// `background_context`).
     async fn blocks(&self, agent_id: &str) -> Result<Vec<MemoryBlock>, StoreError>;
     /// The blocks reflections drew from one user's conversations.
     async fn user_blocks(
@@ -153,6 +154,16 @@ pub trait SummaryStore: Send + Sync {
     ) -> Result<Option<MemoryBlock>, StoreError>;
     /// Stores an agent-wide block (replacing the one with its label).
     async fn put_block(&self, block: &MemoryBlock) -> Result<(), StoreError>;
+    /// Makes the agent-wide block `label` (one a reflection on `user_id`'s
+    /// call wrote, in an older version) that user's own, unless theirs was
+    /// written later, and removes it, in one write. Returns whether it
+    /// became theirs.
+    async fn reclaim_agent_block(
+        &self,
+        agent_id: &str,
+        label: BlockLabel,
+        user_id: &str,
+    ) -> Result<bool, StoreError>;
     /// An agent's bookkeeping (the default for an agent never seen).
     async fn agent(&self, agent_id: &str) -> Result<AgentMeta, StoreError>;
     async fn agents(&self) -> Result<Vec<(String, AgentMeta)>, StoreError>;
@@ -228,8 +239,9 @@ pub trait JobStore: Send + Sync {
     async fn queued(&self) -> Result<Vec<ReflectionJob>, StoreError>;
     /// The dead letters, oldest first.
     async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError>;
-    /// Stores a session summary, the blocks its reflection produced and
-    /// its facts (de-duplicated, each placed in its subject's history),
+    /// Stores a session summary, the blocks its reflection produced (as
+    /// its user's own, never the agent's) and its facts (de-duplicated,
+    /// each placed in its subject's history),
     /// dequeues the job and clears any dead letter, atomically; queues the
     /// summary and new facts for the Rollup actor when rollups are on.
     async fn store_reflection(

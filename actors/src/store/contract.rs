@@ -134,6 +134,7 @@ on_both!(
     summaries_from_before_the_inbox_are_queued_once,
     topics_replace_their_summary_and_vectors_need_their_item,
     blocks_and_agent_bookkeeping,
+    agent_wide_blocks_a_reflection_wrote_are_moved_to_their_user,
     the_context_parts_are_those_the_records_give,
     a_forget_is_scoped_complete_and_idempotent,
     a_read_off_the_writer_sees_the_writes_sent_before_it,
@@ -905,6 +906,132 @@ async fn topics_replace_their_summary_and_vectors_need_their_item(h: &Harness) {
     assert_eq!(b.vector(doc).await.unwrap(), Some(vector(0.2)));
 }
 
+/// An older version kept the latest reflection's `relationship` and
+/// `self_perception` as the agent's too: the repair at start moves each to
+/// the user it was drawn from (named in the record, or, for a record from
+/// before that, by the summary made at the same instant) and leaves the
+/// operator's, marking an unmarked one as theirs.
+async fn agent_wide_blocks_a_reflection_wrote_are_moved_to_their_user(h: &Harness) {
+    let b = h.open().await;
+    let block = |agent: &str, label, value: &str, minute, user: Option<&str>| MemoryBlock {
+        agent_id: agent.into(),
+        label,
+        value: value.into(),
+        limit: 2000,
+        updated_at: at(2, minute),
+        source_user_id: user.map(str::to_string),
+        written_by: None,
+    };
+    // kairix: mark's reflection wrote his block and the agent's copy
+    let (_, mut s) = call("mark", 1);
+    s.created_at = at(2, 1);
+    let mark_self = MemoryBlock {
+        written_by: Some(BlockWriter::Reflection),
+        ..block(
+            "kairix",
+            BlockLabel::SelfPerception,
+            "Mark made me bolder.",
+            1,
+            Some("mark"),
+        )
+    };
+    b.complete_reflection(&s, std::slice::from_ref(&mark_self), &[])
+        .await
+        .unwrap();
+    b.put_block(&block(
+        "kairix",
+        BlockLabel::SelfPerception,
+        "Mark made me bolder.",
+        1,
+        Some("mark"),
+    ))
+    .await
+    .unwrap();
+    // …and, before blocks named their user, ada's wrote an unmarked one at
+    // the instant of her summary
+    let (_, mut s) = call("ada", 1);
+    s.created_at = at(2, 5);
+    b.complete_reflection(&s, &[], &[]).await.unwrap();
+    let ada_rel = block(
+        "kairix",
+        BlockLabel::Relationship,
+        "Ada and I talk about Porto.",
+        5,
+        None,
+    );
+    b.put_block(&ada_rel).await.unwrap();
+    // nova: the operator's, from before blocks said who wrote them
+    let (_, mut s) = call("li", 1);
+    s.agent_id = "nova".into();
+    s.created_at = at(2, 7);
+    b.complete_reflection(&s, &[], &[]).await.unwrap();
+    let nova_self = block(
+        "nova",
+        BlockLabel::SelfPerception,
+        "I am Nova, calm.",
+        9,
+        None,
+    );
+    b.put_block(&nova_self).await.unwrap();
+    let nova_rel = MemoryBlock {
+        written_by: Some(BlockWriter::Operator),
+        ..block(
+            "nova",
+            BlockLabel::Relationship,
+            "I keep it professional.",
+            7,
+            None,
+        )
+    };
+    b.put_block(&nova_rel).await.unwrap();
+
+    let mut repaired = repair_agent_blocks(&*b).await.unwrap();
+    repaired.sort_by(|x, y| x.user_id.cmp(&y.user_id));
+    assert_eq!(
+        repaired,
+        [
+            RepairedBlock {
+                agent_id: "kairix".into(),
+                label: BlockLabel::Relationship,
+                user_id: "ada".into(),
+                moved: true,
+            },
+            // his own was there already, as new as the copy
+            RepairedBlock {
+                agent_id: "kairix".into(),
+                label: BlockLabel::SelfPerception,
+                user_id: "mark".into(),
+                moved: false,
+            },
+        ]
+    );
+    assert!(b.blocks("kairix").await.unwrap().is_empty());
+    assert_eq!(b.user_blocks("kairix", "mark").await.unwrap(), [mark_self]);
+    assert_eq!(
+        b.user_blocks("kairix", "ada").await.unwrap(),
+        [MemoryBlock {
+            source_user_id: Some("ada".into()),
+            written_by: Some(BlockWriter::Reflection),
+            ..ada_rel
+        }]
+    );
+    let nova = b.blocks("nova").await.unwrap();
+    assert_eq!(
+        nova,
+        [
+            MemoryBlock {
+                written_by: Some(BlockWriter::Operator),
+                ..nova_self
+            },
+            nova_rel
+        ]
+    );
+    assert!(b.user_blocks("nova", "li").await.unwrap().is_empty());
+    // done once: a second start finds nothing and changes nothing
+    assert!(repair_agent_blocks(&*b).await.unwrap().is_empty());
+    assert_eq!(b.blocks("nova").await.unwrap(), nova);
+}
+
 async fn blocks_and_agent_bookkeeping(h: &Harness) {
     let b = h.open().await;
     let block = |label: BlockLabel, value: &str, user: Option<&str>| MemoryBlock {
@@ -914,6 +1041,10 @@ async fn blocks_and_agent_bookkeeping(h: &Harness) {
         limit: 2000,
         updated_at: at(1, 0),
         source_user_id: user.map(str::to_string),
+        written_by: Some(match user {
+            Some(_) => BlockWriter::Reflection,
+            None => BlockWriter::Operator,
+        }),
     };
     b.put_block(&block(BlockLabel::Persona, "I am Kairix.", None))
         .await
@@ -921,6 +1052,8 @@ async fn blocks_and_agent_bookkeeping(h: &Harness) {
     b.put_block(&block(BlockLabel::Persona, "I am Kairix, still.", None))
         .await
         .unwrap();
+    let operators = block(BlockLabel::Relationship, "I keep my distance.", None);
+    b.put_block(&operators).await.unwrap();
     let (_, s) = call("mark", 1);
     let rel = block(
         BlockLabel::Relationship,
@@ -930,9 +1063,10 @@ async fn blocks_and_agent_bookkeeping(h: &Harness) {
     b.complete_reflection(&s, std::slice::from_ref(&rel), &[])
         .await
         .unwrap();
+    // a reflection's block is its user's; the agent's stay the operator's
     let agent_blocks = b.blocks("kairix").await.unwrap();
     let values: Vec<&str> = agent_blocks.iter().map(|b| b.value.as_str()).collect();
-    assert_eq!(values, ["I am Kairix, still.", "Mark and I go back."]);
+    assert_eq!(values, ["I am Kairix, still.", "I keep my distance."]);
     assert_eq!(
         b.user_blocks("kairix", "mark").await.unwrap(),
         std::slice::from_ref(&rel)
@@ -940,7 +1074,7 @@ async fn blocks_and_agent_bookkeeping(h: &Harness) {
     assert!(b.user_blocks("kairix", "ada").await.unwrap().is_empty());
     assert_eq!(
         b.block("kairix", BlockLabel::Relationship).await.unwrap(),
-        Some(rel)
+        Some(operators)
     );
     assert!(b
         .block("kairix", BlockLabel::Human)

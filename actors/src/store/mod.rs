@@ -26,7 +26,9 @@
 //!   over one database).
 //! - Backend-neutral logic and the types the interface speaks in:
 //!   `facts` (which facts are worth storing, and where each stands in its
-//!   subject's history), `forget`, `replay`, `hierarchy` (the inbox) and
+//!   subject's history), `blocks` (whose a block is, and the repair of
+//!   agent-wide blocks an older version let reflections write), `forget`,
+//!   `replay`, `hierarchy` (the inbox) and
 //!   `context` (what a context is assembled from); `generations`: which
 //!   parts of a context a write changed.
 //! - `transfer`: an export of every record of a store, and its import
@@ -51,9 +53,9 @@ use uuid::Uuid;
 use crate::embed::StoredVector;
 use crate::keys;
 use crate::model::{
-    AgentMeta, BlockLabel, ConversationSummary, ConversationTurn, DeadLetter, EarlierValue,
-    EndReason, Fact, FactRecord, MemoryBlock, ReflectionJob, SessionRecord, SummaryType, Topic,
-    Visibility,
+    AgentMeta, BlockLabel, BlockWriter, ConversationSummary, ConversationTurn, DeadLetter,
+    EarlierValue, EndReason, Fact, FactRecord, MemoryBlock, ReflectionJob, SessionRecord,
+    SummaryType, Topic, Visibility,
 };
 use crate::period::Level;
 use crate::search::{SearchIndex, TurnRef};
@@ -63,6 +65,7 @@ use chrono::NaiveDate;
 mod actor;
 mod backend;
 mod backlog;
+mod blocks;
 mod context;
 #[cfg(test)]
 pub(crate) mod contract;
@@ -86,6 +89,7 @@ pub use backend::{
     SharedBackend, SummaryStore, TurnKey,
 };
 pub use backlog::{Backlog, BacklogFull};
+pub use blocks::{repair_agent_blocks, RepairedBlock, REFLECTION_LABELS};
 pub use context::{ContextParts, ContextSources, CurrentFacts, StoredBlocks};
 pub use facts::{dedup_facts, plan_fact_changes, reconcile_facts, spoken_key, FactChanges};
 pub use forget::{ForgetReport, PendingForget};

@@ -24,8 +24,8 @@ use tracing::{debug, warn};
 use crate::clock::Clock;
 use crate::embed::Embed;
 use crate::model::{
-    truncate_chars, AgentMeta, BackgroundContext, BlockLabel, ConversationSummary, MemoryBlock,
-    Topic,
+    truncate_chars, AgentMeta, BackgroundContext, BlockLabel, BlockWriter, ConversationSummary,
+    MemoryBlock, Topic,
 };
 use crate::settings::WatchdogSettings;
 use crate::store::{StoreError, StoreMsg};
@@ -189,6 +189,7 @@ impl WatchdogState {
             limit: self.args.block_limit,
             updated_at: now,
             source_user_id: None,
+            written_by: Some(BlockWriter::Watchdog),
         };
         call_t!(
             store,

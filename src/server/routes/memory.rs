@@ -58,13 +58,14 @@ pub async fn list_blocks(
 
 /// A memory block: the agent's, or as one user's context shows it (empty until written)
 ///
-/// Without `user_id`, the agent's stored block: its `background_context`
+/// Without `user_id`, the agent's stored block, as its operator set it
+/// (`PUT`): a reflection never writes it, and its `background_context`
 /// holds only the agent's persistent context (an agent's users all read
-/// it, so it carries none of their conversations), and
-/// `relationship`/`self_perception` are the latest reflection's. With
-/// `user_id`, the block as that user's context shows it: their own
-/// `background_context`, and the reflection blocks only when drawn from
-/// their calls.
+/// it, so it carries none of their conversations). With `user_id`, the
+/// block as that user's context shows it: their own `background_context`,
+/// and for `relationship`/`self_perception` the agent's value followed by
+/// a line `In calls with this user: ` and what reflections on their calls
+/// drew (either alone when there is one), never another user's.
 #[utoipa::path(get, path = "/v1/agents/{agent_id}/blocks/{label}", operation_id = "getBlock", tag = "memory",
     params(("agent_id" = Id, Path), ("label" = BlockLabel, Path), BlockParams),
     responses(
@@ -91,7 +92,10 @@ pub async fn get_block(
 
 /// Set a memory block within its limit
 ///
-/// `background_context` is rebuilt by the watchdog and cannot be set (409).
+/// The agent's block, which every user's context shows; only this route
+/// writes it (reflections keep what they draw from a user's call as that
+/// user's). `background_context` is rebuilt by the watchdog and cannot be
+/// set (409).
 #[utoipa::path(put, path = "/v1/agents/{agent_id}/blocks/{label}", operation_id = "putBlock", tag = "memory",
     params(("agent_id" = Id, Path), ("label" = BlockLabel, Path)),
     request_body = BlockIn,

@@ -86,13 +86,10 @@ impl JobStore for PgBackend {
             .any(|f| f.visibility == Visibility::Shared);
         Self::put_summaries(&mut tx, &[summary]).await?;
         Self::bump_agent(&mut tx, &summary.agent_id).await?;
+        // Drawn from this user's conversation: theirs, never the agent's
+        // (which only its operator writes).
         for b in blocks {
-            // The agent's block holds the latest; a block drawn from one
-            // user's conversation is also kept as that user's.
-            Self::put_block_as(&mut tx, b, "").await?;
-            if let Some(user) = b.source_user_id.as_deref().filter(|u| !u.is_empty()) {
-                Self::put_block_as(&mut tx, b, user).await?;
-            }
+            Self::put_block_as(&mut tx, b, &summary.user_id).await?;
         }
         let rows: Vec<&FactRecord> = changes.added.iter().chain(&changes.updated).collect();
         Self::put_facts(&mut tx, &rows).await?;

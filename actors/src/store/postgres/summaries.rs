@@ -213,6 +213,55 @@ impl SummaryStore for PgBackend {
         Ok(())
     }
 
+    async fn reclaim_agent_block(
+        &self,
+        agent_id: &str,
+        label: BlockLabel,
+        user_id: &str,
+    ) -> Result<bool, StoreError> {
+        self.write_turns().await?;
+        let mut tx = self.pool.begin().await?;
+        // A reflection of this user's on another instance writes their
+        // block under the same lock.
+        Self::lock_user(&mut tx, agent_id, user_id).await?;
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT user_id, body::text FROM blocks
+             WHERE agent_id = $1 AND label = $2 AND user_id IN ('', $3)
+             FOR UPDATE",
+        )
+        .bind(agent_id)
+        .bind(label_code(label))
+        .bind(user_id)
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut agent_wide: Option<MemoryBlock> = None;
+        let mut theirs: Option<MemoryBlock> = None;
+        for (user, json) in rows {
+            let key = format!("{agent_id}/{user}/{label}");
+            let decoded = self.decode::<MemoryBlock>("blocks", &key, &json);
+            if user.is_empty() {
+                agent_wide = decoded;
+            } else {
+                theirs = decoded;
+            }
+        }
+        let Some(agent_wide) = agent_wide else {
+            tx.rollback().await?;
+            return Ok(false);
+        };
+        let record = super::super::blocks::reclaimed(&agent_wide, theirs.as_ref(), user_id);
+        if let Some(r) = &record {
+            Self::put_block_as(&mut tx, r, user_id).await?;
+        }
+        sqlx::query("DELETE FROM blocks WHERE agent_id = $1 AND user_id = '' AND label = $2")
+            .bind(agent_id)
+            .bind(label_code(label))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(record.is_some())
+    }
+
     async fn agent(&self, agent_id: &str) -> Result<AgentMeta, StoreError> {
         self.write_turns().await?;
         let row: Option<AgentRow> = sqlx::query_as(&format!(

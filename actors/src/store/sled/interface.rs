@@ -98,6 +98,14 @@ impl SummaryStore for Trees {
     async fn put_block(&self, block: &MemoryBlock) -> Result<(), StoreError> {
         Trees::put_block(self, block)
     }
+    async fn reclaim_agent_block(
+        &self,
+        agent_id: &str,
+        label: BlockLabel,
+        user_id: &str,
+    ) -> Result<bool, StoreError> {
+        Trees::reclaim_agent_block(self, agent_id, label, user_id)
+    }
     async fn agent(&self, agent_id: &str) -> Result<AgentMeta, StoreError> {
         Trees::agent(self, agent_id)
     }

@@ -115,16 +115,11 @@ impl Trees {
                     summaries.insert(skey.as_slice(), tx_encode(summary)?)?;
                     index.insert(id.as_bytes(), skey.as_slice())?;
                     agents.insert(keys::agent(&summary.agent_id), tx_encode(&meta)?)?;
+                    // Drawn from this user's conversation: theirs, never the
+                    // agent's (which only its operator writes).
                     for b in blocks {
-                        let value = tx_encode(b)?;
-                        // The agent's block holds the latest; a block drawn
-                        // from one user's conversation is also kept as that
-                        // user's.
-                        blocks_tree.insert(keys::block(&b.agent_id, b.label), value.as_slice())?;
-                        if let Some(user) = &b.source_user_id {
-                            blocks_tree
-                                .insert(keys::user_block(&b.agent_id, b.label, user), value)?;
-                        }
+                        let key = keys::user_block(&b.agent_id, b.label, &summary.user_id);
+                        blocks_tree.insert(key, tx_encode(b)?)?;
                     }
                     for (key, value, id) in &fact_rows {
                         facts_tree.insert(key.as_slice(), value.as_slice())?;

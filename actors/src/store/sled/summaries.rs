@@ -38,8 +38,8 @@ impl Trees {
         }
     }
 
-    /// The agent's blocks (agent-wide; the latest reflection's
-    /// `relationship`/`self_perception` among them).
+    /// The agent's blocks (agent-wide: the operator's, and the watchdog's
+    /// `background_context`).
     pub fn blocks(&self, agent_id: &str) -> Result<Vec<MemoryBlock>, StoreError> {
         let iter = self
             .blocks
@@ -132,6 +132,31 @@ impl Trees {
         self.blocks
             .insert(keys::block(&block.agent_id, block.label), encode(block)?)?;
         Ok(())
+    }
+
+    /// [`SummaryStore::reclaim_agent_block`]: one batch of the blocks tree.
+    pub fn reclaim_agent_block(
+        &self,
+        agent_id: &str,
+        label: BlockLabel,
+        user_id: &str,
+    ) -> Result<bool, StoreError> {
+        let agent_key = keys::block(agent_id, label);
+        let user_key = keys::user_block(agent_id, label, user_id);
+        let Some(agent_wide) =
+            self.get::<MemoryBlock>(&self.blocks, keys::TREE_BLOCKS, &agent_key)?
+        else {
+            return Ok(false);
+        };
+        let theirs = self.get::<MemoryBlock>(&self.blocks, keys::TREE_BLOCKS, &user_key)?;
+        let record = super::super::blocks::reclaimed(&agent_wide, theirs.as_ref(), user_id);
+        let mut batch = ::sled::Batch::default();
+        if let Some(r) = &record {
+            batch.insert(user_key, encode(r)?);
+        }
+        batch.remove(agent_key);
+        self.blocks.apply_batch(batch)?;
+        Ok(record.is_some())
     }
 
     pub fn set_persistent_context(

@@ -692,6 +692,7 @@ mod tests {
                 limit: 100,
                 updated_at: DateTime::from_timestamp_millis(0).unwrap(),
                 source_user_id: None,
+                written_by: None,
             },
         };
         assert_eq!(

@@ -4,7 +4,7 @@
 //! export or an import is refused, none of which changes anything.
 
 use super::*;
-use crate::model::{BlockLabel, EndReason};
+use crate::model::{BlockLabel, BlockWriter, EndReason};
 use crate::search::TurnRef;
 use crate::store::contract::{append, at, call, daily, ended, fact, opened, vector, TestSchema};
 use crate::store::import_folder;
@@ -79,6 +79,7 @@ async fn fill(b: &dyn Backend) -> Filled {
         limit: 2000,
         updated_at: at(6, 10),
         source_user_id: Some("mark".into()),
+        written_by: Some(BlockWriter::Reflection),
     };
     let facts = [
         fact("mark", "Mark sails on Sundays", Some("hobby"), call_id),
@@ -95,6 +96,7 @@ async fn fill(b: &dyn Backend) -> Filled {
         limit: 2000,
         updated_at: at(1, 0),
         source_user_id: None,
+        written_by: Some(BlockWriter::Operator),
     })
     .await
     .unwrap();

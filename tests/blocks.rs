@@ -142,13 +142,13 @@ impl Served {
         .await?;
         self.call(
             reqwest::Method::POST,
-            &format!("/v1/connections/{conn}/turns"),
+            &format!("/v1/connections/{conn}/turns?agent_id=kairix&user_id={user}"),
             Some(json!({"user_message": said, "agent_response": "Tell me more."})),
         )
         .await?;
         self.call(
             reqwest::Method::POST,
-            &format!("/v1/connections/{conn}/end"),
+            &format!("/v1/connections/{conn}/end?agent_id=kairix&user_id={user}"),
             Some(json!({})),
         )
         .await?;

@@ -36,8 +36,7 @@ use recall_actors::session::{SessionMsg, SessionView};
 use recall_actors::settings::{ReflectorKind, Settings, SettingsError, StoreKind};
 use recall_actors::store::{
     read_blocking, repair_agent_blocks, Backlog, BacklogFull, Generations, PgBackend,
-    SharedBackend, StoreActor,
-    StoreArgs, StoreError, StoreMsg, StoreStats, Trees,
+    SharedBackend, StoreActor, StoreArgs, StoreError, StoreMsg, StoreStats, Trees,
 };
 use recall_actors::supervisor::{
     SessionSupervisor, StartError, SupervisorArgs, SupervisorMsg, SupervisorStats,

@@ -2727,3 +2727,92 @@ async fn turn_touch_and_end_over_http_are_refused_for_anyone_but_the_connections
     srv.stop().await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn the_document_and_the_server_agree_on_what_is_refused() -> Res {
+    let mut settings = Settings::for_test();
+    settings.search.max_limit = 40;
+    let srv = start_with(settings, None, None).await?;
+    srv.start_session("kairix", "mark", "c1").await?;
+
+    // ids no caller could store are refused wherever they are named
+    let long = "a".repeat(257);
+    let (s, v) = srv.get(&format!("/v1/agents/{long}/blocks")).await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::UNPROCESSABLE_ENTITY, "too_long"),
+        "{v}"
+    );
+    let (s, v) = srv.get("/v1/sessions?user_id=%C2%9B").await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::BAD_REQUEST, "control_character"),
+        "{v}"
+    );
+    let (s, v) = srv
+        .get("/v1/agents/kairix/summaries?user_id=ma%07rk")
+        .await?;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+
+    // an optional body sent as JSON null is no body; an array is no object
+    let (s, v) = srv.post_raw("/v1/connections/c1/end", "null").await?;
+    assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+    let (s, v) = srv
+        .post_raw("/v1/agents/kairix/replay", "[null, null]")
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::BAD_REQUEST, "invalid_json"),
+        "{v}"
+    );
+    let (s, v) = srv
+        .post_raw("/v1/connections/c1/turns", r#"["My cat is Tom", "Noted"]"#)
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::BAD_REQUEST, "invalid_json"),
+        "{v}"
+    );
+
+    // the served document states the bounds this server enforces
+    let (_, doc) = srv.get("/v1/openapi.json").await?;
+    let params = &doc["paths"]["/v1/agents/{agent_id}/search"]["get"]["parameters"];
+    let limit = params
+        .as_array()
+        .expect("parameters")
+        .iter()
+        .find(|p| p["name"] == "limit")
+        .expect("limit");
+    assert_eq!(limit["schema"]["maximum"], 40);
+    let (s, v) = srv.get("/v1/agents/kairix/search?q=cat&limit=41").await?;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    let budget = doc["paths"]["/v1/agents/{agent_id}/context"]["get"]["parameters"]
+        .as_array()
+        .expect("parameters")
+        .iter()
+        .find(|p| p["name"] == "budget_tokens")
+        .expect("budget")
+        .clone();
+    assert_eq!(budget["schema"]["minimum"], 1);
+    let turn = doc["components"]["schemas"]["TurnIn"].to_string();
+    assert!(
+        turn.contains("anyOf") && turn.contains(r#""pattern":"\\S""#),
+        "{turn}"
+    );
+    assert!(turn.contains(r#""maxLength":32768"#), "{turn}");
+    let end = doc["components"]["schemas"]["CallerEndReason"]["enum"].clone();
+    assert_eq!(end, json!(["disconnect", "cleared"]));
+    let stream = doc["paths"]["/v1/connections/{connection_id}/stream"]["get"].to_string();
+    assert!(stream.contains("Sec-WebSocket-Key"), "{stream}");
+    // a GET without the upgrade is the documented 400
+    let (s, v) = srv
+        .get("/v1/connections/ws1/stream?agent_id=kairix&user_id=mark")
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::BAD_REQUEST, "websocket_required"),
+        "{v}"
+    );
+    srv.stop().await?;
+    Ok(())
+}

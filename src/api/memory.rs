@@ -242,7 +242,8 @@ pub struct ContextParams {
     /// stands).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
-    /// The token budget, at least 1.
+    /// The token budget.
+    #[param(minimum = 1, maximum = 10_000_000)]
     pub budget_tokens: usize,
     /// Show the live call; `false` for a caller that sends the call's own
     /// messages to its LLM.

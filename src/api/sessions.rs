@@ -108,7 +108,18 @@ pub struct TurnAck {
 pub struct EndSession {
     /// `disconnect` when left out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<CallerEndReason>)]
     pub reason: Option<EndReason>,
+}
+
+/// The reasons a caller ends a session with (the others are the runtime's
+/// own: a silence timeout, a shutdown, a crash, a recovery).
+#[derive(ToSchema)]
+#[schema(rename_all = "snake_case")]
+#[allow(dead_code)] // the document's type; requests read an EndReason
+enum CallerEndReason {
+    Disconnect,
+    Cleared,
 }
 
 /// A live session ended, or none was live (the call is idempotent).

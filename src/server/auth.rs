@@ -23,6 +23,9 @@ pub enum Access {
 impl Access {
     /// `403` unless this access covers `agent_id`.
     pub fn allow(&self, agent_id: &str) -> Result<(), ApiError> {
+        // Every route that names an agent asks here first: an id no caller
+        // could have stored is refused as such, before access is decided.
+        recall_actors::model::validate_id("agent_id", agent_id)?;
         match self {
             Access::All => Ok(()),
             Access::Agents(set) if set.contains(agent_id) => Ok(()),

@@ -241,8 +241,10 @@ impl From<BytesRejection> for ApiError {
 
 impl From<WebSocketUpgradeRejection> for ApiError {
     fn from(r: WebSocketUpgradeRejection) -> Self {
+        // The upgrade's headers are required parameters of the route: one
+        // missing or wrong is a bad request (axum says 426 for some).
         ApiError::new(
-            r.status(),
+            StatusCode::BAD_REQUEST,
             "websocket_required",
             format!("{}; this endpoint is a WebSocket", r.body_text()),
         )
@@ -293,8 +295,46 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let Json(v) = Json::<T>::from_request(req, state).await?;
+        if !json_content_type(req.headers()) {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "expected a body with Content-Type: application/json",
+            ));
+        }
+        let bytes = axum::body::Bytes::from_request(req, state).await?;
+        json_object(&bytes)?;
+        let Json(v) = Json::<T>::from_bytes(&bytes)?;
         Ok(ApiJson(v))
+    }
+}
+
+/// Whether the request says its body is JSON (`application/json`, or an
+/// `application/…+json` type), as axum's `Json` asks.
+fn json_content_type(headers: &axum::http::HeaderMap) -> bool {
+    let Some(ct) = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = ct.split(';').next().unwrap_or_default().trim();
+    let essence = essence.to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+/// Every body the API takes is a JSON object: serde would also read a
+/// struct from an array of its fields (`["hi","hello"]`), which no
+/// client means and the document does not allow.
+pub(crate) fn json_object(body: &[u8]) -> Result<(), ApiError> {
+    match body.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => Ok(()),
+        _ => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+            "expected a JSON object",
+        )),
     }
 }
 

@@ -193,7 +193,8 @@ pub fn openapi_document() -> utoipa::openapi::OpenApi {
 
 /// The API's router, for a runtime.
 pub fn router(runtime: Runtime, config: &ServerConfig, shutdown: watch::Receiver<bool>) -> Router {
-    let (v1, public, doc) = parts();
+    let (v1, public, mut doc) = parts();
+    openapi::with_settings(&mut doc, runtime.settings());
     let state = AppState {
         runtime,
         metrics: crate::metrics::prometheus(),

@@ -103,6 +103,8 @@ const OWNED_CONNECTION: &[(&str, &str)] = &[
 /// Applied once the paths are in: the shared answers, the security and
 /// the links.
 pub(super) fn finish(doc: &mut OpenApi) {
+    upgrade_headers(doc);
+    turn_needs_words(doc);
     if let Some(RefOr::T(started)) = doc
         .paths
         .paths
@@ -162,6 +164,117 @@ pub(super) fn finish(doc: &mut OpenApi) {
                 "bearer",
                 Vec::<String>::new(),
             )]);
+        }
+    }
+}
+
+/// The WebSocket route's upgrade headers, as required parameters: a
+/// request without them is not a stream (`400 websocket_required`).
+fn upgrade_headers(doc: &mut OpenApi) {
+    use utoipa::openapi::path::{ParameterBuilder, ParameterIn};
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    let Some(op) = doc
+        .paths
+        .paths
+        .get_mut("/v1/connections/{connection_id}/stream")
+        .and_then(|item| item.get.as_mut())
+    else {
+        return;
+    };
+    let header = |name: &str, schema: ObjectBuilder, about: &str| {
+        ParameterBuilder::new()
+            .name(name)
+            .parameter_in(ParameterIn::Header)
+            .required(Required::True)
+            .description(Some(about))
+            .schema(Some(schema.schema_type(Type::String)))
+            .build()
+            .into()
+    };
+    let one = |v: &str| ObjectBuilder::new().enum_values(Some([v.to_string()]));
+    let params = op.parameters.get_or_insert_with(Vec::new);
+    params.push(header("Upgrade", one("websocket"), "The WebSocket upgrade"));
+    params.push(header(
+        "Connection",
+        one("Upgrade"),
+        "The WebSocket upgrade",
+    ));
+    params.push(header("Sec-WebSocket-Version", one("13"), "RFC 6455"));
+    params.push(header(
+        "Sec-WebSocket-Key",
+        ObjectBuilder::new().pattern(Some("^[A-Za-z0-9+/]{22}==$")),
+        "16 random bytes in base64 (RFC 6455)",
+    ));
+}
+
+/// A turn's body holds at least one side's words: both empty (or only
+/// spaces) is `422 empty_turn`, so the document says so.
+fn turn_needs_words(doc: &mut OpenApi) {
+    use utoipa::openapi::schema::{AnyOfBuilder, ObjectBuilder, Schema, Type};
+    let Some(components) = doc.components.as_mut() else {
+        return;
+    };
+    let Some(RefOr::T(Schema::Object(turn))) = components.schemas.get("TurnIn").cloned() else {
+        return;
+    };
+    let words = |side: &str| {
+        ObjectBuilder::new()
+            .property(
+                side,
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .pattern(Some(r"\S")),
+            )
+            .required(side)
+    };
+    let spoken = AnyOfBuilder::new()
+        .item(words("user_message"))
+        .item(words("agent_response"))
+        .build();
+    let all = utoipa::openapi::schema::AllOfBuilder::new()
+        .item(turn)
+        .item(Schema::AnyOf(spoken))
+        .build();
+    components
+        .schemas
+        .insert("TurnIn".into(), RefOr::T(Schema::AllOf(all)));
+}
+
+/// The bounds that are settings, as this server enforces them: the served
+/// document says what this server refuses, not the defaults'.
+pub(super) fn with_settings(doc: &mut OpenApi, settings: &recall_actors::settings::Settings) {
+    use utoipa::openapi::schema::Schema;
+    use utoipa::openapi::HttpMethod;
+    let search = doc
+        .paths
+        .get_path_operation("/v1/agents/{agent_id}/search", HttpMethod::Get)
+        .cloned();
+    if let Some(mut op) = search {
+        for p in op.parameters.iter_mut().flatten() {
+            if let RefOr::T(p) = p {
+                if p.name == "limit" {
+                    if let Some(RefOr::T(Schema::Object(o))) = p.schema.as_mut() {
+                        o.maximum = Some((settings.search.max_limit as f64).into());
+                    }
+                }
+            }
+        }
+        if let Some(item) = doc.paths.paths.get_mut("/v1/agents/{agent_id}/search") {
+            item.get = Some(op);
+        }
+    }
+    let max = settings.session.max_message_chars;
+    if let Some(components) = doc.components.as_mut() {
+        if let Some(RefOr::T(Schema::AllOf(turn))) = components.schemas.get_mut("TurnIn") {
+            for item in turn.items.iter_mut() {
+                if let RefOr::T(Schema::Object(o)) = item {
+                    for side in ["user_message", "agent_response"] {
+                        if let Some(RefOr::T(Schema::Object(p))) = o.properties.get_mut(side) {
+                            p.max_length = Some(max);
+                        }
+                    }
+                }
+            }
         }
     }
 }

@@ -74,7 +74,7 @@ enum FrameKind {
         (status = 101, description = "Switching to the WebSocket protocol"),
         (status = 409, description = "`connection_busy`, `connection_owned`", body = crate::api::ErrorBody),
         (status = 429, description = "`too_many_sessions`: the agent has session.max_live_per_agent live sessions", body = crate::api::ErrorBody),
-        (status = 426, description = "`websocket_required`: not a WebSocket upgrade request", body = crate::api::ErrorBody),
+        (status = 400, description = "`websocket_required`: not a WebSocket upgrade request (its headers missing or wrong)", body = crate::api::ErrorBody),
     ))]
 pub async fn stream(
     State(app): State<AppState>,

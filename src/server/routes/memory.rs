@@ -127,6 +127,9 @@ pub async fn list_summaries(
     ApiQuery(q): ApiQuery<SummaryParams>,
 ) -> Result<Json<SummaryList>, ApiError> {
     access.allow(&agent_id)?;
+    if let Some(user) = &q.user_id {
+        recall_actors::model::validate_id("user_id", user)?;
+    }
     let query = SummaryQuery {
         kind: q.kind,
         user_id: q.user_id,

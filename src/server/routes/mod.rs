@@ -22,9 +22,12 @@ fn parse_id(what: &'static str, raw: &str) -> Result<Uuid, ApiError> {
 
 /// A body that may be left out: empty (or blank) reads as `T::default()`.
 fn optional_body<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
+    // Left out, or sent as JSON `null`: none.
+    let text = body.trim_ascii();
+    if text.is_empty() || text == b"null" {
         return Ok(T::default());
     }
+    super::error::json_object(text)?;
     serde_json::from_slice(body)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", e.to_string()))
 }

@@ -75,6 +75,9 @@ pub async fn list_sessions(
     if let Some(agent) = &q.agent_id {
         access.allow(agent)?;
     }
+    if let Some(user) = &q.user_id {
+        recall_actors::model::validate_id("user_id", user)?;
+    }
     let mut sessions = app.runtime.sessions(q.agent_id.as_deref()).await?;
     sessions.retain(|s| {
         access.covers(&s.agent_id)

@@ -49,6 +49,6 @@ pub use recall_actors::model::{
 pub use recall_actors::reflect::{Reflect, ReflectError, ReflectRequest};
 pub use recall_actors::settings::Settings;
 pub use runtime::{
-    ContextOptions, LiveContext, RecallError, Runtime, RuntimeBuilder, RuntimeStats, SessionStatus,
-    ShutdownReport, StartupError, SummaryQuery,
+    ContextOptions, LiveContext, RecallError, Runtime, RuntimeBuilder, RuntimeStats, SessionQuery,
+    SessionStatus, ShutdownReport, StartupError, SummaryQuery, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT,
 };

@@ -460,6 +460,8 @@ async fn dead_letters_are_listed_and_retried() -> Res {
     assert_eq!(dead.len(), 1, "{v}");
     assert_eq!(dead[0]["session_id"], sid.as_str());
     assert_eq!(dead[0]["error_kind"], "rejected");
+    // the count `/metrics` reports, kept by the store
+    assert_eq!(srv.runtime.dead_letter_count().await?, 1);
     let (s, _) = srv.get(&format!("/v1/summaries/{sid}")).await?;
     assert_eq!(s, StatusCode::NOT_FOUND);
     // another agent's list does not show it
@@ -475,6 +477,7 @@ async fn dead_letters_are_listed_and_retried() -> Res {
     assert_eq!(s, StatusCode::OK);
     let (_, v) = srv.get("/v1/agents/kairix/dead-letters").await?;
     assert_eq!(v["dead_letters"].as_array().map(Vec::len), Some(0));
+    assert_eq!(srv.runtime.dead_letter_count().await?, 0);
     // retrying again: nothing to retry
     let (s, v) = srv
         .post(&format!("/v1/dead-letters/{sid}/retry"), json!({}))
@@ -483,6 +486,211 @@ async fn dead_letters_are_listed_and_retried() -> Res {
         (s, error_code(&v)),
         (StatusCode::NOT_FOUND, "unknown_dead_letter")
     );
+    srv.stop().await?;
+    Ok(())
+}
+
+/// A listing's items: a field of each (an id) and its time, to the
+/// millisecond.
+fn listed(v: &Value, time: &str, id: &str) -> Vec<(String, i64)> {
+    v.as_array()
+        .expect("a list")
+        .iter()
+        .map(|s| {
+            let at = chrono::DateTime::parse_from_rfc3339(s[time].as_str().unwrap_or_default())
+                .map(|t| t.timestamp_millis())
+                .unwrap_or_else(|e| panic!("{time} of {s}: {e}"));
+            (s[id].as_str().unwrap_or_default().to_string(), at)
+        })
+        .collect()
+}
+
+/// Whether a listing is newest first (to the millisecond, as the store
+/// keys them; ties go by id).
+fn newest_first(items: &[(String, i64)]) -> bool {
+    items.windows(2).all(|w| w[0].1 >= w[1].1)
+}
+
+#[tokio::test]
+async fn listings_have_a_default_and_a_maximum_limit_stay_newest_first_and_page_on() -> Res {
+    use recall::{LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT};
+    let mut settings = Settings::for_test();
+    settings.server.token = "root-token".into();
+    settings.server.tokens = vec![TokenGrant {
+        token: "kairix-token".into(),
+        agents: vec!["kairix".into()],
+    }];
+    let mut srv = start_with(settings, None, None).await?;
+    srv.token = Some("root-token".into());
+
+    // The document states the bounds the server keeps, on every listing.
+    let (_, doc) = srv.get("/v1/openapi.json").await?;
+    for path in [
+        "/v1/sessions",
+        "/v1/agents/{agent_id}/summaries",
+        "/v1/agents/{agent_id}/dead-letters",
+        "/v1/agents/{agent_id}/topics",
+    ] {
+        let limit = doc["paths"][path]["get"]["parameters"]
+            .as_array()
+            .expect("parameters")
+            .iter()
+            .find(|p| p["name"] == "limit")
+            .unwrap_or_else(|| panic!("{path} takes no limit"));
+        let schema = &limit["schema"];
+        assert_eq!(schema["minimum"], 1, "{path}: {limit}");
+        assert_eq!(schema["maximum"], LIST_MAX_LIMIT, "{path}: {limit}");
+        assert_eq!(schema["default"], LIST_DEFAULT_LIMIT, "{path}: {limit}");
+        assert!(
+            doc["paths"][path]["get"]["responses"]["400"]["description"]
+                .as_str()
+                .is_some_and(|d| d.contains("`invalid`")),
+            "{path}"
+        );
+    }
+
+    // Two of kairix's sessions first, then more of another agent's than a
+    // page holds, newer.
+    let mut kairix = Vec::new();
+    for n in 0..2 {
+        let rec = srv
+            .runtime
+            .start_session("kairix", "mark", &format!("k{n}"))
+            .await?;
+        kairix.push(rec.session_id.to_string());
+    }
+    let others = LIST_DEFAULT_LIMIT + 5;
+    for n in 0..others {
+        srv.runtime
+            .start_session("other", &format!("u{}", n % 3), &format!("o{n}"))
+            .await?;
+    }
+    let total = others + 2;
+
+    // Left out, the default; newest first.
+    let (s, v) = srv.get("/v1/sessions").await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let page = listed(&v["sessions"], "started_at", "session_id");
+    assert_eq!(page.len(), LIST_DEFAULT_LIMIT);
+    assert!(newest_first(&page), "{page:?}");
+    assert!(page.iter().all(|(id, _)| !kairix.contains(id)), "older");
+    // The next page goes on after the last one, to the end.
+    let last = &page[page.len() - 1].0;
+    let (s, v) = srv.get(&format!("/v1/sessions?before={last}")).await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let rest = listed(&v["sessions"], "started_at", "session_id");
+    assert_eq!(rest.len(), total - LIST_DEFAULT_LIMIT);
+    assert!(newest_first(&[&page[..], &rest[..]].concat()));
+    let ids: std::collections::BTreeSet<&String> =
+        page.iter().chain(&rest).map(|(id, _)| id).collect();
+    assert_eq!(ids.len(), total, "every session once");
+    assert_eq!(
+        rest[rest.len() - 2..]
+            .iter()
+            .map(|(id, _)| id)
+            .collect::<Vec<_>>(),
+        [&kairix[1], &kairix[0]]
+    );
+    // The maximum is allowed; past it, or 0, a typed 400 and nothing read.
+    let (s, v) = srv
+        .get(&format!("/v1/sessions?limit={LIST_MAX_LIMIT}"))
+        .await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["sessions"].as_array().map(Vec::len), Some(total));
+    let (s, v) = srv.get("/v1/sessions?limit=3&user_id=u1").await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let theirs = listed(&v["sessions"], "started_at", "user_id");
+    assert_eq!(theirs.len(), 3);
+    assert!(theirs.iter().all(|(u, _)| u == "u1") && newest_first(&theirs));
+    let over = LIST_MAX_LIMIT + 1;
+    let unknown = uuid::Uuid::new_v4();
+    for path in [
+        "/v1/sessions?limit=0".to_string(),
+        format!("/v1/sessions?limit={over}"),
+        format!("/v1/sessions?before={unknown}"),
+        "/v1/agents/kairix/summaries?limit=0".to_string(),
+        format!("/v1/agents/kairix/summaries?limit={over}"),
+        format!("/v1/agents/kairix/summaries?before={unknown}"),
+        "/v1/agents/kairix/dead-letters?limit=0".to_string(),
+        format!("/v1/agents/kairix/dead-letters?limit={over}"),
+        "/v1/agents/kairix/topics?limit=0".to_string(),
+        format!("/v1/agents/kairix/topics?limit={over}"),
+    ] {
+        let (s, v) = srv.get(&path).await?;
+        assert_eq!(
+            (s, error_code(&v)),
+            (StatusCode::BAD_REQUEST, "invalid"),
+            "{path}: {v}"
+        );
+    }
+    let (s, v) = srv.get("/v1/sessions?limit=-1").await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::BAD_REQUEST, "invalid_query"),
+        "{v}"
+    );
+    for path in [
+        "/v1/agents/kairix/summaries",
+        "/v1/agents/kairix/dead-letters",
+        "/v1/agents/kairix/topics",
+    ] {
+        let (s, v) = srv.get(&format!("{path}?limit={LIST_MAX_LIMIT}")).await?;
+        assert_eq!(s, StatusCode::OK, "{path}: {v}");
+    }
+
+    // A token for kairix alone: the limit counts only the sessions it may
+    // see (every newer one is another agent's), and another agent's
+    // session names no page of its listing.
+    srv.token = Some("kairix-token".into());
+    let (s, v) = srv.get("/v1/sessions?limit=1").await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(
+        listed(&v["sessions"], "started_at", "session_id")[0].0,
+        kairix[1]
+    );
+    let (_, v) = srv
+        .get(&format!("/v1/sessions?before={}", kairix[1]))
+        .await?;
+    assert_eq!(
+        listed(&v["sessions"], "started_at", "session_id")[0].0,
+        kairix[0]
+    );
+    let (s, v) = srv.get(&format!("/v1/sessions?before={last}")).await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::BAD_REQUEST, "invalid"),
+        "{v}"
+    );
+
+    // Summaries: newest first by period end, a page at a time.
+    srv.token = Some("root-token".into());
+    for n in 0..3 {
+        let conn = format!("s{n}");
+        srv.start_session("kairix", "ada", &conn).await?;
+        srv.turn(&conn, &format!("Call number {n} about the move"), "Noted.")
+            .await?;
+        srv.post(&format!("/v1/connections/{conn}/end"), json!({}))
+            .await?;
+        srv.runtime.wait_idle().await?;
+    }
+    let sessions = "/v1/agents/kairix/summaries?type=session";
+    let (s, v) = srv.get(&format!("{sessions}&limit=2")).await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let page = listed(&v["summaries"], "period_end", "summary_id");
+    assert_eq!(page.len(), 2);
+    assert!(newest_first(&page), "{page:?}");
+    let (_, v) = srv
+        .get(&format!("{sessions}&limit=2&before={}", page[1].0))
+        .await?;
+    let rest = listed(&v["summaries"], "period_end", "summary_id");
+    assert_eq!(rest.len(), 1, "{page:?} {rest:?}");
+    assert!(newest_first(&[&page[..], &rest[..]].concat()));
+    let (_, v) = srv.get(sessions).await?;
+    assert_eq!(v["summaries"].as_array().map(Vec::len), Some(3));
+    // every type's together, newest first
+    let (_, v) = srv.get("/v1/agents/kairix/summaries").await?;
+    let all = listed(&v["summaries"], "period_end", "summary_id");
+    assert!(all.len() >= 3 && newest_first(&all), "{all:?}");
     srv.stop().await?;
     Ok(())
 }

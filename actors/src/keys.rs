@@ -35,9 +35,17 @@ pub const TREE_TOPICS: &str = "topics";
 pub const TREE_EMBEDDINGS: &str = "embeddings";
 pub const TREE_FACT_TOMBSTONES: &str = "fact_tombstones";
 pub const TREE_USER_SESSIONS: &str = "user_sessions";
+pub const TREE_SESSION_STARTS: &str = "session_starts";
+pub const TREE_AGENT_DEAD_LETTERS: &str = "agent_dead_letters";
 /// `meta`: set once `user_sessions` holds every session (a data folder
 /// from before the index gets it built at open).
 pub const USER_SESSIONS_BUILT: &[u8] = b"user_sessions_built";
+/// `meta`: set once `session_starts` holds every session (built at open
+/// for a data folder from before it).
+pub const SESSION_STARTS_BUILT: &[u8] = b"session_starts_built";
+/// `meta`: set once `agent_dead_letters` holds every dead letter (built
+/// at open for a data folder from before it).
+pub const AGENT_DEAD_LETTERS_BUILT: &[u8] = b"agent_dead_letters_built";
 /// `meta` (and PostgreSQL's `meta`): set once the Rollup actor's inbox
 /// holds every session summary and fact stored before there was one.
 pub const INBOX_BACKFILLED: &str = "inbox_backfilled";
@@ -94,6 +102,93 @@ pub fn agent_sessions_prefix(agent_id: &str) -> Vec<u8> {
 pub fn user_session_id(key: &[u8]) -> Option<Uuid> {
     let at = key.len().checked_sub(16)?;
     Uuid::from_slice(&key[at..]).ok()
+}
+
+/// `session_starts` (an index): every session by start time, in two
+/// families told apart by the first byte. Each key ends with the start
+/// time and the session id ([`ORDER_TAIL`] bytes), so a backwards scan
+/// gives the newest first.
+const STARTS_ALL: u8 = 0;
+const STARTS_OF_AGENT: u8 = 1;
+
+/// The bytes every index key that orders records by time ends with: a
+/// time key and an id.
+pub const ORDER_TAIL: usize = 24;
+
+/// The time and id a record is ordered by, as index keys end with them.
+pub fn order_tail(t: DateTime<Utc>, id: Uuid) -> [u8; ORDER_TAIL] {
+    let mut k = [0u8; ORDER_TAIL];
+    k[..8].copy_from_slice(&time_key(t));
+    k[8..].copy_from_slice(id.as_bytes());
+    k
+}
+
+/// The last [`ORDER_TAIL`] bytes of an index key (all of a shorter one).
+pub fn tail_of(key: &[u8]) -> &[u8] {
+    &key[key.len().saturating_sub(ORDER_TAIL)..]
+}
+
+/// `session_starts`, every agent's family: start time, session id; the
+/// value is the agent and user ([`session_owner`]), so a listing filters
+/// by them without reading the session.
+pub fn session_start(rec: &crate::model::SessionRecord) -> Vec<u8> {
+    let mut k = session_starts_prefix(None);
+    k.extend_from_slice(&order_tail(rec.started_at, rec.session_id));
+    k
+}
+
+/// `session_starts`, one agent's family: agent, start time, session id.
+pub fn agent_session_start(rec: &crate::model::SessionRecord) -> Vec<u8> {
+    let mut k = session_starts_prefix(Some(&rec.agent_id));
+    k.extend_from_slice(&order_tail(rec.started_at, rec.session_id));
+    k
+}
+
+/// The prefix of one agent's family in `session_starts`, or of every
+/// agent's.
+pub fn session_starts_prefix(agent_id: Option<&str>) -> Vec<u8> {
+    match agent_id {
+        None => vec![STARTS_ALL],
+        Some(agent) => {
+            let mut k = vec![STARTS_OF_AGENT];
+            k.extend_from_slice(&agent_prefix(agent));
+            k
+        }
+    }
+}
+
+/// The value of a session's row in every agent's family of
+/// `session_starts`: agent, NUL, user.
+pub fn session_owner(rec: &crate::model::SessionRecord) -> Vec<u8> {
+    let mut v = agent_prefix(&rec.agent_id);
+    v.extend_from_slice(rec.user_id.as_bytes());
+    v
+}
+
+/// The agent and user of a [`session_owner`] value.
+pub fn owner_parts(value: &[u8]) -> Option<(&[u8], &[u8])> {
+    let at = value.iter().position(|b| *b == 0)?;
+    Some((&value[..at], &value[at + 1..]))
+}
+
+/// The id at the end of an index key ending in an [`order_tail`].
+pub fn tail_id(key: &[u8]) -> Option<Uuid> {
+    if key.len() < ORDER_TAIL {
+        return None;
+    }
+    Uuid::from_slice(&key[key.len() - 16..]).ok()
+}
+
+/// `agent_dead_letters` (an index, values empty): agent, time the
+/// reflection failed, session id; an agent's dead letters oldest first.
+pub fn agent_dead_letter(letter: &crate::model::DeadLetter) -> Vec<u8> {
+    let mut k = agent_prefix(&letter.agent_id);
+    k.extend_from_slice(&order_tail(letter.failed_at, letter.session_id));
+    k
+}
+
+pub fn agent_dead_letters_prefix(agent_id: &str) -> Vec<u8> {
+    agent_prefix(agent_id)
 }
 
 /// Milliseconds since the epoch, shifted so that ordering holds across 1970.
@@ -282,6 +377,36 @@ mod tests {
             );
         }
         assert_eq!(inbox_parts(b"short"), None);
+    }
+
+    #[test]
+    fn session_start_keys_sort_by_time_and_keep_agents_apart() {
+        let rec = |agent: &str, millis: i64, id: u128| crate::model::SessionRecord {
+            session_id: Uuid::from_u128(id),
+            agent_id: agent.into(),
+            user_id: "mark".into(),
+            connection_id: "c".into(),
+            started_at: Utc.timestamp_millis_opt(millis).unwrap(),
+            ended_at: None,
+            end_reason: None,
+            turn_count: 0,
+        };
+        let (early, late) = (rec("ab", -1_500, 9), rec("ab", 7, 1));
+        assert!(session_start(&early) < session_start(&late));
+        assert!(agent_session_start(&early) < agent_session_start(&late));
+        // same time: by id
+        assert!(session_start(&rec("ab", 7, 0)) < session_start(&late));
+        // an agent whose id extends another's is not in its family
+        let other = agent_session_start(&rec("abc", 7, 1));
+        assert!(!other.starts_with(&session_starts_prefix(Some("ab"))));
+        assert!(!session_start(&late).starts_with(&session_starts_prefix(Some("ab"))));
+        // the value tells the owner, the key's tail the id
+        assert_eq!(
+            owner_parts(&session_owner(&late)),
+            Some((&b"ab"[..], &b"mark"[..]))
+        );
+        assert_eq!(tail_id(&agent_session_start(&late)), Some(late.session_id));
+        assert_eq!(tail_id(b"short"), None);
     }
 
     #[test]

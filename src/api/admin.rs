@@ -17,6 +17,18 @@ pub struct DeadLetterList {
     pub dead_letters: Vec<DeadLetter>,
 }
 
+/// `GET /v1/agents/{agent_id}/dead-letters`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct DeadLetterParams {
+    /// At most this many, oldest first: 1 to 1000, 100 when left out
+    /// (`400 invalid` otherwise). A retried letter leaves the list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 1, maximum = 1000, default = 100)]
+    pub limit: Option<usize>,
+}
+
 /// A dead letter's reflection queued again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Requeued {

@@ -217,9 +217,13 @@ impl Client {
             .await
     }
 
-    pub async fn dead_letters(&self, agent_id: &str) -> Result<DeadLetterList, ClientError> {
+    pub async fn dead_letters(
+        &self,
+        agent_id: &str,
+        q: &DeadLetterParams,
+    ) -> Result<DeadLetterList, ClientError> {
         let path = ["v1", "agents", agent_id, "dead-letters"];
-        self.call(self.request(Method::GET, &path)).await
+        self.call(self.request(Method::GET, &path).query(q)).await
     }
 
     pub async fn retry_dead_letter(&self, session_id: Uuid) -> Result<Requeued, ClientError> {

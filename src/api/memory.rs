@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Id;
 use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
 
 use crate::runtime::TopicView;
 
@@ -108,7 +109,14 @@ pub struct SummaryParams {
     /// Summaries whose period starts at or before this time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<DateTime<Utc>>,
+    /// The next page: the summaries after this one (the last of the page
+    /// before); `400 invalid` if it names no summary of the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<Uuid>,
+    /// At most this many, newest first: 1 to 1000, 100 when left out
+    /// (`400 invalid` otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 1, maximum = 1000, default = 100)]
     pub limit: Option<usize>,
 }
 
@@ -171,6 +179,11 @@ pub struct TopicParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[param(value_type = Option<Id>)]
     pub user_id: Option<String>,
+    /// At most this many, most recently active first: 1 to 1000, 100
+    /// when left out (`400 invalid` otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 1, maximum = 1000, default = 100)]
+    pub limit: Option<usize>,
 }
 
 /// Topics, most recently active first.

@@ -48,8 +48,14 @@ pub struct ListSessions {
     /// Only live sessions (`true`) or only ended ones (`false`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<bool>,
-    /// At most this many, newest first.
+    /// The next page: the sessions after this one (the last of the page
+    /// before); `400 invalid` if it names no session the token covers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<Uuid>,
+    /// At most this many, newest first: 1 to 1000, 100 when left out
+    /// (`400 invalid` otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[param(minimum = 1, maximum = 1000, default = 100)]
     pub limit: Option<usize>,
 }
 

@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand};
-use recall::api::{Client, ForgetParams, ReplayIn};
+use recall::api::{Client, DeadLetterParams, ForgetParams, ReplayIn};
 use uuid::Uuid;
 
 use super::render::{shorten, table, time, Output};
@@ -13,6 +13,9 @@ pub enum DeadLettersCmd {
     List {
         #[arg(long)]
         agent: String,
+        /// At most this many, oldest first (1 to 1000; 100 without it).
+        #[arg(long)]
+        limit: Option<usize>,
     },
     /// Queue a dead letter's reflection again.
     Retry {
@@ -23,8 +26,8 @@ pub enum DeadLettersCmd {
 
 pub async fn dead_letters(cmd: DeadLettersCmd, c: &Client, out: Output) -> anyhow::Result<()> {
     match cmd {
-        DeadLettersCmd::List { agent } => {
-            let list = c.dead_letters(&agent).await?;
+        DeadLettersCmd::List { agent, limit } => {
+            let list = c.dead_letters(&agent, &DeadLetterParams { limit }).await?;
             out.show(&list, |list| {
                 table(
                     ["SESSION", "USER", "ATTEMPTS", "KIND", "FAILED AT", "ERROR"],

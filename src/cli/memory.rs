@@ -30,6 +30,10 @@ pub struct SummariesArgs {
     /// RFC 3339 time: summaries starting at or before it.
     #[arg(long, value_parser = super::parse_time)]
     until: Option<DateTime<Utc>>,
+    /// The next page: the summaries after this one (the last listed).
+    #[arg(long)]
+    before: Option<Uuid>,
+    /// 1 to 1000.
     #[arg(long, default_value_t = 20)]
     limit: usize,
 }
@@ -47,6 +51,7 @@ pub async fn summaries(a: SummariesArgs, c: &Client, out: Output) -> anyhow::Res
         user_id: a.user,
         since: a.since,
         until: a.until,
+        before: a.before,
         limit: Some(a.limit),
     };
     let list = c.summaries(&a.agent, &q).await?;
@@ -252,10 +257,18 @@ pub struct TopicsArgs {
     /// One user's topics (all users' without it).
     #[arg(long)]
     user: Option<String>,
+    /// At most this many, most recently active first (1 to 1000; 100
+    /// without it).
+    #[arg(long)]
+    limit: Option<usize>,
 }
 
 pub async fn topics(a: TopicsArgs, c: &Client, out: Output) -> anyhow::Result<()> {
-    let list = c.topics(&a.agent, &TopicParams { user_id: a.user }).await?;
+    let q = TopicParams {
+        user_id: a.user,
+        limit: a.limit,
+    };
+    let list = c.topics(&a.agent, &q).await?;
     out.show(&list, |list| {
         table(
             [

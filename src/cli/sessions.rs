@@ -17,6 +17,10 @@ pub struct SessionsArgs {
     /// Only live sessions.
     #[arg(long)]
     live: bool,
+    /// The next page: the sessions after this one (the last listed).
+    #[arg(long)]
+    before: Option<uuid::Uuid>,
+    /// 1 to 1000.
     #[arg(long, default_value_t = 50)]
     limit: usize,
 }
@@ -26,6 +30,7 @@ pub async fn sessions(a: SessionsArgs, c: &Client, out: Output) -> anyhow::Resul
         agent_id: a.agent,
         user_id: a.user,
         live: a.live.then_some(true),
+        before: a.before,
         limit: Some(a.limit),
     };
     let list = c.sessions(&q).await?;

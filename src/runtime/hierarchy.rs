@@ -11,7 +11,7 @@ use serde::Serialize;
 use std::sync::Arc;
 use uuid::Uuid;
 
-use super::{ask, RecallError, Runtime};
+use super::{ask, listing_limit, RecallError, Runtime};
 
 /// Rollups of many agents take longer than a plain call.
 pub(super) const ROLLUP_TIMEOUT_MS: u64 = 30 * 60 * 1000;
@@ -61,17 +61,43 @@ impl Runtime {
         agent_id: &str,
         user_id: Option<&str>,
     ) -> Result<Vec<TopicView>, RecallError> {
+        self.topics_up_to(agent_id, user_id, usize::MAX).await
+    }
+
+    /// [`Runtime::topics`], at most `limit` (1 to
+    /// [`super::LIST_MAX_LIMIT`]; [`super::LIST_DEFAULT_LIMIT`] when
+    /// `None`). The topic records are read
+    /// whole (an agent's, or one user's: they have no order by activity
+    /// to read in); their summaries only for the topics returned.
+    pub async fn list_topics(
+        &self,
+        agent_id: &str,
+        user_id: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<Vec<TopicView>, RecallError> {
+        let limit = listing_limit(limit)?;
+        self.topics_up_to(agent_id, user_id, limit).await
+    }
+
+    async fn topics_up_to(
+        &self,
+        agent_id: &str,
+        user_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<TopicView>, RecallError> {
         validate_id("agent_id", agent_id)?;
         if let Some(u) = user_id {
             validate_id("user_id", u)?;
         }
-        let topics: Vec<Topic> = self
+        let mut topics: Vec<Topic> = self
             .store(|reply| StoreMsg::Topics {
                 agent_id: agent_id.to_string(),
                 user_id: user_id.map(str::to_string),
                 reply,
             })
             .await?;
+        topics.sort_by_key(|t| std::cmp::Reverse((t.last_active, t.topic_id)));
+        topics.truncate(limit);
         let mut out = Vec::with_capacity(topics.len());
         for t in topics {
             let summary = self.summary(t.topic_id).await?.map(|s| s.summary_text);
@@ -89,7 +115,6 @@ impl Runtime {
                 last_active: t.last_active,
             });
         }
-        out.sort_by_key(|t| std::cmp::Reverse((t.last_active, t.topic_id)));
         Ok(out)
     }
 

@@ -36,7 +36,8 @@ use recall_actors::session::{SessionMsg, SessionView};
 use recall_actors::settings::{ReflectorKind, Settings, SettingsError, StoreKind};
 use recall_actors::store::{
     read_blocking, repair_agent_blocks, Backlog, BacklogFull, Generations, PgBackend,
-    SharedBackend, StoreActor, StoreArgs, StoreError, StoreMsg, StoreStats, Trees,
+    SessionListing, SharedBackend, StoreActor, StoreArgs, StoreError, StoreMsg, StoreStats,
+    SummaryListing, Trees,
 };
 use recall_actors::supervisor::{
     SessionSupervisor, StartError, SupervisorArgs, SupervisorMsg, SupervisorStats,
@@ -135,7 +136,14 @@ pub struct LiveContext {
     pub idle_secs: f64,
 }
 
-/// Which summaries [`Runtime::find_summaries`] returns.
+/// How many records a listing (sessions, summaries, dead letters,
+/// topics) returns when it names no limit.
+pub const LIST_DEFAULT_LIMIT: usize = 100;
+/// The most records a listing may ask for: a larger `limit` is refused
+/// (the next page is asked for with `before`).
+pub const LIST_MAX_LIMIT: usize = 1000;
+
+/// Which summaries [`Runtime::find_summaries`] returns, newest first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SummaryQuery {
     pub kind: Option<SummaryType>,
@@ -144,7 +152,41 @@ pub struct SummaryQuery {
     pub since: Option<chrono::DateTime<chrono::Utc>>,
     /// Summaries whose period starts at or before this time.
     pub until: Option<chrono::DateTime<chrono::Utc>>,
+    /// The summaries listed after this one (the last of the page before).
+    pub before: Option<Uuid>,
+    /// 1 to [`LIST_MAX_LIMIT`]; [`LIST_DEFAULT_LIMIT`] when `None`.
     pub limit: Option<usize>,
+}
+
+/// Which stored sessions [`Runtime::list_sessions`] returns, newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionQuery {
+    /// Only these agents' sessions (every agent's when `None`).
+    pub agents: Option<Vec<String>>,
+    pub user_id: Option<String>,
+    /// Only live sessions (`true`) or only ended ones (`false`).
+    pub live: Option<bool>,
+    /// The sessions listed after this one (the last of the page before).
+    pub before: Option<Uuid>,
+    /// 1 to [`LIST_MAX_LIMIT`]; [`LIST_DEFAULT_LIMIT`] when `None`.
+    pub limit: Option<usize>,
+}
+
+/// A listing's limit: the default when it names none; 0 or more than the
+/// maximum is refused.
+pub(crate) fn listing_limit(limit: Option<usize>) -> Result<usize, InputError> {
+    match limit {
+        None => Ok(LIST_DEFAULT_LIMIT),
+        Some(0) => Err(InputError::Invalid {
+            field: "limit",
+            reason: "must be at least 1".into(),
+        }),
+        Some(n) if n > LIST_MAX_LIMIT => Err(InputError::Invalid {
+            field: "limit",
+            reason: format!("at most {LIST_MAX_LIMIT}"),
+        }),
+        Some(n) => Ok(n),
+    }
 }
 
 struct Inner {

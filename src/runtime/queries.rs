@@ -37,38 +37,82 @@ impl Runtime {
         .await
     }
 
-    /// An agent's summaries matching `query`, newest first.
+    /// An agent's summaries matching `query`, newest first (by period
+    /// end), at most `query.limit`: the store reads them in that order and
+    /// stops there.
     pub async fn find_summaries(
         &self,
         agent_id: &str,
         query: &SummaryQuery,
     ) -> Result<Vec<ConversationSummary>, RecallError> {
-        let kinds: Vec<SummaryType> = match query.kind {
-            Some(k) => vec![k],
-            None => SummaryType::ALL.to_vec(),
+        recall_actors::model::validate_id("agent_id", agent_id)?;
+        if let Some(u) = &query.user_id {
+            recall_actors::model::validate_id("user_id", u)?;
+        }
+        let limit = listing_limit(query.limit)?;
+        let before = match query.before {
+            None => None,
+            // Another agent's summary names no place in this listing.
+            Some(id) => match self.summary(id).await? {
+                Some(s) if s.agent_id == agent_id => Some((s.period_end, s.summary_id)),
+                _ => return Err(no_such("before", "summary", id).into()),
+            },
         };
-        let mut out = Vec::new();
-        for kind in kinds {
-            // The store's key is the period start; filter below on the
-            // period instead.
-            let found = self.summaries(agent_id, kind).await?;
-            out.extend(found.into_iter().filter(|s| {
-                query.user_id.as_deref().is_none_or(|u| s.user_id == u)
-                    && query.since.is_none_or(|t| s.period_end >= t)
-                    && query.until.is_none_or(|t| s.period_start <= t)
-            }));
+        let listing = SummaryListing {
+            kind: query.kind,
+            user_id: query.user_id.clone(),
+            since: query.since,
+            until: query.until,
+            before,
+            limit,
+        };
+        self.store(|reply| StoreMsg::PageSummaries {
+            agent_id: agent_id.to_string(),
+            listing,
+            reply,
+        })
+        .await
+    }
+
+    /// Stored sessions matching `query`, newest first (by start time), at
+    /// most `query.limit`: the store reads them in that order and stops
+    /// there.
+    pub async fn list_sessions(
+        &self,
+        query: &SessionQuery,
+    ) -> Result<Vec<SessionRecord>, RecallError> {
+        for a in query.agents.iter().flatten() {
+            recall_actors::model::validate_id("agent_id", a)?;
         }
-        out.sort_by(|a, b| {
-            (b.period_end, b.created_at, b.summary_id).cmp(&(
-                a.period_end,
-                a.created_at,
-                a.summary_id,
-            ))
-        });
-        if let Some(limit) = query.limit {
-            out.truncate(limit);
+        if let Some(u) = &query.user_id {
+            recall_actors::model::validate_id("user_id", u)?;
         }
-        Ok(out)
+        let limit = listing_limit(query.limit)?;
+        let before = match query.before {
+            None => None,
+            // A session of an agent outside the listing names no place in
+            // it (and says nothing of that agent's sessions).
+            Some(id) => match self.session(id).await? {
+                Some(s)
+                    if query
+                        .agents
+                        .as_ref()
+                        .is_none_or(|a| a.contains(&s.agent_id)) =>
+                {
+                    Some((s.started_at, s.session_id))
+                }
+                _ => return Err(no_such("before", "session", id).into()),
+            },
+        };
+        let listing = SessionListing {
+            agents: query.agents.clone(),
+            user_id: query.user_id.clone(),
+            live: query.live,
+            before,
+            limit,
+        };
+        self.store(|reply| StoreMsg::PageSessions { listing, reply })
+            .await
     }
 
     pub async fn summary(
@@ -212,8 +256,34 @@ impl Runtime {
         Ok(())
     }
 
+    /// Every dead letter, oldest first (a read of them all; an agent's are
+    /// listed a page at a time by [`Runtime::agent_dead_letters`]).
     pub async fn dead_letters(&self) -> Result<Vec<DeadLetter>, RecallError> {
         self.store(StoreMsg::ListDeadLetters).await
+    }
+
+    /// An agent's dead letters, oldest first, at most `limit` (1 to
+    /// [`LIST_MAX_LIMIT`]; [`LIST_DEFAULT_LIMIT`] when `None`). Retrying
+    /// one takes it off the list, so the next are listed next.
+    pub async fn agent_dead_letters(
+        &self,
+        agent_id: &str,
+        limit: Option<usize>,
+    ) -> Result<Vec<DeadLetter>, RecallError> {
+        recall_actors::model::validate_id("agent_id", agent_id)?;
+        let limit = listing_limit(limit)?;
+        self.store(|reply| StoreMsg::AgentDeadLetters {
+            agent_id: agent_id.to_string(),
+            limit,
+            reply,
+        })
+        .await
+    }
+
+    /// How many dead letters are stored, without reading them (the
+    /// `recall_dead_letters` gauge).
+    pub async fn dead_letter_count(&self) -> Result<u64, RecallError> {
+        self.store(StoreMsg::CountDeadLetters).await
     }
 
     /// The facts `user_id` may see of an agent's: their own and every
@@ -276,11 +346,7 @@ impl Runtime {
 
     /// The dead letter of a session, if its reflection failed for good.
     pub async fn dead_letter(&self, session_id: Uuid) -> Result<Option<DeadLetter>, RecallError> {
-        Ok(self
-            .dead_letters()
-            .await?
-            .into_iter()
-            .find(|d| d.session_id == session_id))
+        self.store(|r| StoreMsg::GetDeadLetter(session_id, r)).await
     }
 
     /// Moves a dead letter back into the queue and reflects on it again.
@@ -297,5 +363,13 @@ impl Runtime {
             .supervisor
             .cast(SupervisorMsg::Enqueue(job))
             .map_err(unavailable("supervisor"))
+    }
+}
+
+/// A cursor that names nothing the listing holds.
+fn no_such(field: &'static str, what: &str, id: Uuid) -> InputError {
+    InputError::Invalid {
+        field,
+        reason: format!("names no {what} of this listing ({id})"),
     }
 }

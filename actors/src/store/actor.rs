@@ -565,6 +565,9 @@ impl Actor for StoreActor {
             StoreMsg::ListOpenSessions(reply) => {
                 state.read_off(reply, |b| Box::pin(async move { b.open_sessions().await }))
             }
+            StoreMsg::PageSessions { listing, reply } => state.read_off(reply, move |b| {
+                Box::pin(async move { b.list_sessions(&listing).await })
+            }),
             StoreMsg::GetTurns(id, reply) => {
                 state.read_off(reply, move |b| Box::pin(async move { b.turns(id).await }))
             }
@@ -581,6 +584,13 @@ impl Actor for StoreActor {
                 reply,
             } => state.read_off(reply, move |b| {
                 Box::pin(async move { b.summaries(&agent_id, kind, since).await })
+            }),
+            StoreMsg::PageSummaries {
+                agent_id,
+                listing,
+                reply,
+            } => state.read_off(reply, move |b| {
+                Box::pin(async move { b.list_summaries(&agent_id, &listing).await })
             }),
             StoreMsg::GetBlocks(agent, reply) => state.read_off(reply, move |b| {
                 Box::pin(async move { b.blocks(&agent).await })
@@ -611,6 +621,20 @@ impl Actor for StoreActor {
             StoreMsg::ListDeadLetters(reply) => {
                 state.read_off(reply, |b| Box::pin(async move { b.dead_letters().await }))
             }
+            StoreMsg::AgentDeadLetters {
+                agent_id,
+                limit,
+                reply,
+            } => state.read_off(reply, move |b| {
+                Box::pin(async move { b.agent_dead_letters(&agent_id, limit).await })
+            }),
+            StoreMsg::GetDeadLetter(id, reply) => {
+                let _ = reply.send(t.find_dead_letter(id).await);
+            }
+            // Off the writer: a shared backend counts in the database.
+            StoreMsg::CountDeadLetters(reply) => state.read_off(reply, |b| {
+                Box::pin(async move { b.dead_letter_count().await })
+            }),
             StoreMsg::PutRollup {
                 summary,
                 supersedes,

@@ -38,6 +38,48 @@ use crate::search::AgentIndex;
 /// ([`keys::turn`]), so a session's turns sort in order.
 pub type TurnKey = [u8; 20];
 
+/// Which sessions [`SessionStore::list_sessions`] returns: newest first
+/// (by start time, then id), at most `limit`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionListing {
+    /// Only these agents' sessions (`None`: every agent's).
+    pub agents: Option<Vec<String>>,
+    pub user_id: Option<String>,
+    /// Only live sessions (`true`) or only ended ones (`false`).
+    pub live: Option<bool>,
+    /// Only sessions after this position in the listing: the start time
+    /// and id of the last session of the page before.
+    pub before: Option<(DateTime<Utc>, Uuid)>,
+    pub limit: usize,
+}
+
+/// Which of an agent's summaries [`SummaryStore::list_summaries`]
+/// returns: newest first (by period end, then id), at most `limit`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SummaryListing {
+    /// One type (every type's without).
+    pub kind: Option<SummaryType>,
+    pub user_id: Option<String>,
+    /// Summaries whose period ends at or after this time.
+    pub since: Option<DateTime<Utc>>,
+    /// Summaries whose period starts at or before this time.
+    pub until: Option<DateTime<Utc>>,
+    /// Only summaries after this position in the listing: the period end
+    /// and id of the last summary of the page before.
+    pub before: Option<(DateTime<Utc>, Uuid)>,
+    pub limit: usize,
+}
+
+impl SummaryListing {
+    /// Whether a summary passes the filters (the position aside).
+    pub fn admits(&self, s: &ConversationSummary) -> bool {
+        self.kind.is_none_or(|k| s.summary_type == k)
+            && self.user_id.as_deref().is_none_or(|u| s.user_id == u)
+            && self.since.is_none_or(|t| s.period_end >= t)
+            && self.until.is_none_or(|t| s.period_start <= t)
+    }
+}
+
 /// Sessions and their turns.
 #[async_trait]
 pub trait SessionStore: Send + Sync {
@@ -70,6 +112,14 @@ pub trait SessionStore: Send + Sync {
     ) -> Result<Vec<SessionRecord>, StoreError>;
     /// The sessions not ended, by start time.
     async fn open_sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
+    /// The sessions `listing` asks for, newest first: read in that order
+    /// from an index, stopping once `listing.limit` are found, so a page
+    /// costs about what it returns however many sessions are stored (a
+    /// listing of live sessions reads the live ones).
+    async fn list_sessions(
+        &self,
+        listing: &SessionListing,
+    ) -> Result<Vec<SessionRecord>, StoreError>;
 
     /// A session and its turns, for a reflection.
     async fn load_session(&self, id: Uuid) -> Result<Option<LoadedSession>, StoreError> {
@@ -120,6 +170,13 @@ pub trait SummaryStore: Send + Sync {
         agent_id: &str,
         kind: SummaryType,
         since: Option<DateTime<Utc>>,
+    ) -> Result<Vec<ConversationSummary>, StoreError>;
+    /// An agent's summaries that `listing` asks for, newest first, read in
+    /// that order and stopping once `listing.limit` are found.
+    async fn list_summaries(
+        &self,
+        agent_id: &str,
+        listing: &SummaryListing,
     ) -> Result<Vec<ConversationSummary>, StoreError>;
     /// An agent's newest current summary of `kind` (by period end).
     async fn latest_summary(
@@ -239,6 +296,18 @@ pub trait JobStore: Send + Sync {
     async fn queued(&self) -> Result<Vec<ReflectionJob>, StoreError>;
     /// The dead letters, oldest first.
     async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError>;
+    /// Up to `limit` of an agent's dead letters, oldest first, read in that
+    /// order and no further.
+    async fn agent_dead_letters(
+        &self,
+        agent_id: &str,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>, StoreError>;
+    /// A session's dead letter.
+    async fn find_dead_letter(&self, session_id: Uuid) -> Result<Option<DeadLetter>, StoreError>;
+    /// How many dead letters are stored, without reading them (a gauge
+    /// set at every `/metrics` scrape).
+    async fn dead_letter_count(&self) -> Result<u64, StoreError>;
     /// Stores a session summary, the blocks its reflection produced (as
     /// its user's own, never the agent's) and its facts (de-duplicated,
     /// each placed in its subject's history),

@@ -94,6 +94,44 @@ impl Harness {
     async fn open(&self) -> SharedBackend {
         self.open_with(true).await
     }
+
+    /// Writes over a stored record (a session, summary or dead letter, by
+    /// its table and id) with a body that does not decode. On sled the
+    /// backend must be closed first: one process opens a folder.
+    async fn damage(&self, table: &str, id: Uuid) {
+        match self {
+            Harness::Sled(dir) => {
+                let trees = Trees::open(dir.path(), &StoreSettings::default()).unwrap();
+                let (tree, key) = match table {
+                    "sessions" => (&trees.sessions, id.as_bytes().to_vec()),
+                    "dead_letters" => (&trees.dead, id.as_bytes().to_vec()),
+                    "summaries" => {
+                        let key = trees.summary_index.get(id.as_bytes()).unwrap().unwrap();
+                        (&trees.summaries, key.to_vec())
+                    }
+                    other => panic!("no table {other}"),
+                };
+                assert!(tree.insert(key, &b"{damaged"[..]).unwrap().is_some());
+                trees.db.flush().unwrap();
+            }
+            Harness::Postgres(schema) => {
+                let pg = PgBackend::open(&schema.settings).await.unwrap();
+                let column = if table == "summaries" {
+                    "summary_id"
+                } else {
+                    "session_id"
+                };
+                let done = sqlx::query(&format!(
+                    "UPDATE {table} SET body = '{{\"damaged\": true}}'::json WHERE {column} = $1"
+                ))
+                .bind(id)
+                .execute(pg.pool())
+                .await
+                .unwrap();
+                assert_eq!(done.rows_affected(), 1);
+            }
+        }
+    }
 }
 
 /// Each test on each backend.
@@ -138,6 +176,9 @@ on_both!(
     the_context_parts_are_those_the_records_give,
     a_forget_is_scoped_complete_and_idempotent,
     a_read_off_the_writer_sees_the_writes_sent_before_it,
+    sessions_are_listed_newest_first_and_read_no_further_than_the_limit,
+    summaries_are_listed_newest_first_across_types_and_read_no_further_than_the_limit,
+    dead_letters_are_counted_on_every_change_and_listed_by_agent_a_page_at_a_time,
 );
 
 pub(crate) fn at(day: u32, minute: u32) -> DateTime<Utc> {
@@ -1268,4 +1309,316 @@ async fn a_read_off_the_writer_sees_the_writes_sent_before_it(h: &Harness) {
     assert_eq!((rec.turn_count, turns.len()), (200, 200));
     store.stop(None);
     handle.await.unwrap();
+}
+
+fn listing(limit: usize) -> SessionListing {
+    SessionListing {
+        limit,
+        ..SessionListing::default()
+    }
+}
+
+fn agents(names: &[&str]) -> Option<Vec<String>> {
+    Some(names.iter().map(|a| a.to_string()).collect())
+}
+
+async fn sessions_are_listed_newest_first_and_read_no_further_than_the_limit(h: &Harness) {
+    let b = h.open().await;
+    // 1 (oldest) to 5 (newest); 2 and 4 live.
+    let calls = [
+        (1, "kairix", "mark", 10, true),
+        (2, "kairix", "ada", 20, false),
+        (3, "nova", "mark", 30, true),
+        (4, "kairix", "mark", 40, false),
+        (5, "kairix", "mark", 50, true),
+    ];
+    for (id, agent, user, minute, end) in calls {
+        let rec = opened(id, agent, user, minute);
+        b.open_session(&rec).await.unwrap();
+        if end {
+            let e = ended(rec, 0);
+            b.end_session(&e, e.ended_at.unwrap()).await.unwrap();
+        }
+    }
+    let list = |q: SessionListing| {
+        let b = b.clone();
+        async move { ids(b.list_sessions(&q).await.unwrap()) }
+    };
+    let before = |id: u128| {
+        let (_, _, _, minute, _) = calls[id as usize - 1];
+        Some((at(5, minute), Uuid::from_u128(id)))
+    };
+    assert_eq!(list(listing(10)).await, [5, 4, 3, 2, 1]);
+    assert_eq!(list(listing(2)).await, [5, 4]);
+    assert!(list(listing(0)).await.is_empty());
+    // the next page starts after the last session of the one before
+    let next = SessionListing {
+        before: before(4),
+        ..listing(2)
+    };
+    assert_eq!(list(next).await, [3, 2]);
+    // agents: one, several (a token's), none
+    let of = |names: &[&str], limit| SessionListing {
+        agents: agents(names),
+        ..listing(limit)
+    };
+    assert_eq!(list(of(&["kairix"], 10)).await, [5, 4, 2, 1]);
+    assert_eq!(list(of(&["kairix", "nova"], 10)).await, [5, 4, 3, 2, 1]);
+    assert_eq!(list(of(&["nova", "kairix"], 3)).await, [5, 4, 3]);
+    assert_eq!(list(of(&["nova"], 10)).await, [3]);
+    assert!(list(of(&[], 10)).await.is_empty());
+    assert!(list(of(&["kairi"], 10)).await.is_empty());
+    // a user, with every agent, one or several
+    let mark = |names: Option<&[&str]>, limit| SessionListing {
+        agents: names.and_then(agents),
+        user_id: Some("mark".into()),
+        ..listing(limit)
+    };
+    assert_eq!(list(mark(None, 10)).await, [5, 4, 3, 1]);
+    assert_eq!(list(mark(Some(&["kairix"]), 10)).await, [5, 4, 1]);
+    assert_eq!(list(mark(Some(&["kairix", "nova"]), 3)).await, [5, 4, 3]);
+    let next = SessionListing {
+        before: before(4),
+        ..mark(None, 10)
+    };
+    assert_eq!(list(next).await, [3, 1]);
+    // live or ended
+    let live = |live, limit| SessionListing {
+        live: Some(live),
+        ..listing(limit)
+    };
+    assert_eq!(list(live(true, 10)).await, [4, 2]);
+    assert_eq!(list(live(false, 10)).await, [5, 3, 1]);
+    assert_eq!(list(live(false, 1)).await, [5]);
+    let next = SessionListing {
+        before: before(4),
+        ..live(true, 10)
+    };
+    assert_eq!(list(next).await, [2]);
+    let next = SessionListing {
+        before: before(5),
+        agents: agents(&["kairix"]),
+        ..live(false, 10)
+    };
+    assert_eq!(list(next).await, [1]);
+    let theirs = SessionListing {
+        agents: agents(&["kairix"]),
+        user_id: Some("mark".into()),
+        ..live(true, 10)
+    };
+    assert_eq!(list(theirs).await, [4]);
+
+    // A page reads the sessions it returns and no older one: the oldest,
+    // damaged, is met only by a listing that reaches it.
+    drop(b);
+    h.damage("sessions", Uuid::from_u128(1)).await;
+    let b = h.open().await;
+    for q in [
+        listing(4),
+        of(&["kairix"], 3),
+        of(&["kairix", "nova"], 4),
+        mark(None, 3),
+        mark(Some(&["kairix"]), 2),
+        live(false, 2),
+    ] {
+        assert_eq!(b.list_sessions(&q).await.unwrap().len(), q.limit);
+        assert_eq!(b.skipped_records(), 0, "{q:?} read past its page");
+    }
+    assert_eq!(
+        ids(b.list_sessions(&listing(10)).await.unwrap()),
+        [5, 4, 3, 2]
+    );
+    assert_eq!(b.skipped_records(), 1);
+}
+
+fn summaries_of(v: Vec<ConversationSummary>) -> Vec<Uuid> {
+    v.into_iter().map(|s| s.summary_id).collect()
+}
+
+async fn summaries_are_listed_newest_first_across_types_and_read_no_further_than_the_limit(
+    h: &Harness,
+) {
+    let b = h.open().await;
+    let session = |user: &str, agent: &str, day, minute| {
+        ConversationSummary::session(Uuid::new_v4(), agent, user, at(day, minute), "a call")
+    };
+    // By period end: m1 (day 1), d1 (day 1 to 2), a2 (day 2, later), m3.
+    let m1 = session("mark", "kairix", 1, 0);
+    let a2 = session("ada", "kairix", 2, 30);
+    let m3 = session("mark", "kairix", 3, 0);
+    let n3 = session("mark", "nova", 3, 10);
+    for s in [&m1, &a2, &m3, &n3] {
+        assert!(b.complete_reflection(s, &[], &[]).await.unwrap());
+    }
+    let d1 = daily("kairix", "mark", 1, &[m1.summary_id], "day one");
+    assert!(b.put_rollup(&d1, None, None).await.unwrap());
+    let (m1, d1, a2, m3) = (m1.summary_id, d1.summary_id, a2.summary_id, m3.summary_id);
+
+    let page = |limit| SummaryListing {
+        limit,
+        ..SummaryListing::default()
+    };
+    let list = |agent: &'static str, q: SummaryListing| {
+        let b = b.clone();
+        async move { summaries_of(b.list_summaries(agent, &q).await.unwrap()) }
+    };
+    assert_eq!(list("kairix", page(10)).await, [m3, a2, d1, m1]);
+    assert_eq!(list("kairix", page(2)).await, [m3, a2]);
+    assert!(list("kairix", page(0)).await.is_empty());
+    assert_eq!(list("nova", page(10)).await, [n3.summary_id]);
+    let of_kind = |kind| SummaryListing {
+        kind: Some(kind),
+        ..page(10)
+    };
+    assert_eq!(
+        list("kairix", of_kind(SummaryType::Session)).await,
+        [m3, a2, m1]
+    );
+    assert_eq!(list("kairix", of_kind(SummaryType::Daily)).await, [d1]);
+    assert!(list("kairix", of_kind(SummaryType::Weekly))
+        .await
+        .is_empty());
+    let marks = |limit| SummaryListing {
+        user_id: Some("mark".into()),
+        ..page(limit)
+    };
+    assert_eq!(list("kairix", marks(10)).await, [m3, d1, m1]);
+    let since = SummaryListing {
+        since: Some(at(2, 0)),
+        ..page(10)
+    };
+    assert_eq!(list("kairix", since).await, [m3, a2, d1]);
+    let until = SummaryListing {
+        until: Some(at(1, 30)),
+        ..page(10)
+    };
+    assert_eq!(list("kairix", until).await, [d1, m1]);
+    // the next page starts after the last summary of the one before
+    let next = SummaryListing {
+        before: Some((at(2, 30), a2)),
+        ..page(2)
+    };
+    assert_eq!(list("kairix", next).await, [d1, m1]);
+    let next = SummaryListing {
+        before: Some((at(3, 0), m3)),
+        ..marks(1)
+    };
+    assert_eq!(list("kairix", next).await, [d1]);
+
+    // A page reads the summaries it passes and no older one.
+    drop(b);
+    h.damage("summaries", m1).await;
+    let b = h.open().await;
+    for q in [page(3), marks(2), of_kind(SummaryType::Daily)] {
+        assert!(!b.list_summaries("kairix", &q).await.unwrap().is_empty());
+        assert_eq!(b.skipped_records(), 0, "{q:?} read past its page");
+    }
+    assert_eq!(
+        summaries_of(b.list_summaries("kairix", &page(10)).await.unwrap()),
+        [m3, a2, d1]
+    );
+    assert_eq!(b.skipped_records(), 1);
+}
+
+fn letter(id: u128, agent: &str, user: &str, minute: u32) -> DeadLetter {
+    DeadLetter {
+        session_id: Uuid::from_u128(id),
+        agent_id: agent.into(),
+        user_id: user.into(),
+        attempts: 3,
+        error: "timed out".into(),
+        error_kind: "timeout".into(),
+        failed_at: at(5, minute),
+    }
+}
+
+/// The count of dead letters, checked against the listing of them all.
+async fn counted(b: &dyn Backend) -> u64 {
+    let n = b.dead_letter_count().await.unwrap();
+    assert_eq!(n as usize, b.dead_letters().await.unwrap().len());
+    n
+}
+
+async fn dead_letters_are_counted_on_every_change_and_listed_by_agent_a_page_at_a_time(
+    h: &Harness,
+) {
+    let b = h.open().await;
+    let of = |agent: &'static str, limit| {
+        let b = b.clone();
+        async move {
+            let v = b.agent_dead_letters(agent, limit).await.unwrap();
+            v.into_iter()
+                .map(|d| (d.session_id.as_u128(), d.failed_at))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(counted(&*b).await, 0);
+    b.dead_letter(&letter(1, "kairix", "mark", 30))
+        .await
+        .unwrap();
+    assert_eq!(counted(&*b).await, 1);
+    // the same session's letter again (its failure time moved): one letter,
+    // listed once, at its new time
+    b.dead_letter(&letter(1, "kairix", "mark", 35))
+        .await
+        .unwrap();
+    assert_eq!(counted(&*b).await, 1);
+    assert_eq!(of("kairix", 10).await, [(1, at(5, 35))]);
+    b.dead_letter(&letter(2, "kairix", "ada", 20))
+        .await
+        .unwrap();
+    b.dead_letter(&letter(3, "nova", "mark", 10)).await.unwrap();
+    assert_eq!(counted(&*b).await, 3);
+    // an agent's, oldest first, up to the limit
+    assert_eq!(of("kairix", 10).await, [(2, at(5, 20)), (1, at(5, 35))]);
+    assert_eq!(of("kairix", 1).await, [(2, at(5, 20))]);
+    assert_eq!(of("nova", 10).await, [(3, at(5, 10))]);
+    assert!(of("kairi", 10).await.is_empty());
+    assert!(of("kairix", 0).await.is_empty());
+    assert_eq!(
+        b.find_dead_letter(Uuid::from_u128(2)).await.unwrap(),
+        Some(letter(2, "kairix", "ada", 20))
+    );
+    assert!(b
+        .find_dead_letter(Uuid::from_u128(9))
+        .await
+        .unwrap()
+        .is_none());
+    // a retry takes it off
+    b.requeue(Uuid::from_u128(2), at(5, 40)).await.unwrap();
+    assert_eq!(counted(&*b).await, 2);
+    assert_eq!(of("kairix", 10).await, [(1, at(5, 35))]);
+    // so does its summary, stored; and a summarized session gets none
+    let s = ConversationSummary::session(Uuid::from_u128(1), "kairix", "mark", at(5, 0), "done");
+    assert!(b.complete_reflection(&s, &[], &[]).await.unwrap());
+    assert_eq!(counted(&*b).await, 1);
+    assert!(of("kairix", 10).await.is_empty());
+    b.dead_letter(&letter(1, "kairix", "mark", 50))
+        .await
+        .unwrap();
+    assert_eq!(counted(&*b).await, 1);
+    b.dead_letter(&letter(4, "kairix", "mark", 40))
+        .await
+        .unwrap();
+    b.dead_letter(&letter(5, "kairix", "ada", 50))
+        .await
+        .unwrap();
+    assert_eq!(counted(&*b).await, 3);
+
+    // Counted again at open, damaged letters too (they are stored); a page
+    // reads no letter past it.
+    drop(b);
+    h.damage("dead_letters", Uuid::from_u128(5)).await;
+    let b = h.open().await;
+    assert_eq!(b.dead_letter_count().await.unwrap(), 3);
+    let page = b.agent_dead_letters("kairix", 1).await.unwrap();
+    assert_eq!(page, [letter(4, "kairix", "mark", 40)]);
+    assert_eq!(b.skipped_records(), 0, "read past its page");
+    assert_eq!(b.agent_dead_letters("kairix", 10).await.unwrap().len(), 1);
+    assert_eq!(b.skipped_records(), 1);
+    // a forget takes the user's letters, every agent's
+    let r = b.forget_user("mark", None).await.unwrap();
+    assert_eq!(r.dead_letters, 2);
+    assert_eq!(b.dead_letter_count().await.unwrap(), 1);
+    assert!(b.agent_dead_letters("nova", 10).await.unwrap().is_empty());
 }

@@ -85,8 +85,8 @@ pub use self::sled::{import_folder, Trees};
 pub use actor::{StoreActor, StoreArgs, StoreState};
 pub use backend::{
     fact_vectors, index_facts, read_blocking, Backend, Change, ClusterStore, ContextStore,
-    FactStore, ForgetStore, HierarchyStore, JobStore, Reflected, RemoteChange, SessionStore,
-    SharedBackend, SummaryStore, TurnKey,
+    FactStore, ForgetStore, HierarchyStore, JobStore, Reflected, RemoteChange, SessionListing,
+    SessionStore, SharedBackend, SummaryListing, SummaryStore, TurnKey,
 };
 pub use backlog::{Backlog, BacklogFull};
 pub use blocks::{repair_agent_blocks, RepairedBlock, REFLECTION_LABELS};

@@ -128,6 +128,11 @@ pub enum StoreMsg {
         RpcReplyPort<Result<Vec<SessionRecord>, StoreError>>,
     ),
     ListOpenSessions(RpcReplyPort<Result<Vec<SessionRecord>, StoreError>>),
+    /// A page of sessions, newest first (read no further than it goes).
+    PageSessions {
+        listing: SessionListing,
+        reply: RpcReplyPort<Result<Vec<SessionRecord>, StoreError>>,
+    },
     GetTurns(
         Uuid,
         RpcReplyPort<Result<Vec<ConversationTurn>, StoreError>>,
@@ -145,6 +150,13 @@ pub enum StoreMsg {
         agent_id: String,
         kind: SummaryType,
         since: Option<DateTime<Utc>>,
+        reply: RpcReplyPort<Result<Vec<ConversationSummary>, StoreError>>,
+    },
+    /// A page of an agent's summaries, newest first (read no further than
+    /// it goes).
+    PageSummaries {
+        agent_id: String,
+        listing: SummaryListing,
         reply: RpcReplyPort<Result<Vec<ConversationSummary>, StoreError>>,
     },
     GetBlocks(String, RpcReplyPort<Result<Vec<MemoryBlock>, StoreError>>),
@@ -165,6 +177,16 @@ pub enum StoreMsg {
     },
     ListQueue(RpcReplyPort<Result<Vec<ReflectionJob>, StoreError>>),
     ListDeadLetters(RpcReplyPort<Result<Vec<DeadLetter>, StoreError>>),
+    /// Up to `limit` of an agent's dead letters, oldest first.
+    AgentDeadLetters {
+        agent_id: String,
+        limit: usize,
+        reply: RpcReplyPort<Result<Vec<DeadLetter>, StoreError>>,
+    },
+    /// A session's dead letter.
+    GetDeadLetter(Uuid, RpcReplyPort<Result<Option<DeadLetter>, StoreError>>),
+    /// How many dead letters are stored (no letter is read).
+    CountDeadLetters(RpcReplyPort<Result<u64, StoreError>>),
     /// Store a daily or weekly rollup (once per id), marking the version
     /// it supersedes. Replies whether it was new.
     PutRollup {

@@ -14,18 +14,25 @@ use crate::server::auth::Access;
 use crate::server::error::{ApiBytes, ApiError, ApiPath, ApiQuery};
 use crate::server::AppState;
 
-/// Reflections that failed for good
+/// Reflections that failed for good, oldest first
+///
+/// At most `limit` (1 to 1000, 100 when left out), read from the store in
+/// that order and no further. A retried letter leaves the list, so the
+/// next ones come up.
 #[utoipa::path(get, path = "/v1/agents/{agent_id}/dead-letters", operation_id = "listDeadLetters", tag = "admin",
-    params(("agent_id" = Id, Path)),
-    responses((status = 200, description = "The dead letters", body = DeadLetterList)))]
+    params(("agent_id" = Id, Path), DeadLetterParams),
+    responses(
+        (status = 200, description = "The dead letters", body = DeadLetterList),
+        (status = 400, description = "`invalid`: `limit` is 0 or over 1000; `invalid_query`, `invalid_path`: a malformed query or path", body = ErrorBody),
+    ))]
 pub async fn list_dead_letters(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
     ApiPath(agent_id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<DeadLetterParams>,
 ) -> Result<Json<DeadLetterList>, ApiError> {
     access.allow(&agent_id)?;
-    let mut dead_letters = app.runtime.dead_letters().await?;
-    dead_letters.retain(|d| d.agent_id == agent_id);
+    let dead_letters = app.runtime.agent_dead_letters(&agent_id, q.limit).await?;
     Ok(Json(DeadLetterList { dead_letters }))
 }
 

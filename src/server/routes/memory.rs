@@ -117,9 +117,15 @@ pub async fn put_block(
 }
 
 /// Summaries, newest first
+///
+/// At most `limit` (1 to 1000, 100 when left out), read from the store by
+/// period end and no further; `before` asks for the next page.
 #[utoipa::path(get, path = "/v1/agents/{agent_id}/summaries", operation_id = "listSummaries", tag = "memory",
     params(("agent_id" = Id, Path), SummaryParams),
-    responses((status = 200, description = "The summaries", body = SummaryList)))]
+    responses(
+        (status = 200, description = "The summaries", body = SummaryList),
+        (status = 400, description = "`invalid`: `limit` is 0 or over 1000, or `before` names no summary of the agent; `invalid_query`, `invalid_path`: a malformed query or path", body = ErrorBody),
+    ))]
 pub async fn list_summaries(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
@@ -135,6 +141,7 @@ pub async fn list_summaries(
         user_id: q.user_id,
         since: q.since,
         until: q.until,
+        before: q.before,
         limit: q.limit,
     };
     let summaries = app.runtime.find_summaries(&agent_id, &query).await?;
@@ -240,9 +247,14 @@ pub async fn delete_fact(
 }
 
 /// An agent's topics (clusters of a user's session summaries), most recently active first
+///
+/// At most `limit` (1 to 1000, 100 when left out).
 #[utoipa::path(get, path = "/v1/agents/{agent_id}/topics", operation_id = "listTopics", tag = "memory",
     params(("agent_id" = Id, Path), TopicParams),
-    responses((status = 200, description = "The topics", body = TopicList)))]
+    responses(
+        (status = 200, description = "The topics", body = TopicList),
+        (status = 400, description = "`invalid`: `limit` is 0 or over 1000; `invalid_query`, `invalid_path`: a malformed query or path", body = ErrorBody),
+    ))]
 pub async fn list_topics(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
@@ -250,7 +262,10 @@ pub async fn list_topics(
     ApiQuery(q): ApiQuery<TopicParams>,
 ) -> Result<Json<TopicList>, ApiError> {
     access.allow(&agent_id)?;
-    let topics = app.runtime.topics(&agent_id, q.user_id.as_deref()).await?;
+    let topics = app
+        .runtime
+        .list_topics(&agent_id, q.user_id.as_deref(), q.limit)
+        .await?;
     Ok(Json(TopicList { agent_id, topics }))
 }
 

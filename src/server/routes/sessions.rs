@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::{optional_body, parse_id};
 use crate::api::*;
-use crate::runtime::SessionStatus;
+use crate::runtime::{SessionQuery, SessionStatus};
 use crate::server::auth::Access;
 use crate::server::error::{ApiBytes, ApiError, ApiJson, ApiPath, ApiQuery};
 use crate::server::AppState;
@@ -64,31 +64,38 @@ pub async fn start_session(
 }
 
 /// Stored sessions, newest first
+///
+/// At most `limit` (1 to 1000, 100 when left out), read from the store in
+/// start order and no further; `before` asks for the next page.
 #[utoipa::path(get, path = "/v1/sessions", operation_id = "listSessions", tag = "sessions",
     params(ListSessions),
-    responses((status = 200, description = "Sessions the token covers", body = SessionList)))]
+    responses(
+        (status = 200, description = "Sessions the token covers", body = SessionList),
+        (status = 400, description = "`invalid`: `limit` is 0 or over 1000, or `before` names no session the token covers; `invalid_query`: a malformed query", body = ErrorBody),
+    ))]
 pub async fn list_sessions(
     State(app): State<AppState>,
     Extension(access): Extension<Access>,
     ApiQuery(q): ApiQuery<ListSessions>,
 ) -> Result<Json<SessionList>, ApiError> {
-    if let Some(agent) = &q.agent_id {
-        access.allow(agent)?;
-    }
-    if let Some(user) = &q.user_id {
-        recall_actors::model::validate_id("user_id", user)?;
-    }
-    let mut sessions = app.runtime.sessions(q.agent_id.as_deref()).await?;
-    sessions.retain(|s| {
-        access.covers(&s.agent_id)
-            && q.user_id.as_deref().is_none_or(|u| s.user_id == u)
-            && q.live.is_none_or(|live| live == s.ended_at.is_none())
-    });
-    // Newest first.
-    sessions.sort_by_key(|s| std::cmp::Reverse((s.started_at, s.session_id)));
-    if let Some(limit) = q.limit {
-        sessions.truncate(limit);
-    }
+    // The token's agents are the listing's filter, so the limit counts
+    // only sessions it may see.
+    let agents = match (&q.agent_id, &access) {
+        (Some(agent), _) => {
+            access.allow(agent)?;
+            Some(vec![agent.clone()])
+        }
+        (None, Access::All) => None,
+        (None, Access::Agents(set)) => Some(set.iter().cloned().collect()),
+    };
+    let query = SessionQuery {
+        agents,
+        user_id: q.user_id,
+        live: q.live,
+        before: q.before,
+        limit: q.limit,
+    };
+    let sessions = app.runtime.list_sessions(&query).await?;
     // Stored records of live sessions say 0 turns until they end: ask the
     // live ones.
     let mut out = Vec::with_capacity(sessions.len());

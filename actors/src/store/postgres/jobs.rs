@@ -52,6 +52,46 @@ impl JobStore for PgBackend {
         Ok(self.decode_all("dead_letters", rows))
     }
 
+    async fn agent_dead_letters(
+        &self,
+        agent_id: &str,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        self.records(
+            "dead_letters",
+            sqlx::query_as::<_, (Uuid, String)>(
+                "SELECT session_id, body::text FROM dead_letters WHERE agent_id = $1
+                 ORDER BY failed_at, session_id LIMIT $2",
+            )
+            .bind(agent_id)
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX)),
+        )
+        .await
+    }
+
+    async fn find_dead_letter(&self, session_id: Uuid) -> Result<Option<DeadLetter>, StoreError> {
+        self.write_turns().await?;
+        let row: Option<String> =
+            sqlx::query_scalar("SELECT body::text FROM dead_letters WHERE session_id = $1")
+                .bind(session_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.and_then(|json| self.decode("dead_letters", &session_id, &json)))
+    }
+
+    /// Counted in the database, which transfers no row and sees every
+    /// instance's letters. No turns are written first: the count reads
+    /// none (a scrape while the database is away fails alone).
+    async fn dead_letter_count(&self) -> Result<u64, StoreError> {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM dead_letters")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(u64::try_from(n).unwrap_or_default())
+    }
+
     async fn store_reflection(
         &self,
         summary: &ConversationSummary,

@@ -54,6 +54,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "records", include_str!("0001_records.sql")),
     (2, "instances", include_str!("0002_instances.sql")),
     (3, "fact speakers", include_str!("0003_fact_speakers.sql")),
+    (4, "listings", include_str!("0004_listings.sql")),
 ];
 
 /// The newest schema version this build knows.

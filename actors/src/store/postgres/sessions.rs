@@ -160,6 +160,52 @@ impl SessionStore for PgBackend {
         ))
         .await
     }
+
+    /// The filters in SQL, so the planner walks an index in start order
+    /// (`sessions_by_agent`, `sessions_by_user`, `sessions_by_start` or
+    /// `sessions_open`) and stops at the limit.
+    async fn list_sessions(&self, q: &SessionListing) -> Result<Vec<SessionRecord>, StoreError> {
+        if q.limit == 0 || q.agents.as_ref().is_some_and(Vec::is_empty) {
+            return Ok(Vec::new());
+        }
+        let mut sql = sqlx::QueryBuilder::<Postgres>::new(
+            "SELECT session_id, body::text FROM sessions WHERE true",
+        );
+        match q.agents.as_deref() {
+            None => {}
+            Some([one]) => {
+                sql.push(" AND agent_id = ").push_bind(one);
+            }
+            Some(many) => {
+                sql.push(" AND agent_id = ANY(").push_bind(many).push(")");
+            }
+        }
+        if let Some(user) = &q.user_id {
+            sql.push(" AND user_id = ").push_bind(user);
+        }
+        // Written out, not bound: the partial index on open sessions
+        // applies.
+        match q.live {
+            Some(true) => {
+                sql.push(" AND open");
+            }
+            Some(false) => {
+                sql.push(" AND NOT open");
+            }
+            None => {}
+        }
+        if let Some((t, id)) = q.before {
+            sql.push(" AND (started_at, session_id) < (")
+                .push_bind(t)
+                .push(", ")
+                .push_bind(id)
+                .push(")");
+        }
+        sql.push(" ORDER BY started_at DESC, session_id DESC LIMIT ")
+            .push_bind(i64::try_from(q.limit).unwrap_or(i64::MAX));
+        self.records("sessions", sql.build_query_as::<(Uuid, String)>())
+            .await
+    }
 }
 
 impl PgBackend {

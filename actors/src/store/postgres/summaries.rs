@@ -72,6 +72,46 @@ impl SummaryStore for PgBackend {
         .await
     }
 
+    /// The filters in SQL, so the planner walks an index in period-end
+    /// order (`summaries_by_kind`, `summaries_by_end` or
+    /// `summaries_by_user_end`) and stops at the limit.
+    async fn list_summaries(
+        &self,
+        agent_id: &str,
+        q: &SummaryListing,
+    ) -> Result<Vec<ConversationSummary>, StoreError> {
+        if q.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut sql = sqlx::QueryBuilder::<Postgres>::new(
+            "SELECT summary_id, body::text FROM summaries WHERE agent_id = ",
+        );
+        sql.push_bind(agent_id);
+        if let Some(kind) = q.kind {
+            sql.push(" AND kind = ").push_bind(kind.tag() as i16);
+        }
+        if let Some(user) = &q.user_id {
+            sql.push(" AND user_id = ").push_bind(user);
+        }
+        if let Some(t) = q.since {
+            sql.push(" AND period_end >= ").push_bind(t);
+        }
+        if let Some(t) = q.until {
+            sql.push(" AND period_start <= ").push_bind(t);
+        }
+        if let Some((t, id)) = q.before {
+            sql.push(" AND (period_end, summary_id) < (")
+                .push_bind(t)
+                .push(", ")
+                .push_bind(id)
+                .push(")");
+        }
+        sql.push(" ORDER BY period_end DESC, summary_id DESC LIMIT ")
+            .push_bind(i64::try_from(q.limit).unwrap_or(i64::MAX));
+        self.records("summaries", sql.build_query_as::<(Uuid, String)>())
+            .await
+    }
+
     async fn latest_summary(
         &self,
         agent_id: &str,

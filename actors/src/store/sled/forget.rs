@@ -76,9 +76,11 @@ impl Trees {
         let mut sessions = ::sled::Batch::default();
         let mut open = ::sled::Batch::default();
         let mut user_sessions = ::sled::Batch::default();
+        let mut session_starts = ::sled::Batch::default();
         let mut turns = ::sled::Batch::default();
         let mut queue = ::sled::Batch::default();
         let mut dead = ::sled::Batch::default();
+        let mut dead_by_agent = ::sled::Batch::default();
         let mut turn_vectors: Vec<Uuid> = Vec::new();
         // With one agent, the index has the user's sessions; with every
         // agent, the tree is scanned.
@@ -97,6 +99,9 @@ impl Trees {
             sessions.remove(&key[..]);
             open.remove(&key[..]);
             user_sessions.remove(keys::user_session(&s));
+            for (k, _) in super::sessions::start_rows(&s) {
+                session_starts.remove(k);
+            }
             for t in self.turns.scan_prefix(keys::turns_prefix(s.session_id)) {
                 let k = t?.0;
                 // The turn's vector (a meaning embedder's), by where it is.
@@ -115,8 +120,11 @@ impl Trees {
                 queue.remove(&key[..]);
                 r.reflection_jobs += 1;
             }
-            if self.dead.contains_key(key)? {
+            if let Some(v) = self.dead.get(key)? {
                 dead.remove(&key[..]);
+                if let Some(letter) = self.decode::<DeadLetter>(keys::TREE_DEAD, &key, &v) {
+                    dead_by_agent.remove(keys::agent_dead_letter(&letter));
+                }
                 r.dead_letters += 1;
             }
             r.sessions += 1;
@@ -127,8 +135,9 @@ impl Trees {
         let orphans = self.matching::<DeadLetter>(&self.dead, keys::TREE_DEAD, |d| {
             ours(&d.agent_id, &d.user_id) && !r.removed_ids.contains(&d.session_id)
         })?;
-        for (k, _) in orphans {
+        for (k, letter) in orphans {
             dead.remove(k);
+            dead_by_agent.remove(keys::agent_dead_letter(&letter));
             r.dead_letters += 1;
         }
 
@@ -237,10 +246,13 @@ impl Trees {
         self.facts.apply_batch(facts)?;
         self.fact_tombstones.apply_batch(tombstones)?;
         self.dead.apply_batch(dead)?;
+        self.dead_letters_moved(0, r.dead_letters as u64);
+        self.agent_dead_letters.apply_batch(dead_by_agent)?;
         self.queue.apply_batch(queue)?;
         self.open.apply_batch(open)?;
         self.turns.apply_batch(turns)?;
         self.user_sessions.apply_batch(user_sessions)?;
+        self.session_starts.apply_batch(session_starts)?;
         self.sessions.apply_batch(sessions)?;
         self.meta.remove(&marker)?;
         self.db.flush()?;

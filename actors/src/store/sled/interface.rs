@@ -46,6 +46,12 @@ impl SessionStore for Trees {
     async fn open_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
         Trees::open_sessions(self)
     }
+    async fn list_sessions(
+        &self,
+        listing: &SessionListing,
+    ) -> Result<Vec<SessionRecord>, StoreError> {
+        Trees::list_sessions(self, listing)
+    }
 }
 
 #[async_trait]
@@ -60,6 +66,13 @@ impl SummaryStore for Trees {
         since: Option<DateTime<Utc>>,
     ) -> Result<Vec<ConversationSummary>, StoreError> {
         Trees::summaries(self, agent_id, kind, since)
+    }
+    async fn list_summaries(
+        &self,
+        agent_id: &str,
+        listing: &SummaryListing,
+    ) -> Result<Vec<ConversationSummary>, StoreError> {
+        Trees::list_summaries(self, agent_id, listing)
     }
     async fn latest_summary(
         &self,
@@ -175,6 +188,19 @@ impl JobStore for Trees {
     }
     async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError> {
         Trees::dead_letters(self)
+    }
+    async fn agent_dead_letters(
+        &self,
+        agent_id: &str,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>, StoreError> {
+        Trees::agent_dead_letters(self, agent_id, limit)
+    }
+    async fn find_dead_letter(&self, session_id: Uuid) -> Result<Option<DeadLetter>, StoreError> {
+        Trees::find_dead_letter(self, session_id)
+    }
+    async fn dead_letter_count(&self) -> Result<u64, StoreError> {
+        Ok(Trees::dead_letter_count(self))
     }
     async fn store_reflection(
         &self,

@@ -24,14 +24,27 @@ impl Trees {
         let summarized = self
             .summary_index
             .contains_key(letter.session_id.as_bytes())?;
-        (&self.queue, &self.dead).transaction(|(queue, dead)| {
-            let key = keys::session(letter.session_id);
-            queue.remove(&key)?;
-            if !summarized {
-                dead.insert(&key, tx_encode(letter)?)?;
-            }
-            Ok(())
-        })?;
+        let row = keys::agent_dead_letter(letter);
+        let added = (&self.queue, &self.dead, &self.agent_dead_letters).transaction(
+            |(queue, dead, by_agent)| {
+                let key = keys::session(letter.session_id);
+                queue.remove(&key)?;
+                if summarized {
+                    return Ok(false);
+                }
+                let old = dead.insert(&key, tx_encode(letter)?)?;
+                // A letter written again (its failure time moved) keeps
+                // one index row.
+                if let Some(old) = old.as_deref().and_then(letter_of) {
+                    by_agent.remove(keys::agent_dead_letter(&old))?;
+                }
+                by_agent.insert(row.as_slice(), &[])?;
+                Ok(old.is_none())
+            },
+        )?;
+        // Counted from what the committed run found (a run that conflicted
+        // and ran again counts nothing).
+        self.dead_letters_moved(u64::from(added), 0);
         Ok(())
     }
 
@@ -46,16 +59,21 @@ impl Trees {
             .get(key)?
             .and_then(|v| self.decode(keys::TREE_DEAD, &key, &v))
             .ok_or(StoreError::DeadLetterNotFound(session_id))?;
+        let row = keys::agent_dead_letter(&letter);
         let job = ReflectionJob {
             session_id,
             agent_id: letter.agent_id,
             enqueued_at: at,
         };
-        (&self.queue, &self.dead).transaction(|(queue, dead)| {
-            dead.remove(&key)?;
-            queue.insert(&key, tx_encode(&job)?)?;
-            Ok(())
-        })?;
+        let removed = (&self.queue, &self.dead, &self.agent_dead_letters).transaction(
+            |(queue, dead, by_agent)| {
+                let gone = dead.remove(&key)?;
+                by_agent.remove(row.as_slice())?;
+                queue.insert(&key, tx_encode(&job)?)?;
+                Ok(gone.is_some())
+            },
+        )?;
+        self.dead_letters_moved(0, u64::from(removed));
         Ok(job)
     }
 
@@ -83,11 +101,12 @@ impl Trees {
         // its inbox (topics, late rollups, vectors for search).
         let agent_key = summary.agent_id.as_bytes();
         let inbox_rows = self.inbox_rows(summary, &changes.added);
-        let stored = (
+        let (stored, undead) = (
             &self.summaries,
             &self.summary_index,
             &self.queue,
             &self.dead,
+            &self.agent_dead_letters,
             &self.agents,
             &self.blocks,
             &self.facts,
@@ -100,6 +119,7 @@ impl Trees {
                     index,
                     queue,
                     dead,
+                    dead_by_agent,
                     agents,
                     blocks_tree,
                     facts_tree,
@@ -108,9 +128,13 @@ impl Trees {
                 )| {
                     let key = keys::session(id);
                     queue.remove(&key)?;
-                    dead.remove(&key)?;
+                    let undead = dead.remove(&key)?;
+                    if let Some(letter) = undead.as_deref().and_then(letter_of) {
+                        dead_by_agent.remove(keys::agent_dead_letter(&letter))?;
+                    }
+                    let undead = undead.is_some();
                     if index.get(id.as_bytes())?.is_some() {
-                        return Ok(false);
+                        return Ok((false, undead));
                     }
                     summaries.insert(skey.as_slice(), tx_encode(summary)?)?;
                     index.insert(id.as_bytes(), skey.as_slice())?;
@@ -128,9 +152,10 @@ impl Trees {
                     for key in &inbox_rows {
                         inbox.insert(key.as_slice(), agent_key)?;
                     }
-                    Ok(true)
+                    Ok((true, undead))
                 },
             )?;
+        self.dead_letters_moved(0, u64::from(undead));
         if stored {
             self.note_summaries([skey]);
             self.note_facts(fact_rows.iter().map(|(k, _, _)| k));
@@ -144,7 +169,66 @@ impl Trees {
     }
 }
 
+/// A stored dead letter, decoded inside a transaction (one that does not
+/// decode has no index row to take with it).
+fn letter_of(bytes: &[u8]) -> Option<DeadLetter> {
+    serde_json::from_slice(bytes).ok()
+}
+
 impl Trees {
+    /// Moves the count of dead letters by what a committed write added and
+    /// removed.
+    pub(super) fn dead_letters_moved(&self, added: u64, removed: u64) {
+        use std::sync::atomic::Ordering;
+        if added == removed {
+            return;
+        }
+        let _ = self
+            .dead_count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                Some((n + added).saturating_sub(removed))
+            });
+    }
+
+    /// How many dead letters are stored (no scan: see `dead_count`).
+    pub fn dead_letter_count(&self) -> u64 {
+        self.dead_count.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Counts the dead letters, once at open.
+    pub(super) fn count_dead_letters(&self) -> Result<(), StoreError> {
+        let mut n = 0u64;
+        for item in self.dead.iter().keys() {
+            item?;
+            n += 1;
+        }
+        self.dead_count
+            .store(n, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
+    /// Builds the (agent, failure time) index of dead letters for a data
+    /// folder from before it, once.
+    pub(super) fn index_dead_letters(&self) -> Result<usize, StoreError> {
+        if self.meta.contains_key(keys::AGENT_DEAD_LETTERS_BUILT)? {
+            return Ok(0);
+        }
+        let mut batch = ::sled::Batch::default();
+        let mut n = 0;
+        for letter in self.scan::<DeadLetter>(&self.dead, keys::TREE_DEAD, self.dead.iter())? {
+            batch.insert(keys::agent_dead_letter(&letter), &[]);
+            n += 1;
+        }
+        self.agent_dead_letters.apply_batch(batch)?;
+        self.meta.insert(keys::AGENT_DEAD_LETTERS_BUILT, &[1u8])?;
+        Ok(n)
+    }
+
+    /// A session's dead letter, if its reflection failed for good.
+    pub fn find_dead_letter(&self, session_id: Uuid) -> Result<Option<DeadLetter>, StoreError> {
+        self.get(&self.dead, keys::TREE_DEAD, &keys::session(session_id))
+    }
+
     /// [`Trees::store_reflection`]: whether the summary was new.
     pub fn complete_reflection(
         &self,

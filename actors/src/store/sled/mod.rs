@@ -8,7 +8,8 @@
 //! letters and what a finished reflection stores), `hierarchy` (rollups,
 //! cursors, the Rollup actor's inbox, topics and vectors), `forget`,
 //! `replay` and `context` (the reads a context is assembled from, through
-//! the in-memory mirrors of `mirror`). Writes that span trees run in one
+//! the in-memory mirrors of `mirror`); `listing` reads the pages of
+//! sessions, summaries and dead letters, stopping at their limit. Writes that span trees run in one
 //! sled transaction.
 
 use std::collections::BTreeSet;
@@ -22,6 +23,7 @@ mod forget;
 mod hierarchy;
 mod interface;
 mod jobs;
+mod listing;
 pub(crate) mod mirror;
 mod sessions;
 mod summaries;
@@ -95,6 +97,16 @@ pub struct Trees {
     pub fact_tombstones: ::sled::Tree,
     /// Sessions by (agent, user, start time): see [`keys::user_session`].
     pub user_sessions: ::sled::Tree,
+    /// Sessions by start time, every agent's and each agent's: see
+    /// [`keys::session_start`].
+    pub session_starts: ::sled::Tree,
+    /// Dead letters by (agent, failure time): see
+    /// [`keys::agent_dead_letter`].
+    pub agent_dead_letters: ::sled::Tree,
+    /// How many records `dead_letters` holds: counted once at open, then
+    /// moved by every write that adds or removes one (`/metrics` reads it
+    /// at each scrape; `Tree::len` would iterate the tree).
+    dead_count: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// Whether reflections queue their summary and facts for the Rollup
     /// actor (off when rollups are: nothing would take them out).
     pub fill_inbox: bool,
@@ -217,6 +229,9 @@ impl Trees {
             embeddings: tree(keys::TREE_EMBEDDINGS)?,
             fact_tombstones: tree(keys::TREE_FACT_TOMBSTONES)?,
             user_sessions: tree(keys::TREE_USER_SESSIONS)?,
+            session_starts: tree(keys::TREE_SESSION_STARTS)?,
+            agent_dead_letters: tree(keys::TREE_AGENT_DEAD_LETTERS)?,
+            dead_count: Default::default(),
             fill_inbox: true,
             skipped: Default::default(),
             mirror_sessions: Default::default(),
@@ -264,6 +279,15 @@ impl Trees {
         if indexed > 0 {
             tracing::info!(sessions = indexed, "indexed sessions by agent and user");
         }
+        let indexed = trees.index_session_starts()?;
+        if indexed > 0 {
+            tracing::info!(sessions = indexed, "indexed sessions by start time");
+        }
+        let indexed = trees.index_dead_letters()?;
+        if indexed > 0 {
+            tracing::info!(dead_letters = indexed, "indexed dead letters by agent");
+        }
+        trees.count_dead_letters()?;
         Ok(trees)
     }
 

@@ -1,20 +1,38 @@
-//! Sessions and their turns, with the (agent, user) index of sessions.
+//! Sessions and their turns, with the (agent, user) and start-time
+//! indexes of sessions.
 
 use super::*;
+
+/// A session's rows in `session_starts`: (key, value) of every agent's
+/// family and of its agent's.
+pub(super) fn start_rows(rec: &SessionRecord) -> [(Vec<u8>, Vec<u8>); 2] {
+    [
+        (keys::session_start(rec), keys::session_owner(rec)),
+        (keys::agent_session_start(rec), Vec::new()),
+    ]
+}
 
 impl Trees {
     pub fn open_session(&self, record: &SessionRecord) -> Result<(), StoreError> {
         let value = encode(record)?;
         let key = keys::session(record.session_id);
         let by_user = keys::user_session(record);
-        (&self.sessions, &self.open, &self.user_sessions).transaction(
-            |(sessions, open, user_sessions)| {
+        let by_start = start_rows(record);
+        (
+            &self.sessions,
+            &self.open,
+            &self.user_sessions,
+            &self.session_starts,
+        )
+            .transaction(|(sessions, open, user_sessions, starts)| {
                 sessions.insert(&key, value.as_slice())?;
                 open.insert(&key, &[])?;
                 user_sessions.insert(by_user.as_slice(), &[])?;
+                for (k, v) in &by_start {
+                    starts.insert(k.as_slice(), v.as_slice())?;
+                }
                 Ok::<_, ConflictableTransactionError<StoreError>>(())
-            },
-        )?;
+            })?;
         self.note_sessions([key]);
         Ok(())
     }
@@ -100,19 +118,28 @@ impl Trees {
             enqueued_at: at,
         };
         let by_user = keys::user_session(record);
-        (&self.sessions, &self.open, &self.queue, &self.user_sessions).transaction(
-            |(sessions, open, queue, user_sessions)| {
+        let by_start = start_rows(record);
+        (
+            &self.sessions,
+            &self.open,
+            &self.queue,
+            &self.user_sessions,
+            &self.session_starts,
+        )
+            .transaction(|(sessions, open, queue, user_sessions, starts)| {
                 let key = keys::session(record.session_id);
                 sessions.insert(&key, tx_encode(record)?)?;
                 // Again: so an ended session is indexed whatever wrote it.
                 user_sessions.insert(by_user.as_slice(), &[])?;
+                for (k, v) in &by_start {
+                    starts.insert(k.as_slice(), v.as_slice())?;
+                }
                 open.remove(&key)?;
                 if record.turn_count > 0 {
                     queue.insert(&key, tx_encode(&job)?)?;
                 }
                 Ok(())
-            },
-        )?;
+            })?;
         self.note_sessions([keys::session(record.session_id)]);
         Ok(())
     }
@@ -153,6 +180,27 @@ impl Trees {
         }
         self.user_sessions.apply_batch(batch)?;
         self.meta.insert(keys::USER_SESSIONS_BUILT, &[1u8])?;
+        Ok(n)
+    }
+
+    /// Builds the start-time index of sessions for a data folder from
+    /// before it, once: every session record gets its rows.
+    pub(super) fn index_session_starts(&self) -> Result<usize, StoreError> {
+        if self.meta.contains_key(keys::SESSION_STARTS_BUILT)? {
+            return Ok(0);
+        }
+        let mut batch = ::sled::Batch::default();
+        let mut n = 0;
+        for rec in
+            self.scan::<SessionRecord>(&self.sessions, keys::TREE_SESSIONS, self.sessions.iter())?
+        {
+            for (k, v) in start_rows(&rec) {
+                batch.insert(k, v);
+            }
+            n += 1;
+        }
+        self.session_starts.apply_batch(batch)?;
+        self.meta.insert(keys::SESSION_STARTS_BUILT, &[1u8])?;
         Ok(n)
     }
 }

@@ -286,6 +286,66 @@ fn sessions_are_indexed_by_agent_and_user_and_folders_from_before_get_the_index(
 }
 
 #[test]
+fn a_folder_from_before_the_listing_indexes_gets_them_built_once_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = |v: Vec<SessionRecord>| -> Vec<u128> {
+        v.into_iter().map(|s| s.session_id.as_u128()).collect()
+    };
+    let letter = |id: u128, minute| DeadLetter {
+        session_id: Uuid::from_u128(id),
+        agent_id: "kairix".into(),
+        user_id: "mark".into(),
+        attempts: 3,
+        error: "timed out".into(),
+        error_kind: "timeout".into(),
+        failed_at: Utc.with_ymd_and_hms(2026, 3, 5, 10, minute, 0).unwrap(),
+    };
+    let newest = SessionListing {
+        limit: 10,
+        ..SessionListing::default()
+    };
+    let kairix = SessionListing {
+        agents: Some(vec!["kairix".into()]),
+        ..newest.clone()
+    };
+    {
+        let trees = Trees::open(dir.path(), &Default::default()).unwrap();
+        trees.open_session(&opened(1, "kairix", "ab", 10)).unwrap();
+        trees.open_session(&opened(2, "nova", "ab", 20)).unwrap();
+        trees.open_session(&opened(3, "kairix", "abc", 30)).unwrap();
+        trees.dead_letter(&letter(1, 5)).unwrap();
+        trees.dead_letter(&letter(3, 1)).unwrap();
+        assert_eq!(ids(trees.list_sessions(&newest).unwrap()), [3, 2, 1]);
+
+        // A folder written before the indexes: no rows, no markers (and no
+        // count but the one made at open).
+        trees.session_starts.clear().unwrap();
+        trees.agent_dead_letters.clear().unwrap();
+        trees.meta.remove(keys::SESSION_STARTS_BUILT).unwrap();
+        trees.meta.remove(keys::AGENT_DEAD_LETTERS_BUILT).unwrap();
+        trees.db.flush().unwrap();
+    }
+    let trees = Trees::open(dir.path(), &Default::default()).unwrap();
+    assert_eq!(trees.session_starts.len(), 6, "two rows a session");
+    assert_eq!(ids(trees.list_sessions(&newest).unwrap()), [3, 2, 1]);
+    assert_eq!(ids(trees.list_sessions(&kairix).unwrap()), [3, 1]);
+    let listed: Vec<u128> = trees
+        .agent_dead_letters("kairix", 10)
+        .unwrap()
+        .into_iter()
+        .map(|d| d.session_id.as_u128())
+        .collect();
+    assert_eq!(listed, [3, 1]);
+    assert_eq!(trees.dead_letter_count(), 2);
+    // Built once: a second open finds the markers and leaves the trees be.
+    trees.session_starts.clear().unwrap();
+    trees.agent_dead_letters.clear().unwrap();
+    drop(trees);
+    let trees = Trees::open(dir.path(), &Default::default()).unwrap();
+    assert!(trees.session_starts.is_empty() && trees.agent_dead_letters.is_empty());
+}
+
+#[test]
 fn a_forget_takes_the_users_index_rows_with_their_sessions() {
     let dir = tempfile::tempdir().unwrap();
     let trees = Trees::open(dir.path(), &Default::default()).unwrap();
@@ -299,6 +359,11 @@ fn a_forget_takes_the_users_index_rows_with_their_sessions() {
     let r = trees.forget_user("zoe", None).unwrap();
     assert_eq!(r.sessions, 1);
     assert_eq!(trees.user_sessions.len(), 1, "only ada's row is left");
+    assert_eq!(
+        trees.session_starts.len(),
+        2,
+        "only ada's two rows are left"
+    );
 }
 
 #[test]

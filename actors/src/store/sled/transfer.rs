@@ -184,8 +184,15 @@ impl Trees {
             count(&mut counts, &record);
             self.import_record(record)?;
         }
-        // Every session is in the index (built as they came).
-        self.meta.insert(keys::USER_SESSIONS_BUILT, &[1u8])?;
+        // Every session and dead letter is in its indexes (built as they
+        // came).
+        for built in [
+            keys::USER_SESSIONS_BUILT,
+            keys::SESSION_STARTS_BUILT,
+            keys::AGENT_DEAD_LETTERS_BUILT,
+        ] {
+            self.meta.insert(built, &[1u8])?;
+        }
         Ok(counts)
     }
 
@@ -219,6 +226,9 @@ impl Trees {
                 let key = keys::session(rec.session_id);
                 once(&self.sessions, &key, encode(&rec)?)?;
                 self.user_sessions.insert(keys::user_session(&rec), &[])?;
+                for (k, v) in super::sessions::start_rows(&rec) {
+                    self.session_starts.insert(k, v)?;
+                }
                 if rec.is_open() {
                     self.open.insert(key, &[])?;
                 }
@@ -263,6 +273,9 @@ impl Trees {
             }
             Record::DeadLetter(d) => {
                 once(&self.dead, &keys::session(d.session_id), encode(&d)?)?;
+                self.agent_dead_letters
+                    .insert(keys::agent_dead_letter(&d), &[])?;
+                self.dead_letters_moved(1, 0);
             }
             Record::RollupCursor {
                 agent_id,

@@ -233,8 +233,25 @@ async fn reads(b: &dyn Backend, f: &Filled) -> String {
         seq: 0,
     }
     .doc_id();
+    // The listings read the indexes an import builds, and the count of
+    // dead letters its own.
+    let newest = SessionListing {
+        limit: 100,
+        ..SessionListing::default()
+    };
+    let summaries = SummaryListing {
+        limit: 100,
+        ..SummaryListing::default()
+    };
+    let listed = (
+        b.list_sessions(&newest).await.unwrap(),
+        b.list_summaries("kairix", &summaries).await.unwrap(),
+        b.agent_dead_letters("kairix", 100).await.unwrap(),
+        b.dead_letter_count().await.unwrap(),
+    );
     format!(
-        "{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
+        "{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
+        listed,
         b.open_sessions().await.unwrap(),
         b.user_sessions("kairix", "ada").await.unwrap(),
         b.turns(f.live).await.unwrap(),

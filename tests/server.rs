@@ -558,6 +558,9 @@ async fn listings_have_a_default_and_a_maximum_limit_stay_newest_first_and_page_
             .start_session("kairix", "mark", &format!("k{n}"))
             .await?;
         kairix.push(rec.session_id.to_string());
+        // Start times are kept to the millisecond, ties in id order: keep
+        // these two, and the newer sessions, a millisecond apart.
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let others = LIST_DEFAULT_LIMIT + 5;
     for n in 0..others {

@@ -128,7 +128,16 @@ impl Served {
                 "/v1/agents/kairix/context?user_id={user}&message=hello&budget_tokens=4000"
             ))
             .await?;
-        Ok(v["messages"].to_string())
+        // The messages' texts as the LLM gets them (the remembered blocks
+        // are quoted items inside the memory block: a newline in one is
+        // written `\n`).
+        Ok(v["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["content"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"))
     }
 
     /// One call of `user`'s, ended; returns once it is reflected.

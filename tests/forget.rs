@@ -386,3 +386,64 @@ async fn a_call_live_at_the_forget_is_not_sent_to_the_summarizer() -> Res {
     assert_eq!(sessions[0].user_id, "ada");
     Ok(())
 }
+
+/// Two instances over one PostgreSQL schema: a user's call is live on B
+/// when A forgets them. B hears of it through the change feed, ends the
+/// call without reflecting on it, and forgets what it wrote meanwhile:
+/// nothing of theirs is left, on either, once B's call has ended.
+#[tokio::test]
+async fn a_forget_on_one_instance_ends_the_users_live_call_on_another() -> Res {
+    let schema = common::TestSchema::new();
+    let mut settings = Settings::for_test();
+    settings.store.kind = recall::engine::settings::StoreKind::Postgres;
+    settings.store.postgres.url = schema.url.clone();
+    settings.store.postgres.schema = schema.name.clone();
+    settings.rollup.enabled = false;
+    let (dir_a, dir_b) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    let a = recall::RuntimeBuilder::new(dir_a.path())
+        .settings(settings.clone())
+        .start()
+        .await?;
+    let b = recall::RuntimeBuilder::new(dir_b.path())
+        .settings(settings)
+        .start()
+        .await?;
+    let live = b.start_session("kairix", ZOE, "zoe-call").await?;
+    b.record_turn("zoe-call", "I fly to Zanzibar on Friday", "Safe travels")?;
+    b.sync().await?;
+    // Another user's call on B goes on untouched.
+    let other = b.start_session("kairix", "mark", "mark-call").await?;
+    b.record_turn("mark-call", "My sister lives in Leeds", "Lovely")?;
+
+    a.forget_user(ZOE, None).await?;
+    // B ends Zoe's call within the change feed's delay.
+    let mut ended = false;
+    for _ in 0..500 {
+        if b.live_session("zoe-call").await?.is_none() {
+            ended = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(ended, "B still holds Zoe's call");
+    b.wait_idle().await?;
+    a.wait_idle().await?;
+    // Nothing of hers on either instance: no session, summary or fact.
+    for rt in [&a, &b] {
+        assert!(rt.session(live.session_id).await?.is_none());
+        assert!(rt.turns(live.session_id).await?.is_empty(), "her turns");
+        let sessions = rt.sessions(Some("kairix")).await?;
+        assert!(sessions.iter().all(|s| s.user_id != ZOE), "{sessions:?}");
+        for kind in [SummaryType::Session, SummaryType::Daily] {
+            let all = rt.summaries("kairix", kind).await?;
+            assert!(all.iter().all(|s| s.user_id != ZOE), "{all:?}");
+        }
+        assert!(rt.facts("kairix", ZOE).await?.is_empty());
+    }
+    // Mark's call is still live on B.
+    assert!(b.live_session("mark-call").await?.is_some());
+    assert_eq!(b.end_session("mark-call")?, Some(other.session_id));
+    b.shutdown().await?;
+    a.shutdown().await?;
+    Ok(())
+}

@@ -330,6 +330,7 @@ impl RuntimeBuilder {
         let runtime = runtime.recover().await?;
         {
             let inner = &runtime.inner;
+            let (forgets, mut forgotten) = tokio::sync::mpsc::unbounded_channel();
             let shared = cluster::Shared {
                 backend: runtime
                     .reader()
@@ -343,8 +344,19 @@ impl RuntimeBuilder {
                 clock: inner.clock,
                 max_reflections: inner.settings.reflector.max_concurrent,
                 refresh: Duration::from_secs(inner.settings.store.postgres.refresh_secs),
+                forgets,
             };
             cluster::start(&inner.cluster, shared).await?;
+            // Forgets announced by other instances, one at a time (the
+            // task stops with the cluster's, at the runtime's stop).
+            let here = runtime.clone();
+            inner.cluster.add(tokio::spawn(async move {
+                while let Some((user_id, agent_id)) = forgotten.recv().await {
+                    if let Err(e) = here.forget_here(&user_id, agent_id.as_deref()).await {
+                        warn!(user_id, error = %e, "forgetting a user another instance forgot failed");
+                    }
+                }
+            }));
         }
         runtime.warm_indexes();
         runtime.start_reembedding();

@@ -16,6 +16,9 @@
 //!   lost), every cached context and index is dropped; and every
 //!   `store.postgres.refresh_secs` every cached context is read afresh, in
 //!   case an announcement was lost on its way out.
+//! - **Forgets**: a forget is announced too; the others end that user's
+//!   live calls they hold (unreflected) and forget again what those calls
+//!   wrote meanwhile.
 //!
 //! The heartbeat's reads and claims go to the backend directly, not
 //! through the Store actor: they change no record a context is made of;
@@ -50,7 +53,7 @@ impl Cluster {
         }
     }
 
-    fn add(&self, task: tokio::task::JoinHandle<()>) {
+    pub(super) fn add(&self, task: tokio::task::JoinHandle<()>) {
         self.tasks
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -180,6 +183,9 @@ pub(super) struct Shared {
     pub clock: Clock,
     pub max_reflections: usize,
     pub refresh: Duration,
+    /// Where forgets announced by other instances go (the runtime forgets
+    /// the user here too).
+    pub forgets: tokio::sync::mpsc::UnboundedSender<(String, Option<String>)>,
 }
 
 /// Starts the tasks (a store no other instance shares needs none).
@@ -207,6 +213,7 @@ pub(super) async fn start(cluster: &Cluster, p: Shared) -> Result<(), StartupErr
     // Follow the others'.
     if let Some(mut feed) = p.backend.follow().await? {
         let (generations, search) = (p.generations.clone(), p.search.clone());
+        let forgets = p.forgets.clone();
         cluster.add(tokio::spawn(async move {
             while let Some(change) = feed.recv().await {
                 match change {
@@ -223,6 +230,9 @@ pub(super) async fn start(cluster: &Cluster, p: Shared) -> Result<(), StartupErr
                     RemoteChange::Lost => {
                         generations.bump_everything(Parts::ALL);
                         search.clear();
+                    }
+                    RemoteChange::Forgotten { user_id, agent_id } => {
+                        let _ = forgets.send((user_id, agent_id));
                     }
                 }
             }

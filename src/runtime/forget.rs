@@ -24,6 +24,26 @@ impl Runtime {
         user_id: &str,
         agent_id: Option<&str>,
     ) -> Result<ForgetReport, RecallError> {
+        let report = self.forget_here(user_id, agent_id).await?;
+        // Other instances over the same database end the user's live calls
+        // they hold, and forget what those wrote meanwhile. (Without the
+        // announcement, a call of theirs on another instance would write
+        // them back when it ends.)
+        if let Ok(backend) = self.reader() {
+            if let Err(e) = backend.publish_forget(user_id, agent_id).await {
+                warn!(user_id, error = %e, "the forget was not announced to the other instances");
+            }
+        }
+        Ok(report)
+    }
+
+    /// [`forget_user`](Self::forget_user) on this instance only: for a
+    /// forget another instance announced.
+    pub(super) async fn forget_here(
+        &self,
+        user_id: &str,
+        agent_id: Option<&str>,
+    ) -> Result<ForgetReport, RecallError> {
         validate_id("user_id", user_id)?;
         if let Some(a) = agent_id {
             validate_id("agent_id", a)?;
@@ -41,6 +61,13 @@ impl Runtime {
             .map(|l| l.session_id)
             .collect();
         if !live.is_empty() {
+            // Before they end: their last writes are dropped, and what of
+            // them is stored goes with the forget, even where another
+            // instance removed their records first.
+            self.inner
+                .store
+                .cast(StoreMsg::Forgetting(live.clone()))
+                .map_err(unavailable("store"))?;
             self.inner
                 .supervisor
                 .cast(recall_actors::supervisor::SupervisorMsg::Forgetting(live))

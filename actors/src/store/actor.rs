@@ -47,6 +47,76 @@ async fn vectors_for(
     fact_vectors(&**t, facts).await
 }
 
+/// How long a forgotten id is remembered: far longer than any write that
+/// read it before the forget can take to arrive (a reflection's attempts
+/// with their backoff, a rollup or a topic update run). What outlives a
+/// restart is covered otherwise: a forget removes the user's queued
+/// reflections in its own transaction (or its marker finishes it at the
+/// next start), and other instances' calls end through the announcement.
+const FORGOTTEN_FOR: Duration = Duration::from_secs(6 * 3600);
+
+/// The ids forgotten within [`FORGOTTEN_FOR`], oldest first: bounded by
+/// the forgets of that window, not by every forget since the start.
+#[derive(Default)]
+pub(crate) struct Forgotten {
+    ids: std::collections::HashSet<Uuid>,
+    order: std::collections::VecDeque<(tokio::time::Instant, Uuid)>,
+}
+
+impl Forgotten {
+    fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    fn contains(&self, id: &Uuid) -> bool {
+        self.ids.contains(id)
+    }
+
+    fn extend(&mut self, ids: impl IntoIterator<Item = Uuid>) {
+        let now = tokio::time::Instant::now();
+        while let Some(&(at, id)) = self.order.front() {
+            if now.duration_since(at) < FORGOTTEN_FOR {
+                break;
+            }
+            self.order.pop_front();
+            self.ids.remove(&id);
+        }
+        for id in ids {
+            if self.ids.insert(id) {
+                self.order.push_back((now, id));
+            }
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn forgotten_ids_are_kept_for_their_window_and_then_let_go() {
+        let mut f = Forgotten::default();
+        let (old, new) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        f.extend([old]);
+        tokio::time::advance(FORGOTTEN_FOR - Duration::from_secs(1)).await;
+        f.extend([old, new]);
+        assert!(f.contains(&old) && f.contains(&new));
+        assert_eq!(f.len(), 2, "an id forgotten twice is held once");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        f.extend([]);
+        assert!(!f.contains(&old), "past its window");
+        assert!(f.contains(&new));
+        tokio::time::advance(FORGOTTEN_FOR).await;
+        f.extend([]);
+        assert!(f.is_empty());
+    }
+}
+
 pub struct StoreArgs {
     pub backend: SharedBackend,
     pub settings: StoreSettings,
@@ -70,9 +140,11 @@ pub struct StoreState {
     batch: u64,
     /// Writes that failed since the last explicit `Flush`.
     failed_since_flush: u64,
-    /// Ids forgotten since the start: a reflection, rollup or topic update
-    /// that read them before the forget must not write them back.
-    forgotten: std::collections::HashSet<Uuid>,
+    /// Ids forgotten lately: a reflection, rollup or topic update that
+    /// read them before the forget must not write them back.
+    forgotten: Forgotten,
+    /// Live sessions a forget ended, for its `Forget` to remove.
+    forgetting: Vec<Uuid>,
     flushing: bool,
     tick_armed: bool,
     /// `Flush` callers waiting for the flush in progress (it began after
@@ -241,6 +313,7 @@ impl Actor for StoreActor {
             batch: 0,
             failed_since_flush: 0,
             forgotten: Default::default(),
+            forgetting: Vec::new(),
             flushing: false,
             tick_armed: false,
             flush_waiters: Vec::new(),
@@ -340,7 +413,17 @@ impl Actor for StoreActor {
                 agent_id,
                 reply,
             } => {
-                let res = t.forget_user(&user_id, agent_id.as_deref()).await;
+                let mut res = t.forget_user(&user_id, agent_id.as_deref()).await;
+                let ended = std::mem::take(&mut state.forgetting);
+                if let (Ok(r), false) = (&mut res, ended.is_empty()) {
+                    match t.forget_sessions(&ended).await {
+                        Ok(n) => {
+                            r.sessions += n;
+                            r.removed_ids.extend(ended.iter().copied());
+                        }
+                        Err(e) => res = Err(e),
+                    }
+                }
                 if let Ok(r) = &res {
                     for agent in &r.agents {
                         state.generations.bump(agent, Parts::ALL);
@@ -355,6 +438,10 @@ impl Actor for StoreActor {
                     state.forgotten.extend(r.removed_ids.iter().copied());
                 }
                 let _ = reply.send(res);
+            }
+            StoreMsg::Forgetting(ids) => {
+                state.forgotten.extend(ids.iter().copied());
+                state.forgetting.extend(ids);
             }
             StoreMsg::ReviseSession {
                 summary,

@@ -417,6 +417,14 @@ pub trait ForgetStore: Send + Sync {
         user_id: &str,
         agent_id: Option<&str>,
     ) -> Result<ForgetReport, StoreError>;
+    /// Removes what is left of these sessions whatever their records say:
+    /// calls a forget ended here after another instance had removed their
+    /// session records (their last turns, a re-written record, a queued
+    /// reflection). Returns how many sessions had anything left. A store
+    /// no other instance shares forgets its own calls whole and has none.
+    async fn forget_sessions(&self, _ids: &[Uuid]) -> Result<usize, StoreError> {
+        Ok(0)
+    }
 }
 
 /// The reads a context is assembled from.
@@ -459,6 +467,13 @@ pub enum RemoteChange {
     /// Changes may have been missed (the feed's connection was lost):
     /// anything may have changed.
     Lost,
+    /// Another instance forgot this user (with one agent, or every agent
+    /// with `None`): their live calls here must end, unreflected, and
+    /// nothing of theirs stay.
+    Forgotten {
+        user_id: String,
+        agent_id: Option<String>,
+    },
 }
 
 /// Work several instances over one backend share. The defaults are one
@@ -503,6 +518,14 @@ pub trait ClusterStore: Send + Sync {
     }
     /// Announces changes this instance made to the others.
     async fn publish(&self, _changes: &[Change]) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// Announces to the others that this instance forgot a user.
+    async fn publish_forget(
+        &self,
+        _user_id: &str,
+        _agent_id: Option<&str>,
+    ) -> Result<(), StoreError> {
         Ok(())
     }
     /// The changes other instances make, as they are announced (`None`:

@@ -77,6 +77,10 @@ pub enum StoreMsg {
         agent_id: Option<String>,
         reply: RpcReplyPort<Result<ForgetReport, StoreError>>,
     },
+    /// These live sessions are being forgotten (sent before they end):
+    /// their later writes are dropped, and the next `Forget` removes
+    /// whatever of them is stored, whoever's records they were.
+    Forgetting(Vec<Uuid>),
     /// Store a replay's new version of a session summary (its `supersedes`
     /// names the current one) and bring the session's facts in line.
     ReviseSession {

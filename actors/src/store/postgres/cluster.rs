@@ -19,6 +19,10 @@ struct Notice {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     u: Option<String>,
     p: u8,
+    /// A forget of user `u` (with agent `a`, or every agent when `a` is
+    /// empty), not a change.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    f: bool,
 }
 
 /// Open sessions taken over at once (the rest at the next look).
@@ -63,6 +67,16 @@ async fn listen(
         let next = listener.try_recv().await;
         let change = match next {
             Ok(Some(n)) => match serde_json::from_str::<Notice>(n.payload()) {
+                Ok(notice) if notice.s == schema && notice.i != me && notice.f => {
+                    let Some(user_id) = notice.u else {
+                        warn!("a forget notification without its user");
+                        continue;
+                    };
+                    RemoteChange::Forgotten {
+                        user_id,
+                        agent_id: Some(notice.a).filter(|a| !a.is_empty()),
+                    }
+                }
                 Ok(notice) if notice.s == schema && notice.i != me => {
                     RemoteChange::Changed(Change {
                         agent_id: notice.a,
@@ -233,6 +247,7 @@ impl super::super::backend::ClusterStore for PgBackend {
                 a: c.agent_id.clone(),
                 u: c.user_id.clone(),
                 p: c.parts.bits(),
+                f: false,
             };
             let mut text = serde_json::to_string(&notice)?;
             if text.len() > MAX_PAYLOAD {
@@ -252,6 +267,29 @@ impl super::super::backend::ClusterStore for PgBackend {
         sqlx::query("SELECT pg_notify($1, p) FROM UNNEST($2::text[]) AS x(p)")
             .bind(CHANNEL)
             .bind(&payloads)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn publish_forget(
+        &self,
+        user_id: &str,
+        agent_id: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let notice = Notice {
+            s: self.schema.clone(),
+            i: self.instance_id,
+            a: agent_id.unwrap_or_default().to_string(),
+            u: Some(user_id.to_string()),
+            p: 0,
+            f: true,
+        };
+        // (ids are at most 256 bytes each: always under the payload limit)
+        let text = serde_json::to_string(&notice)?;
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(CHANNEL)
+            .bind(text)
             .execute(&self.pool)
             .await?;
         Ok(())

@@ -10,6 +10,27 @@ const AGENT: &str = "($2::text IS NULL OR agent_id = $2)";
 
 #[async_trait::async_trait]
 impl ForgetStore for PgBackend {
+    async fn forget_sessions(&self, ids: &[Uuid]) -> Result<usize, StoreError> {
+        self.write_turns().await?;
+        let mut tx = self.pool.begin().await?;
+        let mut left = std::collections::HashSet::new();
+        for table in ["turns", "sessions", "reflection_queue", "dead_letters"] {
+            let gone: Vec<Uuid> = sqlx::query_scalar(&format!(
+                "DELETE FROM {table} WHERE session_id = ANY($1) RETURNING session_id"
+            ))
+            .bind(ids)
+            .fetch_all(&mut *tx)
+            .await?;
+            left.extend(gone);
+        }
+        sqlx::query("DELETE FROM vectors WHERE item_id = ANY($1)")
+            .bind(ids)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(left.len())
+    }
+
     /// Always none: a forget commits whole or not at all.
     async fn pending_forgets(&self) -> Result<Vec<PendingForget>, StoreError> {
         Ok(Vec::new())

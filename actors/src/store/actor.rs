@@ -94,29 +94,6 @@ impl Forgotten {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test(start_paused = true)]
-    async fn forgotten_ids_are_kept_for_their_window_and_then_let_go() {
-        let mut f = Forgotten::default();
-        let (old, new) = (Uuid::from_u128(1), Uuid::from_u128(2));
-        f.extend([old]);
-        tokio::time::advance(FORGOTTEN_FOR - Duration::from_secs(1)).await;
-        f.extend([old, new]);
-        assert!(f.contains(&old) && f.contains(&new));
-        assert_eq!(f.len(), 2, "an id forgotten twice is held once");
-        tokio::time::advance(Duration::from_secs(2)).await;
-        f.extend([]);
-        assert!(!f.contains(&old), "past its window");
-        assert!(f.contains(&new));
-        tokio::time::advance(FORGOTTEN_FOR).await;
-        f.extend([]);
-        assert!(f.is_empty());
-    }
-}
-
 pub struct StoreArgs {
     pub backend: SharedBackend,
     pub settings: StoreSettings,
@@ -901,5 +878,28 @@ impl Actor for StoreActor {
         // that follow every write bring.)
         state.backlog.set_buffered(t.buffered_turns());
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn forgotten_ids_are_kept_for_their_window_and_then_let_go() {
+        let mut f = Forgotten::default();
+        let (old, new) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        f.extend([old]);
+        tokio::time::advance(FORGOTTEN_FOR - Duration::from_secs(1)).await;
+        f.extend([old, new]);
+        assert!(f.contains(&old) && f.contains(&new));
+        assert_eq!(f.len(), 2, "an id forgotten twice is held once");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        f.extend([]);
+        assert!(!f.contains(&old), "past its window");
+        assert!(f.contains(&new));
+        tokio::time::advance(FORGOTTEN_FOR).await;
+        f.extend([]);
+        assert!(f.is_empty());
     }
 }

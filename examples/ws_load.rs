@@ -20,8 +20,11 @@
 //!    latency percentiles, both acks again.
 //!
 //! Each of 2 and 3 runs twice, the second time in the opposite order
-//! (echo, recall, recall durable; then durable, recall, echo), so neither
-//! side always goes first. Before each run the recall server is idle (no
+//! (echo, recall, recall with its limits lifted, recall durable; then the
+//! reverse), so neither side always goes first. The second `recall serve`
+//! has every limit lifted as far as its setting goes (connections,
+//! timeouts, pings, live sessions, turns in memory, unwritten turns, query
+//! jobs): beside the first, what the bounds cost. Before each run the recall server is idle (no
 //! reflection running or queued, no window summary in flight, from its
 //! `/metrics`), and around each recall run its window
 //! summaries' counters are read before and after: how many were made, and
@@ -349,6 +352,9 @@ enum Side {
     Echo,
     Recall,
     RecallDurable,
+    /// A second `recall serve` with every limit lifted (the most each
+    /// setting takes): what the bounds cost, in the same run.
+    RecallUnbounded,
 }
 
 impl Side {
@@ -357,14 +363,38 @@ impl Side {
             Side::Echo => "bare axum echo       ",
             Side::Recall => "recall serve         ",
             Side::RecallDurable => "recall serve, durable",
+            Side::RecallUnbounded => "recall, limits lifted",
         }
     }
 }
 
 /// Every side once per round, the second round in the opposite order.
-const ORDERS: [[Side; 3]; 2] = [
-    [Side::Echo, Side::Recall, Side::RecallDurable],
-    [Side::RecallDurable, Side::Recall, Side::Echo],
+const ORDERS: [[Side; 4]; 2] = [
+    [
+        Side::Echo,
+        Side::Recall,
+        Side::RecallUnbounded,
+        Side::RecallDurable,
+    ],
+    [
+        Side::RecallDurable,
+        Side::RecallUnbounded,
+        Side::Recall,
+        Side::Echo,
+    ],
+];
+
+/// Every limit of `recall serve` lifted as far as its setting goes.
+const LIFTED: [(&str, &str); 9] = [
+    ("RECALL_SERVER__HEADER_TIMEOUT_SECS", "86400"),
+    ("RECALL_SERVER__REQUEST_TIMEOUT_SECS", "86400"),
+    ("RECALL_SERVER__MAX_CONNECTIONS", "1000000"),
+    ("RECALL_SERVER__WS_PING_SECS", "86400"),
+    ("RECALL_SERVER__WS_IDLE_SECS", "172800"),
+    ("RECALL_SESSION__MAX_LIVE_PER_AGENT", "1000000000"),
+    ("RECALL_SESSION__MAX_TURNS_IN_MEMORY", "1000000000"),
+    ("RECALL_STORE__MAX_UNWRITTEN_TURNS", "1000000000000"),
+    ("RECALL_EMBED__MAX_QUERY_JOBS", "1000000"),
 ];
 
 struct Bench {
@@ -372,6 +402,9 @@ struct Bench {
     recall: String,
     echo: String,
     recall_pid: u32,
+    /// The server with its limits lifted.
+    unbounded: String,
+    unbounded_pid: u32,
 }
 
 impl Bench {
@@ -386,11 +419,15 @@ impl Bench {
         pace: Option<Duration>,
     ) -> anyhow::Result<Run> {
         let echo = &self.echo;
-        let recall = &self.recall;
+        let (recall, pid) = match side {
+            Side::RecallUnbounded => (&self.unbounded, self.unbounded_pid),
+            _ => (&self.recall, self.recall_pid),
+        };
         let base = format!("http://{recall}");
         // Whichever side runs, nothing the last recall run set off is
         // still running on the machine.
-        idle(&self.http, &base).await?;
+        idle(&self.http, &format!("http://{}", self.recall)).await?;
+        idle(&self.http, &format!("http://{}", self.unbounded)).await?;
         if side == Side::Echo {
             let r = drive(conns, per_conn, pace, false, |_| {
                 format!("ws://{echo}/echo")
@@ -400,7 +437,7 @@ impl Bench {
             return Ok(r);
         }
         let before = counters(&self.http, &base).await?;
-        let cpu = cpu_time(self.recall_pid);
+        let cpu = cpu_time(pid);
         let durable = side == Side::RecallDurable;
         let r = drive(conns, per_conn, pace, durable, |i| {
             format!(
@@ -409,7 +446,7 @@ impl Bench {
             )
         })
         .await;
-        let cpu = cpu_time(self.recall_pid) - cpu;
+        let cpu = cpu_time(pid) - cpu;
         let after = counters(&self.http, &base).await?;
         println!(
             "  {}; server CPU {:.2} s",
@@ -448,6 +485,14 @@ fn main() -> anyhow::Result<()> {
         cmd.env("RECALL_LOG__FILTER", "warn");
     }
     let recall = Server::start(cmd, "recall")?;
+    let mut cmd = Command::new(&recall_bin);
+    cmd.args(["serve", "--addr", "127.0.0.1:0", "--data"])
+        .arg(dir.path().join("unbounded"))
+        .envs(LIFTED);
+    if std::env::var_os("RECALL_LOG__FILTER").is_none() {
+        cmd.env("RECALL_LOG__FILTER", "warn");
+    }
+    let unbounded = Server::start(cmd, "recall (limits lifted)")?;
     let echo = Server::start(Command::new(&echo_bin), "ws_echo")?;
     println!(
         "recall serve (pid {}) on {}, ws_echo (pid {}) on {}; this load generator is pid {}",
@@ -467,6 +512,8 @@ fn main() -> anyhow::Result<()> {
             recall: recall.addr.clone(),
             echo: echo.addr.clone(),
             recall_pid: recall.pid(),
+            unbounded: unbounded.addr.clone(),
+            unbounded_pid: unbounded.pid(),
         };
         let base = format!("http://{}", bench.recall);
 
@@ -510,6 +557,35 @@ fn main() -> anyhow::Result<()> {
             after.saturating_sub(before) as f64 / idle_sessions as f64 / 1024.0
         );
 
+        // The same idle sessions on the server with its limits lifted, so
+        // both carry the same state.
+        let lifted = format!("http://{}", bench.unbounded);
+        let mut batch = Vec::new();
+        for i in 0..idle_sessions {
+            let (http, url) = (bench.http.clone(), format!("{lifted}/v1/sessions"));
+            batch.push(tokio::spawn(async move {
+                let resp = http
+                    .post(url)
+                    .json(&serde_json::json!({
+                        "agent_id": "idle",
+                        "user_id": format!("user-{}", i % 1000),
+                        "connection_id": format!("idle-{i}"),
+                    }))
+                    .send()
+                    .await
+                    .expect("request");
+                assert_eq!(resp.status().as_u16(), 201);
+            }));
+            if batch.len() == 64 {
+                for t in batch.drain(..) {
+                    t.await?;
+                }
+            }
+        }
+        for t in batch {
+            t.await?;
+        }
+
         // A short warm-up of each.
         for side in ORDERS[0] {
             let _ = bench.run(side, "warm", 50, 5, None).await?;
@@ -519,17 +595,19 @@ fn main() -> anyhow::Result<()> {
         let mut sat = Vec::new();
         for (round, order) in ORDERS.iter().enumerate() {
             println!(" round {}:", round + 1);
-            let mut got = [0.0; 3];
+            let mut got = [0.0; 4];
             for &side in order {
                 let tag = format!("sat{round}-{}", side as u8);
                 got[side as usize] = bench.run(side, &tag, conns, sat_turns, None).await?.per_sec();
             }
-            let (plain, durable) = (got[1] / got[0], got[2] / got[0]);
+            let (plain, durable, lifted) = (got[1] / got[0], got[2] / got[0], got[3] / got[0]);
             println!(
-                "  throughput ratio recall/echo {plain:.2} (target >= 0.7: {}); durable acks {durable:.2}",
-                verdict(plain >= 0.7)
+                "  throughput ratio recall/echo {plain:.2} (target >= 0.7: {}); durable acks {durable:.2}; limits lifted {lifted:.2} (with limits / lifted {:.3}, target within 5 %: {})",
+                verdict(plain >= 0.7),
+                plain / lifted,
+                verdict((plain / lifted - 1.0).abs() <= 0.05)
             );
-            sat.push((plain, durable));
+            sat.push((plain, durable, lifted));
         }
 
         let pace = Duration::from_millis(200);
@@ -541,15 +619,16 @@ fn main() -> anyhow::Result<()> {
         let mut steady = Vec::new();
         for (round, order) in ORDERS.iter().enumerate() {
             println!(" round {}:", round + 1);
-            let mut p99 = [0.0; 3];
+            let mut p99 = [0.0; 4];
             for &side in order {
                 let tag = format!("paced{round}-{}", side as u8);
                 p99[side as usize] = bench.run(side, &tag, conns, per_conn, Some(pace)).await?.pct(0.99);
             }
             println!(
-                "  recall p99 {:.2} ms (target < 5 ms: {}); durable acks p99 {:.2} ms; echo p99 {:.2} ms",
+                "  recall p99 {:.2} ms (target < 5 ms: {}); limits lifted {:.2} ms; durable acks p99 {:.2} ms; echo p99 {:.2} ms",
                 p99[1],
                 verdict(p99[1] < 5.0),
+                p99[3],
                 p99[2],
                 p99[0]
             );
@@ -557,10 +636,12 @@ fn main() -> anyhow::Result<()> {
         }
         idle(&bench.http, &base).await?;
         println!(
-            "summary: saturation ratio recall/echo {} (durable {}); steady p99 recall {} ms, durable {} ms, echo {} ms",
+            "summary: saturation ratio recall/echo {} (limits lifted {}, durable {}); steady p99 recall {} ms, limits lifted {} ms, durable {} ms, echo {} ms",
             sat.iter().map(|s| format!("{:.2}", s.0)).collect::<Vec<_>>().join(" / "),
+            sat.iter().map(|s| format!("{:.2}", s.2)).collect::<Vec<_>>().join(" / "),
             sat.iter().map(|s| format!("{:.2}", s.1)).collect::<Vec<_>>().join(" / "),
             steady.iter().map(|s| format!("{:.2}", s[1])).collect::<Vec<_>>().join(" / "),
+            steady.iter().map(|s| format!("{:.2}", s[3])).collect::<Vec<_>>().join(" / "),
             steady.iter().map(|s| format!("{:.2}", s[2])).collect::<Vec<_>>().join(" / "),
             steady.iter().map(|s| format!("{:.2}", s[0])).collect::<Vec<_>>().join(" / "),
         );
@@ -568,5 +649,7 @@ fn main() -> anyhow::Result<()> {
     })?;
     let status = recall.stop()?;
     println!("recall serve exited: {status}");
+    let status = unbounded.stop()?;
+    println!("recall serve (limits lifted) exited: {status}");
     Ok(())
 }

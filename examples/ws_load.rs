@@ -385,7 +385,8 @@ const ORDERS: [[Side; 4]; 2] = [
 ];
 
 /// Every limit of `recall serve` lifted as far as its setting goes.
-const LIFTED: [(&str, &str); 9] = [
+const LIFTED: [(&str, &str); 10] = [
+    ("RECALL_SESSION__MAX_LIVE", "1000000000"),
     ("RECALL_SERVER__HEADER_TIMEOUT_SECS", "86400"),
     ("RECALL_SERVER__REQUEST_TIMEOUT_SECS", "86400"),
     ("RECALL_SERVER__MAX_CONNECTIONS", "1000000"),
@@ -602,10 +603,10 @@ fn main() -> anyhow::Result<()> {
             }
             let (plain, durable, lifted) = (got[1] / got[0], got[2] / got[0], got[3] / got[0]);
             println!(
-                "  throughput ratio recall/echo {plain:.2} (target >= 0.7: {}); durable acks {durable:.2}; limits lifted {lifted:.2} (with limits / lifted {:.3}, target within 5 %: {})",
+                "  throughput ratio recall/echo {plain:.2} (target >= 0.7: {}); durable acks {durable:.2}; limits lifted {lifted:.2} (with limits / lifted {:.3}: the limits cost at most 5 %: {})",
                 verdict(plain >= 0.7),
                 plain / lifted,
-                verdict((plain / lifted - 1.0).abs() <= 0.05)
+                verdict(plain / lifted >= 0.95)
             );
             sat.push((plain, durable, lifted));
         }

@@ -426,6 +426,16 @@ async fn a_forget_on_one_instance_ends_the_users_live_call_on_another() -> Res {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(ended, "B still holds Zoe's call");
+    // B's own forget of what the call wrote follows the call's end.
+    let mut gone = false;
+    for _ in 0..500 {
+        if b.session(live.session_id).await?.is_none() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(gone, "the call B ended is still stored");
     b.wait_idle().await?;
     a.wait_idle().await?;
     // Nothing of hers on either instance: no session, summary or fact.

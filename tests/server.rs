@@ -2414,9 +2414,19 @@ async fn a_client_that_never_finishes_its_headers_is_cut_off() -> Res {
     half.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
         .await?;
     let mut mute = tokio::net::TcpStream::connect(srv.addr).await?;
-    let (a, b) = tokio::join!(read_to_close(&mut half), read_to_close(&mut mute));
+    // And a kept-alive connection, idle after its first answer.
+    let mut kept = tokio::net::TcpStream::connect(srv.addr).await?;
+    kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await?;
+    let (a, b, c) = tokio::join!(
+        read_to_close(&mut half),
+        read_to_close(&mut mute),
+        read_to_close(&mut kept)
+    );
     assert!(!a?.contains("200 OK"));
     assert!(!b?.contains("200 OK"));
+    let c = c?;
+    assert_eq!(c.matches("200 OK").count(), 1, "{c}");
     let waited = began.elapsed();
     assert!(
         waited >= Duration::from_secs(10) && waited < Duration::from_secs(12),
@@ -2800,6 +2810,7 @@ async fn while_postgres_is_down_turns_past_the_bound_are_refused_and_none_acknow
 async fn an_agent_past_its_live_session_cap_is_refused_until_one_ends() -> Res {
     let mut settings = Settings::for_test();
     settings.session.max_live_per_agent = 2;
+    settings.session.max_live = 3;
     let srv = start_with(settings, None, None).await?;
     srv.start_session("kairix", "mark", "c1").await?;
     srv.start_session("kairix", "leela", "c2").await?;
@@ -2824,6 +2835,20 @@ async fn an_agent_past_its_live_session_cap_is_refused_until_one_ends() -> Res {
     }
     // another agent has its own count
     srv.start_session("other", "fry", "c4").await?;
+    // and every agent together has the server's (three live now)
+    let (s, v) = srv
+        .post(
+            "/v1/sessions",
+            json!({"agent_id": "third", "user_id": "amy", "connection_id": "t1"}),
+        )
+        .await?;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("session.max_live")),
+        "{v}"
+    );
     // once a session ends, the place is free
     let (s, v) = srv.post("/v1/connections/c1/end", json!({})).await?;
     assert!(s.is_success(), "{v}");

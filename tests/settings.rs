@@ -472,6 +472,11 @@ fn invalid_server_and_log_settings_name_their_key() {
         "[session]\nmax_live_per_agent = 0\n",
         "session.max_live_per_agent",
     );
+    expect_file_key_error("[session]\nmax_live = 0\n", "session.max_live");
+    expect_file_key_error(
+        "[server]\nmax_connections = 2000000\n",
+        "server.max_connections",
+    );
     // fewer turns than one window summary covers
     expect_file_key_error(
         "[session]\nwindow_messages = 14\nmax_turns_in_memory = 6\n",

@@ -627,6 +627,22 @@ impl Registry {
             .collect()
     }
 
+    /// The sessions being opened for an agent's user (a late turn
+    /// reopening their connection): their ids.
+    pub fn opening_sessions_of(&self, agent_id: &str, user_id: &str) -> Vec<Uuid> {
+        self.read()
+            .values()
+            .filter_map(|conn| match conn {
+                Conn::Opening {
+                    owner, session_id, ..
+                } if &*owner.agent_id == agent_id && &*owner.user_id == user_id => {
+                    Some(*session_id)
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Connections waiting for a session to open.
     pub fn opening_connections(&self) -> Vec<String> {
         self.read()

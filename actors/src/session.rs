@@ -184,6 +184,8 @@ pub struct WindowDeps {
     /// (topic shifts); `None` turns that off.
     pub watchdog: Option<ActorRef<WatchdogMsg>>,
     pub topic_turns: usize,
+    /// Counts the turns sent to the Store until it writes them.
+    pub backlog: Arc<crate::store::Backlog>,
 }
 
 /// In-session summaries made so far, across sessions.
@@ -303,7 +305,10 @@ impl SessionState {
         let seq = self.total() as u32;
         match StoreMsg::append_turn(self.record.session_id, seq, &turn) {
             Ok(msg) => {
+                // Counted before the cast: the Store may take it at once.
+                self.window.backlog.sent();
                 if self.store.cast(msg).is_err() {
+                    self.window.backlog.handled();
                     error!(session_id = %self.record.session_id, seq, "store is gone; turn kept in memory only");
                 }
             }

@@ -50,6 +50,8 @@ pub enum StartError {
         "agent {agent_id:?} has {max} live sessions (session.max_live_per_agent); end one first"
     )]
     TooManySessions { agent_id: String, max: usize },
+    #[error("the server has {max} live sessions (session.max_live); end one first")]
+    TooManyLive { max: usize },
     #[error("cannot spawn the session actor")]
     Spawn(#[source] ractor::SpawnErr),
 }
@@ -171,6 +173,9 @@ pub struct SupervisorArgs {
     /// not yet been sent back to their session: what
     /// `Runtime::wait_windows` waits on.
     pub windows_in_flight: watch::Sender<usize>,
+    /// Turns sent to the Store and not yet written (each session counts
+    /// the turns it sends).
+    pub backlog: Arc<crate::store::Backlog>,
 }
 
 /// Turns between a live call's reports of its latest words to the watchdog.
@@ -367,6 +372,7 @@ impl Actor for SessionSupervisor {
             in_flight: args.windows_in_flight,
             watchdog: args.watchdog.clone(),
             topic_turns: TOPIC_TURNS,
+            backlog: args.backlog.clone(),
         });
         Ok(SupervisorState {
             window,
@@ -418,6 +424,10 @@ impl Actor for SessionSupervisor {
                         Err(Busy::OtherAgent) => {
                             return Err(StartError::ConnectionOwned(connection_id.clone()))
                         }
+                    }
+                    let all = state.settings.session.max_live;
+                    if state.sessions.len() >= all {
+                        return Err(StartError::TooManyLive { max: all });
                     }
                     let max = state.settings.session.max_live_per_agent;
                     if state.per_agent.get(&agent_id).is_some_and(|n| *n >= max) {

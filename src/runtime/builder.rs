@@ -290,6 +290,7 @@ impl RuntimeBuilder {
                 rollup: rollup.clone(),
                 watchdog: Some(watchdog.clone()),
                 windows_in_flight: windows_tx,
+                backlog: backlog.clone(),
             },
         )
         .await

@@ -1123,12 +1123,19 @@ impl Runtime {
         if settings.retrieval_related_words > 0 && admitted {
             let similarity = settings.retrieval_related_similarity;
             let words: Vec<String> = recall_actors::search::tokens(message).collect();
-            let held = vectors.clone();
+            // Counted out when the job is done, or if it panics.
+            struct Done(Arc<QueryVectors>);
+            impl Drop for Done {
+                fn drop(&mut self) {
+                    self.0.relating.fetch_sub(1, Ordering::AcqRel);
+                }
+            }
+            let done = Done(vectors.clone());
             self.inner.tokio.spawn_blocking(move || {
+                let _done = done;
                 for w in words {
                     recall_actors::static_embed::related_stems(&w, similarity);
                 }
-                held.relating.fetch_sub(1, Ordering::AcqRel);
             });
         } else if admitted {
             relating.fetch_sub(1, Ordering::AcqRel);

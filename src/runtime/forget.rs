@@ -54,11 +54,18 @@ impl Runtime {
         };
         // Their live calls are not reflected on: the supervisor hears of
         // them before they end (the seed's tracker would have summarized
-        // them, sending a forgotten user's words to the summarizer).
+        // them, sending a forgotten user's words to the summarizer). So are
+        // the ones a late turn is reopening, which end as soon as they open.
         let live: Vec<uuid::Uuid> = agents
             .iter()
-            .flat_map(|a| self.inner.registry.live_of(a, user_id))
-            .map(|l| l.session_id)
+            .flat_map(|a| {
+                let registry = &self.inner.registry;
+                let live = registry
+                    .live_of(a, user_id)
+                    .into_iter()
+                    .map(|l| l.session_id);
+                live.chain(registry.opening_sessions_of(a, user_id))
+            })
             .collect();
         if !live.is_empty() {
             // Before they end: their last writes are dropped, and what of
@@ -70,7 +77,9 @@ impl Runtime {
                 .map_err(unavailable("store"))?;
             self.inner
                 .supervisor
-                .cast(recall_actors::supervisor::SupervisorMsg::Forgetting(live))
+                .cast(recall_actors::supervisor::SupervisorMsg::Forgetting(
+                    live.clone(),
+                ))
                 .map_err(unavailable("supervisor"))?;
         }
         let mut ended = Vec::new();
@@ -89,6 +98,7 @@ impl Runtime {
             StoreMsg::Forget {
                 user_id: user_id.to_string(),
                 agent_id: agent_id.map(str::to_string),
+                sessions: live,
                 reply,
             }
         })

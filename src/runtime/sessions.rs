@@ -94,21 +94,17 @@ impl Runtime {
             agent_response,
             timestamp: self.inner.clock.now(),
         };
-        // Counted in before it is sent: refused rather than acknowledged
-        // while too many are still unwritten.
-        self.inner.backlog.admit()?;
+        // Refused rather than acknowledged while too many are unwritten.
+        self.inner.backlog.check()?;
         let routed = match self
             .inner
             .registry
             .route_turn_as(connection_id, owner, turn)
         {
             Ok(r) => r,
-            Err(e) => {
-                self.inner.backlog.withdraw();
-                return Err(match e {
-                    RouteError::Unknown(e) => e.into(),
-                    RouteError::NotOwner => RecallError::NotOwner(connection_id.to_string()),
-                });
+            Err(RouteError::Unknown(e)) => return Err(e.into()),
+            Err(RouteError::NotOwner) => {
+                return Err(RecallError::NotOwner(connection_id.to_string()))
             }
         };
         if let Routed::NeedsOpen(_) = routed {

@@ -116,9 +116,9 @@ impl From<RecallError> for ApiError {
             RecallError::Start(StartError::ConnectionBusy(_)) => {
                 ApiError::new(StatusCode::CONFLICT, "connection_busy", message)
             }
-            RecallError::Start(StartError::TooManySessions { .. }) => {
-                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_sessions", message)
-            }
+            RecallError::Start(
+                StartError::TooManySessions { .. } | StartError::TooManyLive { .. },
+            ) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_sessions", message),
             RecallError::Start(StartError::ConnectionOwned(_)) => {
                 ApiError::new(StatusCode::CONFLICT, "connection_owned", message)
             }

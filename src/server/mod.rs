@@ -207,9 +207,18 @@ pub fn router(runtime: Runtime, config: &ServerConfig, shutdown: watch::Receiver
             .expect("the OpenAPI document serializes")
             .into(),
     };
+    // The body is read after the token is checked: a client without one
+    // makes the server hold nothing of its body.
     let v1 = v1
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(
+            BodyDeadline {
+                within: config.request_timeout,
+                max_bytes: config.max_body_bytes,
+            },
+            body_deadline,
+        ))
         .layer(middleware::from_fn_with_state(
             config.auth.clone(),
             auth::require_token,
@@ -220,13 +229,6 @@ pub fn router(runtime: Runtime, config: &ServerConfig, shutdown: watch::Receiver
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
-        .layer(middleware::from_fn_with_state(
-            BodyDeadline {
-                within: config.request_timeout,
-                max_bytes: config.max_body_bytes,
-            },
-            body_deadline,
-        ))
         .layer(middleware::from_fn_with_state(
             config.guard.clone(),
             origin::guard,

@@ -73,7 +73,7 @@ enum FrameKind {
     responses(
         (status = 101, description = "Switching to the WebSocket protocol"),
         (status = 409, description = "`connection_busy`, `connection_owned`", body = crate::api::ErrorBody),
-        (status = 429, description = "`too_many_sessions`: the agent has session.max_live_per_agent live sessions", body = crate::api::ErrorBody),
+        (status = 429, description = "`too_many_sessions`: the agent has session.max_live_per_agent live sessions, or the server session.max_live", body = crate::api::ErrorBody),
         (status = 400, description = "`websocket_required`: not a WebSocket upgrade request (its headers missing or wrong)", body = crate::api::ErrorBody),
     ))]
 pub async fn stream(
@@ -137,7 +137,8 @@ async fn run(
         let msg = tokio::select! {
             m = socket.recv() => m,
             _ = ping.tick() => {
-                if socket.send(Message::Ping(Default::default())).await.is_err() {
+                let ping = socket.send(Message::Ping(Default::default()));
+                if !matches!(tokio::time::timeout(app.ws_idle, ping).await, Ok(Ok(()))) {
                     break;
                 }
                 continue;
@@ -209,18 +210,24 @@ async fn run(
                 break;
             }
         };
-        if socket.send(reply).await.is_err() {
+        // A client that sends and never reads fills its window: its send
+        // waits no longer than the idle limit, then the stream closes.
+        if !matches!(
+            tokio::time::timeout(app.ws_idle, socket.send(reply)).await,
+            Ok(Ok(()))
+        ) {
             break;
         }
     }
-    // End the connection's session only if it is still this stream's.
-    if app
-        .runtime
-        .connection_owned_by(&connection_id, &owner.agent_id, &owner.user_id)
-    {
-        if let Err(err) = app.runtime.end_session(&connection_id) {
-            debug!(connection_id, error = %err, "ending the session on close");
-        }
+    // End the connection's session only if it is still this stream's
+    // (checked with the end, atomically: another user may hold it by now).
+    if let Err(err) = app.runtime.end_session_as(
+        &connection_id,
+        &owner.agent_id,
+        &owner.user_id,
+        recall_actors::model::EndReason::Disconnect,
+    ) {
+        debug!(connection_id, error = %err, "ending the session on close");
     }
 }
 
@@ -316,14 +323,10 @@ async fn handle_text(
                 id,
             ));
         }
-        FrameKind::Touch
-            if !app
-                .runtime
-                .connection_owned_by(connection_id, agent_id, user_id) =>
-        {
-            Err(RecallError::NotOwner(connection_id.to_string()))
-        }
-        FrameKind::Touch => app.runtime.touch(connection_id).map(|()| None),
+        FrameKind::Touch => app
+            .runtime
+            .touch_as(connection_id, agent_id, user_id)
+            .map(|()| None),
         FrameKind::Heard => {
             let (Some(heard), None) = (frame.user_message, frame.agent_response) else {
                 return Ok(error_frame(
@@ -343,7 +346,7 @@ async fn handle_text(
                 // nothing.
                 app.runtime
                     .prepare_message(&heard)
-                    .and_then(|()| app.runtime.touch(connection_id))
+                    .and_then(|()| app.runtime.touch_as(connection_id, agent_id, user_id))
                     .map(|()| None)
             } else {
                 Err(RecallError::NotOwner(connection_id.to_string()))

@@ -103,6 +103,9 @@ pub struct SessionSettings {
     /// refused (`too_many_sessions`). A late turn reopening a session on
     /// a connection is never refused: it was acknowledged.
     pub max_live_per_agent: usize,
+    /// Live sessions of every agent at once: agent ids are the callers'
+    /// to choose, so the per-agent cap alone bounds nothing.
+    pub max_live: usize,
     /// Turns a live session keeps in memory (for its window summaries and
     /// the context's newest turns); older ones stay on disk, where the
     /// session's reflection reads them, and in its window summaries.
@@ -181,6 +184,7 @@ impl Default for SessionSettings {
             long_fold_windows: 4,
             long_fold_chars: 4000,
             max_live_per_agent: 10_000,
+            max_live: 50_000,
             max_turns_in_memory: 2_000,
         }
     }
@@ -255,6 +259,7 @@ impl SessionSettings {
         positive("session.silence_timeout_secs", self.silence_timeout_secs)?;
         positive("session.max_message_chars", self.max_message_chars as u64)?;
         positive("session.max_live_per_agent", self.max_live_per_agent as u64)?;
+        positive("session.max_live", self.max_live as u64)?;
         if (self.max_turns_in_memory as u64) * 2 < self.window_messages {
             return Err(SettingsError {
                 key: "session.max_turns_in_memory",

@@ -115,10 +115,11 @@ pub struct EmbedSettings {
     pub kind: EmbedKind,
     /// Dimensions of the hashing embedder.
     pub dimensions: usize,
-    /// Messages' vectors (a context read's, or one prepared ahead) and
-    /// their words' related words being worked out at once; past it a
-    /// read ranks its message by words, and the words' related words are
-    /// worked out by the read that needs them.
+    /// Messages' vectors being made at once (a context read's, or one
+    /// prepared ahead), and, as many again, prepared messages whose words'
+    /// related words are being worked out; past it a read ranks its
+    /// message by words, and the words' related words are worked out by
+    /// the read that needs them.
     pub max_query_jobs: usize,
     pub openai: OpenAiEmbedSettings,
     pub local: LocalEmbedSettings,

@@ -28,9 +28,9 @@ pub struct ServerSettings {
     /// idle kept-alive connection stays open): past it the connection is
     /// closed.
     pub header_timeout_secs: u64,
-    /// Longest a request may take, its body included, before it is
-    /// answered `408 request_timeout` (a WebSocket stream counts only
-    /// until its upgrade).
+    /// Longest a client may take to send a request's body once its
+    /// headers are in, before it is answered `408 request_timeout` (what
+    /// the server then does is bounded by its own timeouts).
     pub request_timeout_secs: u64,
     /// Connections open at once, WebSocket streams included; past it a
     /// new one is answered `503 too_many_connections` and closed.
@@ -301,6 +301,12 @@ impl ServerSettings {
         positive("server.header_timeout_secs", srv.header_timeout_secs)?;
         positive("server.request_timeout_secs", srv.request_timeout_secs)?;
         positive("server.max_connections", srv.max_connections as u64)?;
+        if srv.max_connections > 1_000_000 {
+            return Err(SettingsError {
+                key: "server.max_connections",
+                reason: "must be at most 1000000 (each connection is an open file)".into(),
+            });
+        }
         positive("server.ws_ping_secs", srv.ws_ping_secs)?;
         if srv.ws_idle_secs <= srv.ws_ping_secs {
             return Err(SettingsError {

@@ -120,8 +120,6 @@ pub struct StoreState {
     /// Ids forgotten lately: a reflection, rollup or topic update that
     /// read them before the forget must not write them back.
     forgotten: Forgotten,
-    /// Live sessions a forget ended, for its `Forget` to remove.
-    forgetting: Vec<Uuid>,
     flushing: bool,
     tick_armed: bool,
     /// `Flush` callers waiting for the flush in progress (it began after
@@ -290,7 +288,6 @@ impl Actor for StoreActor {
             batch: 0,
             failed_since_flush: 0,
             forgotten: Default::default(),
-            forgetting: Vec::new(),
             flushing: false,
             tick_armed: false,
             flush_waiters: Vec::new(),
@@ -388,17 +385,21 @@ impl Actor for StoreActor {
             StoreMsg::Forget {
                 user_id,
                 agent_id,
+                sessions,
                 reply,
             } => {
                 let mut res = t.forget_user(&user_id, agent_id.as_deref()).await;
-                let ended = std::mem::take(&mut state.forgetting);
-                if let (Ok(r), false) = (&mut res, ended.is_empty()) {
-                    match t.forget_sessions(&ended).await {
+                // What is left of the calls this forget ended, whoever
+                // removed their records first; a failure here is the
+                // forget's, after what it did commit is cleaned up below.
+                let mut left = Ok(());
+                if let (Ok(r), false) = (&mut res, sessions.is_empty()) {
+                    match t.forget_sessions(&sessions).await {
                         Ok(n) => {
                             r.sessions += n;
-                            r.removed_ids.extend(ended.iter().copied());
+                            r.removed_ids.extend(sessions.iter().copied());
                         }
-                        Err(e) => res = Err(e),
+                        Err(e) => left = Err(e),
                     }
                 }
                 if let Ok(r) = &res {
@@ -414,12 +415,9 @@ impl Actor for StoreActor {
                     }
                     state.forgotten.extend(r.removed_ids.iter().copied());
                 }
-                let _ = reply.send(res);
+                let _ = reply.send(left.and(res));
             }
-            StoreMsg::Forgetting(ids) => {
-                state.forgotten.extend(ids.iter().copied());
-                state.forgetting.extend(ids);
-            }
+            StoreMsg::Forgetting(ids) => state.forgotten.extend(ids),
             StoreMsg::ReviseSession {
                 summary,
                 facts,

@@ -57,14 +57,14 @@ impl Backlog {
         }
     }
 
-    /// Counts a turn in, or refuses it when `max` are waiting. A turn
-    /// counted in must be counted out by [`handled`](Self::handled) (the
-    /// Store takes it) or [`withdraw`](Self::withdraw) (it was not sent).
-    pub fn admit(&self) -> Result<(), BacklogFull> {
-        let queued = self.queued.fetch_add(1, Ordering::AcqRel);
-        let unwritten = queued + self.buffered.load(Ordering::Acquire);
+    /// Refuses a turn while `max` are waiting. (Checked, not counted:
+    /// a turn is counted when it is sent to the Store, so one that never
+    /// reaches it — its session actor died with it in its mailbox —
+    /// leaves no count behind. Turns accepted at once may pass the bound
+    /// by as many as are on their way meanwhile.)
+    pub fn check(&self) -> Result<(), BacklogFull> {
+        let unwritten = self.unwritten();
         if unwritten >= self.max {
-            self.queued.fetch_sub(1, Ordering::AcqRel);
             return Err(BacklogFull {
                 unwritten,
                 max: self.max,
@@ -74,15 +74,15 @@ impl Backlog {
         Ok(())
     }
 
-    /// A turn admitted and then not sent (its connection was unknown).
-    pub fn withdraw(&self) {
-        self.handled();
+    /// A turn sent to the Store (the session actor's `AppendTurn`).
+    pub fn sent(&self) {
+        self.queued.fetch_add(1, Ordering::AcqRel);
     }
 
     /// The Store took a turn (into the backend, or dropped as forgotten).
     pub fn handled(&self) {
-        // Never below zero: a turn sent without `admit` (the session
-        // actor's own pending turns are admitted once, by their caller).
+        // Never below zero: a tool or bench may drive a Store with turns
+        // no session counted.
         let _ = self
             .queued
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
@@ -110,20 +110,19 @@ mod tests {
     #[test]
     fn refuses_at_the_bound_and_admits_again_once_turns_are_written() {
         let b = Backlog::new(3, Duration::from_secs(2));
-        b.admit().unwrap();
-        b.admit().unwrap();
+        let accept = || b.check().map(|()| b.sent());
+        accept().unwrap();
+        accept().unwrap();
         b.handled();
         b.set_buffered(1); // the backend holds the handled turn
-        b.admit().unwrap();
-        let full = b.admit().unwrap_err();
+        accept().unwrap();
+        let full = b.check().unwrap_err();
         assert_eq!((full.unwritten, full.max), (3, 3));
         assert_eq!(full.retry_after, Duration::from_secs(2));
         assert_eq!(b.unwritten(), 3, "a refused turn is not counted");
         b.set_buffered(0); // the batch was written
-        b.admit().unwrap();
+        accept().unwrap();
         assert_eq!(b.unwritten(), 3);
-        b.withdraw();
-        assert_eq!(b.unwritten(), 2);
         for _ in 0..5 {
             b.handled();
         }

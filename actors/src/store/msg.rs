@@ -75,11 +75,14 @@ pub enum StoreMsg {
     Forget {
         user_id: String,
         agent_id: Option<String>,
+        /// The live calls this forget ended: whatever of them is stored
+        /// goes too, even where another instance removed their records
+        /// first.
+        sessions: Vec<Uuid>,
         reply: RpcReplyPort<Result<ForgetReport, StoreError>>,
     },
     /// These live sessions are being forgotten (sent before they end):
-    /// their later writes are dropped, and the next `Forget` removes
-    /// whatever of them is stored, whoever's records they were.
+    /// their later writes are dropped.
     Forgetting(Vec<Uuid>),
     /// Store a replay's new version of a session summary (its `supersedes`
     /// names the current one) and bring the session's facts in line.

@@ -36,7 +36,7 @@ async fn session_for(app: &AppState, access: &Access, raw_id: &str) -> Result<Uu
     responses(
         (status = 201, description = "Started", body = SessionStarted),
         (status = 409, description = "`connection_busy`: a live session of another agent or user holds the connection; `connection_owned`", body = ErrorBody),
-        (status = 429, description = "`too_many_sessions`: the agent has session.max_live_per_agent live sessions", body = ErrorBody),
+        (status = 429, description = "`too_many_sessions`: the agent has session.max_live_per_agent live sessions, or the server session.max_live", body = ErrorBody),
     ))]
 pub async fn start_session(
     State(app): State<AppState>,

@@ -110,7 +110,7 @@ pub struct SummaryParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<DateTime<Utc>>,
     /// The next page: the summaries after this one (the last of the page
-    /// before); `400 invalid` if it names no summary of the agent.
+    /// before); `404 unknown_summary` if it names no summary of the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<Uuid>,
     /// At most this many, newest first: 1 to 1000, 100 when left out

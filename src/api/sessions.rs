@@ -49,7 +49,7 @@ pub struct ListSessions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<bool>,
     /// The next page: the sessions after this one (the last of the page
-    /// before); `400 invalid` if it names no session the token covers.
+    /// before); `404 unknown_session` if it names no session the token covers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<Uuid>,
     /// At most this many, newest first: 1 to 1000, 100 when left out

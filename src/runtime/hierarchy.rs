@@ -153,13 +153,10 @@ impl Runtime {
             }
             .into());
         }
+        // (`since` after `until` is an empty window: nothing is found in it.)
         if let (Some(s), Some(u)) = (query.since, query.until) {
             if s > u {
-                return Err(InputError::Invalid {
-                    field: "since",
-                    reason: "is after until".into(),
-                }
-                .into());
+                return Ok(Vec::new());
             }
         }
         let index = self.agent_index(agent_id).await?;

@@ -55,7 +55,7 @@ impl Runtime {
             // Another agent's summary names no place in this listing.
             Some(id) => match self.summary(id).await? {
                 Some(s) if s.agent_id == agent_id => Some((s.period_end, s.summary_id)),
-                _ => return Err(no_such("before", "summary", id).into()),
+                _ => return Err(StoreError::SummaryNotFound(id).into()),
             },
         };
         let listing = SummaryListing {
@@ -101,7 +101,9 @@ impl Runtime {
                 {
                     Some((s.started_at, s.session_id))
                 }
-                _ => return Err(no_such("before", "session", id).into()),
+                // (a cursor naming nothing the listing holds: not found, as an
+                // id in a path would be)
+                _ => return Err(StoreError::SessionNotFound(id).into()),
             },
         };
         let listing = SessionListing {
@@ -363,13 +365,5 @@ impl Runtime {
             .supervisor
             .cast(SupervisorMsg::Enqueue(job))
             .map_err(unavailable("supervisor"))
-    }
-}
-
-/// A cursor that names nothing the listing holds.
-fn no_such(field: &'static str, what: &str, id: Uuid) -> InputError {
-    InputError::Invalid {
-        field,
-        reason: format!("names no {what} of this listing ({id})"),
     }
 }

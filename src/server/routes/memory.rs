@@ -124,7 +124,8 @@ pub async fn put_block(
     params(("agent_id" = Id, Path), SummaryParams),
     responses(
         (status = 200, description = "The summaries", body = SummaryList),
-        (status = 400, description = "`invalid`: `limit` is 0 or over 1000, or `before` names no summary of the agent; `invalid_query`, `invalid_path`: a malformed query or path", body = ErrorBody),
+        (status = 400, description = "`invalid`: `limit` is 0 or over 1000; `invalid_query`, `invalid_path`: a malformed query or path", body = ErrorBody),
+        (status = 404, description = "`unknown_summary`: `before` names no summary of the agent", body = ErrorBody),
     ))]
 pub async fn list_summaries(
     State(app): State<AppState>,

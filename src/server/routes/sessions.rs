@@ -71,7 +71,8 @@ pub async fn start_session(
     params(ListSessions),
     responses(
         (status = 200, description = "Sessions the token covers", body = SessionList),
-        (status = 400, description = "`invalid`: `limit` is 0 or over 1000, or `before` names no session the token covers; `invalid_query`: a malformed query", body = ErrorBody),
+        (status = 400, description = "`invalid`: `limit` is 0 or over 1000; `invalid_query`: a malformed query", body = ErrorBody),
+        (status = 404, description = "`unknown_session`: `before` names no session the token covers", body = ErrorBody),
     ))]
 pub async fn list_sessions(
     State(app): State<AppState>,

@@ -30,21 +30,37 @@ class RecallError(Exception):
             `unknown_connection`, …), or a local one (`unreachable`,
             `timeout`, `stream_closed`, `handshake_rejected`).
         message: A human-readable explanation.
+        retry_after: Seconds to wait before sending the same request again,
+            when recall says so (`store_unavailable`: the turn was not
+            recorded), else None.
     """
 
-    def __init__(self, code: str, message: str, *, status: int | None = None) -> None:
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(f"{code}: {message}" if status is None else f"{status} {code}: {message}")
         self.status = status
         self.code = code
         self.message = message
+        self.retry_after = retry_after
 
 
-def _error_from_body(status: int, body: Any, fallback: str) -> RecallError:
+def _error_from_body(
+    status: int, body: Any, fallback: str, retry_after: float | None = None
+) -> RecallError:
     """The RecallError for an error response, keeping the server's own code."""
     if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
         err = body["error"]
         return RecallError(
-            str(err.get("code", "http_error")), str(err.get("message", fallback)), status=status
+            str(err.get("code", "http_error")),
+            str(err.get("message", fallback)),
+            status=status,
+            retry_after=retry_after,
         )
     return RecallError("http_error", fallback, status=status)
 
@@ -128,8 +144,13 @@ class RecallClient:
                 except json.JSONDecodeError:
                     parsed = None
                 if resp.status >= 400:
+                    retry_after: float | None = None
+                    try:
+                        retry_after = float(resp.headers.get("Retry-After", ""))
+                    except ValueError:
+                        pass
                     raise _error_from_body(
-                        resp.status, parsed, text or resp.reason or "request failed"
+                        resp.status, parsed, text or resp.reason or "request failed", retry_after
                     )
                 return resp.status, parsed
         except TimeoutError as e:
@@ -423,7 +444,12 @@ class RecallStream:
         reply = await self._receive_json()
         if reply.get("type") == "error":
             err = reply.get("error") or {}
-            raise RecallError(str(err.get("code", "error")), str(err.get("message", reply)))
+            after = reply.get("retry_after_ms")
+            raise RecallError(
+                str(err.get("code", "error")),
+                str(err.get("message", reply)),
+                retry_after=after / 1000 if isinstance(after, int | float) else None,
+            )
         if reply.get("type") != "ack" or reply.get("id") != frame_id:
             raise RecallError("bad_frame", f"expected the ack of frame {frame_id}, got {reply!r}")
         return reply

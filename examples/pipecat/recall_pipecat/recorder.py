@@ -126,6 +126,10 @@ class RecallTurnRecorder(FrameProcessor):
             calls (the last turn, the end) before giving up on them.
         cancel_timeout_secs: The same for ``CancelFrame``, which should stop
             the pipeline quickly, so the wait is shorter.
+        store_retry_secs: How long a turn recall refuses as
+            ``store_unavailable`` (its store cannot write yet; the turn was
+            not recorded) is sent again, after the wait recall names each
+            time, before it is reported and dropped.
     """
 
     def __init__(
@@ -138,6 +142,7 @@ class RecallTurnRecorder(FrameProcessor):
         transport: Transport = "http",
         finish_timeout_secs: float = 10.0,
         cancel_timeout_secs: float = 2.0,
+        store_retry_secs: float = 30.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -150,6 +155,7 @@ class RecallTurnRecorder(FrameProcessor):
         self.transport: Transport = transport
         self._finish_timeout = finish_timeout_secs
         self._cancel_timeout = cancel_timeout_secs
+        self._store_retry_secs = store_retry_secs
 
         # What the caller can inspect once the pipeline has run.
         self.session_id: str | None = None
@@ -360,16 +366,7 @@ class RecallTurnRecorder(FrameProcessor):
                 logger.warning(f"{self}: no recall session; dropped a turn")
             return
         if isinstance(op, _Turn):
-            if self._stream is not None:
-                session_id = await self._stream.send_turn(op.user_message, op.agent_response)
-            else:
-                session_id = await self._client.record_turn(
-                    self.connection_id,
-                    op.user_message,
-                    op.agent_response,
-                    agent_id=self.agent_id,
-                    user_id=self.user_id,
-                )
+            session_id = await self._send_turn(op)
             # A turn after recall's silence timeout opens a new session on
             # the same connection; follow it.
             self.session_id = session_id
@@ -395,6 +392,33 @@ class RecallTurnRecorder(FrameProcessor):
                     agent_id=self.agent_id,
                     user_id=self.user_id,
                 )
+
+    async def _send_turn(self, op: _Turn) -> str:
+        """Sends a turn; while recall refuses it as unwritten turns pile up
+        (`store_unavailable`: the turn was not recorded), sends it again
+        after the wait recall names, for up to `store_retry_secs` in all.
+        The queue behind it waits meanwhile, so turns stay in order."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._store_retry_secs
+        while True:
+            try:
+                if self._stream is not None:
+                    return await self._stream.send_turn(op.user_message, op.agent_response)
+                return await self._client.record_turn(
+                    self.connection_id,
+                    op.user_message,
+                    op.agent_response,
+                    agent_id=self.agent_id,
+                    user_id=self.user_id,
+                )
+            except RecallError as e:
+                wait = e.retry_after if e.code == "store_unavailable" else None
+                if wait is None or loop.time() + wait > deadline:
+                    if e.code == "store_unavailable":
+                        self.turns_dropped += 1
+                    raise
+                logger.warning(f"{self}: recall cannot write yet; sending the turn again in {wait}s")
+                await asyncio.sleep(wait)
 
     async def _close_stream(self) -> None:
         stream, self._stream = self._stream, None

@@ -459,6 +459,37 @@ impl Bench {
     }
 }
 
+/// Starts `n` sessions of the `idle` agent over HTTP, 64 at a time; they
+/// stay live, idle, through the runs.
+async fn start_idle(http: &reqwest::Client, base: &str, n: usize) -> anyhow::Result<()> {
+    let mut batch = Vec::new();
+    for i in 0..n {
+        let (http, url) = (http.clone(), format!("{base}/v1/sessions"));
+        batch.push(tokio::spawn(async move {
+            let resp = http
+                .post(url)
+                .json(&serde_json::json!({
+                    "agent_id": "idle",
+                    "user_id": format!("user-{}", i % 1000),
+                    "connection_id": format!("idle-{i}"),
+                }))
+                .send()
+                .await
+                .expect("request");
+            assert_eq!(resp.status().as_u16(), 201);
+        }));
+        if batch.len() == 64 {
+            for t in batch.drain(..) {
+                t.await?;
+            }
+        }
+    }
+    for t in batch {
+        t.await?;
+    }
+    Ok(())
+}
+
 fn verdict(met: bool) -> &'static str {
     if met {
         "met"
@@ -523,32 +554,7 @@ fn main() -> anyhow::Result<()> {
         // runs below, as they would on a real server).
         let before = rss_bytes(recall.pid());
         let started = Instant::now();
-        let mut batch = Vec::new();
-        for i in 0..idle_sessions {
-            let http = bench.http.clone();
-            let url = format!("{base}/v1/sessions");
-            batch.push(tokio::spawn(async move {
-                let resp = http
-                    .post(url)
-                    .json(&serde_json::json!({
-                        "agent_id": "idle",
-                        "user_id": format!("user-{}", i % 1000),
-                        "connection_id": format!("idle-{i}"),
-                    }))
-                    .send()
-                    .await
-                    .expect("request");
-                assert_eq!(resp.status().as_u16(), 201);
-            }));
-            if batch.len() == 64 {
-                for t in batch.drain(..) {
-                    t.await?;
-                }
-            }
-        }
-        for t in batch {
-            t.await?;
-        }
+        start_idle(&bench.http, &base, idle_sessions).await?;
         let after = rss_bytes(recall.pid());
         println!(
             "{idle_sessions} idle sessions started over HTTP in {:.2} s; server RSS {:.1} MiB -> {:.1} MiB: {:.1} KiB per idle session",
@@ -561,31 +567,7 @@ fn main() -> anyhow::Result<()> {
         // The same idle sessions on the server with its limits lifted, so
         // both carry the same state.
         let lifted = format!("http://{}", bench.unbounded);
-        let mut batch = Vec::new();
-        for i in 0..idle_sessions {
-            let (http, url) = (bench.http.clone(), format!("{lifted}/v1/sessions"));
-            batch.push(tokio::spawn(async move {
-                let resp = http
-                    .post(url)
-                    .json(&serde_json::json!({
-                        "agent_id": "idle",
-                        "user_id": format!("user-{}", i % 1000),
-                        "connection_id": format!("idle-{i}"),
-                    }))
-                    .send()
-                    .await
-                    .expect("request");
-                assert_eq!(resp.status().as_u16(), 201);
-            }));
-            if batch.len() == 64 {
-                for t in batch.drain(..) {
-                    t.await?;
-                }
-            }
-        }
-        for t in batch {
-            t.await?;
-        }
+        start_idle(&bench.http, &lifted, idle_sessions).await?;
 
         // A short warm-up of each.
         for side in ORDERS[0] {

@@ -1261,8 +1261,10 @@ mod tests {
     use super::*;
     use recall_actors::model::{Fact, FactCategory, FactHistory, Visibility};
 
-    /// Vectors of meaning made through the port (as a model's are).
-    struct Ported;
+    /// Vectors of meaning made through the port (as a model's are); with
+    /// a `Notify`, each answers only once let go (forward passes that pile
+    /// up).
+    struct Ported(Option<Arc<tokio::sync::Notify>>);
 
     impl recall_actors::embed::Embed for Ported {
         fn name(&self) -> &str {
@@ -1278,7 +1280,13 @@ mod tests {
             'static,
             Result<Vec<Vec<f32>>, recall_actors::embed::EmbedError>,
         > {
-            Box::pin(async move { Ok(texts.iter().map(|_| vec![0.5; 4]).collect()) })
+            let go = self.0.clone();
+            Box::pin(async move {
+                if let Some(go) = go {
+                    go.notified().await;
+                }
+                Ok(texts.iter().map(|_| vec![0.5; 4]).collect())
+            })
         }
     }
 
@@ -1287,7 +1295,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let rt = crate::RuntimeBuilder::new(dir.path())
             .settings(recall_actors::settings::Settings::for_test())
-            .embed(Arc::new(Ported))
+            .embed(Arc::new(Ported(None)))
             .start()
             .await
             .unwrap();
@@ -1314,31 +1322,6 @@ mod tests {
         rt.shutdown().await.unwrap();
     }
 
-    /// A model that answers only when let go: forward passes that pile up.
-    struct Stalled(Arc<tokio::sync::Notify>);
-
-    impl recall_actors::embed::Embed for Stalled {
-        fn name(&self) -> &str {
-            "stalled"
-        }
-        fn dimensions(&self) -> usize {
-            4
-        }
-        fn embed(
-            &self,
-            texts: Vec<String>,
-        ) -> futures::future::BoxFuture<
-            'static,
-            Result<Vec<Vec<f32>>, recall_actors::embed::EmbedError>,
-        > {
-            let go = self.0.clone();
-            Box::pin(async move {
-                go.notified().await;
-                Ok(texts.iter().map(|_| vec![0.5; 4]).collect())
-            })
-        }
-    }
-
     #[tokio::test]
     async fn query_vectors_being_made_at_once_are_bounded() {
         let dir = tempfile::tempdir().unwrap();
@@ -1347,7 +1330,7 @@ mod tests {
         let go = Arc::new(tokio::sync::Notify::new());
         let rt = crate::RuntimeBuilder::new(dir.path())
             .settings(settings)
-            .embed(Arc::new(Stalled(go.clone())))
+            .embed(Arc::new(Ported(Some(go.clone()))))
             .start()
             .await
             .unwrap();

@@ -104,6 +104,9 @@ pub async fn stream(
         .on_upgrade(move |socket| run(socket, app, connection_id, q, rec.session_id)))
 }
 
+/// How long a closing frame may wait on a client that reads nothing.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 fn error_frame(e: &ApiError, id: Option<serde_json::Value>) -> Message {
     let mut v = json!({"type": "error", "error": {"code": e.code, "message": e.message}});
     if let Some(after) = e.retry_after {
@@ -145,12 +148,12 @@ async fn run(
             }
             () = tokio::time::sleep_until(heard + app.ws_idle) => {
                 debug!(connection_id, "websocket idle; closing");
-                let _ = socket
-                    .send(Message::Close(Some(CloseFrame {
-                        code: axum::extract::ws::close_code::NORMAL,
-                        reason: format!("idle: nothing received for {} s", app.ws_idle.as_secs()).into(),
-                    })))
-                    .await;
+                let close = socket.send(Message::Close(Some(CloseFrame {
+                    code: axum::extract::ws::close_code::NORMAL,
+                    reason: format!("idle: nothing received for {} s", app.ws_idle.as_secs()).into(),
+                })));
+                // (a client that reads nothing gets no longer to take it)
+                let _ = tokio::time::timeout(CLOSE_WAIT, close).await;
                 break;
             }
             _ = async {
@@ -194,16 +197,15 @@ async fn run(
             Some(Err(err)) => {
                 if too_big(err) {
                     debug!(connection_id, "websocket message over the limit; closing");
-                    let _ = socket
-                        .send(Message::Close(Some(CloseFrame {
-                            code: axum::extract::ws::close_code::SIZE,
-                            reason: format!(
-                                "a message is over {} bytes (server.max_body_bytes)",
-                                app.max_body_bytes
-                            )
-                            .into(),
-                        })))
-                        .await;
+                    let close = socket.send(Message::Close(Some(CloseFrame {
+                        code: axum::extract::ws::close_code::SIZE,
+                        reason: format!(
+                            "a message is over {} bytes (server.max_body_bytes)",
+                            app.max_body_bytes
+                        )
+                        .into(),
+                    })));
+                    let _ = tokio::time::timeout(CLOSE_WAIT, close).await;
                 } else {
                     debug!(connection_id, "websocket error");
                 }

@@ -66,25 +66,48 @@ pub fn session_request(
 ) -> (ReflectRequest, String) {
     let conversation = conversation_text(turns);
     let ended_at = session.ended_at.unwrap_or(session.started_at);
-    let vars = [
-        session.agent_id.clone(),
-        session.user_id.clone(),
-        session.session_id.to_string(),
-        isoformat(&session.started_at),
-        isoformat(&ended_at),
-        turns.len().to_string(),
-        conversation.clone(),
-    ];
-    let values: Vec<&str> = vars.iter().map(String::as_str).collect();
     let request = ReflectRequest {
         system: prompts.system.clone(),
-        prompt: prompts.session.render(&values),
+        prompt: render_for(
+            &prompts.session,
+            session,
+            (session.started_at, ended_at),
+            turns.len(),
+            &conversation,
+        ),
         session: session.clone(),
         turns: turns.to_vec(),
         sources: Vec::new(),
         max_chars: None,
     };
     (request, conversation)
+}
+
+/// A session template (the reflection's, or the combining one, which takes
+/// the same values) rendered for `session` over `span` and `turns` turns,
+/// with `body` the conversation or the parts' summaries.
+fn render_for(
+    template: &crate::prompt::PromptTemplate,
+    session: &SessionRecord,
+    span: (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>),
+    turns: usize,
+    body: &str,
+) -> String {
+    let (id, start, end, count) = (
+        session.session_id.to_string(),
+        isoformat(&span.0),
+        isoformat(&span.1),
+        turns.to_string(),
+    );
+    template.render(&[
+        &session.agent_id,
+        &session.user_id,
+        &id,
+        &start,
+        &end,
+        &count,
+        body,
+    ])
 }
 
 /// One reflection of a session, kept across its attempts: what a request
@@ -432,19 +455,15 @@ fn combine_request(
             .get(last.saturating_sub(1))
             .map_or(session.started_at, |t| t.timestamp)
     };
-    let vars = [
-        session.agent_id.clone(),
-        session.user_id.clone(),
-        session.session_id.to_string(),
-        isoformat(&started_at),
-        isoformat(&ended_at),
-        (last - first).to_string(),
-        listing.clone(),
-    ];
-    let values: Vec<&str> = vars.iter().map(String::as_str).collect();
     let request = ReflectRequest {
         system: prompts.system.clone(),
-        prompt: prompts.combine.render(&values),
+        prompt: render_for(
+            &prompts.combine,
+            session,
+            (started_at, ended_at),
+            last - first,
+            &listing,
+        ),
         session: session.clone(),
         turns: Vec::new(),
         sources: pieces.iter().map(|p| p.summary.clone()).collect(),

@@ -25,6 +25,16 @@ fn succeeded(out: std::process::Output) -> anyhow::Result<String> {
     Ok(stdout)
 }
 
+/// Stops a served binary with SIGTERM; it must exit 0.
+fn stop(mut child: std::process::Child) -> Res {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()?;
+    assert!(status.success());
+    assert!(child.wait()?.success());
+    Ok(())
+}
+
 /// Starts a session of `user` with kairix on connection `conn`; its id.
 async fn start_call(
     http: &reqwest::Client,
@@ -632,14 +642,6 @@ fn export_and_import_move_a_sled_folder_into_postgres_and_back() -> Res {
         }
         cmd.spawn()
     };
-    let stop = |mut child: std::process::Child| -> Res {
-        let status = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()?;
-        assert!(status.success());
-        assert!(child.wait()?.success());
-        Ok(())
-    };
     let context = |base: &str| -> anyhow::Result<String> {
         rt.block_on(async {
             let v: serde_json::Value = http
@@ -755,5 +757,147 @@ fn export_and_import_move_a_sled_folder_into_postgres_and_back() -> Res {
     let back = context(&base)?;
     stop(child)?;
     assert_eq!(back, before);
+    Ok(())
+}
+
+/// A backup taken before a forget does not bring the user back: `recall
+/// export --forgets-only` writes the forget log of the store as it is now,
+/// and `recall import --forgets` leaves out of the older backup the users
+/// forgotten since it was taken (without it, they come back).
+#[test]
+fn a_backup_restored_with_the_forget_log_keeps_a_forgotten_user_forgotten() -> Res {
+    let dir = tempfile::tempdir()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let http = reqwest::Client::new();
+    let serve = |data: &str| {
+        recall()
+            .args(["serve", "--addr", "127.0.0.1:0", "--data"])
+            .arg(dir.path().join(data))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+    };
+    let export = |data: &str, out: &std::path::Path, only: bool| -> anyhow::Result<String> {
+        let mut cmd = recall();
+        cmd.args(["export", "--data"]).arg(dir.path().join(data));
+        cmd.arg("--out").arg(out);
+        if only {
+            cmd.arg("--forgets-only");
+        }
+        succeeded(cmd.output()?)
+    };
+    // What a store shows of Mark and of Ada.
+    let shows = |base: &str| -> anyhow::Result<(bool, bool)> {
+        rt.block_on(async {
+            let mut seen = Vec::new();
+            for user in ["mark", "ada"] {
+                let v = http
+                    .get(format!("{base}/v1/agents/kairix/summaries?user_id={user}"))
+                    .send()
+                    .await?
+                    .error_for_status()?
+                    .text()
+                    .await?;
+                seen.push(v.contains(&format!("\"user_id\":\"{user}\"")));
+            }
+            anyhow::Ok((seen[0], seen[1]))
+        })
+    };
+
+    let mut child = serve("live")?;
+    let base = listening(&mut child)?;
+    rt.block_on(async {
+        call_mark_and_wait_for_its_summary(&http, &base).await?;
+        start_call(&http, &base, "ada", "c2").await?;
+        say(
+            &http,
+            &base,
+            "ada",
+            "c2",
+            "The roses need pruning",
+            "Soon",
+            true,
+        )
+        .await?;
+        end_call(&http, &base, "ada", "c2").await?;
+        let url = format!("{base}/v1/agents/kairix/summaries?user_id=ada");
+        wait_for(&http, &url, |v| {
+            v.to_string().contains("\"user_id\":\"ada\"")
+        })
+        .await?;
+        anyhow::Ok(())
+    })?;
+    stop(child)?;
+    let backup = dir.path().join("backup.jsonl");
+    export("live", &backup, false)?;
+
+    // Mark asks to be forgotten.
+    let mut child = serve("live")?;
+    let base = listening(&mut child)?;
+    rt.block_on(async {
+        http.delete(format!("{base}/v1/users/mark"))
+            .send()
+            .await?
+            .error_for_status()?;
+        anyhow::Ok(())
+    })?;
+    assert_eq!(shows(&base)?, (false, true));
+    stop(child)?;
+    let forgets = dir.path().join("forgets.jsonl");
+    let printed = export("live", &forgets, true)?;
+    assert!(
+        printed.contains("exported 1 record(s)") && printed.contains("1 forget"),
+        "{printed}"
+    );
+    let log = std::fs::read_to_string(&forgets)?;
+    assert!(!log.contains("mark") && !log.contains("Globex"), "{log}");
+
+    // The backup alone brings him back…
+    succeeded(
+        recall()
+            .arg("import")
+            .arg(&backup)
+            .arg("--data")
+            .arg(dir.path().join("restored-alone"))
+            .output()?,
+    )?;
+    let mut child = serve("restored-alone")?;
+    let base = listening(&mut child)?;
+    assert_eq!(shows(&base)?, (true, true));
+    stop(child)?;
+
+    // …with the forget log, he stays forgotten, and Ada's memory is whole.
+    let printed = succeeded(
+        recall()
+            .arg("import")
+            .arg(&backup)
+            .arg("--forgets")
+            .arg(&forgets)
+            .arg("--data")
+            .arg(dir.path().join("restored"))
+            .output()?,
+    )?;
+    assert!(printed.contains("honoured 1 forget(s)"), "{printed}");
+    let mut child = serve("restored")?;
+    let base = listening(&mut child)?;
+    assert_eq!(shows(&base)?, (false, true));
+    let context = rt.block_on(async {
+        http.get(format!("{base}/v1/agents/kairix/users/mark/context"))
+            .send()
+            .await?
+            .text()
+            .await
+    })?;
+    assert!(
+        !context.contains("Globex") && !context.contains("Lisbon"),
+        "{context}"
+    );
+    stop(child)?;
+    // And the restored store carries the forget on.
+    let again = dir.path().join("again.jsonl");
+    let printed = export("restored", &again, true)?;
+    assert!(printed.contains("1 forget"), "{printed}");
     Ok(())
 }

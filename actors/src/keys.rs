@@ -37,6 +37,10 @@ pub const TREE_FACT_TOMBSTONES: &str = "fact_tombstones";
 pub const TREE_USER_SESSIONS: &str = "user_sessions";
 pub const TREE_SESSION_STARTS: &str = "session_starts";
 pub const TREE_AGENT_DEAD_LETTERS: &str = "agent_dead_letters";
+/// The forget log: see [`forget_log`].
+pub const TREE_FORGET_LOG: &str = "forget_log";
+/// Ids forgotten lately, with when: see [`crate::store::FORGOTTEN_FOR`].
+pub const TREE_FORGOTTEN: &str = "forgotten";
 /// `meta`: set once `user_sessions` holds every session (a data folder
 /// from before the index gets it built at open).
 pub const USER_SESSIONS_BUILT: &[u8] = b"user_sessions_built";
@@ -280,6 +284,29 @@ pub fn fact_tombstone(agent_id: &str, user_id: &str, normalized: &str) -> Vec<u8
 pub fn tombstone_hash(normalized: &str) -> Uuid {
     const NS: Uuid = Uuid::from_u128(0x6661_6374_2d74_6f6d_6273_746f_6e65_0001);
     Uuid::new_v5(&NS, normalized.as_bytes())
+}
+
+/// A forget log key: the time (milliseconds, ordered), the user's hash,
+/// then the agent it was limited to (none: every agent). The value is the
+/// entry itself.
+pub fn forget_log(e: &crate::store::ForgetEntry) -> Vec<u8> {
+    let mut k = Vec::with_capacity(24 + e.agent_id.as_deref().map_or(0, str::len));
+    k.extend_from_slice(&ordered_millis(e.at));
+    k.extend_from_slice(e.user_hash.as_bytes());
+    k.extend_from_slice(e.agent_id.as_deref().unwrap_or_default().as_bytes());
+    k
+}
+
+/// A time's milliseconds as bytes that sort as the times do (before 1970
+/// too).
+pub fn ordered_millis(at: DateTime<Utc>) -> [u8; 8] {
+    ((at.timestamp_millis() as u64) ^ (1 << 63)).to_be_bytes()
+}
+
+/// The time [`ordered_millis`] made the bytes of.
+pub fn millis_at(b: &[u8]) -> Option<DateTime<Utc>> {
+    let b = <[u8; 8]>::try_from(b).ok()?;
+    DateTime::from_timestamp_millis((u64::from_be_bytes(b) ^ (1 << 63)) as i64)
 }
 
 /// The agent and user of a `facts` or `fact_tombstones` key.

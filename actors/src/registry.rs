@@ -573,6 +573,19 @@ impl Registry {
         });
     }
 
+    /// The (agent, user) of every live or opening connection.
+    pub fn owners(&self) -> Vec<(String, String)> {
+        self.read()
+            .values()
+            .filter_map(|conn| match conn {
+                Conn::Live { owner, .. } | Conn::Opening { owner, .. } => {
+                    Some((owner.agent_id.to_string(), owner.user_id.to_string()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The agents `user_id` has a live or opening connection with.
     pub fn agents_of(&self, user_id: &str) -> std::collections::BTreeSet<String> {
         self.read()

@@ -10,9 +10,9 @@ use anyhow::Context;
 use clap::Args;
 use recall::engine::settings::{Settings, StoreKind};
 use recall::engine::store::transfer::{
-    Counts, Damaged, ExportReader, ExportWriter, Sink, TransferError,
+    Counts, Damaged, ExportReader, ExportWriter, Honour, Record, Sink, TransferError,
 };
-use recall::engine::store::{import_folder, PgBackend, Trees, PG_SCHEMA_VERSION};
+use recall::engine::store::{import_folder, ForgetEntry, PgBackend, Trees, PG_SCHEMA_VERSION};
 
 /// Which store the settings and `--data` name.
 #[derive(Args)]
@@ -39,6 +39,11 @@ pub struct ExportArgs {
     /// error) instead of stopping at the first.
     #[arg(long)]
     skip_damaged: bool,
+    /// Write only the forget log (no user's records): what `recall import
+    /// --forgets` needs to keep a backup from bringing forgotten users
+    /// back.
+    #[arg(long)]
+    forgets_only: bool,
 }
 
 /// `recall import`.
@@ -48,6 +53,29 @@ pub struct ImportArgs {
     store: StoreArgs,
     /// The export to import; `-` for standard input.
     file: PathBuf,
+    /// Another export of the same memory, taken later (a whole one, or
+    /// one made with `--forgets-only`): the users its forget log forgot
+    /// after FILE was taken are left out of the import, and those forgets
+    /// are logged in the store imported into. Repeatable.
+    #[arg(long = "forgets", value_name = "EXPORT")]
+    forgets: Vec<PathBuf>,
+}
+
+/// The forget log of the export at `path`, read whole (its end line
+/// checked like an import's).
+fn forget_log_of(path: &Path) -> anyhow::Result<Vec<ForgetEntry>> {
+    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let reader = ExportReader::new(BufReader::new(file))
+        .with_context(|| format!("{} is not an export recall can read", path.display()))?;
+    let mut out = Vec::new();
+    for record in reader {
+        if let Record::Forget(e) =
+            record.with_context(|| format!("cannot read the forget log of {}", path.display()))?
+        {
+            out.push(e);
+        }
+    }
+    Ok(out)
 }
 
 fn is_stdio(path: &Path) -> bool {
@@ -108,11 +136,12 @@ async fn pg_for_export(settings: &Settings) -> anyhow::Result<PgBackend> {
 fn export_to<W: Write>(
     settings: &Settings,
     data: &Path,
-    skip_damaged: bool,
+    (skip_damaged, forgets_only): (bool, bool),
     out: W,
 ) -> Result<(Counts, Damaged, W), anyhow::Error> {
     let mut damaged = Damaged::default();
     let skip = skip_damaged.then_some(&mut damaged);
+    let kept = |r: &Record| !forgets_only || matches!(r, Record::Forget(_));
     let (end, out) = match settings.store.kind {
         StoreKind::Sled => {
             // Opening creates a folder that is missing: an export must
@@ -127,14 +156,14 @@ fn export_to<W: Write>(
             let trees = Trees::open(data, &settings.store)
                 .with_context(|| format!("cannot open data folder {}", data.display()))?;
             let mut w = ExportWriter::new(out, "sled")?;
-            let sink: &mut Sink<'_> = &mut |r| w.write(&r);
+            let sink: &mut Sink<'_> = &mut |r| if kept(&r) { w.write(&r) } else { Ok(()) };
             trees.export_records(skip, sink)?;
             w.finish()?
         }
         StoreKind::Postgres => runtime()?.block_on(async {
             let pg = pg_for_export(settings).await?;
             let mut w = ExportWriter::new(out, "postgres")?;
-            let sink: &mut Sink<'_> = &mut |r| w.write(&r);
+            let sink: &mut Sink<'_> = &mut |r| if kept(&r) { w.write(&r) } else { Ok(()) };
             pg.export_records(skip, sink).await?;
             anyhow::Ok(w.finish()?)
         })?,
@@ -151,7 +180,7 @@ pub fn export(a: ExportArgs) -> anyhow::Result<()> {
         let (counts, damaged, _) = export_to(
             &settings,
             &a.store.data,
-            a.skip_damaged,
+            (a.skip_damaged, a.forgets_only),
             BufWriter::new(stdout),
         )?;
         (counts, damaged, Box::new(std::io::stderr()))
@@ -180,7 +209,7 @@ pub fn export(a: ExportArgs) -> anyhow::Result<()> {
         let done = export_to(
             &settings,
             &a.store.data,
-            a.skip_damaged,
+            (a.skip_damaged, a.forgets_only),
             BufWriter::new(file),
         )
         .and_then(|(counts, damaged, out)| {
@@ -223,9 +252,14 @@ pub fn import(a: ImportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             File::open(&a.file).with_context(|| format!("cannot open {}", a.file.display()))?;
         Box::new(BufReader::new(file))
     };
-    let mut reader = ExportReader::new(input)
+    let reader = ExportReader::new(input)
         .with_context(|| format!("{} is not an export recall can read", a.file.display()))?;
-    let source = reader.header().source.clone();
+    let (source, exported_at) = (reader.header().source.clone(), reader.header().exported_at);
+    let mut later = Vec::new();
+    for path in &a.forgets {
+        later.extend(forget_log_of(path)?);
+    }
+    let mut reader = Honour::new(reader, exported_at, later);
     let counts = match settings.store.kind {
         StoreKind::Sled => import_folder(&a.store.data, &settings.store, &mut reader),
         StoreKind::Postgres => runtime()?.block_on(async {
@@ -242,5 +276,18 @@ pub fn import(a: ImportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         "imported {total} record(s) exported from {source} into {what}: {}",
         counted(&counts)
     )?;
+    if !reader.forgets().is_empty() {
+        let left: u64 = reader.left_out().values().sum();
+        writeln!(
+            out,
+            "honoured {} forget(s) made after the export was taken: left out {left} record(s){}",
+            reader.forgets().len(),
+            if left > 0 {
+                format!(": {}", counted(reader.left_out()))
+            } else {
+                String::new()
+            }
+        )?;
+    }
     Ok(())
 }

@@ -352,10 +352,8 @@ impl RuntimeBuilder {
             // task stops with the cluster's, at the runtime's stop).
             let here = runtime.clone();
             inner.cluster.add(tokio::spawn(async move {
-                while let Some((user_id, agent_id)) = forgotten.recv().await {
-                    if let Err(e) = here.forget_here(&user_id, agent_id.as_deref()).await {
-                        warn!(user_id, error = %e, "forgetting a user another instance forgot failed");
-                    }
+                while let Some(forgot) = forgotten.recv().await {
+                    here.forgot_elsewhere(forgot).await;
                 }
             }));
         }

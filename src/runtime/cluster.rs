@@ -29,7 +29,7 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use recall_actors::lease::Lease;
 use recall_actors::model::ReflectionJob;
-use recall_actors::store::{read_blocking, Change, Parts, RemoteChange};
+use recall_actors::store::{read_blocking, Change, ForgetEntry, Parts, RemoteChange};
 use recall_actors::supervisor::SupervisorStats;
 
 use super::*;
@@ -183,9 +183,36 @@ pub(super) struct Shared {
     pub clock: Clock,
     pub max_reflections: usize,
     pub refresh: Duration,
-    /// Where forgets announced by other instances go (the runtime forgets
-    /// the user here too).
-    pub forgets: tokio::sync::mpsc::UnboundedSender<(String, Option<String>)>,
+    /// Where forgets made by other instances go (the runtime forgets the
+    /// user here too).
+    pub forgets: tokio::sync::mpsc::UnboundedSender<Forgot>,
+}
+
+/// A forget another instance made.
+pub(super) enum Forgot {
+    /// Announced: the user, and the agent it was limited to.
+    Announced(String, Option<String>),
+    /// Found in the forget log (its announcement may have been missed).
+    Logged(Vec<ForgetEntry>),
+}
+
+/// Reads the forget log's entries after `head` (moving it) and hands them
+/// on: the forgets whose announcement this instance may have missed.
+async fn read_forget_log(
+    backend: &SharedBackend,
+    head: &tokio::sync::Mutex<i64>,
+    out: &tokio::sync::mpsc::UnboundedSender<Forgot>,
+) {
+    let mut head = head.lock().await;
+    match backend.forgets_after(*head).await {
+        Ok((next, entries)) => {
+            *head = next;
+            if !entries.is_empty() {
+                let _ = out.send(Forgot::Logged(entries));
+            }
+        }
+        Err(err) => warn!(error = %err, "the forget log could not be read; trying again later"),
+    }
 }
 
 /// Starts the tasks (a store no other instance shares needs none).
@@ -210,10 +237,13 @@ pub(super) async fn start(cluster: &Cluster, p: Shared) -> Result<(), StartupErr
             }
         }
     }));
+    // The forgets made from now on are this instance's to hear of (a
+    // forget made before it started left nothing of the user to end).
+    let head = Arc::new(tokio::sync::Mutex::new(p.backend.forget_log_head().await?));
     // Follow the others'.
     if let Some(mut feed) = p.backend.follow().await? {
         let (generations, search) = (p.generations.clone(), p.search.clone());
-        let forgets = p.forgets.clone();
+        let (forgets, backend, head) = (p.forgets.clone(), p.backend.clone(), head.clone());
         cluster.add(tokio::spawn(async move {
             while let Some(change) = feed.recv().await {
                 match change {
@@ -230,15 +260,20 @@ pub(super) async fn start(cluster: &Cluster, p: Shared) -> Result<(), StartupErr
                     RemoteChange::Lost => {
                         generations.bump_everything(Parts::ALL);
                         search.clear();
+                        read_forget_log(&backend, &head, &forgets).await;
                     }
                     RemoteChange::Forgotten { user_id, agent_id } => {
-                        let _ = forgets.send((user_id, agent_id));
+                        let _ = forgets.send(Forgot::Announced(user_id, agent_id));
                     }
                 }
             }
         }));
     }
-    let generations = p.generations.clone();
+    // What a lost notification missed is caught up within `refresh`: the
+    // caches, and the forget log (a notification can be lost without the
+    // listener noticing, between its reconnection and the read above).
+    let (generations, backend, forgets) =
+        (p.generations.clone(), p.backend.clone(), p.forgets.clone());
     let refresh = p.refresh;
     cluster.add(tokio::spawn(async move {
         let mut every = tokio::time::interval(refresh);
@@ -246,6 +281,7 @@ pub(super) async fn start(cluster: &Cluster, p: Shared) -> Result<(), StartupErr
         loop {
             every.tick().await;
             generations.bump_everything(Parts::ALL);
+            read_forget_log(&backend, &head, &forgets).await;
         }
     }));
     // The heartbeat and the leases, on a timer of their own: a long

@@ -323,6 +323,15 @@ impl ContextCache {
         Some(found)
     }
 
+    /// The (agent, user) pairs held.
+    pub(super) fn owners(&self) -> Vec<(String, String)> {
+        let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
+        entries
+            .iter()
+            .flat_map(|(a, users)| users.keys().map(move |u| (a.clone(), u.clone())))
+            .collect()
+    }
+
     /// Drops what is held for a user (with one agent, or with all).
     pub(super) fn remove_user(&self, user_id: &str, agent_id: Option<&str>) {
         let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());

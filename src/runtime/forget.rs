@@ -24,7 +24,7 @@ impl Runtime {
         user_id: &str,
         agent_id: Option<&str>,
     ) -> Result<ForgetReport, RecallError> {
-        let report = self.forget_here(user_id, agent_id).await?;
+        let report = self.forget_here(user_id, agent_id, false).await?;
         // Other instances over the same database end the user's live calls
         // they hold, and forget what those wrote meanwhile. (Without the
         // announcement, a call of theirs on another instance would write
@@ -37,12 +37,44 @@ impl Runtime {
         Ok(report)
     }
 
-    /// [`forget_user`](Self::forget_user) on this instance only: for a
-    /// forget another instance announced.
+    /// Forgets here what another instance forgot: an announced user, or
+    /// the users held here whom forget log entries cover (their calls,
+    /// cached contexts and messages' vectors), when the announcement may
+    /// have been missed.
+    pub(super) async fn forgot_elsewhere(&self, forgot: super::cluster::Forgot) {
+        use super::cluster::Forgot;
+        let users: Vec<(String, Option<String>)> = match forgot {
+            Forgot::Announced(user_id, agent_id) => vec![(user_id, agent_id)],
+            Forgot::Logged(entries) => {
+                // Nothing of a message may stay, whoever it was about.
+                self.inner.query_vectors.clear();
+                let mut held = self.inner.registry.owners();
+                held.extend(self.inner.context_cache.owners());
+                let mut found: Vec<(String, Option<String>)> = Vec::new();
+                for (agent, user) in held {
+                    for e in entries.iter().filter(|e| e.covers(&agent, &user)) {
+                        found.push((user.clone(), e.agent_id.clone()));
+                    }
+                }
+                found.sort();
+                found.dedup();
+                found
+            }
+        };
+        for (user_id, agent_id) in users {
+            if let Err(e) = self.forget_here(&user_id, agent_id.as_deref(), true).await {
+                warn!(user_id, error = %e, "forgetting a user another instance forgot failed");
+            }
+        }
+    }
+
+    /// [`forget_user`](Self::forget_user) on this instance only; `again`
+    /// for a forget another instance made (and logged).
     pub(super) async fn forget_here(
         &self,
         user_id: &str,
         agent_id: Option<&str>,
+        again: bool,
     ) -> Result<ForgetReport, RecallError> {
         validate_id("user_id", user_id)?;
         if let Some(a) = agent_id {
@@ -99,6 +131,7 @@ impl Runtime {
                 user_id: user_id.to_string(),
                 agent_id: agent_id.map(str::to_string),
                 sessions: live,
+                again,
                 reply,
             }
         })

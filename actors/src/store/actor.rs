@@ -47,14 +47,6 @@ async fn vectors_for(
     fact_vectors(&**t, facts).await
 }
 
-/// How long a forgotten id is remembered: far longer than any write that
-/// read it before the forget can take to arrive (a reflection's attempts
-/// with their backoff, a rollup or a topic update run). What outlives a
-/// restart is covered otherwise: a forget removes the user's queued
-/// reflections in its own transaction (or its marker finishes it at the
-/// next start), and other instances' calls end through the announcement.
-const FORGOTTEN_FOR: Duration = Duration::from_secs(6 * 3600);
-
 /// The ids forgotten within [`FORGOTTEN_FOR`], oldest first: bounded by
 /// the forgets of that window, not by every forget since the start.
 #[derive(Default)]
@@ -70,6 +62,20 @@ impl Forgotten {
 
     fn contains(&self, id: &Uuid) -> bool {
         self.ids.contains(id)
+    }
+
+    /// The ids a backend kept, forgotten at the times given (oldest
+    /// first): each is let go of when its window ends, as if held since.
+    fn restore(&mut self, mut kept: Vec<(Uuid, DateTime<Utc>)>) {
+        kept.sort_by_key(|(_, at)| *at);
+        let (now, wall) = (tokio::time::Instant::now(), Utc::now());
+        for (id, at) in kept {
+            let age = (wall - at).to_std().unwrap_or_default();
+            if age < FORGOTTEN_FOR && self.ids.insert(id) {
+                let since = now.checked_sub(age).unwrap_or(now);
+                self.order.push_back((since, id));
+            }
+        }
     }
 
     fn extend(&mut self, ids: impl IntoIterator<Item = Uuid>) {
@@ -278,6 +284,11 @@ impl Actor for StoreActor {
         _myself: ActorRef<StoreMsg>,
         args: StoreArgs,
     ) -> Result<StoreState, ActorProcessingErr> {
+        // What was forgotten lately stays forgotten after a restart: a
+        // write about it still under way elsewhere is dropped.
+        let window = chrono::Duration::from_std(FORGOTTEN_FOR).unwrap_or_default();
+        let mut forgotten = Forgotten::default();
+        forgotten.restore(args.backend.forgotten_since(Utc::now() - window).await?);
         Ok(StoreState {
             backend: args.backend,
             settings: args.settings,
@@ -287,7 +298,7 @@ impl Actor for StoreActor {
             dirty: false,
             batch: 0,
             failed_since_flush: 0,
-            forgotten: Default::default(),
+            forgotten,
             flushing: false,
             tick_armed: false,
             flush_waiters: Vec::new(),
@@ -386,15 +397,24 @@ impl Actor for StoreActor {
                 user_id,
                 agent_id,
                 sessions,
+                again,
                 reply,
             } => {
-                let mut res = t.forget_user(&user_id, agent_id.as_deref()).await;
+                let mut res = if again {
+                    t.forget_user_again(&user_id, agent_id.as_deref()).await
+                } else {
+                    t.forget_user(&user_id, agent_id.as_deref()).await
+                };
                 // What is left of the calls this forget ended, whoever
                 // removed their records first; a failure here is the
                 // forget's, after what it did commit is cleaned up below.
                 let mut left = Ok(());
                 if let (Ok(r), false) = (&mut res, sessions.is_empty()) {
-                    match t.forget_sessions(&sessions).await {
+                    let ended = match t.forget_sessions(&sessions).await {
+                        Ok(n) => t.keep_forgotten(&sessions).await.map(|()| n),
+                        Err(e) => Err(e),
+                    };
+                    match ended {
                         Ok(n) => {
                             r.sessions += n;
                             r.removed_ids.extend(sessions.iter().copied());
@@ -882,6 +902,23 @@ impl Actor for StoreActor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn forgotten_ids_kept_by_the_backend_are_held_for_what_is_left_of_their_window() {
+        let mut f = Forgotten::default();
+        let (old, young, gone) = (Uuid::from_u128(1), Uuid::from_u128(2), Uuid::from_u128(3));
+        let hours = |h| Utc::now() - chrono::Duration::hours(h);
+        f.restore(vec![(young, hours(1)), (gone, hours(7)), (old, hours(5))]);
+        assert!(f.contains(&old) && f.contains(&young));
+        assert!(!f.contains(&gone), "past its window already");
+        tokio::time::advance(Duration::from_secs(3600 + 60)).await;
+        f.extend([]);
+        assert!(
+            !f.contains(&old),
+            "five hours old at the restart, gone an hour later"
+        );
+        assert!(f.contains(&young));
+    }
 
     #[tokio::test(start_paused = true)]
     async fn forgotten_ids_are_kept_for_their_window_and_then_let_go() {

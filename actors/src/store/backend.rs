@@ -417,6 +417,15 @@ pub trait ForgetStore: Send + Sync {
         user_id: &str,
         agent_id: Option<&str>,
     ) -> Result<ForgetReport, StoreError>;
+    /// [`ForgetStore::forget_user`] for a forget another instance made and
+    /// logged: the same removal, not logged a second time.
+    async fn forget_user_again(
+        &self,
+        user_id: &str,
+        agent_id: Option<&str>,
+    ) -> Result<ForgetReport, StoreError> {
+        self.forget_user(user_id, agent_id).await
+    }
     /// Removes what is left of these sessions whatever their records say:
     /// calls a forget ended here after another instance had removed their
     /// session records (their last turns, a re-written record, a queued
@@ -425,6 +434,18 @@ pub trait ForgetStore: Send + Sync {
     async fn forget_sessions(&self, _ids: &[Uuid]) -> Result<usize, StoreError> {
         Ok(0)
     }
+    /// Ids forgotten at or after `since`, with when (what the Store
+    /// remembers at its start).
+    async fn forgotten_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<(Uuid, DateTime<Utc>)>, StoreError>;
+    /// Keeps `ids` as forgotten now, for [`FORGOTTEN_FOR`](super::FORGOTTEN_FOR)
+    /// (the ids of calls a forget ended, which the backend's own forget
+    /// may not have seen).
+    async fn keep_forgotten(&self, ids: &[Uuid]) -> Result<(), StoreError>;
+    /// The forget log, oldest first.
+    async fn forget_log(&self) -> Result<Vec<ForgetEntry>, StoreError>;
 }
 
 /// The reads a context is assembled from.
@@ -527,6 +548,16 @@ pub trait ClusterStore: Send + Sync {
         _agent_id: Option<&str>,
     ) -> Result<(), StoreError> {
         Ok(())
+    }
+    /// Forget log entries after position `after` (0: from the start),
+    /// with the position of the last: how an instance whose change feed
+    /// was cut finds the forgets it was not told of.
+    async fn forgets_after(&self, after: i64) -> Result<(i64, Vec<ForgetEntry>), StoreError> {
+        Ok((after, Vec::new()))
+    }
+    /// The forget log's last position.
+    async fn forget_log_head(&self) -> Result<i64, StoreError> {
+        Ok(0)
     }
     /// The changes other instances make, as they are announced (`None`:
     /// nothing to follow).

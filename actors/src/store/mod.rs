@@ -92,7 +92,7 @@ pub use backlog::{Backlog, BacklogFull};
 pub use blocks::{repair_agent_blocks, RepairedBlock, REFLECTION_LABELS};
 pub use context::{ContextParts, ContextSources, CurrentFacts, StoredBlocks};
 pub use facts::{dedup_facts, plan_fact_changes, reconcile_facts, spoken_key, FactChanges};
-pub use forget::{ForgetReport, PendingForget};
+pub use forget::{user_hash, ForgetEntry, ForgetReport, PendingForget, FORGOTTEN_FOR};
 pub use generations::{Generations, Parts, Stamp};
 pub use hierarchy::InboxEntry;
 pub use msg::{LoadedSession, StoreMsg, StoreStats};

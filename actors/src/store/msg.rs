@@ -79,6 +79,9 @@ pub enum StoreMsg {
         /// goes too, even where another instance removed their records
         /// first.
         sessions: Vec<Uuid>,
+        /// Another instance made (and logged) this forget: it is not
+        /// logged again.
+        again: bool,
         reply: RpcReplyPort<Result<ForgetReport, StoreError>>,
     },
     /// These live sessions are being forgotten (sent before they end):

@@ -272,6 +272,18 @@ impl super::super::backend::ClusterStore for PgBackend {
         Ok(())
     }
 
+    async fn forgets_after(&self, after: i64) -> Result<(i64, Vec<ForgetEntry>), StoreError> {
+        self.forget_log_after(after).await
+    }
+
+    async fn forget_log_head(&self) -> Result<i64, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM forget_log")
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
     async fn publish_forget(
         &self,
         user_id: &str,

@@ -31,6 +31,29 @@ impl ForgetStore for PgBackend {
         Ok(left.len())
     }
 
+    async fn forgotten_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<(Uuid, DateTime<Utc>)>, StoreError> {
+        Ok(
+            sqlx::query_as("SELECT item_id, forgotten_at FROM forgotten WHERE forgotten_at >= $1")
+                .bind(since)
+                .fetch_all(&self.pool)
+                .await?,
+        )
+    }
+
+    async fn keep_forgotten(&self, ids: &[Uuid]) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        Self::keep_forgotten_in(&mut tx, ids).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn forget_log(&self) -> Result<Vec<ForgetEntry>, StoreError> {
+        Ok(self.forgets_after(0).await?.1)
+    }
+
     /// Always none: a forget commits whole or not at all.
     async fn pending_forgets(&self) -> Result<Vec<PendingForget>, StoreError> {
         Ok(Vec::new())
@@ -40,6 +63,27 @@ impl ForgetStore for PgBackend {
         &self,
         user_id: &str,
         agent_id: Option<&str>,
+    ) -> Result<ForgetReport, StoreError> {
+        self.remove_user(user_id, agent_id, true).await
+    }
+
+    async fn forget_user_again(
+        &self,
+        user_id: &str,
+        agent_id: Option<&str>,
+    ) -> Result<ForgetReport, StoreError> {
+        self.remove_user(user_id, agent_id, false).await
+    }
+}
+
+impl PgBackend {
+    /// Removes every record of `user_id` in one transaction, and logs the
+    /// forget when `log`.
+    async fn remove_user(
+        &self,
+        user_id: &str,
+        agent_id: Option<&str>,
+        log: bool,
     ) -> Result<ForgetReport, StoreError> {
         self.write_turns().await?;
         let mut r = ForgetReport {
@@ -218,17 +262,62 @@ impl ForgetStore for PgBackend {
             .copied()
             .filter(|id| session_ids.contains(id) || summary_ids.contains(id))
             .collect();
-        sqlx::query(
-            "INSERT INTO forgotten (item_id) SELECT * FROM UNNEST($1::uuid[]) ON CONFLICT DO NOTHING",
-        )
-        .bind(&sessions_and_summaries)
-        .execute(&mut *tx)
-        .await?;
+        Self::keep_forgotten_in(&mut tx, &sessions_and_summaries).await?;
+        // The forget itself, by the user's hash.
+        if log {
+            sqlx::query("INSERT INTO forget_log (user_hash, agent_id) VALUES ($1, $2)")
+                .bind(user_hash(user_id))
+                .bind(agent_id.unwrap_or_default())
+                .execute(&mut *tx)
+                .await?;
+        }
         // Contexts of these agents are assembled afresh.
         for agent in &agents {
             Self::bump_agent(&mut tx, agent).await?;
         }
         tx.commit().await?;
         Ok(r)
+    }
+}
+
+impl PgBackend {
+    /// Keeps `ids` as forgotten now, and lets go of those forgotten more
+    /// than [`FORGOTTEN_FOR`] ago.
+    async fn keep_forgotten_in(tx: &mut Tx<'_>, ids: &[Uuid]) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM forgotten WHERE forgotten_at < now() - $1 * interval '1 second'")
+            .bind(FORGOTTEN_FOR.as_secs() as f64)
+            .execute(&mut **tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO forgotten (item_id) SELECT * FROM UNNEST($1::uuid[])
+             ON CONFLICT (item_id) DO UPDATE SET forgotten_at = now()",
+        )
+        .bind(ids)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Forget log entries after position `after`, with the last position.
+    pub(super) async fn forget_log_after(
+        &self,
+        after: i64,
+    ) -> Result<(i64, Vec<ForgetEntry>), StoreError> {
+        let rows: Vec<(i64, Uuid, String, DateTime<Utc>)> = sqlx::query_as(
+            "SELECT seq, user_hash, agent_id, forgotten_at FROM forget_log WHERE seq > $1 ORDER BY seq",
+        )
+        .bind(after)
+        .fetch_all(&self.pool)
+        .await?;
+        let head = rows.last().map_or(after, |r| r.0);
+        let entries = rows
+            .into_iter()
+            .map(|(_, user_hash, agent, at)| ForgetEntry {
+                user_hash,
+                agent_id: Some(agent).filter(|a| !a.is_empty()),
+                at,
+            })
+            .collect();
+        Ok((head, entries))
     }
 }

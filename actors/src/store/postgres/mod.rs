@@ -55,6 +55,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (2, "instances", include_str!("0002_instances.sql")),
     (3, "fact speakers", include_str!("0003_fact_speakers.sql")),
     (4, "listings", include_str!("0004_listings.sql")),
+    (5, "forget log", include_str!("0005_forget_log.sql")),
 ];
 
 /// The newest schema version this build knows.

@@ -16,7 +16,7 @@ use super::*;
 
 /// The tables that hold records (not the instances' own: instances,
 /// leases, forget markers).
-const RECORD_TABLES: [&str; 13] = [
+const RECORD_TABLES: [&str; 14] = [
     "agents",
     "blocks",
     "sessions",
@@ -30,6 +30,7 @@ const RECORD_TABLES: [&str; 13] = [
     "dead_letters",
     "rollup_cursors",
     "rollup_inbox",
+    "forget_log",
 ];
 
 /// Reads `sql`'s (key, JSON) rows as records of `table`, one at a time.
@@ -72,6 +73,7 @@ struct Batches {
     cursors: Vec<(String, i16, NaiveDate)>,
     inbox: Vec<(Vec<u8>, Uuid, String)>,
     meta: Vec<String>,
+    forgets: Vec<ForgetEntry>,
 }
 
 /// An import's failed write: a key taken twice is the export's doing.
@@ -118,6 +120,7 @@ impl Batches {
         self.held += 1;
         match record {
             Record::Meta { key } => self.meta.push(key),
+            Record::Forget(e) => self.forgets.push(e),
             Record::Agent { agent_id, meta } => self.agents.push((agent_id, meta)),
             Record::Block { user_id, block } => self.blocks.push((user_id, block)),
             Record::Session(s) => self.sessions.push(s),
@@ -431,6 +434,23 @@ impl Batches {
             .execute(&mut **tx)
             .await?;
         }
+        if !self.forgets.is_empty() {
+            let (hashes, agents, ats) = columns!(self.forgets, |e| (
+                e.user_hash,
+                e.agent_id.unwrap_or_default(),
+                e.at
+            ));
+            sqlx::query(
+                "INSERT INTO forget_log (user_hash, agent_id, forgotten_at)
+                 SELECT h, a, t FROM UNNEST($1::uuid[], $2::text[], $3::timestamptz[])
+                   WITH ORDINALITY AS x(h, a, t, n) ORDER BY n",
+            )
+            .bind(&hashes)
+            .bind(&agents)
+            .bind(&ats)
+            .execute(&mut **tx)
+            .await?;
+        }
         if !self.meta.is_empty() {
             let keys = std::mem::take(&mut self.meta);
             sqlx::query(
@@ -498,6 +518,19 @@ impl PgBackend {
                 .await?;
         for key in marked {
             sink(Record::Meta { key })?;
+        }
+        {
+            let mut rows = sqlx::query_as::<_, (Uuid, String, DateTime<Utc>)>(
+                "SELECT user_hash, agent_id, forgotten_at FROM forget_log ORDER BY seq",
+            )
+            .fetch(&mut *tx);
+            while let Some((user_hash, agent, at)) = rows.try_next().await? {
+                sink(Record::Forget(ForgetEntry {
+                    user_hash,
+                    agent_id: Some(agent).filter(|a| !a.is_empty()),
+                    at,
+                }))?;
+            }
         }
         {
             let sql = format!("SELECT {AGENT_COLUMNS} FROM agents ORDER BY agent_id COLLATE \"C\"");

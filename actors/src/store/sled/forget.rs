@@ -32,8 +32,68 @@ impl Trees {
         Ok(out)
     }
 
+    /// The forget log, oldest first.
+    pub fn forget_log(&self) -> Result<Vec<ForgetEntry>, StoreError> {
+        let mut out = Vec::new();
+        for item in self.forget_log.iter() {
+            let (k, v) = item?;
+            if let Some(e) = self.decode::<ForgetEntry>(keys::TREE_FORGET_LOG, &k, &v) {
+                out.push(e);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Adds entries to the forget log (a forget's own, or an import's).
+    pub fn log_forgets(&self, entries: &[ForgetEntry]) -> Result<(), StoreError> {
+        let mut batch = ::sled::Batch::default();
+        for e in entries {
+            batch.insert(keys::forget_log(e), encode(e)?);
+        }
+        self.forget_log.apply_batch(batch)?;
+        Ok(())
+    }
+
+    /// Ids forgotten at or after `since`, with when; older ones are removed
+    /// as they are passed over, so the tree holds the forgets of one
+    /// [`FORGOTTEN_FOR`] window.
+    pub fn forgotten_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<(Uuid, DateTime<Utc>)>, StoreError> {
+        let mut out = Vec::new();
+        let mut old = ::sled::Batch::default();
+        for item in self.forgotten.iter() {
+            let (k, v) = item?;
+            match (Uuid::from_slice(&k), keys::millis_at(&v)) {
+                (Ok(id), Some(at)) if at >= since => out.push((id, at)),
+                _ => old.remove(k),
+            }
+        }
+        self.forgotten.apply_batch(old)?;
+        Ok(out)
+    }
+
+    /// Keeps `ids` as forgotten at `at` (and lets go of those forgotten
+    /// more than [`FORGOTTEN_FOR`] before it).
+    pub fn keep_forgotten(
+        &self,
+        ids: impl IntoIterator<Item = Uuid>,
+        at: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
+        let window = chrono::Duration::from_std(FORGOTTEN_FOR).unwrap_or_default();
+        self.forgotten_since(at - window)?;
+        let mut batch = ::sled::Batch::default();
+        for id in ids {
+            batch.insert(id.as_bytes(), &keys::ordered_millis(at));
+        }
+        self.forgotten.apply_batch(batch)?;
+        Ok(())
+    }
+
     /// Removes every record of `user_id` (with one agent's, or with every
-    /// agent's) and every record built from them, then flushes.
+    /// agent's) and every record built from them, logs the forget, then
+    /// flushes.
     pub fn forget_user(
         &self,
         user_id: &str,
@@ -254,6 +314,11 @@ impl Trees {
         self.user_sessions.apply_batch(user_sessions)?;
         self.session_starts.apply_batch(session_starts)?;
         self.sessions.apply_batch(sessions)?;
+        // Logged and remembered before the marker goes: a forget finished
+        // after a crash logs itself again, which is harmless.
+        let now = Utc::now();
+        self.log_forgets(&[ForgetEntry::new(user_id, agent_id, now)])?;
+        self.keep_forgotten(r.removed_ids.iter().copied(), now)?;
         self.meta.remove(&marker)?;
         self.db.flush()?;
         Ok(r)
@@ -306,6 +371,46 @@ mod tests {
         assert!(trees.session(c).unwrap().is_some());
         assert!(trees.summary(c).unwrap().is_some());
         assert!(trees.pending_forgets().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_forget_is_logged_by_hash_and_its_ids_kept_for_their_window_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let trees = Trees::open(dir.path(), &Default::default()).unwrap();
+        let a = session(&trees, 1, "kairix", "zoe");
+        session(&trees, 2, "kairix", "ada");
+        let before = Utc::now() - chrono::Duration::seconds(1);
+        trees.forget_user("zoe", Some("kairix")).unwrap();
+        trees.forget_user("nobody", None).unwrap();
+        let log = trees.forget_log().unwrap();
+        assert_eq!(log.len(), 2, "a forget of nothing is logged too");
+        assert!(log[0].covers("kairix", "zoe") && !log[0].covers("nova", "zoe"));
+        assert!(log[1].covers("nova", "nobody") && !log[1].covers("kairix", "zoe"));
+        assert!(log.iter().all(|e| e.at > before));
+        // No user id in the log's keys or values.
+        for item in trees.forget_log.iter() {
+            let (k, v) = item.unwrap();
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&k),
+                String::from_utf8_lossy(&v)
+            );
+            assert!(!text.contains("zoe") && !text.contains("nobody"), "{text}");
+        }
+        // The removed ids are kept, across a reopen…
+        drop(trees);
+        let trees = Trees::open(dir.path(), &Default::default()).unwrap();
+        let kept = trees.forgotten_since(before).unwrap();
+        assert!(kept.iter().any(|(id, _)| *id == a), "{kept:?}");
+        // …and let go of once their window has passed.
+        let later = Utc::now() + chrono::Duration::from_std(FORGOTTEN_FOR).unwrap();
+        trees.keep_forgotten([Uuid::from_u128(9)], later).unwrap();
+        let kept = trees.forgotten_since(before).unwrap();
+        assert_eq!(
+            kept.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+            [Uuid::from_u128(9)]
+        );
+        assert_eq!(trees.forgotten.len(), 1);
     }
 
     #[test]

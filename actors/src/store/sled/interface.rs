@@ -305,6 +305,18 @@ impl ForgetStore for Trees {
     ) -> Result<ForgetReport, StoreError> {
         Trees::forget_user(self, user_id, agent_id)
     }
+    async fn forgotten_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<(Uuid, DateTime<Utc>)>, StoreError> {
+        Trees::forgotten_since(self, since)
+    }
+    async fn keep_forgotten(&self, ids: &[Uuid]) -> Result<(), StoreError> {
+        Trees::keep_forgotten(self, ids.iter().copied(), Utc::now())
+    }
+    async fn forget_log(&self) -> Result<Vec<ForgetEntry>, StoreError> {
+        Trees::forget_log(self)
+    }
 }
 
 #[async_trait]

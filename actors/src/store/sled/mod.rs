@@ -103,6 +103,11 @@ pub struct Trees {
     /// Dead letters by (agent, failure time): see
     /// [`keys::agent_dead_letter`].
     pub agent_dead_letters: ::sled::Tree,
+    /// Every forget, kept for good: see [`keys::forget_log`].
+    pub forget_log: ::sled::Tree,
+    /// Ids forgotten within [`FORGOTTEN_FOR`](crate::store::FORGOTTEN_FOR)
+    /// → when (see [`keys::ordered_millis`]).
+    pub forgotten: ::sled::Tree,
     /// How many records `dead_letters` holds: counted once at open, then
     /// moved by every write that adds or removes one (`/metrics` reads it
     /// at each scrape; `Tree::len` would iterate the tree).
@@ -231,6 +236,8 @@ impl Trees {
             user_sessions: tree(keys::TREE_USER_SESSIONS)?,
             session_starts: tree(keys::TREE_SESSION_STARTS)?,
             agent_dead_letters: tree(keys::TREE_AGENT_DEAD_LETTERS)?,
+            forget_log: tree(keys::TREE_FORGET_LOG)?,
+            forgotten: tree(keys::TREE_FORGOTTEN)?,
             dead_count: Default::default(),
             fill_inbox: true,
             skipped: Default::default(),

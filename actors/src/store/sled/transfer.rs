@@ -50,9 +50,9 @@ impl Trees {
         ]
     }
 
-    /// Whether the folder holds no records.
+    /// Whether the folder holds no records (its forget log counts).
     pub fn is_empty(&self) -> bool {
-        self.record_trees().iter().all(|(_, t)| t.is_empty())
+        self.record_trees().iter().all(|(_, t)| t.is_empty()) && self.forget_log.is_empty()
     }
 
     /// Every record to `sink`, each kind in turn. A record that does not
@@ -70,6 +70,14 @@ impl Trees {
         for key in PORTABLE_META {
             if self.meta.contains_key(key)? {
                 sink(Record::Meta { key: key.into() })?;
+            }
+        }
+        for item in self.forget_log.iter() {
+            let (k, v) = item?;
+            let key = shown(&k);
+            let skip = skip.as_deref_mut();
+            if let Some(e) = decode_for_export(keys::TREE_FORGET_LOG, &key, &v, skip)? {
+                sink(Record::Forget(e))?;
             }
         }
         for (table, tree) in self.record_trees() {
@@ -293,6 +301,9 @@ impl Trees {
             } => {
                 let key = keys::inbox(at, item.code(), item_id);
                 once(&self.rollup_inbox, &key, agent_id.into_bytes())?;
+            }
+            Record::Forget(e) => {
+                once(&self.forget_log, &keys::forget_log(&e), encode(&e)?)?;
             }
         }
         Ok(())

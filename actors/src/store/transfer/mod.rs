@@ -18,6 +18,10 @@
 //! was stored before it ([`PORTABLE_META`]). What one process or instance
 //! holds for itself is not (sled's indexes, which are rebuilt from the
 //! records; PostgreSQL's instances, claims, leases and forget markers).
+//!
+//! The store's forget log travels too ([`Record::Forget`]), and an import
+//! can honour forgets made after its export was taken ([`Honour`]): a
+//! backup restored after a user was forgotten does not bring them back.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
@@ -37,7 +41,10 @@ pub const EXPORT_FORMAT: &str = "recall-export";
 /// fact without a speaker reads as. A build that knows only 1 refuses a
 /// version 2 export, rather than taking the agent side's facts for the
 /// user's.
-pub const EXPORT_VERSION: u32 = 2;
+///
+/// 3: the forget log ([`Record::Forget`]). A build that knows only 2
+/// refuses it rather than drop the log.
+pub const EXPORT_VERSION: u32 = 3;
 
 /// Records per batch an import writes at once.
 pub(crate) const IMPORT_BATCH: usize = 1000;
@@ -96,6 +103,8 @@ pub enum Record {
     Meta {
         key: String,
     },
+    /// A forget, as the forget log keeps it (no user id, a hash of it).
+    Forget(ForgetEntry),
 }
 
 /// The store markers an export carries: [`keys::INBOX_BACKFILLED`] (a
@@ -184,6 +193,10 @@ impl Record {
                 validate_id("agent_id", &d.agent_id)?;
                 user_or_none("user_id", &d.user_id)
             }
+            Record::Forget(e) => match &e.agent_id {
+                Some(a) => validate_id("agent_id", a),
+                None => Ok(()),
+            },
             Record::Turn { .. } | Record::Vector { .. } | Record::Meta { .. } => Ok(()),
         }
     }
@@ -205,6 +218,7 @@ impl Record {
             Record::RollupCursor { .. } => "rollup_cursor",
             Record::Inbox { .. } => "inbox",
             Record::Meta { .. } => "meta",
+            Record::Forget(_) => "forget",
         }
     }
 
@@ -600,6 +614,169 @@ impl<R: BufRead> Iterator for ExportReader<R> {
     }
 }
 
+/// Leaves out of an import what forgets made after its export was taken
+/// would have removed, and adds those forgets to the log imported.
+///
+/// The export was taken before each of these forgets, so every record it
+/// holds of a forgotten user predates their forget and goes: their
+/// sessions with their turns, jobs and dead letters, their summaries,
+/// facts, fact tombstones, topics and blocks, the vectors and inbox rows
+/// of all of these, and the mixed `background_context` of the agents the
+/// forgets cover (rebuilt by the watchdog from what is left). It reads the
+/// records in the order an export writes them (sessions before their
+/// turns, items before their vectors). The export's own forget log never
+/// leaves anything out: what it logs had already gone when it was taken.
+pub struct Honour<I> {
+    inner: I,
+    /// The forgets newer than the export, still to be logged (the next
+    /// last).
+    pending: Vec<ForgetEntry>,
+    forgets: Vec<ForgetEntry>,
+    logged: std::collections::HashSet<ForgetEntry>,
+    sessions: std::collections::HashSet<Uuid>,
+    items: std::collections::HashSet<Uuid>,
+    left_out: Counts,
+}
+
+impl<I> Honour<I> {
+    /// Honours those of `forgets` made after `exported_at` on the records
+    /// of `inner`.
+    pub fn new(inner: I, exported_at: DateTime<Utc>, forgets: Vec<ForgetEntry>) -> Self {
+        let mut newer: Vec<ForgetEntry> =
+            forgets.into_iter().filter(|f| f.at > exported_at).collect();
+        newer.sort_by_key(|f| f.at);
+        newer.dedup();
+        Honour {
+            inner,
+            pending: newer.iter().rev().cloned().collect(),
+            forgets: newer,
+            logged: Default::default(),
+            sessions: Default::default(),
+            items: Default::default(),
+            left_out: Counts::new(),
+        }
+    }
+
+    /// The forgets honoured (those newer than the export).
+    pub fn forgets(&self) -> &[ForgetEntry] {
+        &self.forgets
+    }
+
+    /// What was left out, by kind.
+    pub fn left_out(&self) -> &Counts {
+        &self.left_out
+    }
+
+    fn covered(&self, agent_id: &str, user_id: &str) -> bool {
+        !user_id.is_empty() && self.forgets.iter().any(|f| f.covers(agent_id, user_id))
+    }
+
+    /// Whether `record` goes (noting the ids the records that follow
+    /// refer to).
+    fn leaves_out(&mut self, record: &Record) -> bool {
+        if self.forgets.is_empty() {
+            return false;
+        }
+        match record {
+            Record::Block { user_id, block } => {
+                let mixed = block.label == BlockLabel::BackgroundContext
+                    && user_id.is_empty()
+                    && self
+                        .forgets
+                        .iter()
+                        .any(|f| f.agent_id.as_deref().is_none_or(|a| a == block.agent_id));
+                mixed
+                    || self.covered(&block.agent_id, user_id)
+                    || block
+                        .source_user_id
+                        .as_deref()
+                        .is_some_and(|u| self.covered(&block.agent_id, u))
+            }
+            Record::Session(s) => {
+                let gone = self.covered(&s.agent_id, &s.user_id);
+                if gone {
+                    self.sessions.insert(s.session_id);
+                }
+                gone
+            }
+            Record::Turn {
+                session_id, seq, ..
+            } => {
+                let gone = self.sessions.contains(session_id);
+                if gone {
+                    let turn = crate::search::TurnRef {
+                        session_id: *session_id,
+                        seq: *seq,
+                    };
+                    self.items.insert(turn.doc_id());
+                }
+                gone
+            }
+            Record::Summary(s) => {
+                let gone = self.covered(&s.agent_id, &s.user_id);
+                if gone {
+                    self.items.insert(s.summary_id);
+                }
+                gone
+            }
+            Record::Fact(f) => {
+                let gone = self.covered(&f.fact.agent_id, &f.fact.user_id);
+                if gone {
+                    self.items.insert(f.fact.fact_id);
+                }
+                gone
+            }
+            Record::Tombstone {
+                agent_id, user_id, ..
+            } => self.covered(agent_id, user_id),
+            Record::Topic(t) => {
+                let gone = self.covered(&t.agent_id, &t.user_id);
+                if gone {
+                    self.items.insert(t.topic_id);
+                }
+                gone
+            }
+            Record::Vector { item_id, .. } | Record::Inbox { item_id, .. } => {
+                self.items.contains(item_id)
+            }
+            Record::Job(j) => self.sessions.contains(&j.session_id),
+            Record::DeadLetter(d) => {
+                self.sessions.contains(&d.session_id) || self.covered(&d.agent_id, &d.user_id)
+            }
+            Record::Forget(f) => !self.logged.insert(f.clone()),
+            Record::Agent { .. } | Record::RollupCursor { .. } | Record::Meta { .. } => false,
+        }
+    }
+}
+
+impl<I: Iterator<Item = Result<Record, TransferError>>> Iterator for Honour<I> {
+    type Item = Result<Record, TransferError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let record = match self.inner.next() {
+                Some(Ok(r)) => r,
+                Some(Err(e)) => return Some(Err(e)),
+                // The newer forgets are logged last, after the export's
+                // own (older) ones: the log stays in time order.
+                None => {
+                    while let Some(f) = self.pending.pop() {
+                        if self.logged.insert(f.clone()) {
+                            return Some(Ok(Record::Forget(f)));
+                        }
+                    }
+                    return None;
+                }
+            };
+            if self.leaves_out(&record) {
+                count(&mut self.left_out, &record);
+                continue;
+            }
+            return Some(Ok(record));
+        }
+    }
+}
+
 /// Counts records as an import takes them.
 pub(crate) fn count(counts: &mut Counts, record: &Record) {
     *counts.entry(record.kind().to_string()).or_default() += 1;
@@ -746,9 +923,28 @@ mod tests {
         agent.fact.speaker = crate::model::Speaker::Agent;
         let back = read(&export(&[Record::Fact(agent.clone())])).unwrap();
         assert_eq!(back, vec![Record::Fact(agent)]);
+        // (written as the newest version)
         assert!(String::from_utf8(export(&[]))
             .unwrap()
-            .contains("\"version\":2"));
+            .contains(&format!("\"version\":{EXPORT_VERSION}")));
+    }
+
+    #[test]
+    fn a_version_2_export_is_read_and_a_forget_record_is_checked() {
+        let v2 = format!(
+            "{{\"header\":{{\"format\":\"{EXPORT_FORMAT}\",\"version\":2,\"source\":\"sled\",\"exported_at\":\"2026-11-02T10:00:00Z\",\"recall\":\"0.1.0\"}}}}\n{{\"end\":{{\"records\":0,\"counts\":{{}}}}}}\n"
+        );
+        assert!(read(v2.as_bytes()).unwrap().is_empty());
+        let entry = ForgetEntry::new("zoe", Some("kairix"), Utc::now());
+        let back = read(&export(&[Record::Forget(entry.clone())])).unwrap();
+        assert_eq!(back, vec![Record::Forget(entry.clone())]);
+        // an agent id no caller could have stored is refused
+        let mut bad = entry;
+        bad.agent_id = Some("a\nb".into());
+        assert!(matches!(
+            read(&export(&[Record::Forget(bad)])),
+            Err(TransferError::Format { line: 2, .. })
+        ));
     }
 
     #[test]

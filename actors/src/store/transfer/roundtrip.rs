@@ -177,6 +177,8 @@ async fn fill(b: &dyn Backend) -> Filled {
     b.mark_context_built("kairix", 3, Some(at(20, 0)))
         .await
         .unwrap();
+    // A forget of a user with nothing stored: an entry in the forget log.
+    b.forget_user("gone", Some("kairix")).await.unwrap();
     b.flush().await.unwrap();
     Filled {
         live: live.session_id,
@@ -294,6 +296,7 @@ async fn every_record_kind_moves_from_sled_to_postgres_and_back() {
             "block",
             "dead_letter",
             "fact",
+            "forget",
             "inbox",
             "job",
             "meta",
@@ -338,6 +341,107 @@ async fn every_record_kind_moves_from_sled_to_postgres_and_back() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(beside, ["back"]);
+}
+
+/// An export's record lines but the agents' (a forget bumps their
+/// versions; an import of an older export cannot).
+fn records_but_agents(bytes: &[u8]) -> Vec<String> {
+    let mut records = records_of(bytes);
+    records.retain(|r| !r.starts_with("{\"agent\""));
+    records
+}
+
+/// A backup taken before two forgets, imported with the forget log of a
+/// later export, holds what that later export holds: nothing of either
+/// user (one forgotten with one agent, one with every agent), everything
+/// of the others, and both forgets in its log. Imported with only its own
+/// (older) log, it is whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_honours_the_forgets_made_after_its_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = Trees::open(&dir.path().join("first"), &StoreSettings::default()).unwrap();
+    fill(&first).await;
+    let backup = export_bytes("sled", |sink| first.export_records(None, sink));
+    let before = reader(&backup).header().exported_at;
+    while Utc::now() <= before {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    first.forget_user("mark", Some("kairix")).unwrap();
+    first.forget_user("ada", None).unwrap();
+    let later = export_bytes("sled", |sink| first.export_records(None, sink));
+    let log: Vec<ForgetEntry> = reader(&later)
+        .filter_map(|r| match r.unwrap() {
+            Record::Forget(e) => Some(e),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(log.len(), 3, "{log:?}");
+    assert!(records_of(&later)
+        .iter()
+        .all(|r| !r.contains("\"mark\"") && !r.contains("\"ada\"")));
+
+    // Into a new sled folder, and into PostgreSQL.
+    let mut honour = Honour::new(reader(&backup), before, log.clone());
+    let restored = dir.path().join("restored");
+    import_folder(&restored, &StoreSettings::default(), &mut honour).unwrap();
+    assert_eq!(
+        honour.forgets().len(),
+        2,
+        "the forget older than the backup is its own"
+    );
+    let left = honour.left_out();
+    for kind in [
+        "session",
+        "turn",
+        "summary",
+        "fact",
+        "tombstone",
+        "topic",
+        "vector",
+        "job",
+        "dead_letter",
+        "inbox",
+        "block",
+    ] {
+        assert!(
+            left.get(kind).copied().unwrap_or(0) > 0,
+            "no {kind} left out: {left:?}"
+        );
+    }
+    let again = Trees::open(&restored, &StoreSettings::default()).unwrap();
+    let from_restored = export_bytes("sled", |sink| again.export_records(None, sink));
+    assert_eq!(
+        records_but_agents(&from_restored),
+        records_but_agents(&later)
+    );
+
+    let schema = TestSchema::new();
+    let pg = PgBackend::connect(&schema.settings).await.unwrap();
+    pg.import_records(&mut Honour::new(reader(&backup), before, log.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        records_but_agents(&export_pg(&pg).await),
+        records_but_agents(&later)
+    );
+    // The log it holds goes on: its export carries all three forgets.
+    assert_eq!(pg.forget_log().await.unwrap(), log);
+
+    // Forgets older than an export leave it whole.
+    let older: Vec<ForgetEntry> = log
+        .into_iter()
+        .map(|mut e| {
+            e.at = before - chrono::Duration::seconds(1);
+            e
+        })
+        .collect();
+    let mut honour = Honour::new(reader(&backup), before, older);
+    let whole = dir.path().join("whole");
+    import_folder(&whole, &StoreSettings::default(), &mut honour).unwrap();
+    assert!(honour.left_out().is_empty());
+    let whole = Trees::open(&whole, &StoreSettings::default()).unwrap();
+    let from_whole = export_bytes("sled", |sink| whole.export_records(None, sink));
+    assert_eq!(records_of(&from_whole), records_of(&backup));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

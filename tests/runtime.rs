@@ -1678,6 +1678,69 @@ async fn concurrent_durable_turns_share_flushes() -> Res {
     Ok(())
 }
 
+/// Long messages: the session holds at most `max_bytes_in_memory` of
+/// their text (bar two windows' turns), every turn still reaches the disk
+/// and the reflection.
+#[tokio::test(start_paused = true)]
+async fn a_call_of_long_messages_keeps_its_bytes_in_memory_bounded_and_loses_none() -> Res {
+    let mut settings = Settings::for_test();
+    settings.session.max_bytes_in_memory = 64 * 1024;
+    settings.session.silence_timeout_secs = 3600;
+    let window_turns = settings.session.window_messages.div_ceil(2) as usize * 2;
+    let rt = TestRuntime::start_full(settings, Arc::new(ExtractiveReflect)).await?;
+    let rec = rt.start_session("kairix", "mark", "c1").await?;
+    rt.record_turn("c1", "My sister Fiona lives in Inverness", "Lovely")?;
+    // 10,000 bytes a turn: the bound is six or seven turns' worth.
+    let long = "word ".repeat(2_000);
+    for n in 1..100 {
+        rt.record_turn("c1", format!("Turn {n}: {long}"), "Mm-hm")?;
+    }
+    let view = rt.live_session("c1").await?.expect("the session is live");
+    assert_eq!(view.record.turn_count, 100, "every turn counted");
+    let held: usize = view
+        .turns
+        .iter()
+        .map(|t| t.user_message.len() + t.agent_response.len())
+        .sum();
+    assert!(
+        held <= 64 * 1024 || view.turns.len() <= window_turns,
+        "{held} bytes in {} turns held",
+        view.turns.len()
+    );
+    assert!(
+        view.turns.len() < 100 / 4,
+        "{} turns held",
+        view.turns.len()
+    );
+    assert!(view
+        .turns
+        .last()
+        .unwrap()
+        .user_message
+        .starts_with("Turn 99:"));
+    // and a call of huge turns keeps its window's worth whatever their size
+    rt.start_session("kairix", "ada", "c2").await?;
+    let huge = "x".repeat(30_000);
+    for _ in 0..30 {
+        rt.record_turn("c2", huge.as_str(), "ok")?;
+    }
+    let view = rt.live_session("c2").await?.expect("live");
+    assert_eq!(view.turns.len(), window_turns, "two windows' turns stay");
+    assert_eq!(rt.end_session("c1")?, Some(rec.session_id));
+    settle(&rt).await;
+    assert_eq!(
+        rt.turns(rec.session_id).await?.len(),
+        100,
+        "every turn on disk"
+    );
+    let facts = rt.facts("kairix", "mark").await?;
+    assert!(
+        facts.iter().any(|f| f.fact.content.contains("Inverness")),
+        "{facts:?}"
+    );
+    Ok(())
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_long_call_keeps_only_its_newest_turns_in_memory_and_loses_none() -> Res {
     let mut settings = Settings::for_test();

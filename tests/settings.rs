@@ -483,6 +483,10 @@ fn invalid_server_and_log_settings_name_their_key() {
         "session.max_turns_in_memory",
     );
     expect_file_key_error(
+        "[session]\nmax_bytes_in_memory = 1000\n",
+        "session.max_bytes_in_memory",
+    );
+    expect_file_key_error(
         "[store]\nmax_unwritten_turns = 0\n",
         "store.max_unwritten_turns",
     );

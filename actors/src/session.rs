@@ -219,6 +219,11 @@ impl Drop for InFlight {
     }
 }
 
+/// The bytes of a turn's text.
+fn turn_bytes(t: &ConversationTurn) -> usize {
+    t.user_message.len() + t.agent_response.len()
+}
+
 fn bump(c: &std::sync::atomic::AtomicU64) {
     c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
@@ -227,6 +232,8 @@ pub struct SessionArgs {
     pub record: SessionRecord,
     /// Turns kept in memory (`session.max_turns_in_memory`).
     pub max_turns_in_memory: usize,
+    /// Bytes of their text kept in memory (`session.max_bytes_in_memory`).
+    pub max_bytes_in_memory: usize,
     /// Turns that arrived while the session was being opened.
     pub pending: Vec<ConversationTurn>,
     pub registry: Arc<Registry>,
@@ -245,6 +252,9 @@ pub struct SessionState {
     turns: Vec<ConversationTurn>,
     evicted: usize,
     max_turns_in_memory: usize,
+    /// Bytes of text of `turns`, and their bound.
+    held_bytes: usize,
+    max_bytes_in_memory: usize,
     registry: Arc<Registry>,
     store: ActorRef<StoreMsg>,
     supervisor: ActorRef<SupervisorMsg>,
@@ -288,17 +298,29 @@ impl SessionState {
         n.saturating_sub(self.evicted).min(self.turns.len())
     }
 
-    /// Past the cap, the oldest turns leave memory, an eighth of the cap
-    /// at a time (so the move is paid once per many turns). They are on
-    /// disk already: the session's reflection reads them there, and the
-    /// windows made of them stay.
+    /// Past either cap (turns, bytes), the oldest turns leave memory, an
+    /// eighth of the cap at a time (so the move is paid once per many
+    /// turns). They are on disk already: the session's reflection reads
+    /// them there, and the windows made of them stay. Two windows' turns
+    /// stay whatever their size, for the next window summary.
     fn evict(&mut self) {
         let cap = self.max_turns_in_memory;
-        if self.turns.len() > cap + (cap / 8).max(1) {
-            let out = self.turns.len() - cap;
-            self.turns.drain(..out);
-            self.evicted += out;
+        let keep = ((self.window.window_messages as usize).div_ceil(2) * 2).min(cap);
+        let over_turns = self.turns.len() > cap + (cap / 8).max(1);
+        let over_bytes = self.held_bytes > self.max_bytes_in_memory && self.turns.len() > keep;
+        if !(over_turns || over_bytes) {
+            return;
         }
+        let target = self.max_bytes_in_memory - self.max_bytes_in_memory / 8;
+        let mut out = self.turns.len().saturating_sub(cap);
+        let mut bytes = self.held_bytes - self.turns[..out].iter().map(turn_bytes).sum::<usize>();
+        while bytes > target && self.turns.len() - out > keep {
+            bytes -= turn_bytes(&self.turns[out]);
+            out += 1;
+        }
+        self.turns.drain(..out);
+        self.evicted += out;
+        self.held_bytes = bytes;
     }
 
     fn record_turn(&mut self, myself: &ActorRef<SessionMsg>, turn: ConversationTurn) {
@@ -321,6 +343,7 @@ impl SessionState {
         // this actor got to it.
         let at = self.clock.instant_of(turn.timestamp);
         self.last_activity = self.last_activity.max(at);
+        self.held_bytes += turn_bytes(&turn);
         self.turns.push(turn);
         self.evict();
         self.record.turn_count = self.total() as u32;
@@ -529,6 +552,8 @@ impl Actor for SessionActor {
             turns: Vec::new(),
             evicted: 0,
             max_turns_in_memory: args.max_turns_in_memory.max(1),
+            held_bytes: 0,
+            max_bytes_in_memory: args.max_bytes_in_memory,
             registry: args.registry,
             store: args.store,
             supervisor: args.supervisor,

@@ -244,6 +244,7 @@ impl SupervisorState {
         let args = SessionArgs {
             record: record.clone(),
             max_turns_in_memory: self.settings.session.max_turns_in_memory,
+            max_bytes_in_memory: self.settings.session.max_bytes_in_memory,
             pending: Vec::new(),
             registry: self.registry.clone(),
             store: self.store.clone(),

@@ -110,6 +110,10 @@ pub struct SessionSettings {
     /// the context's newest turns); older ones stay on disk, where the
     /// session's reflection reads them, and in its window summaries.
     pub max_turns_in_memory: usize,
+    /// Bytes of text a live session keeps in memory: past them, older
+    /// turns leave memory as past `max_turns_in_memory` (two windows' turns
+    /// always stay, whatever their size).
+    pub max_bytes_in_memory: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -186,6 +190,7 @@ impl Default for SessionSettings {
             max_live_per_agent: 10_000,
             max_live: 50_000,
             max_turns_in_memory: 2_000,
+            max_bytes_in_memory: 4 * 1024 * 1024,
         }
     }
 }
@@ -260,6 +265,12 @@ impl SessionSettings {
         positive("session.max_message_chars", self.max_message_chars as u64)?;
         positive("session.max_live_per_agent", self.max_live_per_agent as u64)?;
         positive("session.max_live", self.max_live as u64)?;
+        if self.max_bytes_in_memory < 64 * 1024 {
+            return Err(SettingsError {
+                key: "session.max_bytes_in_memory",
+                reason: "must be at least 65536 (64 KiB)".into(),
+            });
+        }
         if (self.max_turns_in_memory as u64) * 2 < self.window_messages {
             return Err(SettingsError {
                 key: "session.max_turns_in_memory",

@@ -464,8 +464,21 @@ async fn dead_letters_are_listed_and_retried() -> Res {
     assert_eq!(srv.runtime.dead_letter_count().await?, 1);
     let (s, _) = srv.get(&format!("/v1/summaries/{sid}")).await?;
     assert_eq!(s, StatusCode::NOT_FOUND);
-    // another agent's list does not show it
+    // another agent's list does not show it, nor pages after it
     let (_, v) = srv.get("/v1/agents/other/dead-letters").await?;
+    assert_eq!(v["dead_letters"].as_array().map(Vec::len), Some(0));
+    let (s, v) = srv
+        .get(&format!("/v1/agents/other/dead-letters?after={sid}"))
+        .await?;
+    assert_eq!(
+        (s, error_code(&v)),
+        (StatusCode::NOT_FOUND, "unknown_dead_letter")
+    );
+    // the page after the last letter is empty
+    let (s, v) = srv
+        .get(&format!("/v1/agents/kairix/dead-letters?after={sid}"))
+        .await?;
+    assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(v["dead_letters"].as_array().map(Vec::len), Some(0));
 
     let (s, v) = srv
@@ -630,6 +643,10 @@ async fn listings_have_a_default_and_a_maximum_limit_stay_newest_first_and_page_
         (
             format!("/v1/agents/kairix/summaries?before={unknown}"),
             "unknown_summary",
+        ),
+        (
+            format!("/v1/agents/kairix/dead-letters?after={unknown}"),
+            "unknown_dead_letter",
         ),
     ] {
         let (s, v) = srv.get(&path).await?;

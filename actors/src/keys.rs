@@ -196,7 +196,7 @@ pub fn agent_dead_letters_prefix(agent_id: &str) -> Vec<u8> {
 }
 
 /// Milliseconds since the epoch, shifted so that ordering holds across 1970.
-fn time_key(t: DateTime<Utc>) -> [u8; 8] {
+pub fn time_key(t: DateTime<Utc>) -> [u8; 8] {
     ((t.timestamp_millis() as u64) ^ (1 << 63)).to_be_bytes()
 }
 
@@ -291,19 +291,13 @@ pub fn tombstone_hash(normalized: &str) -> Uuid {
 /// entry itself.
 pub fn forget_log(e: &crate::store::ForgetEntry) -> Vec<u8> {
     let mut k = Vec::with_capacity(24 + e.agent_id.as_deref().map_or(0, str::len));
-    k.extend_from_slice(&ordered_millis(e.at));
+    k.extend_from_slice(&time_key(e.at));
     k.extend_from_slice(e.user_hash.as_bytes());
     k.extend_from_slice(e.agent_id.as_deref().unwrap_or_default().as_bytes());
     k
 }
 
-/// A time's milliseconds as bytes that sort as the times do (before 1970
-/// too).
-pub fn ordered_millis(at: DateTime<Utc>) -> [u8; 8] {
-    ((at.timestamp_millis() as u64) ^ (1 << 63)).to_be_bytes()
-}
-
-/// The time [`ordered_millis`] made the bytes of.
+/// The time [`time_key`] made the bytes of.
 pub fn millis_at(b: &[u8]) -> Option<DateTime<Utc>> {
     let b = <[u8; 8]>::try_from(b).ok()?;
     DateTime::from_timestamp_millis((u64::from_be_bytes(b) ^ (1 << 63)) as i64)

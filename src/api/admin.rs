@@ -27,6 +27,11 @@ pub struct DeadLetterParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[param(minimum = 1, maximum = 1000, default = 100)]
     pub limit: Option<usize>,
+    /// The next page: the letters after this one (the session id of the
+    /// last letter of the page before; `404 unknown_dead_letter` if it
+    /// names no dead letter of the agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Uuid>,
 }
 
 /// A dead letter's reflection queued again.

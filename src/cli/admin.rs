@@ -16,6 +16,10 @@ pub enum DeadLettersCmd {
         /// At most this many, oldest first (1 to 1000; 100 without it).
         #[arg(long)]
         limit: Option<usize>,
+        /// The next page: the letters after this one (the session id of
+        /// the last one listed).
+        #[arg(long)]
+        after: Option<Uuid>,
     },
     /// Queue a dead letter's reflection again.
     Retry {
@@ -26,8 +30,14 @@ pub enum DeadLettersCmd {
 
 pub async fn dead_letters(cmd: DeadLettersCmd, c: &Client, out: Output) -> anyhow::Result<()> {
     match cmd {
-        DeadLettersCmd::List { agent, limit } => {
-            let list = c.dead_letters(&agent, &DeadLetterParams { limit }).await?;
+        DeadLettersCmd::List {
+            agent,
+            limit,
+            after,
+        } => {
+            let list = c
+                .dead_letters(&agent, &DeadLetterParams { limit, after })
+                .await?;
             out.show(&list, |list| {
                 table(
                     ["SESSION", "USER", "ATTEMPTS", "KIND", "FAILED AT", "ERROR"],

@@ -265,17 +265,28 @@ impl Runtime {
     }
 
     /// An agent's dead letters, oldest first, at most `limit` (1 to
-    /// [`LIST_MAX_LIMIT`]; [`LIST_DEFAULT_LIMIT`] when `None`). Retrying
-    /// one takes it off the list, so the next are listed next.
+    /// [`LIST_MAX_LIMIT`]; [`LIST_DEFAULT_LIMIT`] when `None`), after the
+    /// agent's dead letter of session `after` when given (the next page).
+    /// Retrying one takes it off the list, so the next are listed next.
     pub async fn agent_dead_letters(
         &self,
         agent_id: &str,
+        after: Option<uuid::Uuid>,
         limit: Option<usize>,
     ) -> Result<Vec<DeadLetter>, RecallError> {
         recall_actors::model::validate_id("agent_id", agent_id)?;
         let limit = listing_limit(limit)?;
+        let after = match after {
+            None => None,
+            // Another agent's letter names no place in this listing.
+            Some(id) => match self.dead_letter(id).await? {
+                Some(d) if d.agent_id == agent_id => Some((d.failed_at, d.session_id)),
+                _ => return Err(StoreError::DeadLetterNotFound(id).into()),
+            },
+        };
         self.store(|reply| StoreMsg::AgentDeadLetters {
             agent_id: agent_id.to_string(),
+            after,
             limit,
             reply,
         })

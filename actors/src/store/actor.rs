@@ -705,10 +705,11 @@ impl Actor for StoreActor {
             }
             StoreMsg::AgentDeadLetters {
                 agent_id,
+                after,
                 limit,
                 reply,
             } => state.read_off(reply, move |b| {
-                Box::pin(async move { b.agent_dead_letters(&agent_id, limit).await })
+                Box::pin(async move { b.agent_dead_letters(&agent_id, after, limit).await })
             }),
             StoreMsg::GetDeadLetter(id, reply) => {
                 let _ = reply.send(t.find_dead_letter(id).await);

@@ -296,11 +296,13 @@ pub trait JobStore: Send + Sync {
     async fn queued(&self) -> Result<Vec<ReflectionJob>, StoreError>;
     /// The dead letters, oldest first.
     async fn dead_letters(&self) -> Result<Vec<DeadLetter>, StoreError>;
-    /// Up to `limit` of an agent's dead letters, oldest first, read in that
-    /// order and no further.
+    /// Up to `limit` of an agent's dead letters, oldest first (after the
+    /// one failed at `after`'s time with `after`'s session id, when
+    /// given), read in that order and no further.
     async fn agent_dead_letters(
         &self,
         agent_id: &str,
+        after: Option<(DateTime<Utc>, Uuid)>,
         limit: usize,
     ) -> Result<Vec<DeadLetter>, StoreError>;
     /// A session's dead letter.

@@ -1546,7 +1546,7 @@ async fn dead_letters_are_counted_on_every_change_and_listed_by_agent_a_page_at_
     let of = |agent: &'static str, limit| {
         let b = b.clone();
         async move {
-            let v = b.agent_dead_letters(agent, limit).await.unwrap();
+            let v = b.agent_dead_letters(agent, None, limit).await.unwrap();
             v.into_iter()
                 .map(|d| (d.session_id.as_u128(), d.failed_at))
                 .collect::<Vec<_>>()
@@ -1572,6 +1572,17 @@ async fn dead_letters_are_counted_on_every_change_and_listed_by_agent_a_page_at_
     // an agent's, oldest first, up to the limit
     assert_eq!(of("kairix", 10).await, [(2, at(5, 20)), (1, at(5, 35))]);
     assert_eq!(of("kairix", 1).await, [(2, at(5, 20))]);
+    // the next page: after the last one listed
+    let next = b
+        .agent_dead_letters("kairix", Some((at(5, 20), Uuid::from_u128(2))), 10)
+        .await
+        .unwrap();
+    assert_eq!(next, [letter(1, "kairix", "mark", 35)]);
+    let past = b
+        .agent_dead_letters("kairix", Some((at(5, 35), Uuid::from_u128(1))), 10)
+        .await
+        .unwrap();
+    assert!(past.is_empty(), "{past:?}");
     assert_eq!(of("nova", 10).await, [(3, at(5, 10))]);
     assert!(of("kairi", 10).await.is_empty());
     assert!(of("kairix", 0).await.is_empty());
@@ -1611,14 +1622,24 @@ async fn dead_letters_are_counted_on_every_change_and_listed_by_agent_a_page_at_
     h.damage("dead_letters", Uuid::from_u128(5)).await;
     let b = h.open().await;
     assert_eq!(b.dead_letter_count().await.unwrap(), 3);
-    let page = b.agent_dead_letters("kairix", 1).await.unwrap();
+    let page = b.agent_dead_letters("kairix", None, 1).await.unwrap();
     assert_eq!(page, [letter(4, "kairix", "mark", 40)]);
     assert_eq!(b.skipped_records(), 0, "read past its page");
-    assert_eq!(b.agent_dead_letters("kairix", 10).await.unwrap().len(), 1);
+    assert_eq!(
+        b.agent_dead_letters("kairix", None, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     assert_eq!(b.skipped_records(), 1);
     // a forget takes the user's letters, every agent's
     let r = b.forget_user("mark", None).await.unwrap();
     assert_eq!(r.dead_letters, 2);
     assert_eq!(b.dead_letter_count().await.unwrap(), 1);
-    assert!(b.agent_dead_letters("nova", 10).await.unwrap().is_empty());
+    assert!(b
+        .agent_dead_letters("nova", None, 10)
+        .await
+        .unwrap()
+        .is_empty());
 }

@@ -190,6 +190,8 @@ pub enum StoreMsg {
     /// Up to `limit` of an agent's dead letters, oldest first.
     AgentDeadLetters {
         agent_id: String,
+        /// The failure time and session id of the letter the page follows.
+        after: Option<(DateTime<Utc>, Uuid)>,
         limit: usize,
         reply: RpcReplyPort<Result<Vec<DeadLetter>, StoreError>>,
     },

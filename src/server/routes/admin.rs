@@ -17,13 +17,15 @@ use crate::server::AppState;
 /// Reflections that failed for good, oldest first
 ///
 /// At most `limit` (1 to 1000, 100 when left out), read from the store in
-/// that order and no further. A retried letter leaves the list, so the
-/// next ones come up.
+/// that order and no further; `after` (the last letter's session id) gives
+/// the next page. A retried letter leaves the list, so the next ones come
+/// up.
 #[utoipa::path(get, path = "/v1/agents/{agent_id}/dead-letters", operation_id = "listDeadLetters", tag = "admin",
     params(("agent_id" = Id, Path), DeadLetterParams),
     responses(
         (status = 200, description = "The dead letters", body = DeadLetterList),
         (status = 400, description = "`invalid`: `limit` is 0 or over 1000; `invalid_query`, `invalid_path`: a malformed query or path", body = ErrorBody),
+        (status = 404, description = "`unknown_dead_letter`: `after` names no dead letter of this agent", body = ErrorBody),
     ))]
 pub async fn list_dead_letters(
     State(app): State<AppState>,
@@ -32,7 +34,10 @@ pub async fn list_dead_letters(
     ApiQuery(q): ApiQuery<DeadLetterParams>,
 ) -> Result<Json<DeadLetterList>, ApiError> {
     access.allow(&agent_id)?;
-    let dead_letters = app.runtime.agent_dead_letters(&agent_id, q.limit).await?;
+    let dead_letters = app
+        .runtime
+        .agent_dead_letters(&agent_id, q.after, q.limit)
+        .await?;
     Ok(Json(DeadLetterList { dead_letters }))
 }
 

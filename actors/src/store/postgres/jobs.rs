@@ -55,6 +55,7 @@ impl JobStore for PgBackend {
     async fn agent_dead_letters(
         &self,
         agent_id: &str,
+        after: Option<(DateTime<Utc>, Uuid)>,
         limit: usize,
     ) -> Result<Vec<DeadLetter>, StoreError> {
         if limit == 0 {
@@ -64,10 +65,13 @@ impl JobStore for PgBackend {
             "dead_letters",
             sqlx::query_as::<_, (Uuid, String)>(
                 "SELECT session_id, body::text FROM dead_letters WHERE agent_id = $1
+                   AND ($3::timestamptz IS NULL OR (failed_at, session_id) > ($3, $4))
                  ORDER BY failed_at, session_id LIMIT $2",
             )
             .bind(agent_id)
-            .bind(i64::try_from(limit).unwrap_or(i64::MAX)),
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .bind(after.map(|a| a.0))
+            .bind(after.map(|a| a.1)),
         )
         .await
     }

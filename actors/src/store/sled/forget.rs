@@ -85,7 +85,7 @@ impl Trees {
         self.forgotten_since(at - window)?;
         let mut batch = ::sled::Batch::default();
         for id in ids {
-            batch.insert(id.as_bytes(), &keys::ordered_millis(at));
+            batch.insert(id.as_bytes(), &keys::time_key(at));
         }
         self.forgotten.apply_batch(batch)?;
         Ok(())

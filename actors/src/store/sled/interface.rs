@@ -192,9 +192,10 @@ impl JobStore for Trees {
     async fn agent_dead_letters(
         &self,
         agent_id: &str,
+        after: Option<(DateTime<Utc>, Uuid)>,
         limit: usize,
     ) -> Result<Vec<DeadLetter>, StoreError> {
-        Trees::agent_dead_letters(self, agent_id, limit)
+        Trees::agent_dead_letters(self, agent_id, after, limit)
     }
     async fn find_dead_letter(&self, session_id: Uuid) -> Result<Option<DeadLetter>, StoreError> {
         Trees::find_dead_letter(self, session_id)

@@ -198,17 +198,31 @@ impl Trees {
     pub fn agent_dead_letters(
         &self,
         agent_id: &str,
+        after: Option<(DateTime<Utc>, Uuid)>,
         limit: usize,
     ) -> Result<Vec<DeadLetter>, StoreError> {
+        use std::ops::Bound;
         let mut out = Vec::new();
         if limit == 0 {
             return Ok(out);
         }
+        let prefix = keys::agent_dead_letters_prefix(agent_id);
+        let start = match after {
+            Some((at, id)) => {
+                let mut k = prefix.clone();
+                k.extend_from_slice(&keys::order_tail(at, id));
+                Bound::Excluded(k)
+            }
+            None => Bound::Included(prefix.clone()),
+        };
         for item in self
             .agent_dead_letters
-            .scan_prefix(keys::agent_dead_letters_prefix(agent_id))
+            .range::<Vec<u8>, _>((start, Bound::Unbounded))
         {
             let (k, _) = item?;
+            if !k.starts_with(&prefix) {
+                break;
+            }
             let Some(id) = keys::tail_id(&k) else {
                 self.skip(
                     keys::TREE_AGENT_DEAD_LETTERS,

@@ -106,7 +106,7 @@ pub struct Trees {
     /// Every forget, kept for good: see [`keys::forget_log`].
     pub forget_log: ::sled::Tree,
     /// Ids forgotten within [`FORGOTTEN_FOR`](crate::store::FORGOTTEN_FOR)
-    /// → when (see [`keys::ordered_millis`]).
+    /// → when (see [`keys::time_key`]).
     pub forgotten: ::sled::Tree,
     /// How many records `dead_letters` holds: counted once at open, then
     /// moved by every write that adds or removes one (`/metrics` reads it

@@ -330,7 +330,7 @@ fn a_folder_from_before_the_listing_indexes_gets_them_built_once_at_open() {
     assert_eq!(ids(trees.list_sessions(&newest).unwrap()), [3, 2, 1]);
     assert_eq!(ids(trees.list_sessions(&kairix).unwrap()), [3, 1]);
     let listed: Vec<u128> = trees
-        .agent_dead_letters("kairix", 10)
+        .agent_dead_letters("kairix", None, 10)
         .unwrap()
         .into_iter()
         .map(|d| d.session_id.as_u128())

@@ -248,7 +248,7 @@ async fn reads(b: &dyn Backend, f: &Filled) -> String {
     let listed = (
         b.list_sessions(&newest).await.unwrap(),
         b.list_summaries("kairix", &summaries).await.unwrap(),
-        b.agent_dead_letters("kairix", 100).await.unwrap(),
+        b.agent_dead_letters("kairix", None, 100).await.unwrap(),
         b.dead_letter_count().await.unwrap(),
     );
     format!(

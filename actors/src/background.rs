@@ -89,15 +89,33 @@ mod tests {
         assert_eq!(run(|| 1).await, Some(1), "the pool survives a panic");
     }
 
+    /// This thread's nice value.
+    #[cfg(target_os = "linux")]
+    fn nice() -> i32 {
+        // SAFETY: as in `lower_priority`; `getpriority` reads a number.
+        unsafe {
+            *libc::__errno_location() = 0;
+            libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t)
+        }
+    }
+
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn the_threads_run_at_the_lowest_priority() {
-        // SAFETY: as in `lower_priority`; `getpriority` reads a number.
-        let nice = run(|| unsafe {
-            *libc::__errno_location() = 0;
-            libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t)
+        assert_eq!(run(nice).await, Some(19));
+        // A thread starts at its creator's nice value: one started here
+        // runs above 19 unless this process already runs at 19, and
+        // `lower_priority` moves it there.
+        let (before, after) = std::thread::spawn(|| {
+            let before = nice();
+            lower_priority();
+            (before, nice())
         })
-        .await;
-        assert_eq!(nice, Some(19));
+        .join()
+        .unwrap();
+        assert_eq!(after, 19, "from {before}");
+        if before == 19 {
+            eprintln!("this process runs at nice 19 already: the move is not shown");
+        }
     }
 }

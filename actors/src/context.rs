@@ -1177,9 +1177,25 @@ mod tests {
             sources(&c, Tier::Retrieved),
             [format!("{}#0", Uuid::from_u128(7))]
         );
-        // share 0: retrieval only takes what the other tiers leave
-        let c = select(&sel(msg + ranked[0].item.tokens * 2, 0.0), &CharEstimate).unwrap();
-        assert!(sources(&c, Tier::Retrieved).is_empty() || c.tokens(Tier::Facts) > 0);
+        // share 0: retrieval only takes what the other tiers leave, which
+        // are what they are without it
+        for budget in [msg + ranked[0].item.tokens * 2, 10_000] {
+            let without = Selection {
+                retrieved: &[],
+                ..sel(budget, 0.0)
+            };
+            let without = select(&without, &CharEstimate).unwrap();
+            let c = select(&sel(budget, 0.0), &CharEstimate).unwrap();
+            for tier in [Tier::Blocks, Tier::Facts, Tier::Summaries] {
+                assert_eq!(sources(&c, tier), sources(&without, tier), "{budget}");
+            }
+            assert!(
+                c.tokens(Tier::Retrieved) <= budget - without.total_tokens,
+                "{budget}: {} retrieved in {} left",
+                c.tokens(Tier::Retrieved),
+                budget - without.total_tokens
+            );
+        }
     }
 
     #[test]

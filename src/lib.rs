@@ -28,6 +28,7 @@
 
 pub mod api;
 pub mod embeddings;
+#[cfg(feature = "eval")]
 pub mod eval;
 pub mod llm;
 #[cfg(feature = "local-embed")]

@@ -284,3 +284,15 @@ fn lowercase_users_takes_the_case_of_the_users_words_only() {
         before.iter().map(|q| q.to_lowercase()).collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn the_cli_default_seed_is_the_evaluations() {
+    // `recall eval --seed`'s default is written in the binary, which a
+    // build without the evaluation has no library constant for.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_recall"))
+        .args(["eval", "--help"])
+        .output()
+        .expect("recall runs");
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains(&format!("[default: {DEFAULT_SEED}]")), "{help}");
+}

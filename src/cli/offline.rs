@@ -75,7 +75,7 @@ pub struct EvalArgs {
     #[arg(long, default_value = "2000,4000", value_delimiter = ',')]
     budgets: Vec<usize>,
     /// The generator's seed.
-    #[arg(long, default_value_t = recall::eval::DEFAULT_SEED)]
+    #[arg(long, default_value_t = EVAL_SEED)]
     seed: u64,
     /// Only these personas (comma-separated ids).
     #[arg(long, value_delimiter = ',')]
@@ -109,8 +109,22 @@ pub struct EvalArgs {
     conversation: Vec<String>,
 }
 
+/// The generator's seed `recall eval` uses by default (the library's
+/// `recall::eval::DEFAULT_SEED`, which a build without the evaluation has
+/// not).
+const EVAL_SEED: u64 = 20_260_105;
+
+/// `recall eval` in a build without the evaluation: says how to get one.
+#[cfg(not(feature = "eval"))]
+pub fn eval(_: EvalArgs, _: Output) -> anyhow::Result<()> {
+    anyhow::bail!(
+        "this recall was built without the evaluation (the `eval` feature): run it as `cargo run --release --features eval -- eval …`"
+    )
+}
+
 /// `recall eval`: see [`recall::eval`]. With `--json`, one JSON object
 /// with every question's outcome.
+#[cfg(feature = "eval")]
 pub fn eval(a: EvalArgs, out: Output) -> anyhow::Result<()> {
     use recall::eval;
     let selection: eval::Selection = a.split.parse()?;
@@ -166,6 +180,7 @@ pub fn eval(a: EvalArgs, out: Output) -> anyhow::Result<()> {
 
 /// An evaluation's report: as text (with the misses when asked), or as
 /// JSON; and how long it took, on stderr.
+#[cfg(feature = "eval")]
 fn show<R: serde::Serialize>(
     report: &R,
     out: Output,

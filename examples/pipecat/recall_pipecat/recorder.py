@@ -417,7 +417,9 @@ class RecallTurnRecorder(FrameProcessor):
                     if e.code == "store_unavailable":
                         self.turns_dropped += 1
                     raise
-                logger.warning(f"{self}: recall cannot write yet; sending the turn again in {wait}s")
+                logger.warning(
+                    f"{self}: recall cannot write yet; sending the turn again in {wait}s"
+                )
                 await asyncio.sleep(wait)
 
     async def _close_stream(self) -> None:

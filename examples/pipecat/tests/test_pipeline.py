@@ -6,22 +6,30 @@ temporary data folder, runs pipelines through Pipecat's own PipelineWorker
 and WorkerRunner (the 1.x names of PipelineTask and PipelineRunner), and
 checks what recall stored over its HTTP API. No STT, LLM or TTS service is
 involved: the frames those services would produce are queued directly.
+
+The store-outage tests start a second server, over PostgreSQL behind a TCP
+proxy they cut, so that recall refuses turns as store_unavailable.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from pipecat.frames.frames import (
@@ -47,6 +55,8 @@ from recall_pipecat import (
     DEFAULT_HEADER,
     RecallClient,
     RecallContextInjector,
+    RecallError,
+    RecallStream,
     RecallTurnRecorder,
     Transport,
     apply_memory,
@@ -97,20 +107,26 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def recall_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RecallServer]:
+def recall_binary() -> Path:
     binary = Path(os.environ.get("RECALL_BIN") or REPO_ROOT / "target" / "debug" / "recall")
     if not binary.is_file():
         pytest.fail(f"recall binary not found at {binary}; run `cargo build --bin recall` first")
+    return binary
 
-    workdir = tmp_path_factory.mktemp("recall")
+
+@contextmanager
+def serve_recall(workdir: Path, settings: Mapping[str, str]) -> Iterator[RecallServer]:
+    """A `recall serve` on a free loopback port with its data in ``workdir``,
+    stopped with SIGTERM when the block ends, which it must exit 0 from.
+
+    Settings come from RECALL_<SECTION>__<KEY> variables: any the caller has
+    set (a token, say) are dropped, so the server is the default one plus
+    ``settings``.
+    """
+    binary = recall_binary()
     stdout_path, stderr_path = workdir / "stdout.log", workdir / "stderr.log"
-    # Settings come from RECALL_<SECTION>__<KEY> variables: drop any the
-    # caller has set (a token, say) so the server is the default one, and
-    # run the watchdog every second so background_context is rebuilt within
-    # the test's time instead of every five minutes.
     env = {k: v for k, v in os.environ.items() if not k.startswith("RECALL_")}
-    env["RECALL_WATCHDOG__INTERVAL_SECS"] = "1"
+    env.update(settings)
 
     port = _free_port()
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
@@ -148,6 +164,16 @@ def recall_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RecallSe
     assert process.returncode == 0, (
         f"recall serve exited with {process.returncode} on SIGTERM:\n{server.stderr_tail()}"
     )
+
+
+@pytest.fixture(scope="module")
+def recall_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RecallServer]:
+    # The watchdog runs every second, so background_context is rebuilt
+    # within the test's time instead of every five minutes.
+    with serve_recall(
+        tmp_path_factory.mktemp("recall"), {"RECALL_WATCHDOG__INTERVAL_SECS": "1"}
+    ) as server:
+        yield server
 
 
 # -- running a pipeline -----------------------------------------------------
@@ -214,7 +240,17 @@ async def run_pipeline(
 
     runner = WorkerRunner(handle_sigint=False)
     await runner.add_workers(worker)
-    await asyncio.wait_for(asyncio.gather(runner.run(), feed()), PIPELINE_SECS)
+    run = asyncio.ensure_future(runner.run())
+    try:
+        await asyncio.wait_for(asyncio.gather(asyncio.shield(run), feed()), PIPELINE_SECS)
+    except BaseException:
+        # A test that fails while the pipeline runs: cancel the pipeline, as
+        # a caller hanging up would, so the failure is reported instead of
+        # the event loop's teardown waiting on a pipeline left running.
+        await worker.cancel(reason="the test failed")
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await asyncio.wait_for(run, SHUTDOWN_SECS)
+        raise
     return errors
 
 
@@ -624,5 +660,499 @@ def test_no_users_words_reach_another_users_llm_context(recall_server: RecallSer
                 assert DEFAULT_HEADER.lower() in text, text
                 assert own in text, text
                 assert other not in text, text
+
+    asyncio.run(scenario())
+
+
+# -- a store that cannot write ----------------------------------------------
+#
+# recall acknowledges a turn before writing it. While PostgreSQL cannot be
+# reached, at most store.max_unwritten_turns acknowledged turns wait; past
+# that a turn is refused, unrecorded: 503 store_unavailable with Retry-After,
+# or on a stream an error frame with retry_after_ms. This server keeps its
+# store in PostgreSQL behind a TCP proxy that the tests cut, as an outage
+# would, the way the Rust tests (tests/server.rs) make recall refuse.
+
+UNWRITTEN_TURNS = 4  # store.max_unwritten_turns
+# store.postgres.connect_timeout_secs, which is also the wait recall names.
+CONNECT_TIMEOUT_SECS = 1
+# How early asyncio may wake a sleeper (its clock's resolution) and how far
+# apart the recorder's and the test's readings of the clock around one
+# answer are: no scheduling happens between them.
+CLOCK_SLACK = 0.01
+# The longest a test waits for one step of an outage.
+OUTAGE_SECS = 20.0
+
+
+def postgres_url() -> str:
+    """The database the storage tests use: RECALL_TEST_POSTGRES_URL, by
+    default the `test` database on 127.0.0.1:5432 (as for `cargo test`)."""
+    return os.environ.get("RECALL_TEST_POSTGRES_URL") or "postgres://postgres@127.0.0.1:5432/test"
+
+
+class _Link:
+    """One connection through the proxy: a client socket and its upstream."""
+
+    def __init__(self, client: socket.socket, upstream: socket.socket) -> None:
+        self.sockets = (client, upstream)
+        self._pumps_left = 2
+        self._lock = threading.Lock()
+
+    def shut(self) -> None:
+        for sock in self.sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            self.shut()  # one side gone: so is the other
+            with self._lock:
+                self._pumps_left -= 1
+                last = self._pumps_left == 0
+            if last:  # closed only once neither pump uses them
+                for sock in self.sockets:
+                    sock.close()
+
+
+class TcpProxy:
+    """Forwards a loopback port to ``upstream``. :meth:`cut` closes every
+    connection through it and closes new ones at once, as a database that
+    went away; :meth:`restore` lets connections through again."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self._upstream = upstream
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.1)  # so the accept loop sees stop()
+        self.port = int(self._listener.getsockname()[1])
+        self._lock = threading.Lock()
+        self._up = True
+        self._stopped = False
+        self._links: list[_Link] = []
+        self._thread = threading.Thread(target=self._accept, name="tcp-proxy", daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self._stopped:
+            try:
+                client, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            client.settimeout(None)
+            upstream: socket.socket | None = None
+            if self._up:
+                try:
+                    upstream = socket.create_connection(self._upstream, timeout=5)
+                    upstream.settimeout(None)
+                except OSError:
+                    pass
+            with self._lock:
+                if upstream is None or not self._up:
+                    for sock in (client, upstream):
+                        if sock is not None:
+                            sock.close()
+                    continue
+                link = _Link(client, upstream)
+                self._links.append(link)
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=link.pump, args=(src, dst), daemon=True).start()
+
+    def cut(self) -> None:
+        with self._lock:
+            self._up = False
+            links, self._links = self._links, []
+        for link in links:
+            link.shut()
+
+    def restore(self) -> None:
+        with self._lock:
+            self._up = True
+
+    def stop(self) -> None:
+        self.cut()
+        self._stopped = True
+        self._thread.join()
+        self._listener.close()
+
+
+def drop_schema(schema: str) -> None:
+    """Drops a test's schema with psql (the CI's PostgreSQL check uses it
+    too); without psql the schema stays, as after an interrupted run."""
+    psql = shutil.which("psql")
+    if psql is None:
+        return
+    subprocess.run(
+        [
+            psql,
+            postgres_url(),
+            "-Atqc",
+            f"SET lock_timeout = '30s'; DROP SCHEMA IF EXISTS \"{schema}\" CASCADE",
+        ],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@dataclass
+class OutageServer:
+    server: RecallServer
+    proxy: TcpProxy
+
+
+@pytest.fixture(scope="module")
+def outage_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OutageServer]:
+    """A `recall serve` over PostgreSQL through a :class:`TcpProxy`, with a
+    small store.max_unwritten_turns."""
+    url = urlsplit(postgres_url())
+    upstream = (url.hostname or "127.0.0.1", url.port or 5432)
+    try:
+        socket.create_connection(upstream, timeout=5).close()
+    except OSError as e:
+        pytest.fail(
+            f"PostgreSQL does not answer at {upstream[0]}:{upstream[1]} ({e}); these tests "
+            "need it, as `cargo test` does (RECALL_TEST_POSTGRES_URL names another one)"
+        )
+    proxy = TcpProxy(upstream)
+    userinfo, at, _ = url.netloc.rpartition("@")
+    through = urlunsplit(url._replace(netloc=f"{userinfo}{at}127.0.0.1:{proxy.port}"))
+    schema = f"recall_pipecat_{uuid.uuid4().hex}"
+    settings = {
+        "RECALL_STORE__KIND": "postgres",
+        "RECALL_STORE__POSTGRES__URL": through,
+        "RECALL_STORE__POSTGRES__SCHEMA": schema,
+        "RECALL_STORE__POSTGRES__CONNECT_TIMEOUT_SECS": str(CONNECT_TIMEOUT_SECS),
+        "RECALL_STORE__MAX_UNWRITTEN_TURNS": str(UNWRITTEN_TURNS),
+    }
+    try:
+        with serve_recall(tmp_path_factory.mktemp("recall-pg"), settings) as server:
+            try:
+                yield OutageServer(server, proxy)
+            finally:
+                # After a test that failed during its outage, the server can
+                # write what waits and stop.
+                proxy.restore()
+    finally:
+        proxy.stop()
+        drop_schema(schema)
+
+
+@dataclass
+class Attempt:
+    """One turn sent to recall, and recall's answer."""
+
+    user_message: str
+    sent: float  # the event loop's clock
+    answered: float
+    refused: RecallError | None  # None: accepted
+
+
+class NotingClient(RecallClient):
+    """A RecallClient that notes every turn sent through it, over HTTP or on
+    a stream, with recall's answer: what the recorder sent, and when."""
+
+    def __init__(self, base_url: str) -> None:
+        super().__init__(base_url)
+        self.attempts: list[Attempt] = []
+
+    async def _note(self, user_message: str, send: Coroutine[Any, Any, str]) -> str:
+        loop = asyncio.get_running_loop()
+        sent = loop.time()
+        try:
+            session_id = await send
+        except RecallError as e:
+            self.attempts.append(Attempt(user_message, sent, loop.time(), e))
+            raise
+        self.attempts.append(Attempt(user_message, sent, loop.time(), None))
+        return session_id
+
+    async def record_turn(
+        self,
+        connection_id: str,
+        user_message: str,
+        agent_response: str,
+        *,
+        agent_id: str,
+        user_id: str,
+        durable: bool = False,
+    ) -> str:
+        return await self._note(
+            user_message,
+            super().record_turn(
+                connection_id,
+                user_message,
+                agent_response,
+                agent_id=agent_id,
+                user_id=user_id,
+                durable=durable,
+            ),
+        )
+
+    async def connect_stream(self, connection_id: str, agent_id: str, user_id: str) -> RecallStream:
+        stream = await super().connect_stream(connection_id, agent_id, user_id)
+        send_turn = stream.send_turn
+
+        async def noted(user_message: str, agent_response: str, *, durable: bool = False) -> str:
+            return await self._note(
+                user_message, send_turn(user_message, agent_response, durable=durable)
+            )
+
+        stream.send_turn = noted  # type: ignore[method-assign]
+        return stream
+
+    def tries(self, user_message: str) -> list[Attempt]:
+        return [a for a in self.attempts if a.user_message == user_message]
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    # Well within the pipeline's own bound, so a test that fails here says what it was waiting for.
+    deadline = time.monotonic() + OUTAGE_SECS
+    while not condition():
+        assert time.monotonic() < deadline, f"still waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+class Outage:
+    """The store's outage as one test drives it: a bystander's connection
+    fills recall's unwritten turns up to the bound, so every turn after it is
+    refused until the store writes again. Leaving the ``async with`` block
+    restores the store whatever happened, for the next test."""
+
+    def __init__(self, client: RecallClient, proxy: TcpProxy, agent_id: str) -> None:
+        self.client, self.proxy, self.agent_id = client, proxy, agent_id
+        self.user_id, self.connection_id = unique("bystander"), unique("call")
+        self.session_id = ""
+
+    async def __aenter__(self) -> Outage:
+        started = await self.client.start_session(self.agent_id, self.user_id, self.connection_id)
+        self.session_id = str(started["session_id"])
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.proxy.restore()
+        with contextlib.suppress(RecallError):
+            await self.client.end_session(self.connection_id, **self.owner())
+
+    def owner(self) -> dict[str, str]:
+        return {"agent_id": self.agent_id, "user_id": self.user_id}
+
+    async def cut(self, recorder_session_id: str) -> None:
+        # Both sessions' records are written first (a read through the Store
+        # follows its earlier writes): only turns then wait for the store.
+        for session_id in (recorder_session_id, self.session_id):
+            await self.client.get_turns(session_id)
+        self.proxy.cut()
+        for n in range(UNWRITTEN_TURNS + 20):
+            try:
+                await self.client.record_turn(
+                    self.connection_id, f"Bystander turn {n}", "Noted", **self.owner()
+                )
+            except RecallError as e:
+                assert (e.status, e.code) == (503, "store_unavailable"), e
+                assert e.retry_after == CONNECT_TIMEOUT_SECS, e
+                return
+        pytest.fail(f"recall still took turns past store.max_unwritten_turns={UNWRITTEN_TURNS}")
+
+    async def end(self) -> None:
+        """Restores the store and returns once recall takes turns again."""
+        self.proxy.restore()
+        deadline = time.monotonic() + OUTAGE_SECS
+        while True:
+            try:
+                await self.client.record_turn(
+                    self.connection_id, "Back again?", "Yes", **self.owner()
+                )
+                return
+            except RecallError as e:
+                if e.code != "store_unavailable":
+                    raise
+                assert time.monotonic() < deadline, "recall still refuses turns"
+                await asyncio.sleep(0.1)
+
+
+def user_started_speaking_indices(frames: Sequence[Frame]) -> list[int]:
+    return [i for i, f in enumerate(frames) if isinstance(f, UserStartedSpeakingFrame)]
+
+
+@pytest.mark.parametrize("transport", ["http", "websocket"])
+def test_recorder_resends_turns_refused_while_the_store_cannot_write(
+    outage_server: OutageServer, transport: Transport
+) -> None:
+    """Turns recall refuses as store_unavailable are sent again after the
+    wait recall names, one at a time in their order, and none is lost."""
+
+    async def scenario() -> None:
+        server = outage_server.server
+        agent_id, user_id, connection_id = unique("agent"), unique("user"), unique("call")
+        async with (
+            RecallClient(server.base_url) as client,
+            NotingClient(server.base_url) as noted,
+            Outage(client, outage_server.proxy, agent_id) as outage,
+        ):
+            recorder = RecallTurnRecorder(
+                noted,
+                agent_id=agent_id,
+                user_id=user_id,
+                connection_id=connection_id,
+                transport=transport,
+                finish_timeout_secs=PIPELINE_SECS / 2,
+                store_retry_secs=PIPELINE_SECS / 2,
+            )
+            said = [user for user, _ in EXCHANGES]
+            frames = call_frames(EXCHANGES)
+
+            async def drive_the_outage(frame: Frame) -> None:
+                if frame is frames[0]:
+                    # Once the recorder's session has started, before its
+                    # first turn: the store goes away.
+                    await until(lambda: recorder.session_id is not None, "the session")
+                    assert recorder.session_id is not None
+                    await outage.cut(recorder.session_id)
+                elif isinstance(frame, EndFrame):
+                    # The first turn was refused, sent again after the wait
+                    # and refused again: now the store comes back.
+                    await until(lambda: len(noted.tries(said[0])) >= 2, "a second refusal")
+                    outage.proxy.restore()
+
+            errors = await run_pipeline([recorder], frames, before_each=drive_the_outage)
+
+            assert errors == [], [e.error for e in errors]
+            assert recorder.errors == []
+            assert (recorder.turns_recorded, recorder.turns_dropped) == (len(EXCHANGES), 0)
+
+            attempts = noted.attempts
+            # Each turn was sent until recall took it, and the next one only
+            # then: the turns went out one at a time, in their order.
+            assert [a.user_message for a in attempts] == sorted(
+                (a.user_message for a in attempts), key=said.index
+            )
+            assert [a.user_message for a in attempts if a.refused is None] == said
+            for user in said:
+                tries = noted.tries(user)
+                assert tries[-1].refused is None
+                assert all(a.refused is not None for a in tries[:-1])
+            assert len(noted.tries(said[0])) >= 3, "refused twice, then taken"
+
+            # Every refusal was store_unavailable with a wait, and the turn
+            # went out again no sooner than that wait after the answer.
+            for a, after in zip(attempts, attempts[1:], strict=False):
+                if a.refused is None:
+                    continue
+                assert a.refused.code == "store_unavailable", a.refused
+                if transport == "http":
+                    assert a.refused.status == 503, a.refused
+                assert a.refused.retry_after == CONNECT_TIMEOUT_SECS, a.refused
+                assert after.user_message == a.user_message
+                assert after.sent - a.answered >= a.refused.retry_after - CLOCK_SLACK, (
+                    f"sent again {after.sent - a.answered:.3f}s after the refusal"
+                )
+
+            # recall has every turn, once each, in order, in one session.
+            assert recorder.session_id is not None
+            session = await wait_until_ended(client, recorder.session_id)
+            assert session["end_reason"] == "disconnect"
+            turns = await client.get_turns(recorder.session_id)
+            assert [(t["user_message"], t["agent_response"]) for t in turns] == [
+                (user, "".join(chunks).strip()) for user, chunks in EXCHANGES
+            ]
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("transport", ["http", "websocket"])
+def test_recorder_drops_a_turn_refused_past_store_retry_secs(
+    outage_server: OutageServer, transport: Transport
+) -> None:
+    """A turn recall still refuses when one more wait would take it past
+    store_retry_secs is reported and dropped; the next turn goes out after it."""
+    retry_secs = 2.5  # room for two waits of CONNECT_TIMEOUT_SECS, not three
+
+    async def scenario() -> None:
+        server = outage_server.server
+        agent_id, user_id, connection_id = unique("agent"), unique("user"), unique("call")
+        async with (
+            RecallClient(server.base_url) as client,
+            NotingClient(server.base_url) as noted,
+            Outage(client, outage_server.proxy, agent_id) as outage,
+        ):
+            recorder = RecallTurnRecorder(
+                noted,
+                agent_id=agent_id,
+                user_id=user_id,
+                connection_id=connection_id,
+                transport=transport,
+                finish_timeout_secs=PIPELINE_SECS / 2,
+                store_retry_secs=retry_secs,
+            )
+            reported: list[Exception] = []
+
+            @recorder.event_handler("on_recall_error")
+            async def on_recall_error(_recorder: RecallTurnRecorder, error: Exception) -> None:
+                reported.append(error)
+
+            (lost, _), (kept, kept_chunks) = EXCHANGES[:2]
+            frames = call_frames(EXCHANGES[:2])
+            first, second = user_started_speaking_indices(frames)
+
+            async def drive_the_outage(frame: Frame) -> None:
+                if frame is frames[first]:
+                    await until(lambda: recorder.session_id is not None, "the session")
+                    assert recorder.session_id is not None
+                    await outage.cut(recorder.session_id)
+                elif frame is frames[second]:
+                    # The first turn was given up on; the store comes back
+                    # before the second one is said.
+                    await until(lambda: recorder.turns_dropped > 0, "the first turn dropped")
+                    await outage.end()
+
+            errors = await run_pipeline([recorder], frames, before_each=drive_the_outage)
+
+            tries = noted.tries(lost)
+            assert len(tries) >= 2, "sent again at least once before being given up on"
+            assert all(a.refused is not None for a in tries)
+            deadline = tries[0].sent + retry_secs
+            for a, after in zip(tries, tries[1:], strict=False):
+                assert a.refused is not None
+                wait = a.refused.retry_after
+                assert wait == CONNECT_TIMEOUT_SECS, a.refused
+                # Sent again because the wait still fitted in store_retry_secs,
+                # and no sooner than the wait.
+                assert a.answered + wait <= deadline + CLOCK_SLACK
+                assert after.sent - a.answered >= wait - CLOCK_SLACK
+            last = tries[-1].refused
+            assert last is not None and last.code == "store_unavailable", last
+            assert last.retry_after == CONNECT_TIMEOUT_SECS
+            # Given up on only when one more wait would not fit.
+            assert tries[-1].answered + last.retry_after > deadline - CLOCK_SLACK
+
+            # Dropped, and reported as a recall error is: kept in errors,
+            # told to on_recall_error, pushed upstream as a non-fatal
+            # ErrorFrame that the pipeline saw.
+            assert (recorder.turns_recorded, recorder.turns_dropped) == (1, 1)
+            assert recorder.errors == [last]
+            assert reported == [last]
+            assert [e.processor for e in errors] == [recorder], [e.error for e in errors]
+            assert "store_unavailable" in errors[0].error
+            assert recorder.is_usable
+
+            # The next turn waited behind it, then went out once, accepted.
+            assert [a.user_message for a in noted.attempts] == [lost] * len(tries) + [kept]
+            assert noted.attempts[-1].refused is None
+            assert noted.attempts[-1].sent >= tries[-1].answered
+
+            # recall has the second turn only, and the call ended as usual.
+            assert recorder.session_id is not None
+            session = await wait_until_ended(client, recorder.session_id)
+            assert session["end_reason"] == "disconnect"
+            turns = await client.get_turns(recorder.session_id)
+            assert [(t["user_message"], t["agent_response"]) for t in turns] == [
+                (kept, "".join(kept_chunks).strip())
+            ]
 
     asyncio.run(scenario())

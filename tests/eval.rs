@@ -294,5 +294,8 @@ fn the_cli_default_seed_is_the_evaluations() {
         .output()
         .expect("recall runs");
     let help = String::from_utf8_lossy(&out.stdout);
-    assert!(help.contains(&format!("[default: {DEFAULT_SEED}]")), "{help}");
+    assert!(
+        help.contains(&format!("[default: {DEFAULT_SEED}]")),
+        "{help}"
+    );
 }

@@ -2798,6 +2798,10 @@ async fn while_postgres_is_down_turns_past_the_bound_are_refused_and_none_acknow
     assert_eq!(error_code(&frame), "store_unavailable", "{frame}");
     assert_eq!(frame["retry_after_ms"], 1000, "{frame}");
     assert_eq!(frame["id"], 7);
+    // The stream's call ends while the database is away: its end waits to
+    // be written too.
+    ws.close(None).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
 
     // Back up: the waiting turns are written and new ones accepted.
     proxy.restore();
@@ -2832,7 +2836,17 @@ async fn while_postgres_is_down_turns_past_the_bound_are_refused_and_none_acknow
     let mut expected: Vec<String> = acked.iter().map(|n| format!("Fact number {n}")).collect();
     expected.push("After the outage".into());
     assert_eq!(said, expected, "every acknowledged turn kept, in order");
-    ws.close(None).await?;
+    // The call ended during the outage is stored as ended, as it ended.
+    let mut ended = Value::Null;
+    for _ in 0..100 {
+        let (_, v) = srv.get(&format!("/v1/sessions/{ws_sid}")).await?;
+        if !v["ended_at"].is_null() {
+            ended = v;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(ended["end_reason"], "disconnect", "{ended}");
     srv.stop().await?;
     Ok(())
 }

@@ -126,6 +126,14 @@ pub struct StoreState {
     /// Ids forgotten lately: a reflection, rollup or topic update that
     /// read them before the forget must not write them back.
     forgotten: Forgotten,
+    /// Ended sessions whose end could not be written (the store was out
+    /// of reach), written again until it is: a session the caller ended
+    /// must not stay open, unreflected, until the next start. At most one
+    /// per session, so bounded by the live sessions.
+    unended: Vec<SessionRecord>,
+    /// The wait before the next try of `unended`, doubled up to
+    /// [`RETRY_ENDS_MAX`].
+    retry_ends_after: Duration,
     flushing: bool,
     tick_armed: bool,
     /// `Flush` callers waiting for the flush in progress (it began after
@@ -139,6 +147,11 @@ pub struct StoreState {
 }
 
 pub struct StoreActor;
+
+/// The first wait before an end that could not be written is tried again,
+/// and the longest.
+const RETRY_ENDS_FIRST: Duration = Duration::from_millis(500);
+const RETRY_ENDS_MAX: Duration = Duration::from_secs(5);
 
 impl StoreState {
     async fn wrote(&mut self, myself: &ActorRef<StoreMsg>) {
@@ -267,6 +280,17 @@ impl StoreState {
         });
     }
 
+    /// Keeps an end that could not be written, to be written again (the
+    /// first one waiting arms the retry).
+    fn end_later(&mut self, myself: &ActorRef<StoreMsg>, rec: SessionRecord) {
+        let first = self.unended.is_empty();
+        self.unended.retain(|r| r.session_id != rec.session_id);
+        self.unended.push(rec);
+        if first {
+            myself.send_after(self.retry_ends_after, || StoreMsg::RetryEnds);
+        }
+    }
+
     fn failed(&mut self, what: &'static str, err: &StoreError) {
         self.stats.write_errors += 1;
         self.failed_since_flush += 1;
@@ -299,6 +323,8 @@ impl Actor for StoreActor {
             batch: 0,
             failed_since_flush: 0,
             forgotten,
+            unended: Vec::new(),
+            retry_ends_after: RETRY_ENDS_FIRST,
             flushing: false,
             tick_armed: false,
             flush_waiters: Vec::new(),
@@ -326,6 +352,14 @@ impl Actor for StoreActor {
         };
         if let Err(err) = res {
             error!(error = %err, "final flush failed");
+        }
+        if !state.unended.is_empty() {
+            // Still open in the store: the next start ends them
+            // (`recovered`) and reflects on them.
+            warn!(
+                sessions = state.unended.len(),
+                "ended sessions whose end could not be written are left open in the store"
+            );
         }
         Ok(())
     }
@@ -367,7 +401,47 @@ impl Actor for StoreActor {
                         index_ended(&state.search, &t, &rec).await;
                         state.wrote(&myself).await
                     }
-                    Err(e) => state.failed("end_session", &e),
+                    Err(e) => {
+                        // Not lost: written again until it is (a caller
+                        // asking for durability meanwhile is told it is
+                        // not written yet).
+                        state.stats.write_errors += 1;
+                        error!(error = %e, session_id = %rec.session_id, "a session's end could not be written; trying again");
+                        state.end_later(&myself, rec);
+                    }
+                }
+            }
+            StoreMsg::RetryEnds => {
+                let waiting = std::mem::take(&mut state.unended);
+                for rec in waiting {
+                    if state.forgotten.contains(&rec.session_id) {
+                        continue;
+                    }
+                    if !state.unended.is_empty() {
+                        // The store is still out of reach: the rest wait too.
+                        state.unended.push(rec);
+                        continue;
+                    }
+                    let at = rec.ended_at.unwrap_or(rec.started_at);
+                    match t.end_session(&rec, at).await {
+                        Ok(()) => {
+                            tracing::info!(session_id = %rec.session_id, "a session's end was written once the store could be reached");
+                            state.generations.bump_user(
+                                &rec.agent_id,
+                                &rec.user_id,
+                                Parts::SESSIONS,
+                            );
+                            index_ended(&state.search, &t, &rec).await;
+                            state.wrote(&myself).await;
+                        }
+                        Err(_) => state.unended.push(rec),
+                    }
+                }
+                if state.unended.is_empty() {
+                    state.retry_ends_after = RETRY_ENDS_FIRST;
+                } else {
+                    state.retry_ends_after = (state.retry_ends_after * 2).min(RETRY_ENDS_MAX);
+                    myself.send_after(state.retry_ends_after, || StoreMsg::RetryEnds);
                 }
             }
             StoreMsg::CloseOrphan {
@@ -876,7 +950,8 @@ impl Actor for StoreActor {
                     state.dirty = true;
                     error!(error = %err, "flush failed");
                 }
-                let failed = std::mem::take(&mut state.flush_waiters_failed);
+                let failed =
+                    std::mem::take(&mut state.flush_waiters_failed) + state.unended.len() as u64;
                 for reply in state.flush_waiters.drain(..) {
                     let _ = reply.send(match &res {
                         Err(err) => Err(StoreError::FlushFailed(err.clone())),

@@ -266,6 +266,9 @@ pub enum StoreMsg {
     Stats(RpcReplyPort<StoreStats>),
     /// Group commit: time to flush what is dirty.
     FlushTick,
+    /// Write again the session ends whose write failed (the store could
+    /// not be reached).
+    RetryEnds,
     /// A background flush finished.
     FlushDone(Result<(), std::sync::Arc<StoreError>>),
 }

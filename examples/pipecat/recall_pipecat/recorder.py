@@ -21,6 +21,7 @@ is complete by the time the pipeline has stopped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections import deque
 from dataclasses import dataclass
@@ -179,6 +180,10 @@ class RecallTurnRecorder(FrameProcessor):
         self._stream: RecallStream | None = None
         self._live = False
         self._finished = False
+        # Set when the call ends: refused turns are sent again only until
+        # then, so the end (and the pipeline) is never held past its wait.
+        self._retry_until: float | None = None
+        self._ending = asyncio.Event()
 
         self._register_event_handler("on_session_started")
         self._register_event_handler("on_turn_recorded")
@@ -296,6 +301,13 @@ class RecallTurnRecorder(FrameProcessor):
         self._ops.put_nowait(None)  # stops the sender once the queue is drained
         if self._sender is None:
             return
+        # A turn still refused as store_unavailable is given up on (counted
+        # and reported) in time for the session's end to be sent within the
+        # wait: a quarter of it, at most a second, is kept for the end.
+        self._retry_until = (
+            asyncio.get_running_loop().time() + timeout_secs - min(1.0, timeout_secs / 4)
+        )
+        self._ending.set()
         try:
             # shield: on timeout, stop waiting and cancel the task ourselves
             # rather than have wait_for cancel it mid-request.
@@ -396,8 +408,9 @@ class RecallTurnRecorder(FrameProcessor):
     async def _send_turn(self, op: _Turn) -> str:
         """Sends a turn; while recall refuses it as unwritten turns pile up
         (`store_unavailable`: the turn was not recorded), sends it again
-        after the wait recall names, for up to `store_retry_secs` in all.
-        The queue behind it waits meanwhile, so turns stay in order."""
+        after the wait recall names, for up to `store_retry_secs` in all
+        (once the call has ended, only while the end's wait allows). The
+        queue behind it waits meanwhile, so turns stay in order."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._store_retry_secs
         while True:
@@ -413,14 +426,23 @@ class RecallTurnRecorder(FrameProcessor):
                 )
             except RecallError as e:
                 wait = e.retry_after if e.code == "store_unavailable" else None
-                if wait is None or loop.time() + wait > deadline:
+                until = deadline if self._retry_until is None else min(deadline, self._retry_until)
+                if wait is None or loop.time() + wait > until:
                     if e.code == "store_unavailable":
                         self.turns_dropped += 1
                     raise
                 logger.warning(
                     f"{self}: recall cannot write yet; sending the turn again in {wait}s"
                 )
-                await asyncio.sleep(wait)
+                resume_at = loop.time() + wait
+                # The wait, cut short if the call ends meanwhile and the
+                # turn could no longer be sent again in time.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._ending.wait(), wait)
+                if self._retry_until is not None and resume_at > self._retry_until:
+                    self.turns_dropped += 1
+                    raise
+                await asyncio.sleep(max(0.0, resume_at - loop.time()))
 
     async def _close_stream(self) -> None:
         stream, self._stream = self._stream, None

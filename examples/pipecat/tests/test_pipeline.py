@@ -1156,3 +1156,62 @@ def test_recorder_drops_a_turn_refused_past_store_retry_secs(
             ]
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("transport", ["http", "websocket"])
+def test_recorder_ends_the_call_within_its_wait_while_the_store_cannot_write(
+    outage_server: OutageServer, transport: Transport
+) -> None:
+    """A call that ends while recall still refuses its turns is not held
+    past finish_timeout_secs by store_retry_secs: the turns are given up on
+    (counted and reported as store_unavailable, not as a timeout), the
+    session's end is sent, and recall keeps that end until its store is
+    back."""
+    finish_secs = 3.0
+
+    async def scenario() -> None:
+        server = outage_server.server
+        agent_id, user_id, connection_id = unique("agent"), unique("user"), unique("call")
+        async with (
+            RecallClient(server.base_url) as client,
+            NotingClient(server.base_url) as noted,
+            Outage(client, outage_server.proxy, agent_id) as outage,
+        ):
+            recorder = RecallTurnRecorder(
+                noted,
+                agent_id=agent_id,
+                user_id=user_id,
+                connection_id=connection_id,
+                transport=transport,
+                finish_timeout_secs=finish_secs,
+                store_retry_secs=PIPELINE_SECS,
+            )
+            frames = call_frames(EXCHANGES[:2])
+            ended_at: list[float] = []
+
+            async def drive_the_outage(frame: Frame) -> None:
+                if frame is frames[0]:
+                    await until(lambda: recorder.session_id is not None, "the session")
+                    assert recorder.session_id is not None
+                    await outage.cut(recorder.session_id)
+                elif isinstance(frame, EndFrame):
+                    ended_at.append(asyncio.get_running_loop().time())
+
+            errors = await run_pipeline([recorder], frames, before_each=drive_the_outage)
+            finished = asyncio.get_running_loop().time()
+
+            # Within the end's wait, every turn given up on as refused.
+            assert finished - ended_at[0] <= finish_secs + 1.0, finished - ended_at[0]
+            assert (recorder.turns_recorded, recorder.turns_dropped) == (0, 2)
+            assert [e.code for e in recorder.errors] == ["store_unavailable"] * 2, recorder.errors
+            assert len(errors) == 2 and all("store_unavailable" in e.error for e in errors)
+            assert all(a.refused is not None for a in noted.attempts)
+
+            # The end reached recall, which writes it once the store is back.
+            await outage.end()
+            assert recorder.session_id is not None
+            session = await wait_until_ended(client, recorder.session_id)
+            assert session["end_reason"] == "disconnect"
+            assert await client.get_turns(recorder.session_id) == []
+
+    asyncio.run(scenario())

@@ -286,12 +286,12 @@ pub fn tombstone_hash(normalized: &str) -> Uuid {
     Uuid::new_v5(&NS, normalized.as_bytes())
 }
 
-/// A forget log key: the time (milliseconds, ordered), the user's hash,
-/// then the agent it was limited to (none: every agent). The value is the
-/// entry itself.
+/// A forget log key: the time (microseconds, as the entry keeps it,
+/// ordered), the user's hash, then the agent it was limited to (none:
+/// every agent). The value is the entry itself.
 pub fn forget_log(e: &crate::store::ForgetEntry) -> Vec<u8> {
     let mut k = Vec::with_capacity(24 + e.agent_id.as_deref().map_or(0, str::len));
-    k.extend_from_slice(&time_key(e.at));
+    k.extend_from_slice(&((e.at.timestamp_micros() as u64) ^ (1 << 63)).to_be_bytes());
     k.extend_from_slice(e.user_hash.as_bytes());
     k.extend_from_slice(e.agent_id.as_deref().unwrap_or_default().as_bytes());
     k

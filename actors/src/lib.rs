@@ -7,6 +7,12 @@
 //! - [`context`]: assembling the next LLM call's context under a token
 //!   budget.
 //! - [`embed`]: the `Embed` port and the offline hashing embedder.
+//! - [`static_embed`]: the offline embedder of static word vectors (the
+//!   default).
+//! - [`background`]: threads at the lowest CPU priority for derived work
+//!   that may lag (the offline summarizer's window summaries).
+//! - [`lease`]: whether this instance holds a lease for work one instance
+//!   at a time does (rollups, the watchdog).
 //! - [`settings`]: the settings tree, defaults and validation.
 //! - [`period`]: local days and weeks in an agent's time zone.
 //! - [`topics`]: incremental topic clustering.
@@ -16,7 +22,8 @@
 //! - [`rollup`]: `RollupActor`, daily and weekly rollups and topics on
 //!   timers.
 //! - [`keys`]: every sled key the Store writes.
-//! - [`store`]: `StoreActor`, the only writer to sled, and its trees.
+//! - [`store`]: `StoreActor`, through which every write goes, and the
+//!   backends behind it (sled; PostgreSQL, shared by several instances).
 //! - [`registry`]: the connection table the hot path reads.
 //! - [`session`]: `SessionActor`, one per live session, with its silence timer.
 //! - [`supervisor`]: `SessionSupervisor`, spawning sessions and reflectors.

@@ -1,4 +1,4 @@
-//! The domain model (seed §5.1): turns, sessions, summaries, memory blocks and
+//! The domain model (design note 000, `docs/design/README.md`): turns, sessions, summaries, memory blocks and
 //! the background context rendered into the `background_context` block.
 //!
 //! Every record is serde so the Store keeps typed values, never
@@ -161,8 +161,8 @@ impl SessionRecord {
     }
 }
 
-/// A summary of a session or of a period (seed §5.1 plus `user_id`,
-/// `emotional_tone` and the `fallback` mark of seed §8).
+/// A summary of a session or of a period (design note 000), with its
+/// `user_id`, `emotional_tone` and the `fallback` mark of note 003.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConversationSummary {

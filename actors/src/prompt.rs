@@ -1,7 +1,8 @@
 //! Prompt templates: text with `{name}` placeholders (`{{`/`}}` for literal
 //! braces), checked when loaded so a typo fails at start, not mid-session.
 
-/// The built-in session reflection prompt (seed §5.4), asking for JSON.
+/// The built-in session reflection prompt (design note 000's reflection),
+/// asking for JSON.
 pub const SESSION_REFLECTION: &str = include_str!("../../config/prompts/session_reflection.txt");
 /// Combines the summaries of a long call's parts into the call's summary
 /// (see [`crate::reflect::parts`]).

@@ -1,6 +1,7 @@
-//! Text heuristics shared by the offline summarizer and the fallback path of
-//! seed §8: sentence splitting, keyword topics, entity spans (names,
-//! companies, dates, amounts) and a lexicon-based emotional tone.
+//! Text heuristics shared by the offline summarizer and the fallback path
+//! (design note 003, `docs/design/README.md`): sentence splitting, keyword
+//! topics, entity spans (names, companies, dates, amounts) and a
+//! lexicon-based emotional tone.
 //!
 //! Everything here is deterministic: the same conversation always gives the
 //! same summary, which keeps simulations and tests reproducible.

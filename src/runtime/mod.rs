@@ -14,6 +14,9 @@
 //! - `context`: the assembled context and its cache.
 //! - `hierarchy`: rollups, topics, search; `replay`; `forget`; `reembed`.
 //! - `lifecycle`: stats, barriers, shutdown.
+//! - `cluster`: the work instances sharing one PostgreSQL schema share
+//!   (heartbeats, leases, claimed reflections, the change feed, forgets
+//!   made elsewhere).
 //! - `error`: [`StartupError`], [`RecallError`].
 //! - `testing`: hooks for tests (feature `testkit`).
 

@@ -1,6 +1,7 @@
 //! Parsing reflection output. The prompt asks for a JSON object; models do
 //! not always comply, so anything unparseable falls back to the raw text
-//! with heuristic topics and entities, marked `fallback` (seed §8).
+//! with heuristic topics and entities, marked `fallback` (design note 003's
+//! fallback, `docs/design/README.md`).
 
 use std::collections::HashSet;
 

@@ -1,5 +1,5 @@
 //! RollupActor: rolls session summaries up into daily and weekly summaries
-//! by time and into topics by meaning (seed §4.3, Phases 2–3).
+//! by time and into topics by meaning (design note 000, `docs/design/README.md`).
 //!
 //! Receives `Wake` from its own timer, `Poke` when a reflection stored a
 //! summary, and `RunNow`/`Stats` calls. It sends the Store everything it

@@ -113,13 +113,11 @@ async fn through_actors(backends: Vec<SharedBackend>, rows: &[(Uuid, u32, Vec<u8
         .iter()
         .map(|(id, seq, json)| {
             let to = (id.as_u128() % n as u128) as usize;
-            let mut key = [0u8; 20];
-            key[..16].copy_from_slice(id.as_bytes());
-            key[16..].copy_from_slice(&seq.to_be_bytes());
             (
                 to,
                 StoreMsg::AppendTurn {
-                    key,
+                    session_id: *id,
+                    seq: *seq,
                     value: json.clone(),
                 },
             )

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use chrono::{TimeZone, Utc};
 use criterion::{Criterion, Throughput};
 use ractor::{call_t, Actor};
+use recall_actors::keys;
 use recall_actors::model::ConversationTurn;
 use recall_actors::settings::StoreSettings;
 use recall_actors::store::{StoreActor, StoreArgs, StoreMsg, Trees};
@@ -60,7 +61,11 @@ fn messages(sessions: &[Uuid], n: usize) -> Vec<StoreMsg> {
 fn pairs(msgs: Vec<StoreMsg>) -> Vec<Pair> {
     msgs.into_iter()
         .map(|m| match m {
-            StoreMsg::AppendTurn { key, value } => (key, value),
+            StoreMsg::AppendTurn {
+                session_id,
+                seq,
+                value,
+            } => (keys::turn(session_id, seq), value),
             _ => unreachable!("only AppendTurn messages are built"),
         })
         .collect()
@@ -70,7 +75,8 @@ fn to_messages(pairs: &[Pair]) -> Vec<StoreMsg> {
     pairs
         .iter()
         .map(|(key, value)| StoreMsg::AppendTurn {
-            key: *key,
+            session_id: Uuid::from_slice(&key[..16]).expect("a session id"),
+            seq: u32::from_be_bytes([key[16], key[17], key[18], key[19]]),
             value: value.clone(),
         })
         .collect()

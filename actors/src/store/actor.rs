@@ -224,9 +224,7 @@ impl StoreState {
         };
         let backend = &self.backend;
         match msg {
-            StoreMsg::AppendTurn { key, .. }
-                if Uuid::from_slice(&key[..16]).is_ok_and(|id| gone.contains(&id)) =>
-            {
+            StoreMsg::AppendTurn { session_id, .. } if gone.contains(&session_id) => {
                 self.backlog.handled();
                 debug!("turn of a forgotten session dropped");
             }
@@ -379,8 +377,12 @@ impl Actor for StoreActor {
                 Ok(()) => state.wrote(&myself).await,
                 Err(e) => state.failed("open_session", &e),
             },
-            StoreMsg::AppendTurn { key, value } => {
-                let res = t.append_turn(key, &value).await;
+            StoreMsg::AppendTurn {
+                session_id,
+                seq,
+                value,
+            } => {
+                let res = t.append_turn(session_id, seq, &value).await;
                 state.backlog.handled();
                 match res {
                     Ok(()) => {

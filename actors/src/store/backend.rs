@@ -34,10 +34,6 @@ use async_trait::async_trait;
 use super::*;
 use crate::search::AgentIndex;
 
-/// A turn's key: its session's id and its sequence number, big-endian
-/// ([`keys::turn`]), so a session's turns sort in order.
-pub type TurnKey = [u8; 20];
-
 /// Which sessions [`SessionStore::list_sessions`] returns: newest first
 /// (by start time, then id), at most `limit`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -85,9 +81,10 @@ impl SummaryListing {
 pub trait SessionStore: Send + Sync {
     /// Records a newly started session as open.
     async fn open_session(&self, record: &SessionRecord) -> Result<(), StoreError>;
-    /// Stores one turn (`value` is the turn's JSON, encoded by the session
-    /// actor off the Store's task).
-    async fn append_turn(&self, key: TurnKey, value: &[u8]) -> Result<(), StoreError>;
+    /// Stores turn `seq` of a session (`value` is the turn's JSON, encoded
+    /// by the session actor off the Store's task).
+    async fn append_turn(&self, session_id: Uuid, seq: u32, value: &[u8])
+        -> Result<(), StoreError>;
     /// Stores an ended session and, if it has turns, queues its reflection,
     /// atomically.
     async fn end_session(

@@ -215,7 +215,7 @@ fn turn(text: &str, t: DateTime<Utc>) -> ConversationTurn {
 
 pub(crate) async fn append(b: &dyn Backend, id: Uuid, seq: u32, text: &str) {
     let value = serde_json::to_vec(&turn(text, at(5, 0))).unwrap();
-    b.append_turn(keys::turn(id, seq), &value).await.unwrap();
+    b.append_turn(id, seq, &value).await.unwrap();
 }
 
 pub(crate) fn fact(user: &str, content: &str, subject: Option<&str>, call: Uuid) -> Fact {

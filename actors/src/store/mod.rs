@@ -86,7 +86,7 @@ pub use actor::{StoreActor, StoreArgs, StoreState};
 pub use backend::{
     fact_vectors, index_facts, read_blocking, Backend, Change, ClusterStore, ContextStore,
     FactStore, ForgetStore, HierarchyStore, JobStore, Reflected, RemoteChange, SessionListing,
-    SessionStore, SharedBackend, SummaryListing, SummaryStore, TurnKey,
+    SessionStore, SharedBackend, SummaryListing, SummaryStore,
 };
 pub use backlog::{Backlog, BacklogFull};
 pub use blocks::{repair_agent_blocks, RepairedBlock, REFLECTION_LABELS};

@@ -22,7 +22,8 @@ pub enum StoreMsg {
     /// Persist one turn, already encoded by the session actor so the Store
     /// spends its time on sled alone.
     AppendTurn {
-        key: [u8; 20],
+        session_id: Uuid,
+        seq: u32,
         value: Vec<u8>,
     },
     /// Persist an ended session and queue its reflection if it has turns.
@@ -281,7 +282,8 @@ impl StoreMsg {
         turn: &ConversationTurn,
     ) -> Result<StoreMsg, serde_json::Error> {
         Ok(StoreMsg::AppendTurn {
-            key: keys::turn(session_id, seq),
+            session_id,
+            seq,
             value: serde_json::to_vec(turn)?,
         })
     }

@@ -50,9 +50,7 @@ impl SessionStore for PgBackend {
     }
 
     /// Waits in memory for the next batch ([`Backend::flush`]).
-    async fn append_turn(&self, key: TurnKey, value: &[u8]) -> Result<(), StoreError> {
-        let id = Uuid::from_slice(&key[..16]).expect("16 bytes");
-        let seq = u32::from_be_bytes([key[16], key[17], key[18], key[19]]);
+    async fn append_turn(&self, id: Uuid, seq: u32, value: &[u8]) -> Result<(), StoreError> {
         // The session actor encodes turns with serde_json: always UTF-8.
         let json = String::from_utf8(value.to_vec()).map_err(|e| {
             StoreError::Codec(serde::de::Error::custom(format!(

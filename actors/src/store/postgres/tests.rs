@@ -158,14 +158,14 @@ async fn turns_whose_batch_failed_wait_for_the_next_flush() {
         })
         .unwrap()
     };
-    pg.append_turn(keys::turn(id, 0), &turn(0)).await.unwrap();
+    pg.append_turn(id, 0, &turn(0)).await.unwrap();
     // The table is away: the batch fails, and its turns wait.
     sqlx::query("ALTER TABLE turns RENAME TO turns_away")
         .execute(pg.pool())
         .await
         .unwrap();
     assert!(matches!(pg.flush().await, Err(StoreError::Postgres(_))));
-    pg.append_turn(keys::turn(id, 1), &turn(1)).await.unwrap();
+    pg.append_turn(id, 1, &turn(1)).await.unwrap();
     assert_eq!(pg.pending_turns(), 2);
     sqlx::query("ALTER TABLE turns_away RENAME TO turns")
         .execute(pg.pool())
@@ -286,7 +286,7 @@ async fn turn(b: &PgBackend, id: Uuid, seq: u32) {
         agent_response: "ok".into(),
         timestamp: Utc.with_ymd_and_hms(2026, 3, 1, 9, 1, 0).unwrap(),
     };
-    b.append_turn(keys::turn(id, seq), &serde_json::to_vec(&t).unwrap())
+    b.append_turn(id, seq, &serde_json::to_vec(&t).unwrap())
         .await
         .unwrap();
 }

@@ -11,8 +11,13 @@ impl SessionStore for Trees {
     async fn open_session(&self, record: &SessionRecord) -> Result<(), StoreError> {
         Trees::open_session(self, record)
     }
-    async fn append_turn(&self, key: TurnKey, value: &[u8]) -> Result<(), StoreError> {
-        Trees::append_turn(self, key, value)
+    async fn append_turn(
+        &self,
+        session_id: Uuid,
+        seq: u32,
+        value: &[u8],
+    ) -> Result<(), StoreError> {
+        Trees::append_turn(self, session_id, seq, value)
     }
     async fn end_session(
         &self,

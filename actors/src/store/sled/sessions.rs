@@ -37,8 +37,8 @@ impl Trees {
         Ok(())
     }
 
-    pub fn append_turn(&self, key: TurnKey, value: &[u8]) -> Result<(), StoreError> {
-        self.turns.insert(key, value)?;
+    pub fn append_turn(&self, session_id: Uuid, seq: u32, value: &[u8]) -> Result<(), StoreError> {
+        self.turns.insert(keys::turn(session_id, seq), value)?;
         Ok(())
     }
 

@@ -512,15 +512,37 @@ async fn a_forget_whose_announcement_was_missed_is_found_in_the_forget_log() -> 
     // The forget, by the store alone: logged, never announced.
     let pg = recall::engine::store::PgBackend::connect(&settings.store.postgres).await?;
     pg.forget_user(ZOE, None).await?;
+    // She calls again right after the forget, before B reads the log: the
+    // new call, and what it stores, are hers to keep.
+    let back = b.start_session("kairix", ZOE, "zoe-back").await?;
+    b.record_turn(
+        "zoe-back",
+        "I'm back, and I live in Oslo now",
+        "Welcome back",
+    )?;
     until_ended_and_gone(&b, "zoe-call", live).await?;
     b.wait_idle().await?;
     assert!(b.turns(live).await?.is_empty(), "her turns");
+    // Of hers, only the call started after the forget.
     let sessions = b.sessions(Some("kairix")).await?;
-    assert!(sessions.iter().all(|s| s.user_id != ZOE), "{sessions:?}");
+    let hers: Vec<&str> = sessions
+        .iter()
+        .filter(|s| s.user_id == ZOE)
+        .map(|s| s.connection_id.as_str())
+        .collect();
+    assert_eq!(hers, ["zoe-back"], "{sessions:?}");
     assert!(b
         .summaries("kairix", SummaryType::Session)
         .await?
         .is_empty());
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert!(
+        b.live_session("zoe-back").await?.is_some(),
+        "her new call was ended"
+    );
+    assert_eq!(b.end_session("zoe-back")?, Some(back.session_id));
+    b.wait_idle().await?;
+    assert_eq!(b.turns(back.session_id).await?.len(), 1, "her new turn");
     // Mark's call goes on.
     assert!(b.live_session("mark-call").await?.is_some());
     assert_eq!(b.end_session("mark-call")?, Some(other));

@@ -67,6 +67,14 @@ fn forget_log_of(path: &Path) -> anyhow::Result<Vec<ForgetEntry>> {
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let reader = ExportReader::new(BufReader::new(file))
         .with_context(|| format!("{} is not an export recall can read", path.display()))?;
+    // An older export has no forget log: it would honour nothing, silently.
+    let version = reader.header().version;
+    if version < 3 {
+        anyhow::bail!(
+            "{} is a version {version} export, which carries no forget log (version 3 does): give --forgets a newer export",
+            path.display()
+        );
+    }
     let mut out = Vec::new();
     for record in reader {
         if let Record::Forget(e) =
@@ -254,12 +262,13 @@ pub fn import(a: ImportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     };
     let reader = ExportReader::new(input)
         .with_context(|| format!("{} is not an export recall can read", a.file.display()))?;
-    let (source, exported_at) = (reader.header().source.clone(), reader.header().exported_at);
+    let header = reader.header().clone();
     let mut later = Vec::new();
     for path in &a.forgets {
         later.extend(forget_log_of(path)?);
     }
-    let mut reader = Honour::new(reader, exported_at, later);
+    let source = header.source.clone();
+    let mut reader = Honour::new(reader, &header, later);
     let counts = match settings.store.kind {
         StoreKind::Sled => import_folder(&a.store.data, &settings.store, &mut reader),
         StoreKind::Postgres => runtime()?.block_on(async {
@@ -276,7 +285,7 @@ pub fn import(a: ImportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         "imported {total} record(s) exported from {source} into {what}: {}",
         counted(&counts)
     )?;
-    if !reader.forgets().is_empty() {
+    if !a.forgets.is_empty() {
         let left: u64 = reader.left_out().values().sum();
         writeln!(
             out,

@@ -3,6 +3,8 @@
 //! them, and the agents' `background_context` blocks are rebuilt.
 
 use recall_actors::model::validate_id;
+use recall_actors::model::EndReason;
+use recall_actors::session::SessionMsg;
 use recall_actors::store::{ForgetReport, StoreMsg};
 use tracing::{info, warn};
 
@@ -37,35 +39,98 @@ impl Runtime {
         Ok(report)
     }
 
-    /// Forgets here what another instance forgot: an announced user, or
-    /// the users held here whom forget log entries cover (their calls,
-    /// cached contexts and messages' vectors), when the announcement may
-    /// have been missed.
+    /// Forgets here what another instance forgot. An announced user is
+    /// forgotten here as there. Forget log entries (found by their hash,
+    /// when the announcement may have been missed) are made safe to meet
+    /// again: the database removal was committed with the entry, so only
+    /// what this instance holds goes — the covered users' calls that
+    /// started before the forget (ended unreflected, what they wrote
+    /// removed), their cached contexts, the search indexes they may be in
+    /// (rebuilt from the store) and every message's vector. A call a
+    /// returning user started after the forget is theirs to keep, and so is
+    /// everything stored since.
     pub(super) async fn forgot_elsewhere(&self, forgot: super::cluster::Forgot) {
         use super::cluster::Forgot;
-        let users: Vec<(String, Option<String>)> = match forgot {
-            Forgot::Announced(user_id, agent_id) => vec![(user_id, agent_id)],
+        match forgot {
+            Forgot::Announced(user_id, agent_id) => {
+                if let Err(e) = self.forget_here(&user_id, agent_id.as_deref(), true).await {
+                    warn!(user_id, error = %e, "forgetting a user another instance forgot failed");
+                }
+            }
             Forgot::Logged(entries) => {
-                // Nothing of a message may stay, whoever it was about.
                 self.inner.query_vectors.clear();
-                let mut held = self.inner.registry.owners();
-                held.extend(self.inner.context_cache.owners());
-                let mut found: Vec<(String, Option<String>)> = Vec::new();
-                for (agent, user) in held {
-                    for e in entries.iter().filter(|e| e.covers(&agent, &user)) {
-                        found.push((user.clone(), e.agent_id.clone()));
+                for e in &entries {
+                    match &e.agent_id {
+                        Some(a) => self.inner.search.clear_agent(a),
+                        None => self.inner.search.clear(),
                     }
                 }
-                found.sort();
-                found.dedup();
-                found
-            }
-        };
-        for (user_id, agent_id) in users {
-            if let Err(e) = self.forget_here(&user_id, agent_id.as_deref(), true).await {
-                warn!(user_id, error = %e, "forgetting a user another instance forgot failed");
+                let mut held = self.inner.registry.owners();
+                held.extend(self.inner.context_cache.owners());
+                held.sort();
+                held.dedup();
+                for (agent, user) in held {
+                    let Some(e) = entries.iter().find(|e| e.covers(&agent, &user)) else {
+                        continue;
+                    };
+                    self.inner.context_cache.remove_user(&user, Some(&agent));
+                    self.inner.live_topics.remove_user(&user, Some(&agent));
+                    if let Err(err) = self.end_calls_before(&agent, &user, e.at).await {
+                        warn!(user_id = user, error = %err, "ending the calls of a user another instance forgot failed");
+                    }
+                }
             }
         }
+    }
+
+    /// Ends `user_id`'s live calls with `agent_id` that started before
+    /// `before`, unreflected, and removes what they wrote.
+    async fn end_calls_before(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+        before: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(), RecallError> {
+        let registry = &self.inner.registry;
+        let mut older = Vec::new();
+        for live in registry.live_of(agent_id, user_id) {
+            let view = ractor::call_t!(live.actor, SessionMsg::Inspect, super::CALL_TIMEOUT_MS);
+            if view.is_ok_and(|v| v.record.started_at < before) {
+                older.push(live);
+            }
+        }
+        if older.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<uuid::Uuid> = older.iter().map(|l| l.session_id).collect();
+        self.inner
+            .store
+            .cast(StoreMsg::Forgetting(ids.clone()))
+            .map_err(unavailable("store"))?;
+        self.inner
+            .supervisor
+            .cast(recall_actors::supervisor::SupervisorMsg::Forgetting(
+                ids.clone(),
+            ))
+            .map_err(unavailable("supervisor"))?;
+        for live in &older {
+            if registry.mark_ended(&live.connection_id, live.session_id) {
+                let _ = live.actor.cast(SessionMsg::End(EndReason::Cleared));
+            }
+        }
+        for id in &ids {
+            if !self.wait_session_stopped(*id).await {
+                warn!(session_id = %id, "a session being forgotten did not stop in time");
+            }
+        }
+        ask(&self.inner.store, "store", FORGET_TIMEOUT_MS, |reply| {
+            StoreMsg::ForgetCalls {
+                sessions: ids,
+                reply,
+            }
+        })
+        .await??;
+        Ok(())
     }
 
     /// [`forget_user`](Self::forget_user) on this instance only; `again`

@@ -442,6 +442,10 @@ impl Actor for StoreActor {
                 if state.unended.is_empty() {
                     state.retry_ends_after = RETRY_ENDS_FIRST;
                 } else {
+                    warn!(
+                        sessions = state.unended.len(),
+                        "sessions' ends still cannot be written; trying again"
+                    );
                     state.retry_ends_after = (state.retry_ends_after * 2).min(RETRY_ENDS_MAX);
                     myself.send_after(state.retry_ends_after, || StoreMsg::RetryEnds);
                 }
@@ -476,6 +480,10 @@ impl Actor for StoreActor {
                 again,
                 reply,
             } => {
+                // An end waiting to be written again is theirs no more.
+                state.unended.retain(|r| {
+                    !(r.user_id == user_id && agent_id.as_deref().is_none_or(|a| a == r.agent_id))
+                });
                 let mut res = if again {
                     t.forget_user_again(&user_id, agent_id.as_deref()).await
                 } else {
@@ -514,6 +522,18 @@ impl Actor for StoreActor {
                 let _ = reply.send(left.and(res));
             }
             StoreMsg::Forgetting(ids) => state.forgotten.extend(ids),
+            StoreMsg::ForgetCalls { sessions, reply } => {
+                let res = match t.forget_sessions(&sessions).await {
+                    Ok(n) => t.keep_forgotten(&sessions).await.map(|()| n),
+                    Err(e) => Err(e),
+                };
+                if res.is_ok() {
+                    state.forgotten.extend(sessions.iter().copied());
+                    // Their agents' indexes and contexts are read afresh.
+                    state.search.clear();
+                }
+                let _ = reply.send(res);
+            }
             StoreMsg::ReviseSession {
                 summary,
                 facts,

@@ -19,13 +19,14 @@
 //! - an entry in the **forget log** ([`ForgetEntry`]: a hash of the user
 //!   id, the agent it was limited to, the time), kept for good, one small
 //!   row per forget. It travels with exports, and an import honours
-//!   entries newer than the export it reads, so a backup taken before a
-//!   forget does not bring the user back. On PostgreSQL, instances read it
-//!   again after their change feed was cut, so none misses a forget;
-//! - the **forgotten ids** (the removed sessions, summaries, facts and
-//!   topics), for [`FORGOTTEN_FOR`]: a write about one of them that was
-//!   under way when the forget ran (a reflection, a rollup) is dropped,
-//!   after a restart too.
+//!   entries its own log lacks, so a backup taken before a forget does not
+//!   bring the user back. On PostgreSQL, instances read it again after
+//!   their change feed was cut and every refresh, so none misses a forget;
+//! - the **forgotten ids**, for [`FORGOTTEN_FOR`]: a write about one of
+//!   them that was under way when the forget ran (a call's last turns, a
+//!   reflection, a rollup) is dropped, after a restart too. The Store
+//!   guards by session and summary ids; sled keeps every removed id,
+//!   PostgreSQL those two kinds.
 
 use std::collections::{BTreeSet, HashSet};
 

@@ -85,6 +85,12 @@ pub enum StoreMsg {
         again: bool,
         reply: RpcReplyPort<Result<ForgetReport, StoreError>>,
     },
+    /// Remove what is left of these ended calls (their user was forgotten
+    /// elsewhere, whose removal is committed): how many had anything.
+    ForgetCalls {
+        sessions: Vec<Uuid>,
+        reply: RpcReplyPort<Result<usize, StoreError>>,
+    },
     /// These live sessions are being forgotten (sent before they end):
     /// their later writes are dropped.
     Forgetting(Vec<Uuid>),

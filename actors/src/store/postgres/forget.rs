@@ -265,6 +265,14 @@ impl PgBackend {
         Self::keep_forgotten_in(&mut tx, &sessions_and_summaries).await?;
         // The forget itself, by the user's hash.
         if log {
+            // One forget logs at a time, to its commit: entries commit in
+            // the order of their sequence numbers, so a reader that has
+            // seen one has seen every entry before it.
+            sqlx::query(
+                "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || chr(1) || 'forget_log', 0))",
+            )
+            .execute(&mut *tx)
+            .await?;
             sqlx::query("INSERT INTO forget_log (user_hash, agent_id) VALUES ($1, $2)")
                 .bind(user_hash(user_id))
                 .bind(agent_id.unwrap_or_default())

@@ -617,17 +617,30 @@ impl<R: BufRead> Iterator for ExportReader<R> {
 /// Leaves out of an import what forgets made after its export was taken
 /// would have removed, and adds those forgets to the log imported.
 ///
+/// Which forgets came after: those of the later log that the export's own
+/// log lacks (a version 3 export's log holds every forget committed before
+/// its snapshot, whatever the clocks say); for an older export, which has
+/// no log, those logged after its header's time.
+///
 /// The export was taken before each of these forgets, so every record it
 /// holds of a forgotten user predates their forget and goes: their
 /// sessions with their turns, jobs and dead letters, their summaries,
 /// facts, fact tombstones, topics and blocks, the vectors and inbox rows
 /// of all of these, and the mixed `background_context` of the agents the
 /// forgets cover (rebuilt by the watchdog from what is left). It reads the
-/// records in the order an export writes them (sessions before their
-/// turns, items before their vectors). The export's own forget log never
-/// leaves anything out: what it logs had already gone when it was taken.
+/// records in the order an export writes them (the log and the markers
+/// first, sessions before their turns, items before their vectors). The
+/// export's own log never leaves anything out: what it logs had already
+/// gone when it was taken.
 pub struct Honour<I> {
     inner: I,
+    /// The later log, until the export's own log is read.
+    later: Vec<ForgetEntry>,
+    /// The export's own log, as it is read.
+    own: std::collections::HashSet<ForgetEntry>,
+    /// `None` for an export with a log of its own; else its header's time.
+    before_logs: Option<DateTime<Utc>>,
+    decided: bool,
     /// The forgets newer than the export, still to be logged (the next
     /// last).
     pending: Vec<ForgetEntry>,
@@ -639,17 +652,17 @@ pub struct Honour<I> {
 }
 
 impl<I> Honour<I> {
-    /// Honours those of `forgets` made after `exported_at` on the records
-    /// of `inner`.
-    pub fn new(inner: I, exported_at: DateTime<Utc>, forgets: Vec<ForgetEntry>) -> Self {
-        let mut newer: Vec<ForgetEntry> =
-            forgets.into_iter().filter(|f| f.at > exported_at).collect();
-        newer.sort_by_key(|f| f.at);
-        newer.dedup();
+    /// Honours those of `later` made after the export of `header` on the
+    /// records of `inner` (its records).
+    pub fn new(inner: I, header: &Header, later: Vec<ForgetEntry>) -> Self {
         Honour {
             inner,
-            pending: newer.iter().rev().cloned().collect(),
-            forgets: newer,
+            later,
+            own: Default::default(),
+            before_logs: (header.version < 3).then_some(header.exported_at),
+            decided: false,
+            pending: Vec::new(),
+            forgets: Vec::new(),
             logged: Default::default(),
             sessions: Default::default(),
             items: Default::default(),
@@ -657,7 +670,8 @@ impl<I> Honour<I> {
         }
     }
 
-    /// The forgets honoured (those newer than the export).
+    /// The forgets honoured (those newer than the export), once the
+    /// records are read.
     pub fn forgets(&self) -> &[ForgetEntry] {
         &self.forgets
     }
@@ -667,6 +681,27 @@ impl<I> Honour<I> {
         &self.left_out
     }
 
+    /// Settles which of the later forgets are newer than the export (once
+    /// its own log, which comes first, is read).
+    fn decide(&mut self) {
+        if self.decided {
+            return;
+        }
+        self.decided = true;
+        let later = std::mem::take(&mut self.later);
+        let mut newer: Vec<ForgetEntry> = match self.before_logs {
+            Some(exported_at) => later.into_iter().filter(|f| f.at > exported_at).collect(),
+            None => later
+                .into_iter()
+                .filter(|f| !self.own.contains(f))
+                .collect(),
+        };
+        newer.sort_by_key(|f| f.at);
+        newer.dedup();
+        self.pending = newer.iter().rev().cloned().collect();
+        self.forgets = newer;
+    }
+
     fn covered(&self, agent_id: &str, user_id: &str) -> bool {
         !user_id.is_empty() && self.forgets.iter().any(|f| f.covers(agent_id, user_id))
     }
@@ -674,6 +709,16 @@ impl<I> Honour<I> {
     /// Whether `record` goes (noting the ids the records that follow
     /// refer to).
     fn leaves_out(&mut self, record: &Record) -> bool {
+        match record {
+            Record::Forget(f) => {
+                if !self.decided {
+                    self.own.insert(f.clone());
+                }
+                return !self.logged.insert(f.clone());
+            }
+            Record::Meta { .. } => return false,
+            _ => self.decide(),
+        }
         if self.forgets.is_empty() {
             return false;
         }
@@ -743,8 +788,10 @@ impl<I> Honour<I> {
             Record::DeadLetter(d) => {
                 self.sessions.contains(&d.session_id) || self.covered(&d.agent_id, &d.user_id)
             }
-            Record::Forget(f) => !self.logged.insert(f.clone()),
-            Record::Agent { .. } | Record::RollupCursor { .. } | Record::Meta { .. } => false,
+            Record::Forget(_)
+            | Record::Agent { .. }
+            | Record::RollupCursor { .. }
+            | Record::Meta { .. } => false,
         }
     }
 }
@@ -760,6 +807,7 @@ impl<I: Iterator<Item = Result<Record, TransferError>>> Iterator for Honour<I> {
                 // The newer forgets are logged last, after the export's
                 // own (older) ones: the log stays in time order.
                 None => {
+                    self.decide();
                     while let Some(f) = self.pending.pop() {
                         if self.logged.insert(f.clone()) {
                             return Some(Ok(Record::Forget(f)));

@@ -382,7 +382,8 @@ async fn an_import_honours_the_forgets_made_after_its_export() {
         .all(|r| !r.contains("\"mark\"") && !r.contains("\"ada\"")));
 
     // Into a new sled folder, and into PostgreSQL.
-    let mut honour = Honour::new(reader(&backup), before, log.clone());
+    let header = reader(&backup).header().clone();
+    let mut honour = Honour::new(reader(&backup), &header, log.clone());
     let restored = dir.path().join("restored");
     import_folder(&restored, &StoreSettings::default(), &mut honour).unwrap();
     assert_eq!(
@@ -418,7 +419,7 @@ async fn an_import_honours_the_forgets_made_after_its_export() {
 
     let schema = TestSchema::new();
     let pg = PgBackend::connect(&schema.settings).await.unwrap();
-    pg.import_records(&mut Honour::new(reader(&backup), before, log.clone()))
+    pg.import_records(&mut Honour::new(reader(&backup), &header, log.clone()))
         .await
         .unwrap();
     assert_eq!(
@@ -428,21 +429,34 @@ async fn an_import_honours_the_forgets_made_after_its_export() {
     // The log it holds goes on: its export carries all three forgets.
     assert_eq!(pg.forget_log().await.unwrap(), log);
 
-    // Forgets older than an export leave it whole.
+    // Forgets its own log holds leave an export whole, whatever their
+    // time; an export without a log (version 2) goes by its header's time.
+    let own: Vec<ForgetEntry> = reader(&backup)
+        .filter_map(|r| match r.unwrap() {
+            Record::Forget(e) => Some(e),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(own.len(), 1);
+    let mut v2 = header.clone();
+    v2.version = 2;
     let older: Vec<ForgetEntry> = log
-        .into_iter()
+        .iter()
+        .cloned()
         .map(|mut e| {
             e.at = before - chrono::Duration::seconds(1);
             e
         })
         .collect();
-    let mut honour = Honour::new(reader(&backup), before, older);
-    let whole = dir.path().join("whole");
-    import_folder(&whole, &StoreSettings::default(), &mut honour).unwrap();
-    assert!(honour.left_out().is_empty());
-    let whole = Trees::open(&whole, &StoreSettings::default()).unwrap();
-    let from_whole = export_bytes("sled", |sink| whole.export_records(None, sink));
-    assert_eq!(records_of(&from_whole), records_of(&backup));
+    for (header, later) in [(&header, own), (&v2, older)] {
+        let mut honour = Honour::new(reader(&backup), header, later);
+        let whole = dir.path().join(format!("whole-{}", header.version));
+        import_folder(&whole, &StoreSettings::default(), &mut honour).unwrap();
+        assert!(honour.left_out().is_empty(), "{:?}", honour.left_out());
+        let whole = Trees::open(&whole, &StoreSettings::default()).unwrap();
+        let from_whole = export_bytes("sled", |sink| whole.export_records(None, sink));
+        assert_eq!(records_of(&from_whole), records_of(&backup));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

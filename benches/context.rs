@@ -36,11 +36,15 @@
 //! - `assemble`: the pure assembler from unprepared data (for reference).
 //!
 //! The criterion groups (the repeated reads, cached and uncached) run
-//! before the mix. Run with `cargo bench --bench context`.
+//! before the mix. Run with `cargo bench --bench context`. It records rows
+//! 7–9 of BENCHMARKS.md in `benches/results/` (see `common/results.rs`).
+
+mod common;
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use common::results::{On, Recorder, Row, Run};
 use criterion::Criterion;
 use recall::engine::context::{assemble, CharEstimate, ContextInput};
 use recall::engine::model::{BlockLabel, SummaryType, Visibility};
@@ -373,7 +377,10 @@ async fn mix(rt: &Runtime) -> Mix {
     out
 }
 
+const COMMAND: &str = "cargo bench --bench context";
+
 fn main() {
+    let results = Recorder::bench();
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -582,6 +589,75 @@ fn main() {
         m50 as f64 / n50.max(1) as f64,
     );
     println!();
+
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let ratio = |a: u64, b: u64| a as f64 / b.max(1) as f64;
+    let load = format!("load average {}", common::load_average());
+    let criterion = results
+        .criterion_ns("context", "runtime_context")
+        .zip(results.criterion_ns("context", "runtime_context_uncached"));
+    let mut repeated = Run::new()
+        .figure("p99", us(c99), "µs")
+        .figure("p50", us(c50), "µs");
+    if let Some((cached, _)) = criterion {
+        repeated = repeated.figure("criterion", cached / 1e3, "µs");
+    }
+    repeated = repeated
+        .base("p99", ms(u99), "ms")
+        .base("p50", ms(u50), "ms");
+    if let Some((_, uncached)) = criterion {
+        repeated = repeated.base("criterion", uncached / 1e6, "ms");
+    }
+    results.record(
+        &Row::new(
+            7,
+            "`Runtime::context`, 1,000 facts + 1,000 summaries + a 200-turn previous call + a \
+             live call, budget 32,000, the same read repeated with nothing written (every read \
+             a cache hit), p99 (p50)",
+            COMMAND,
+        )
+        .baseline("the same read uncached (`Runtime::context_uncached`), batches alternating")
+        .target("p99 < 100 µs")
+        .check(On::Figure, "p99", "<", 100.0, "µs"),
+        repeated
+            .ratio("p99", ratio(c99, u99))
+            .ratio("p50", ratio(c50, u50))
+            .note(&load),
+    );
+    results.record(
+        &Row::new(
+            8,
+            "A voice mix of 6,000 reads: 8 concurrent calls of 24 callers, a context read per \
+             user turn, a call ending every 24 turns on average, a block write every 240 turns \
+             and a fact change every 120: cache hit rate; p50 / p99 of every read",
+            COMMAND,
+        )
+        .baseline("the same reads uncached, same steps, alternating"),
+        Run::new()
+            .figure(
+                "hit rate",
+                100.0 * m.hits.len() as f64 / m.cached.len().max(1) as f64,
+                "%",
+            )
+            .figure("p50", ms(m50), "ms")
+            .figure("p99", ms(m99), "ms")
+            .base("p50", ms(n50), "ms")
+            .base("p99", ms(n99), "ms")
+            .ratio("p50", ratio(m50, n50))
+            .ratio("p99", ratio(m99, n99))
+            .note(&load),
+    );
+    results.record(
+        &Row::new(
+            9,
+            "The pure assembler from unprepared data (row 7's user), p50 (p99)",
+            COMMAND,
+        ),
+        Run::new()
+            .figure("p50", ms(a50), "ms")
+            .figure("p99", ms(a99), "ms")
+            .note(&load),
+    );
 
     tokio.block_on(async {
         let _ = rt.shutdown().await;

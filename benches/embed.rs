@@ -27,6 +27,8 @@
 //!   alone.
 //!
 //! Run with `scripts/fetch-model && cargo bench --features local-embed --bench embed`.
+//! It records rows 28–33 of BENCHMARKS.md in `benches/results/` (see
+//! `common/results.rs`).
 
 mod common;
 
@@ -34,6 +36,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use chrono::{TimeZone, Utc};
+use common::results::{On, Recorder, Row, Run};
 use recall::engine::embed::{HashingEmbed, StoredVector};
 use recall::engine::model::ConversationTurn;
 use recall::engine::search::{AgentIndex, DocKind, Ranking, SearchQuery, TurnRef};
@@ -109,7 +112,11 @@ fn line(what: &str, f: (f64, f64, f64)) {
     );
 }
 
+const COMMAND: &str = "scripts/fetch-model && cargo bench --features local-embed --bench embed";
+const HASHING: &str = "the hashing embedder on the same sentences";
+
 fn main() {
+    let results = Recorder::bench();
     // The numeric kernels on one thread: the figures are per core.
     std::env::set_var("RAYON_NUM_THREADS", "1");
     let dir = std::env::var("RECALL_BENCH_MODEL_DIR").unwrap_or_else(|_| {
@@ -158,10 +165,12 @@ fn main() {
     let rss_before = common::rss_kib();
     let t = Instant::now();
     let words = StaticEmbed::builtin().expect("the built-in table parses");
-    println!(
-        "static word vectors: table parsed in {:.1} ms, resident memory +{:.1} MiB",
+    let (parse_ms, parse_mib) = (
         t.elapsed().as_secs_f64() * 1e3,
-        common::rss_kib().saturating_sub(rss_before) as f64 / 1024.0
+        common::rss_kib().saturating_sub(rss_before) as f64 / 1024.0,
+    );
+    println!(
+        "static word vectors: table parsed in {parse_ms:.1} ms, resident memory +{parse_mib:.1} MiB"
     );
 
     // One 20-word sentence, one thread.
@@ -371,8 +380,21 @@ fn main() {
         }
     }
     let [cold, warm] = times;
+    let mut search = Run::new();
+    let mut words_alone = Vec::new();
     for (regime, [w, wo, scanned]) in [("after its embedding", cold), ("back to back", warm)] {
         let (w, wo) = (figures(w), figures(wo));
+        let name = if regime == "back to back" {
+            "back to back"
+        } else {
+            "cold"
+        };
+        search = search
+            .figure(&format!("{name} p50"), w.0 / 1e3, "ms")
+            .figure(&format!("{name} p99"), w.1 / 1e3, "ms")
+            .ratio(&format!("{name} p50"), w.0 / wo.0)
+            .ratio(&format!("{name} p99"), w.1 / wo.1);
+        words_alone.push((name, wo));
         line(
             &format!("search, 100k turns, {regime}: words and vector (dense 40)"),
             w,
@@ -395,12 +417,113 @@ fn main() {
         "the partition's results against the full scan's: {same} of {compared} the same ({:.1} %)",
         100.0 * same as f64 / compared.max(1) as f64
     );
-    line(
-        "the message's embedding (a cache miss adds it)",
-        figures(query_embed),
+    let embedding = figures(query_embed);
+    line("the message's embedding (a cache miss adds it)", embedding);
+    context_reads(&dir, &model, &results);
+    let load = common::load_average();
+    println!("load average after: {load}");
+    let load = format!("load average {load}");
+
+    results.record(
+        &Row::new(
+            28,
+            "Local model (all-MiniLM-L6-v2, candle, one thread): one 20-word sentence, p50 / p99",
+            COMMAND,
+        )
+        .baseline(HASHING),
+        Run::new()
+            .figure("p50", lf.0 / 1e3, "ms")
+            .figure("p99", lf.1 / 1e3, "ms")
+            .base("p50", hf.0, "µs")
+            .base("p99", hf.1, "µs")
+            .ratio("p50", lf.0 / hf.0)
+            .ratio("p99", lf.1 / hf.1)
+            .note(&load),
     );
-    context_reads(&dir, &model);
-    println!("load average after: {}", common::load_average());
+    results.record(
+        &Row::new(
+            29,
+            "Local model: a batch of 64 sentences of 10–30 words, one thread",
+            COMMAND,
+        )
+        .baseline(HASHING),
+        Run::new()
+            .figure("", local_rate, "texts/s")
+            .base("", hash_rate, "texts/s")
+            .ratio("hashing / local", hash_rate / local_rate)
+            .note(&load),
+    );
+    results.record(
+        &Row::new(
+            30,
+            "Local model: load time (the first; p50 of five more); resident memory added \
+             (loaded; after the first forward pass)",
+            COMMAND,
+        ),
+        Run::new()
+            .figure("first load", first_load.as_secs_f64() * 1e3, "ms")
+            .figure("load p50", l.0 / 1e3, "ms")
+            .figure(
+                "memory, loaded",
+                rss_loaded.saturating_sub(rss0) as f64 / 1024.0,
+                "MiB",
+            )
+            .figure(
+                "memory, after a forward pass",
+                rss_ran.saturating_sub(rss0) as f64 / 1024.0,
+                "MiB",
+            )
+            .note(&load),
+    );
+    for (name, wo) in words_alone {
+        let (p50, p99) = (format!("{name} p50"), format!("{name} p99"));
+        search = search
+            .base(&p50, wo.0 / 1e3, "ms")
+            .base(&p99, wo.1 / 1e3, "ms");
+    }
+    results.record(
+        &Row::new(
+            31,
+            "Retrieval's search over 100,000 turns with the model's vectors (words and vector, \
+             40 nearest), p50 / p99, right after the message's embedding (cold caches) and back \
+             to back; the message's embedding itself",
+            COMMAND,
+        )
+        .baseline("the same search by words alone")
+        .target("search p99 < 1 ms on cold caches, without the embedding")
+        .check(On::Figure, "cold p99", "<", 1.0, "ms"),
+        search
+            .figure("embedding p50", embedding.0 / 1e3, "ms")
+            .figure("embedding p99", embedding.1 / 1e3, "ms")
+            .figure(
+                "same as the full scan",
+                100.0 * same as f64 / compared.max(1) as f64,
+                "%",
+            )
+            .note(&load),
+    );
+    results.record(
+        &Row::new(
+            32,
+            "Static word vectors (built in): one 20-word sentence, p50 / p99; a batch of 64 \
+             (10–30 words); the table's parse, once per process, and the memory it adds",
+            COMMAND,
+        )
+        .baseline(HASHING),
+        Run::new()
+            .figure("p50", sf.0, "µs")
+            .figure("p99", sf.1, "µs")
+            .figure("batch", static_rate, "texts/s")
+            .figure("parse", parse_ms, "ms")
+            .figure("memory added", parse_mib, "MiB")
+            .base("p50", hf.0, "µs")
+            .base("p99", hf.1, "µs")
+            .base("batch", hash_rate, "texts/s")
+            .ratio("p50", sf.0 / hf.0)
+            .ratio("p99", sf.1 / hf.1)
+            .ratio("batch time", hash_rate / static_rate)
+            .note(&load),
+    );
 }
 
 /// `Runtime::context` on the local model: a user with 100 ended calls of
@@ -408,7 +531,7 @@ fn main() {
 /// at 2,000 tokens with a message never asked before (its vector made
 /// within the read), the same message again (its vector kept), and no
 /// message, interleaved; the message's embedding alone beside them.
-fn context_reads(dir: &str, model: &LocalEmbed) {
+fn context_reads(dir: &str, model: &LocalEmbed, results: &Recorder) {
     const QUESTIONS: [&str; 8] = [
         "What did my sister say about the half marathon",
         "When is the plumber coming back about the dishwasher",
@@ -510,12 +633,14 @@ fn context_reads(dir: &str, model: &LocalEmbed) {
         "context, a new message prepared 50 ms before (prepare_message)",
         prepared,
     );
+    let at_once = figures(at_once);
     line(
         "context, a new message prepared just before (its vector awaited)",
-        figures(at_once),
+        at_once,
     );
     line("context without a message (baseline)", none);
-    line("  the message's embedding alone", figures(embed));
+    let embed = figures(embed);
+    line("  the message's embedding alone", embed);
     println!(
         "ratio new message / no message: p50 {:.1}x, p99 {:.1}x; kept vector / no message: p50 {:.1}x, p99 {:.1}x",
         made.0 / none.0,
@@ -527,6 +652,33 @@ fn context_reads(dir: &str, model: &LocalEmbed) {
         "ratio prepared / no message: p50 {:.1}x, p99 {:.1}x",
         prepared.0 / none.0,
         prepared.1 / none.1
+    );
+    let ms = |us: f64| us / 1e3;
+    results.record(
+        &Row::new(
+            33,
+            "`Runtime::context` on the local model (100 ended calls of ten turns, 2,000 tokens), \
+             p50 / p99: a new message handed to `Runtime::prepare_message` 50 ms before the read, \
+             one handed just before, one made within the read, the same message again; the \
+             embedding alone",
+            COMMAND,
+        )
+        .baseline("the same read without a message")
+        .target("row 23's p99 < 1 ms for a message prepared ahead")
+        .check(On::Figure, "prepared p99", "<", 1.0, "ms"),
+        Run::new()
+            .figure("prepared p50", ms(prepared.0), "ms")
+            .figure("prepared p99", ms(prepared.1), "ms")
+            .figure("just before p99", ms(at_once.1), "ms")
+            .figure("new message p99", ms(made.1), "ms")
+            .figure("kept p99", ms(kept.1), "ms")
+            .figure("embedding p50", ms(embed.0), "ms")
+            .base("p50", ms(none.0), "ms")
+            .base("p99", ms(none.1), "ms")
+            .ratio("prepared p99", prepared.1 / none.1)
+            .ratio("new message p99", made.1 / none.1)
+            .ratio("kept p99", kept.1 / none.1)
+            .note(&format!("load average {}", common::load_average())),
     );
     let _ = tokio.block_on(rt.shutdown());
 }

@@ -34,7 +34,8 @@
 //! together, the outage/healthy ratios, and the LLM requests the server
 //! received during each timed phase (in an outage every one of them
 //! answered with a fault or left hanging). Run with
-//! `cargo bench --bench outage`.
+//! `cargo bench --bench outage`. It records row 21 of BENCHMARKS.md in
+//! `benches/results/` (see `common/results.rs`).
 
 #[path = "../tests/common/fake_llm.rs"]
 mod fake_llm;
@@ -43,6 +44,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::results::{On, Recorder, Row, Run};
 use fake_llm::{Fake, Reply};
 use recall::engine::settings::ReflectorKind;
 use recall::{Runtime, RuntimeBuilder, Settings};
@@ -305,6 +307,7 @@ fn kinds(first: usize, n: usize) -> String {
 }
 
 fn main() {
+    let results = Recorder::bench();
     // The LLM server runs apart from the runtime under test, as it would.
     let server = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -433,7 +436,37 @@ fn main() {
         verdict(plain_ratio),
         verdict(durable_ratio),
     );
-    println!("load average at the end {}", common::load_average());
+    let load = common::load_average();
+    println!("load average at the end {load}");
+    results.record(
+        &Row::new(
+            21,
+            "`record_turn` and `record_turn_durable` while the LLM fails in every way (a 500, a \
+             429, a hung connection, an answer after the timeout, a body not JSON, no content, in \
+             turn), p50 / p99: 16 live calls, turns paced, 150 calls ended per phase",
+            "cargo bench --bench outage",
+        )
+        .baseline("the same calls with the LLM healthy, same run")
+        .target("unaffected: outage / healthy ≤ 1.5 at p99, for both")
+        .check(On::Ratio, "record_turn p99", "<=", 1.5, "")
+        .check(On::Ratio, "durable p99", "<=", 1.5, ""),
+        Run::new()
+            .figure("record_turn p50", us(op50), "µs")
+            .figure("record_turn p99", us(op99), "µs")
+            .figure("durable p50", ms(od50), "ms")
+            .figure("durable p99", ms(od99), "ms")
+            .base("record_turn p50", us(hp50), "µs")
+            .base("record_turn p99", us(hp99), "µs")
+            .base("durable p50", ms(hd50), "ms")
+            .base("durable p99", ms(hd99), "ms")
+            .ratio("record_turn p50", ratio(op50, hp50))
+            .ratio("record_turn p99", plain_ratio)
+            .ratio("durable p50", ratio(od50, hd50))
+            .ratio("durable p99", durable_ratio)
+            .note(&format!(
+                "{failed} LLM requests failed while timed; load average {load}"
+            )),
+    );
 
     tokio
         .block_on(rt.shutdown_with_grace(Duration::from_millis(200)))

@@ -17,12 +17,16 @@
 //!   sled, alternated; p50 and p99 of 300 reads each. (A cache hit never
 //!   reaches the backend: it costs the same on both.)
 //!
-//! Run with `cargo bench --bench postgres`.
+//! Run with `cargo bench --bench postgres`. It records rows 34–36 of
+//! BENCHMARKS.md in `benches/results/` (see `common/results.rs`).
+
+mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
+use common::results::{On, Recorder, Row, Run};
 use ractor::{call_t, Actor};
 use recall_actors::model::{ConversationSummary, ConversationTurn, Fact, SummaryType, Visibility};
 use recall_actors::settings::{PostgresSettings, StoreSettings};
@@ -228,7 +232,10 @@ async fn fill(b: &dyn Backend) {
     }
 }
 
+const COMMAND: &str = "cargo bench --bench postgres";
+
 fn main() {
+    let results = Recorder::bench();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -305,5 +312,55 @@ fn main() {
     println!(
         "  ratio PostgreSQL/sled p99: {:.2}",
         p99.as_secs_f64() / s99.as_secs_f64()
+    );
+
+    let load = format!("load average {}", common::load_average());
+    results.record(
+        &Row::new(
+            34,
+            "Turns persisted through the Store actor over PostgreSQL (group commit; 50,000 turns \
+             over 5,000 sessions), median of three rounds",
+            COMMAND,
+        )
+        .baseline("raw batched insert loop of the same rows, 1,000 per statement")
+        .target("≥ 0.8× the raw insert loop")
+        .check(On::Ratio, "", ">=", 0.8, ""),
+        Run::new()
+            .figure("", a, "turns/s")
+            .base("", r, "rows/s")
+            .ratio("", a / r)
+            .note(&load),
+    );
+    results.record(
+        &Row::new(
+            35,
+            "Three instances on one schema: the same turns through three Store actors, each over \
+             a PostgreSQL backend of its own",
+            COMMAND,
+        )
+        .baseline("one instance (row 34)"),
+        Run::new()
+            .figure("", t, "turns/s")
+            .base("", a, "turns/s")
+            .ratio("", t / a)
+            .note(&load),
+    );
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    results.record(
+        &Row::new(
+            36,
+            "A context read on a miss (`context_sources`: one user, 50 summaries, 120 facts) on \
+             PostgreSQL, p50 / p99 of 300 reads",
+            COMMAND,
+        )
+        .baseline("sled, the same records, reads alternated"),
+        Run::new()
+            .figure("p50", ms(p50), "ms")
+            .figure("p99", ms(p99), "ms")
+            .base("p50", ms(s50), "ms")
+            .base("p99", ms(s99), "ms")
+            .ratio("p50", ms(p50) / ms(s50))
+            .ratio("p99", ms(p99) / ms(s99))
+            .note(&load),
     );
 }

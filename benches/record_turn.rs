@@ -25,7 +25,10 @@
 //! run with nothing of recall's left running. Calls are made from a thread
 //! that has entered the tokio runtime, as a voice server's handlers would.
 //!
-//! Run with `cargo bench --bench record_turn`.
+//! Run with `cargo bench --bench record_turn`. It records rows 1–5 and 27
+//! of BENCHMARKS.md in `benches/results/` (see `common/results.rs`).
+
+mod common;
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,6 +36,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use common::results::{On, Recorder, Row, Run};
 use criterion::Criterion;
 use recall::{Clock, Runtime, RuntimeBuilder};
 use tokio::sync::mpsc;
@@ -331,7 +335,66 @@ fn line(name: &str, s: &Summary) -> String {
     )
 }
 
+const COMMAND: &str = "cargo bench --bench record_turn";
+const RAW: &str = "raw tokio mpsc send, one receiver";
+const MEAN_TARGET: &str = "≤ 1.5× the raw send at the mean; p99 < 5 µs";
+
+/// The rows of BENCHMARKS.md this bench measures.
+fn row(n: u32) -> Row {
+    let both = |r: Row| {
+        r.baseline(RAW)
+            .target(MEAN_TARGET)
+            .check(On::Ratio, "mean", "<=", 1.5, "")
+            .check(On::Figure, "p99", "<", 5.0, "µs")
+    };
+    match n {
+        1 => Row::new(
+            1,
+            "`record_turn`, 10,000 live sessions, back-to-back, mean of 200,000 calls (window \
+             summaries running; between batches the bench waits for them)",
+            COMMAND,
+        )
+        .baseline(RAW)
+        .target("≤ 1.5× the raw send at the mean")
+        .check(On::Ratio, "mean", "<=", 1.5, ""),
+        2 => Row::new(
+            2,
+            "`record_turn`, the runs of row 1, mean, against the raw send fanned out over 10,000 \
+             receivers",
+            COMMAND,
+        )
+        .baseline("raw send fanned out over 10,000 receivers, one draining task each"),
+        3 => Row::new(
+            3,
+            "`record_turn`, the runs of row 1, p99 (p50) of 200,000 individually timed calls",
+            COMMAND,
+        )
+        .baseline(RAW)
+        .target("p99 < 5 µs")
+        .check(On::Figure, "p99", "<", 5.0, "µs"),
+        4 => both(Row::new(
+            4,
+            "`record_turn` while in-session window summaries run (10,000 started during each \
+             timed loop), the runs of row 1, mean / p99",
+            COMMAND,
+        )),
+        5 => both(Row::new(
+            5,
+            "`record_turn` with rollups, topics and topic-shift reports in the runtime (its \
+             defaults), the runs of row 1, mean / p99",
+            COMMAND,
+        )),
+        _ => both(Row::new(
+            27,
+            "`record_turn`, 10,000 live sessions, window summaries running, with the fuller \
+             offline summarizer: mean (on a CPU); p50; p99 (max); criterion's estimate",
+            COMMAND,
+        )),
+    }
+}
+
 fn main() {
+    let results = Recorder::bench();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -370,6 +433,7 @@ fn main() {
     };
 
     // ---- explicit figures ----
+    let mut runs: Vec<(u32, Run)> = Vec::new();
     {
         let _ctx = rt.enter();
         let overhead = timer_overhead();
@@ -463,6 +527,60 @@ fn main() {
              timed one; in all so far {} started, {} completed, {} folds into long narratives",
             s.windows_started, s.windows_completed, s.folds_completed
         );
+        {
+            let us = |ns: f64| ns / 1e3;
+            let (mean, raw) = (us(rec_mean.wall_ns), us(raw_mean.wall_ns));
+            let (p99, raw_p99) = (us(rec_p.p99 as f64), us(raw_p.p99 as f64));
+            let fan = us(fan_mean.wall_ns);
+            let mean_p99 = || {
+                Run::new()
+                    .figure("mean", mean, "µs")
+                    .figure("p99", p99, "µs")
+                    .base("mean", raw, "µs")
+                    .base("p99", raw_p99, "µs")
+                    .ratio("mean", mean / raw)
+                    .ratio("p99", p99 / raw_p99)
+            };
+            runs.push((
+                1,
+                Run::new()
+                    .figure("mean", mean, "µs")
+                    .base("mean", raw, "µs")
+                    .ratio("mean", mean / raw),
+            ));
+            runs.push((
+                2,
+                Run::new()
+                    .figure("mean", mean, "µs")
+                    .base("mean", fan, "µs")
+                    .ratio("mean", mean / fan),
+            ));
+            runs.push((
+                3,
+                Run::new()
+                    .figure("p99", p99, "µs")
+                    .figure("p50", us(rec_p.p50 as f64), "µs")
+                    .base("p99", raw_p99, "µs")
+                    .base("p50", us(raw_p.p50 as f64), "µs")
+                    .ratio("p99", p99 / raw_p99),
+            ));
+            runs.push((4, mean_p99()));
+            runs.push((5, mean_p99()));
+            runs.push((
+                27,
+                Run::new()
+                    .figure("mean", mean, "µs")
+                    .figure("on a CPU", us(rec_mean.cpu_ns), "µs")
+                    .figure("p50", us(rec_p.p50 as f64), "µs")
+                    .figure("p99", p99, "µs")
+                    .figure("max", rec_p.max as f64 / 1e6, "ms")
+                    .base("mean", raw, "µs")
+                    .base("on a CPU", us(raw_mean.cpu_ns), "µs")
+                    .base("p99", raw_p99, "µs")
+                    .ratio("mean", mean / raw)
+                    .ratio("on a CPU", rec_mean.cpu_ns / raw_mean.cpu_ns.max(1.0)),
+            ));
+        }
         let (rec_mean, raw_mean) = (rec_mean.wall_ns, raw_mean.wall_ns);
         let ratio = rec_mean / raw_mean;
         println!(
@@ -527,6 +645,22 @@ fn main() {
         group.finish();
     }
     c.final_summary();
+
+    // Criterion's estimates of this run, beside row 27's own figures.
+    let recorded = results.criterion_ns("record_turn", "record_turn");
+    let raw_recorded = results.criterion_ns("record_turn", "raw_mpsc_send");
+    for (n, mut run) in runs {
+        if let (27, Some(rec), Some(raw)) = (n, recorded, raw_recorded) {
+            run = run
+                .figure("criterion", rec / 1e3, "µs")
+                .base("criterion", raw / 1e3, "µs")
+                .ratio("criterion", rec / raw);
+        }
+        results.record(
+            &row(n),
+            run.note(&format!("load average {}", common::load_average())),
+        );
+    }
 
     println!(
         "{} turns recorded and {} raw payloads sent in total; shutting down",

@@ -9,10 +9,15 @@
 //! straight into the store before the runtime starts. The first start
 //! recovers the 100 open sessions (ends and reflects them); the next five
 //! are clean restarts. Prints each, the medians and the ratio. Run with `cargo bench --bench restart`.
+//! It records rows 17–19 of BENCHMARKS.md in `benches/results/` (see
+//! `common/results.rs`).
+
+mod common;
 
 use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
+use common::results::{Recorder, Row, Run};
 use recall::engine::keys;
 use recall::engine::model::{ConversationSummary, ConversationTurn, EndReason, SessionRecord};
 use recall::engine::store::Trees;
@@ -122,7 +127,11 @@ fn raw_open(dir: &std::path::Path) -> Duration {
     d
 }
 
+const COMMAND: &str = "cargo bench --bench restart";
+const RAW_OPEN: &str = "raw `sled` open of the same folder and its trees";
+
 fn main() {
+    let results = Recorder::bench();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -140,6 +149,7 @@ fn main() {
     eprintln!("folder: {:.0} MiB", size as f64 / (1 << 20) as f64);
 
     let (mut starts, mut first_turns, mut raws) = (Vec::new(), Vec::new(), Vec::new());
+    let mut recovery = (Duration::ZERO, Duration::ZERO);
     for run in 0..=RESTARTS {
         // Which goes first alternates, so neither always finds the page
         // cache warmed by the other.
@@ -186,6 +196,7 @@ fn main() {
         );
         if run == 0 {
             assert_eq!(recovered, OPEN, "the open sessions are recovered");
+            recovery = (start, raw);
         } else {
             starts.push(start);
             first_turns.push(first_turn);
@@ -202,5 +213,51 @@ fn main() {
         ms(raw),
         ms(start) / ms(raw),
         ms(first) / ms(raw),
+    );
+    let note = format!(
+        "folder {:.0} MiB; load average {}",
+        size as f64 / (1 << 20) as f64,
+        common::load_average()
+    );
+    results.record(
+        &Row::new(
+            17,
+            "Restart on a folder of 100,000 stored sessions (four turns and a summary each): \
+             `Runtime::start`, median of five clean restarts",
+            COMMAND,
+        )
+        .baseline(RAW_OPEN),
+        Run::new()
+            .figure("", ms(start), "ms")
+            .base("", ms(raw), "ms")
+            .ratio("", ms(start) / ms(raw))
+            .note(&note),
+    );
+    results.record(
+        &Row::new(
+            18,
+            "The same, until the first turn of a new call is on disk (`record_turn_durable`)",
+            COMMAND,
+        )
+        .baseline(RAW_OPEN),
+        Run::new()
+            .figure("", ms(first), "ms")
+            .base("", ms(raw), "ms")
+            .ratio("", ms(first) / ms(raw))
+            .note(&note),
+    );
+    results.record(
+        &Row::new(
+            19,
+            "The first start after a crash that left 100 sessions open (recovered: ended and \
+             queued for reflection), on the folder just written",
+            COMMAND,
+        )
+        .baseline("raw `sled` open of the same folder, right after"),
+        Run::new()
+            .figure("", ms(recovery.0), "ms")
+            .base("", ms(recovery.1), "ms")
+            .ratio("", ms(recovery.0) / ms(recovery.1))
+            .note(&note),
     );
 }

@@ -55,6 +55,10 @@
 //! cached read with a message instead, with `novel`, the cached read
 //! with a question never asked before, and with `summary`, a short call
 //! ended and reflected on before each read.
+//!
+//! A run with the defaults records rows 23–26 of BENCHMARKS.md in
+//! `benches/results/` (see `common/results.rs`); a run with either
+//! variable above records nothing.
 
 mod common;
 
@@ -63,6 +67,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
+use common::results::{On, Recorder, Row, Run};
 use criterion::Criterion;
 use recall::engine::model::{BlockLabel, SummaryType};
 use recall::engine::search::SearchQuery;
@@ -674,7 +679,19 @@ where
     (during, spans.iter().map(|(s, e)| e - s).collect())
 }
 
+const COMMAND: &str = "cargo bench --bench retrieval";
+
 fn main() {
+    let results = if ["RETRIEVAL_EMBED", "RETRIEVAL_RELATED_WORDS"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
+    {
+        Recorder::off(
+            "a run with RETRIEVAL_EMBED or RETRIEVAL_RELATED_WORDS: not the rows' defaults",
+        )
+    } else {
+        Recorder::bench()
+    };
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -1168,9 +1185,10 @@ fn main() {
         ),
         &summary_with,
     );
+    let summary_without = figures(after_summary_without);
     line(
         "context after a new session summary, without a message",
-        &figures(after_summary_without),
+        &summary_without,
     );
     line(
         "  context after a block write, with a message, in the same state",
@@ -1204,5 +1222,121 @@ fn main() {
     });
     g.finish();
     c.final_summary();
+
+    let load = format!("load average {}", common::load_average());
+    let ratio = |a: u64, b: u64| a as f64 / b.max(1) as f64;
+    results.record(
+        &Row::new(
+            23,
+            "`Runtime::context` with a message (retrieval over the user's 100,003 turns, 1,000 \
+             summaries, 1,000 facts), budget 32,000, cached sources, p99 (p50): one of eight \
+             messages cycling, a question never asked before, and one whose words were prepared",
+            COMMAND,
+        )
+        .baseline("the same read without a message, interleaved")
+        .target("p99 < 1 ms for each")
+        .check(On::Figure, "p99", "<", 1.0, "ms")
+        .check(On::Figure, "never asked p99", "<", 1.0, "ms")
+        .check(On::Figure, "prepared p99", "<", 1.0, "ms"),
+        Run::new()
+            .figure("p99", ms(with.p99), "ms")
+            .figure("p50", ms(with.p50), "ms")
+            .figure("never asked p99", ms(novel.p99), "ms")
+            .figure("never asked p50", ms(novel.p50), "ms")
+            .figure("prepared p99", ms(prepared.p99), "ms")
+            .figure("prepared p50", ms(prepared.p50), "ms")
+            .base("p99", ms(without.p99), "ms")
+            .base("p50", ms(without.p50), "ms")
+            .ratio("p99", ratio(with.p99, without.p99))
+            .ratio("never asked p99", ratio(novel.p99, without.p99))
+            .ratio("prepared p99", ratio(prepared.p99, prepared_without.p99))
+            .note(&load),
+    );
+    results.record(
+        &Row::new(
+            24,
+            "The same read after a write for the agent (a cache miss), with a message, p99 \
+             (p50): after a block write; after a new session summary",
+            COMMAND,
+        )
+        .baseline("the same misses without a message")
+        .target("p99 < 5 ms after either write")
+        .check(On::Figure, "block write p99", "<", 5.0, "ms")
+        .check(On::Figure, "new summary p99", "<", 5.0, "ms"),
+        Run::new()
+            .figure("block write p99", ms(real_with.p99), "ms")
+            .figure("block write p50", ms(real_with.p50), "ms")
+            .figure("new summary p99", ms(summary_with.p99), "ms")
+            .figure("new summary p50", ms(summary_with.p50), "ms")
+            .base("block write p99", ms(real_without.p99), "ms")
+            .base("new summary p99", ms(summary_without.p99), "ms")
+            .ratio("block write p99", ratio(real_with.p99, real_without.p99))
+            .ratio(
+                "new summary p99",
+                ratio(summary_with.p99, summary_without.p99),
+            )
+            .note(&load),
+    );
+    let mut build_run = Run::new();
+    for t in &times {
+        build_run = build_run.figure("build", *t as f64 / 1e9, "s");
+    }
+    for h in &heaps {
+        build_run = build_run.figure("heap kept", *h as f64 / 1_048_576.0, "MiB");
+    }
+    results.record(
+        &Row::new(
+            25,
+            "The agent's index build off the Store actor, 102,015 items (100,003 turns), five \
+             builds: time, heap kept, resident memory added",
+            COMMAND,
+        ),
+        build_run
+            .figure(
+                "resident added",
+                rss_after.saturating_sub(rss_before) as f64 / 1024.0,
+                "MiB",
+            )
+            .note(&format!("{items} items; {load}")),
+    );
+    let added = |f: &Figures| ms(f.p99.saturating_sub(alone.p99));
+    results.record(
+        &Row::new(
+            26,
+            "`record_turn_durable` (one every 2 ms) while index builds of that agent run back to \
+             back, and while cache misses do: p99 (max)",
+            COMMAND,
+        )
+        .baseline("the same writes with nothing else running")
+        .target(&format!(
+            "what the load adds at p99 within the {flush_window} ms group-commit window"
+        ))
+        .check(
+            On::Figure,
+            "builds, added at p99",
+            "<=",
+            flush_window as f64,
+            "ms",
+        )
+        .check(
+            On::Figure,
+            "misses, added at p99",
+            "<=",
+            flush_window as f64,
+            "ms",
+        ),
+        Run::new()
+            .figure("builds p99", ms(during_builds.p99), "ms")
+            .figure("builds max", ms(during_builds.max), "ms")
+            .figure("misses p99", ms(during_misses.p99), "ms")
+            .figure("misses max", ms(during_misses.max), "ms")
+            .figure("builds, added at p99", added(&during_builds), "ms")
+            .figure("misses, added at p99", added(&during_misses), "ms")
+            .base("p99", ms(alone.p99), "ms")
+            .base("max", ms(alone.max), "ms")
+            .ratio("builds p99", ratio(during_builds.p99, alone.p99))
+            .ratio("misses p99", ratio(during_misses.p99, alone.p99))
+            .note(&load),
+    );
     let _ = tokio.block_on(rt.shutdown());
 }

@@ -16,7 +16,9 @@
 //! same way, so that neither inherits the other's heap: memory is the peak
 //! during the timed stretch minus what was resident just before it (the
 //! high-water mark reset then, see `common::PeakRss`), so the fill and the
-//! runtime's start do not count. Run with `cargo bench --bench rollup`.
+//! runtime's start do not count. Run with `cargo bench --bench rollup`. It
+//! records row 12 of BENCHMARKS.md in `benches/results/` (see
+//! `common/results.rs`).
 
 mod common;
 
@@ -25,6 +27,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use chrono::{Duration, TimeZone, Utc};
+use common::results::{Recorder, Row, Run};
 use recall::engine::keys;
 use recall::engine::model::{AgentMeta, ConversationSummary, SummaryType};
 use recall::engine::reflect::extractive::{combine, DEFAULT_COMBINE_MAX_CHARS};
@@ -249,6 +252,7 @@ fn main() {
         run_side(&name);
         return;
     }
+    let results = Recorder::bench();
     println!("load average at the start {}", common::load_average());
     check_reset();
     let mut rounds = Vec::new();
@@ -295,5 +299,33 @@ fn main() {
         join(&|(r, b)| format!("{:.2}", r.secs / b.secs)),
         join(&|(r, b)| format!("{:.1}", r.added_mib() / b.added_mib().max(0.1)))
     );
-    println!("load average at the end {}", common::load_average());
+    let load = common::load_average();
+    println!("load average at the end {load}");
+    let mut run = Run::new();
+    for (r, _) in &rounds {
+        run = run.figure("total", r.secs, "s");
+    }
+    for (r, _) in &rounds {
+        run = run.figure("peak added", r.added_mib(), "MiB");
+    }
+    for (_, b) in &rounds {
+        run = run.base("total", b.secs, "s");
+    }
+    for (_, b) in &rounds {
+        run = run.base("peak added", b.added_mib(), "MiB");
+    }
+    for (r, b) in &rounds {
+        run = run.ratio("time", r.secs / b.secs);
+    }
+    results.record(
+        &Row::new(
+            12,
+            "Daily rollup of 10,000 agents (one user, two session summaries each), offline \
+             summarizer: total time and the rollup's own peak resident memory; two rounds a run, \
+             the order alternating, each side in a process of its own",
+            "cargo bench --bench rollup",
+        )
+        .baseline("per agent: read its summaries, combine them, raw sled insert"),
+        run.note(&format!("load average {load}")),
+    );
 }

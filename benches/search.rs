@@ -9,7 +9,9 @@
 //! store folder before the runtime starts on it; the first search builds
 //! the agent's index from the store, which is timed on its own. Prints
 //! mean, p50 and p99 of each and the p99 ratio, then runs the criterion
-//! group. Run with `cargo bench --bench search`.
+//! group. Run with `cargo bench --bench search`. It records no row of
+//! BENCHMARKS.md: rows 10 and 11 come from `peers/tantivy-search`, which
+//! runs the same search against tantivy instead of a scan.
 
 mod common;
 #[path = "common/search_corpus.rs"]

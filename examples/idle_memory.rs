@@ -8,11 +8,17 @@
 //! mailbox, its silence timer, its registry and supervisor entries, and the
 //! Store's sled cache holding its records. Linux only (reads procfs).
 //!
-//! Run with `cargo run --release --example idle_memory`.
+//! Run with `cargo run --release --example idle_memory`. It records row 13
+//! of BENCHMARKS.md in `benches/results/` (see
+//! `benches/common/results.rs`).
+
+#[path = "../benches/common/results.rs"]
+mod results;
 
 use std::time::{Duration, Instant};
 
 use recall::RuntimeBuilder;
+use results::{On, Recorder, Row, Run};
 
 const SESSIONS: usize = 10_000;
 const TARGET: u64 = 16 * 1024;
@@ -35,6 +41,7 @@ fn mib(bytes: u64) -> f64 {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let results = Recorder::run();
     let dir = tempfile::tempdir()?;
     let runtime = RuntimeBuilder::new(dir.path()).start().await?;
     tokio::time::sleep(SETTLE).await;
@@ -99,6 +106,23 @@ async fn main() -> anyhow::Result<()> {
         } else {
             "MISSED"
         }
+    );
+
+    let kib = |bytes: u64| bytes as f64 / 1024.0;
+    results.record(
+        &Row::new(
+            13,
+            "Resident memory per idle live session (embedded runtime, 10,000 sessions)",
+            "cargo run --release --example idle_memory",
+        )
+        .target("≤ 16 KiB a session")
+        .check(On::Figure, "idle", "<=", kib(TARGET), "KiB")
+        .check(On::Figure, "after one turn", "<=", kib(TARGET), "KiB"),
+        Run::new().figure("idle", kib(per_idle), "KiB").figure(
+            "after one turn",
+            kib(per_one_turn),
+            "KiB",
+        ),
     );
 
     let report = runtime

@@ -33,7 +33,11 @@
 //! Run with `cargo run --release --example ws_load` (add `-- --quick` for a
 //! smaller run). Under `cargo run` it first builds the `recall` binary and
 //! the `ws_echo` example with the same profile; otherwise it looks for them
-//! beside itself.
+//! beside itself. A full run (not `--quick`) records rows 14–16 of
+//! BENCHMARKS.md in `benches/results/` (see `benches/common/results.rs`).
+
+#[path = "../benches/common/results.rs"]
+mod results;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -42,6 +46,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
+use results::{On, Recorder, Row};
 use tokio::sync::Barrier;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -500,6 +505,11 @@ fn verdict(met: bool) -> &'static str {
 
 fn main() -> anyhow::Result<()> {
     let quick = std::env::args().any(|a| a == "--quick");
+    let results = if quick {
+        Recorder::off("a --quick run")
+    } else {
+        Recorder::run()
+    };
     // (connections, turns each at saturation, turns each at steady load,
     // idle sessions)
     let (conns, sat_turns, per_conn, idle_sessions) = if quick {
@@ -538,7 +548,7 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    rt.block_on(async {
+    let (idle_kib, saturation, steady) = rt.block_on(async {
         let bench = Bench {
             http: reqwest::Client::new(),
             recall: recall.addr.clone(),
@@ -556,12 +566,12 @@ fn main() -> anyhow::Result<()> {
         let started = Instant::now();
         start_idle(&bench.http, &base, idle_sessions).await?;
         let after = rss_bytes(recall.pid());
+        let idle_kib = after.saturating_sub(before) as f64 / idle_sessions as f64 / 1024.0;
         println!(
-            "{idle_sessions} idle sessions started over HTTP in {:.2} s; server RSS {:.1} MiB -> {:.1} MiB: {:.1} KiB per idle session",
+            "{idle_sessions} idle sessions started over HTTP in {:.2} s; server RSS {:.1} MiB -> {:.1} MiB: {idle_kib:.1} KiB per idle session",
             started.elapsed().as_secs_f64(),
             before as f64 / 1048576.0,
             after as f64 / 1048576.0,
-            after.saturating_sub(before) as f64 / idle_sessions as f64 / 1024.0
         );
 
         // The same idle sessions on the server with its limits lifted, so
@@ -576,6 +586,7 @@ fn main() -> anyhow::Result<()> {
 
         println!("saturation: {conns} WebSocket connections x {sat_turns} turns each, the next sent when the last is answered");
         let mut sat = Vec::new();
+        let mut saturation = Vec::new();
         for (round, order) in ORDERS.iter().enumerate() {
             println!(" round {}:", round + 1);
             let mut got = [0.0; 4];
@@ -591,6 +602,7 @@ fn main() -> anyhow::Result<()> {
                 verdict(plain / lifted >= 0.95)
             );
             sat.push((plain, durable, lifted));
+            saturation.push(got);
         }
 
         let pace = Duration::from_millis(200);
@@ -628,11 +640,104 @@ fn main() -> anyhow::Result<()> {
             steady.iter().map(|s| format!("{:.2}", s[2])).collect::<Vec<_>>().join(" / "),
             steady.iter().map(|s| format!("{:.2}", s[0])).collect::<Vec<_>>().join(" / "),
         );
-        anyhow::Ok(())
+        anyhow::Ok((idle_kib, saturation, steady))
     })?;
+    record(&results, idle_kib, &saturation, &steady);
     let status = recall.stop()?;
     println!("recall serve exited: {status}");
     let status = unbounded.stop()?;
     println!("recall serve (limits lifted) exited: {status}");
     Ok(())
+}
+
+/// Rows 14–16: each round's turns/s at saturation and p99 at the steady
+/// load, per side (indexed as `Side`), and the memory per idle session.
+fn record(results: &Recorder, idle_kib: f64, saturation: &[[f64; 4]], steady: &[[f64; 4]]) {
+    const COMMAND: &str = "cargo run --release --example ws_load";
+    let (echo, on, durable, lifted) = (
+        Side::Echo as usize,
+        Side::Recall as usize,
+        Side::RecallDurable as usize,
+        Side::RecallUnbounded as usize,
+    );
+    let mut run = results::Run::new();
+    for (what, side) in [
+        ("limits on", on),
+        ("limits lifted", lifted),
+        ("durable acks", durable),
+    ] {
+        for got in saturation {
+            run = run.figure(what, got[side], "turns/s");
+        }
+    }
+    for got in saturation {
+        run = run.base("", got[echo], "turns/s");
+    }
+    for (what, a, b) in [
+        ("limits on / echo", on, echo),
+        ("limits lifted / echo", lifted, echo),
+        ("limits on / lifted", on, lifted),
+        ("durable / echo", durable, echo),
+    ] {
+        for got in saturation {
+            run = run.ratio(what, got[a] / got[b]);
+        }
+    }
+    results.record(
+        &Row::new(
+            14,
+            "`recall serve`, 1,000 WebSockets, turns/s at saturation (50 turns each); the server, \
+             a second with every limit lifted, a bare echo server and the load generator each a \
+             process of its own; two rounds a run, the order reversed; default and durable acks",
+            COMMAND,
+        )
+        .baseline("`ws_echo`, a bare axum WebSocket echo server")
+        .target(
+            "≥ 0.7× the echo; the limits cost at most 5 % (≥ 0.95× the server with them lifted)",
+        )
+        .check(On::Ratio, "limits on / echo", ">=", 0.7, "")
+        .check(On::Ratio, "limits on / lifted", ">=", 0.95, ""),
+        run,
+    );
+    let mut run = results::Run::new();
+    for (what, side) in [
+        ("limits on p99", on),
+        ("limits lifted p99", lifted),
+        ("durable acks p99", durable),
+    ] {
+        for p99 in steady {
+            run = run.figure(what, p99[side], "ms");
+        }
+    }
+    for p99 in steady {
+        run = run.base("p99", p99[echo], "ms");
+    }
+    for (what, side) in [("limits on / echo", on), ("limits lifted / echo", lifted)] {
+        for p99 in steady {
+            run = run.ratio(what, p99[side] / p99[echo]);
+        }
+    }
+    results.record(
+        &Row::new(
+            15,
+            "`recall serve`, ack latency p99 at a steady 5,000 turns/s (a turn every 200 ms per \
+             connection), the runs of row 14: default acks with the limits on and lifted, durable \
+             acks",
+            COMMAND,
+        )
+        .baseline("`ws_echo`, same runs")
+        .target("p99 < 5 ms with default acks (durable acks: none)")
+        .check(On::Figure, "limits on p99", "<", 5.0, "ms")
+        .check(On::Figure, "limits lifted p99", "<", 5.0, "ms"),
+        run,
+    );
+    results.record(
+        &Row::new(
+            16,
+            "`recall serve`, resident memory per idle session, 10,000 started over HTTP (the \
+             server process's `VmRSS`)",
+            COMMAND,
+        ),
+        results::Run::new().figure("", idle_kib, "KiB"),
+    );
 }

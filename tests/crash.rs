@@ -10,6 +10,8 @@
 //!
 //! Real processes and real time. `RECALL_CRASH_SEED` replays a run (the seed
 //! is printed); `RECALL_CRASH_ROUNDS` sets the number of kills (default 6).
+//! A run with `RECALL_CRASH_ROUNDS` set is a measurement: it records row 20
+//! of BENCHMARKS.md in `benches/results/` (see `benches/common/results.rs`).
 
 #![cfg(unix)]
 
@@ -27,6 +29,9 @@ use uuid::Uuid;
 
 mod common;
 use common::{listening, recall};
+
+#[path = "../benches/common/results.rs"]
+mod results;
 
 type Res = anyhow::Result<()>;
 
@@ -448,5 +453,53 @@ async fn kill_9_at_random_moments_loses_no_acknowledged_turn_and_repeats_no_summ
         log.rollup_runs.1,
         starts
     );
+    if std::env::var_os("RECALL_CRASH_ROUNDS").is_some() {
+        record(rounds, sent_total, lost.len(), windows.len(), windows);
+    }
     Ok(())
+}
+
+/// Row 20, from a run that passed (every durable turn kept, every loss
+/// inside the bound: asserted above).
+fn record(kills: usize, sent: usize, lost: usize, losing: usize, mut windows: Vec<Duration>) {
+    use results::{On, Recorder, Row, Run};
+    windows.sort_unstable();
+    let ms = |d: Option<&Duration>| d.map_or(0.0, |d| d.as_secs_f64() * 1e3);
+    let build = if cfg!(debug_assertions) {
+        "debug build"
+    } else {
+        "release build (`cargo test --release`)"
+    };
+    Recorder::run().record(
+        &Row::new(
+            20,
+            "`kill -9` of `recall serve` under six concurrent API clients, 40 kills: \
+             acknowledged non-durable turns lost of those sent, and the loss window (how long \
+             before its kill the latest lost turn was acknowledged), median / max over the kills",
+            "RECALL_CRASH_ROUNDS=40 cargo test --test crash -- --nocapture",
+        )
+        .baseline(
+            "the Store's window: one group-commit interval (5 ms) plus one flush, plus mailbox \
+             time",
+        )
+        .target(
+            "no durable turn lost; none acknowledged more than 250 ms before its kill (both \
+             asserted)",
+        )
+        .check(On::Figure, "durable lost", "<=", 0.0, "turns")
+        .check(
+            On::Figure,
+            "window max",
+            "<=",
+            LOSS_BOUND.as_secs_f64() * 1e3,
+            "ms",
+        ),
+        Run::new()
+            .figure("lost", lost as f64, "turns")
+            .figure("sent", sent as f64, "turns")
+            .figure("durable lost", 0.0, "turns")
+            .figure("window median", ms(windows.get(windows.len() / 2)), "ms")
+            .figure("window max", ms(windows.last()), "ms")
+            .note(&format!("{build}; {kills} kills, {losing} lost a turn")),
+    );
 }

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod results;
+
 /// A field of `/proc/self/status` in KiB (`VmRSS:`, `VmHWM:`); 0 where
 /// there is none.
 pub fn status_kib(field: &str) -> u64 {

@@ -23,7 +23,9 @@
 //! embedding similarity) on the same store, for reference.
 //!
 //! A crate of its own, outside recall's workspace, so recall's build and
-//! tests never compile tantivy. Run with `cargo run --release` here.
+//! tests never compile tantivy. Run with `cargo run --release` here. It
+//! records rows 10 and 11 of BENCHMARKS.md in `benches/results/` (see
+//! `benches/common/results.rs`).
 
 /// The benchmarks' helpers (`/proc` figures).
 #[path = "../../../benches/common/mod.rs"]
@@ -37,6 +39,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use anyhow::{ensure, Context};
+use common::results::{On, Recorder, Row, Run};
 use corpus::{AGENT, LIMIT, QUERIES, SUMMARIES, USERS};
 use peer::{Hit, Peer};
 use recall::engine::embed::{summary_text, HashingEmbed, StoredVector};
@@ -154,14 +157,15 @@ fn matched(a: &[Score], b: &[Score]) -> usize {
 }
 
 /// How far recall's top 10s agree with tantivy's, by summary: printed,
-/// with up to `show` queries where they disagree beyond ties.
+/// with up to `show` queries where they disagree beyond ties; returns the
+/// mean overlap counting tied summaries as one.
 fn agreement(
     peer: &Peer,
     queries: &Queries,
     recall_hits: &[Vec<Hit>],
     peer_hits: &[Vec<Hit>],
     show: usize,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<f64> {
     let (mut strict, mut loose, mut counted) = (0.0f64, 0.0f64, 0usize);
     let (mut strict7, mut loose7, mut loose10) = (0usize, 0usize, 0usize);
     let (mut sizes_differ, mut cutoff_ties, mut none) = (0usize, 0usize, 0usize);
@@ -245,10 +249,13 @@ fn agreement(
         println!("    tantivy (number, BM25): {p:?}");
         println!("    tantivy's BM25 of recall's: {rescored:?}");
     }
-    Ok(())
+    Ok(loose / counted.max(1) as f64)
 }
 
+const COMMAND: &str = "cd peers/tantivy-search && cargo run --release";
+
 fn main() -> anyhow::Result<()> {
+    let results = Recorder::run();
     println!("load average at start: {}", common::load_average());
     let vocab = corpus::vocabulary();
     let all = corpus::summaries(&vocab);
@@ -347,7 +354,7 @@ fn main() -> anyhow::Result<()> {
         if rs99 < 2_000_000 { "met" } else { "MISSED" }
     );
 
-    agreement(&peer, &queries, &recall_hits, &peer_hits, 3)?;
+    let agreed = agreement(&peer, &queries, &recall_hits, &peer_hits, 3)?;
 
     // For reference: the default ranking (BM25 blended with the hashing
     // embedder's similarity) on the same index, against the same tantivy
@@ -371,7 +378,51 @@ fn main() -> anyhow::Result<()> {
         b99 as f64 / t99.max(1) as f64
     );
     agreement(&peer, &queries, &blended_hits, &peer_hits, 0)?;
-    println!("\nload average at end: {}", common::load_average());
+    let load = common::load_average();
+    println!("\nload average at end: {load}");
+    let ratio = |a: u64, b: u64| a as f64 / b.max(1) as f64;
+    results.record(
+        &Row::new(
+            10,
+            "`Runtime::search` over 100,000 summaries of one agent, 2,000 queries of 2–3 words, \
+             half filtered by user, top 10, ranked by keywords only (BM25), p99 (p50); the \
+             default blended ranking beside it",
+            COMMAND,
+        )
+        .baseline("tantivy's BM25 over the same summaries, queries and user filters, same process")
+        .target("p99 < 2 ms (against tantivy, none)")
+        .check(On::Figure, "p99", "<", 2.0, "ms"),
+        Run::new()
+            .figure("p99", ms(rs99), "ms")
+            .figure("p50", ms(rs50), "ms")
+            .figure("default ranking p99", ms(b99), "ms")
+            .figure("top-10 agreement, ties as one", 100.0 * agreed, "%")
+            .base("p99", ms(ps99), "ms")
+            .base("p50", ms(ps50), "ms")
+            .ratio("p99", ratio(rs99, ps99))
+            .ratio("p50", ratio(rs50, ps50))
+            .note(&format!("load average {load}")),
+    );
+    let secs = |d: std::time::Duration| d.as_secs_f64();
+    results.record(
+        &Row::new(
+            11,
+            "First search of that agent: its index built from the store; resident memory added",
+            COMMAND,
+        )
+        .baseline(
+            "tantivy indexing the same summaries from memory (one thread, no vectors or stored \
+             text)",
+        ),
+        Run::new()
+            .figure("build", secs(recall_build), "s")
+            .figure("memory added", recall_mib as f64, "MiB")
+            .base("build", secs(peer_build), "s")
+            .base("memory added", peer_mib as f64, "MiB")
+            .ratio("build", secs(recall_build) / secs(peer_build))
+            .ratio("memory added", recall_mib as f64 / peer_mib.max(1) as f64)
+            .note(&format!("load average {load}")),
+    );
     tokio.block_on(rt.shutdown())?;
     Ok(())
 }

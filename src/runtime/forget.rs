@@ -83,6 +83,23 @@ impl Runtime {
         }
     }
 
+    /// Tells the Store and the supervisor that these live sessions are
+    /// being forgotten, before they end: their last writes are dropped and
+    /// they are not reflected on.
+    fn forgetting(&self, ids: &[uuid::Uuid]) -> Result<(), RecallError> {
+        self.inner
+            .store
+            .cast(StoreMsg::Forgetting(ids.to_vec()))
+            .map_err(unavailable("store"))?;
+        self.inner
+            .supervisor
+            .cast(recall_actors::supervisor::SupervisorMsg::Forgetting(
+                ids.to_vec(),
+            ))
+            .map_err(unavailable("supervisor"))?;
+        Ok(())
+    }
+
     /// Ends `user_id`'s live calls with `agent_id` that started before
     /// `before`, unreflected, and removes what they wrote.
     async fn end_calls_before(
@@ -103,16 +120,7 @@ impl Runtime {
             return Ok(());
         }
         let ids: Vec<uuid::Uuid> = older.iter().map(|l| l.session_id).collect();
-        self.inner
-            .store
-            .cast(StoreMsg::Forgetting(ids.clone()))
-            .map_err(unavailable("store"))?;
-        self.inner
-            .supervisor
-            .cast(recall_actors::supervisor::SupervisorMsg::Forgetting(
-                ids.clone(),
-            ))
-            .map_err(unavailable("supervisor"))?;
+        self.forgetting(&ids)?;
         for live in &older {
             if registry.mark_ended(&live.connection_id, live.session_id) {
                 let _ = live.actor.cast(SessionMsg::End(EndReason::Cleared));
@@ -168,16 +176,7 @@ impl Runtime {
             // Before they end: their last writes are dropped, and what of
             // them is stored goes with the forget, even where another
             // instance removed their records first.
-            self.inner
-                .store
-                .cast(StoreMsg::Forgetting(live.clone()))
-                .map_err(unavailable("store"))?;
-            self.inner
-                .supervisor
-                .cast(recall_actors::supervisor::SupervisorMsg::Forgetting(
-                    live.clone(),
-                ))
-                .map_err(unavailable("supervisor"))?;
+            self.forgetting(&live)?;
         }
         let mut ended = Vec::new();
         for agent in &agents {

@@ -23,7 +23,15 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -976,6 +984,40 @@ class Outage:
                 await asyncio.sleep(0.1)
 
 
+@contextlib.asynccontextmanager
+async def outage_call(
+    outage_server: OutageServer,
+    transport: Transport,
+    *,
+    finish_timeout_secs: float,
+    store_retry_secs: float,
+) -> AsyncIterator[tuple[RecallClient, NotingClient, Outage, RecallTurnRecorder]]:
+    """A call of a fresh agent, user and connection through a recorder on a
+    NotingClient, with the store's Outage ready to cut: a plain client, the
+    noting one, the outage and the recorder."""
+    server = outage_server.server
+    agent_id = unique("agent")
+    async with (
+        RecallClient(server.base_url) as client,
+        NotingClient(server.base_url) as noted,
+        Outage(client, outage_server.proxy, agent_id) as outage,
+    ):
+        yield (
+            client,
+            noted,
+            outage,
+            RecallTurnRecorder(
+                noted,
+                agent_id=agent_id,
+                user_id=unique("user"),
+                connection_id=unique("call"),
+                transport=transport,
+                finish_timeout_secs=finish_timeout_secs,
+                store_retry_secs=store_retry_secs,
+            ),
+        )
+
+
 def user_started_speaking_indices(frames: Sequence[Frame]) -> list[int]:
     return [i for i, f in enumerate(frames) if isinstance(f, UserStartedSpeakingFrame)]
 
@@ -988,22 +1030,9 @@ def test_recorder_resends_turns_refused_while_the_store_cannot_write(
     wait recall names, one at a time in their order, and none is lost."""
 
     async def scenario() -> None:
-        server = outage_server.server
-        agent_id, user_id, connection_id = unique("agent"), unique("user"), unique("call")
-        async with (
-            RecallClient(server.base_url) as client,
-            NotingClient(server.base_url) as noted,
-            Outage(client, outage_server.proxy, agent_id) as outage,
-        ):
-            recorder = RecallTurnRecorder(
-                noted,
-                agent_id=agent_id,
-                user_id=user_id,
-                connection_id=connection_id,
-                transport=transport,
-                finish_timeout_secs=PIPELINE_SECS / 2,
-                store_retry_secs=PIPELINE_SECS / 2,
-            )
+        async with outage_call(
+            outage_server, transport, finish_timeout_secs=PIPELINE_SECS / 2, store_retry_secs=PIPELINE_SECS / 2
+        ) as (client, noted, outage, recorder):
             said = [user for user, _ in EXCHANGES]
             frames = call_frames(EXCHANGES)
 
@@ -1074,22 +1103,9 @@ def test_recorder_drops_a_turn_refused_past_store_retry_secs(
     retry_secs = 2.5  # room for two waits of CONNECT_TIMEOUT_SECS, not three
 
     async def scenario() -> None:
-        server = outage_server.server
-        agent_id, user_id, connection_id = unique("agent"), unique("user"), unique("call")
-        async with (
-            RecallClient(server.base_url) as client,
-            NotingClient(server.base_url) as noted,
-            Outage(client, outage_server.proxy, agent_id) as outage,
-        ):
-            recorder = RecallTurnRecorder(
-                noted,
-                agent_id=agent_id,
-                user_id=user_id,
-                connection_id=connection_id,
-                transport=transport,
-                finish_timeout_secs=PIPELINE_SECS / 2,
-                store_retry_secs=retry_secs,
-            )
+        async with outage_call(
+            outage_server, transport, finish_timeout_secs=PIPELINE_SECS / 2, store_retry_secs=retry_secs
+        ) as (client, noted, outage, recorder):
             reported: list[Exception] = []
 
             @recorder.event_handler("on_recall_error")
@@ -1170,22 +1186,9 @@ def test_recorder_ends_the_call_within_its_wait_while_the_store_cannot_write(
     finish_secs = 3.0
 
     async def scenario() -> None:
-        server = outage_server.server
-        agent_id, user_id, connection_id = unique("agent"), unique("user"), unique("call")
-        async with (
-            RecallClient(server.base_url) as client,
-            NotingClient(server.base_url) as noted,
-            Outage(client, outage_server.proxy, agent_id) as outage,
-        ):
-            recorder = RecallTurnRecorder(
-                noted,
-                agent_id=agent_id,
-                user_id=user_id,
-                connection_id=connection_id,
-                transport=transport,
-                finish_timeout_secs=finish_secs,
-                store_retry_secs=PIPELINE_SECS,
-            )
+        async with outage_call(
+            outage_server, transport, finish_timeout_secs=finish_secs, store_retry_secs=PIPELINE_SECS
+        ) as (client, noted, outage, recorder):
             frames = call_frames(EXCHANGES[:2])
             ended_at: list[float] = []
 

@@ -103,3 +103,20 @@ pub fn p50_p99(samples: &[u64]) -> (u64, u64) {
     let at = |q: f64| v[((v.len() as f64 * q) as usize).min(v.len() - 1)];
     (at(0.50), at(0.99))
 }
+
+/// CPU time this process has used so far (user and system, every thread),
+/// in seconds: what a stretch cost whatever else the machine ran.
+pub fn cpu_secs() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // The fields after the command name (which may hold spaces), from the
+    // third: utime and stime are the 14th and 15th, in clock ticks.
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // 100 ticks a second on Linux (USER_HZ).
+    (ticks(11) + ticks(12)) / 100.0
+}

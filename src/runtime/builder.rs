@@ -204,7 +204,7 @@ impl RuntimeBuilder {
         // Readers that scan (context sources, index builds, retrieved
         // turns) read the backend off the Store actor, after a barrier when
         // they must see its earlier writes.
-        let reader = backend.clone();
+        let reader = recall_actors::store::Reader::new(backend.clone());
         // A refused turn may try again once the backend's next write has
         // had its answer: for PostgreSQL, a connection attempt's time.
         let retry_after = match settings.store.kind {
@@ -237,6 +237,7 @@ impl RuntimeBuilder {
                 RollupActor,
                 RollupArgs {
                     store: store.clone(),
+                    reader: reader.clone(),
                     reflect: reflect.clone(),
                     embed: embed.clone(),
                     prompts: rollup_prompts,
@@ -316,7 +317,7 @@ impl RuntimeBuilder {
                 windows_in_flight,
                 rollup,
                 search,
-                reader: std::sync::RwLock::new(Some(reader)),
+                reader,
                 embed,
                 query_vectors,
                 tokio: tokio::runtime::Handle::current(),

@@ -224,15 +224,10 @@ impl Runtime {
 
     /// A handle on the Store's backend for a read off its actor.
     pub(crate) fn reader(&self) -> Result<SharedBackend, RecallError> {
-        self.inner
-            .reader
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .ok_or(RecallError::Store(StoreError::Unavailable))
+        Ok(self.inner.reader.get()?)
     }
 
     pub(super) fn release_reader(&self) {
-        *self.inner.reader.write().unwrap_or_else(|p| p.into_inner()) = None;
+        self.inner.reader.release();
     }
 }

@@ -214,7 +214,7 @@ struct Inner {
     search: Arc<SearchIndex>,
     /// The Store's trees, for reads off its actor; taken away when the
     /// runtime stops, so the folder is released with the Store.
-    reader: std::sync::RwLock<Option<SharedBackend>>,
+    reader: recall_actors::store::Reader,
     embed: Arc<dyn Embed>,
     /// Messages' vectors, for retrieval by meaning.
     query_vectors: Arc<context::QueryVectors>,

@@ -124,6 +124,9 @@ pub struct RollupStats {
 
 pub struct RollupArgs {
     pub store: ActorRef<StoreMsg>,
+    /// Where an agent's rollup reads its cursor and summaries, in one
+    /// read off the Store actor (its writes go through the actor).
+    pub reader: crate::store::Reader,
     pub reflect: Arc<dyn Reflect>,
     pub embed: Arc<dyn Embed>,
     pub prompts: Arc<RollupPrompts>,
@@ -320,6 +323,7 @@ impl Actor for RollupActor {
         let mut state = RollupState {
             ctx: Ctx {
                 store: args.store,
+                reader: args.reader,
                 reflect: args.reflect,
                 embed: args.embed,
                 prompts: args.prompts,

@@ -8,6 +8,7 @@ use super::*;
 #[derive(Clone)]
 pub(super) struct Ctx {
     pub(super) store: ActorRef<StoreMsg>,
+    pub(super) reader: crate::store::Reader,
     pub(super) reflect: Arc<dyn Reflect>,
     pub(super) embed: Arc<dyn Embed>,
     pub(super) prompts: Arc<RollupPrompts>,
@@ -207,6 +208,84 @@ impl Ctx {
         Ok(stored)
     }
 
+    /// What rolling `level` up to `today` (exclusive) reads, in one read
+    /// off the Store actor: the cursor, the current sources of the periods
+    /// after it that are complete, and the rollups of those periods
+    /// already stored. `None` when no period is due.
+    async fn level_inputs(
+        &self,
+        agent_id: &str,
+        level: Level,
+        today: NaiveDate,
+    ) -> Result<Option<LevelInputs>, RollupError> {
+        let tz = self.tz(agent_id);
+        let week_start = self.settings.week_start();
+        let agent = agent_id.to_string();
+        Ok(self
+            .reader
+            .read(move |b| {
+                Box::pin(async move {
+                    let cursor = b.rollup_cursor(&agent, level).await?;
+                    let step = ChronoDuration::days(level.days());
+                    // The last period that is complete today.
+                    let last = period::period_of(level, today, week_start) - step;
+                    let current_from = |all: Vec<ConversationSummary>, from| {
+                        all.into_iter()
+                            .filter(|s| s.is_current() && s.period_start >= from)
+                            .collect::<Vec<_>>()
+                    };
+                    // Never rolled: from the period of the oldest source
+                    // (whose listing is then the sources' too).
+                    let (first, all) = match cursor {
+                        Some(c) => (c + step, None),
+                        None => {
+                            let all = b.summaries(&agent, source_type(level), None).await?;
+                            let oldest = all
+                                .iter()
+                                .filter(|s| s.is_current())
+                                .map(|s| s.period_start)
+                                .min();
+                            match oldest {
+                                Some(t) => (
+                                    period::period_of(
+                                        level,
+                                        period::local_date(&tz, t),
+                                        week_start,
+                                    ),
+                                    Some(all),
+                                ),
+                                None => return Ok(None),
+                            }
+                        }
+                    };
+                    if first > last {
+                        return Ok(None);
+                    }
+                    let (from, _) = period::bounds(&tz, level, first);
+                    let (_, until) = period::bounds(&tz, level, last);
+                    let all = match all {
+                        Some(all) => all,
+                        None => b.summaries(&agent, source_type(level), Some(from)).await?,
+                    };
+                    let sources = current_from(all, from)
+                        .into_iter()
+                        .filter(|s| s.period_start < until)
+                        .collect();
+                    let existing = current_from(
+                        b.summaries(&agent, summary_type(level), Some(from)).await?,
+                        from,
+                    );
+                    Ok(Some(LevelInputs {
+                        cursor,
+                        last,
+                        sources,
+                        existing,
+                    }))
+                })
+            })
+            .await?)
+    }
+
     /// Rolls every complete period of `level` after the cursor, up to
     /// `today` (exclusive), and moves the cursor. Stops at the first
     /// failure, with the cursor on the last period done.
@@ -220,49 +299,15 @@ impl Ctx {
     ) -> Result<(), RollupError> {
         let tz = self.tz(agent_id);
         let week_start = self.settings.week_start();
-        let cursor = store_call!(self.store, |reply| StoreMsg::RollupCursor {
-            agent_id: agent_id.to_string(),
-            level,
-            reply
-        })?;
-        let step = ChronoDuration::days(level.days());
-        // The last period that is complete today.
-        let last = period::period_of(level, today, week_start) - step;
-        let first = match cursor {
-            Some(c) => c + step,
-            None => {
-                // Never rolled: from the period of the oldest source.
-                let sources = store_call!(self.store, |reply| StoreMsg::ListSummaries {
-                    agent_id: agent_id.to_string(),
-                    kind: source_type(level),
-                    since: None,
-                    reply
-                })?;
-                match sources
-                    .iter()
-                    .filter(|s| s.is_current())
-                    .map(|s| s.period_start)
-                    .min()
-                {
-                    Some(t) => period::period_of(level, period::local_date(&tz, t), week_start),
-                    None => return Ok(()),
-                }
-            }
-        };
-        if first > last {
+        let Some(LevelInputs {
+            cursor,
+            last,
+            sources,
+            existing,
+        }) = self.level_inputs(agent_id, level, today).await?
+        else {
             return Ok(());
-        }
-        let (from, _) = period::bounds(&tz, level, first);
-        let (_, until) = period::bounds(&tz, level, last);
-        let sources: Vec<ConversationSummary> = self
-            .summaries_from(agent_id, source_type(level), from)
-            .await?
-            .into_iter()
-            .filter(|s| s.period_start < until)
-            .collect();
-        let existing = self
-            .summaries_from(agent_id, summary_type(level), from)
-            .await?;
+        };
         // period → user → members, in time order
         let mut groups: BTreeMap<NaiveDate, BTreeMap<&str, Vec<&ConversationSummary>>> =
             BTreeMap::new();
@@ -671,6 +716,15 @@ impl Ctx {
             })?;
         }
     }
+}
+
+/// What [`Ctx::level_inputs`] reads.
+struct LevelInputs {
+    cursor: Option<NaiveDate>,
+    /// The last period complete today.
+    last: NaiveDate,
+    sources: Vec<ConversationSummary>,
+    existing: Vec<ConversationSummary>,
 }
 
 /// The rollup one call makes: a user's period of a level.

@@ -75,6 +75,7 @@ mod generations;
 mod hierarchy;
 mod msg;
 mod postgres;
+mod reader;
 mod replay;
 mod sled;
 pub mod transfer;
@@ -96,6 +97,7 @@ pub use forget::{user_hash, ForgetEntry, ForgetReport, PendingForget, FORGOTTEN_
 pub use generations::{Generations, Parts, Stamp};
 pub use hierarchy::InboxEntry;
 pub use msg::{LoadedSession, StoreMsg, StoreStats};
+pub use reader::Reader;
 pub use replay::{revision_refused, Revision};
 
 #[derive(Debug, thiserror::Error)]

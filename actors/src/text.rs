@@ -15,19 +15,21 @@ mod changes;
 mod facts;
 mod feelings;
 mod sides;
+mod tags;
 mod when;
 
 pub use address::{
     name_key, names_in, of_itself, Addressed, Participants, FIRST_PERSON, SECOND_PERSON,
 };
 pub use answers::{expected_in, held_in, Answers};
-pub use changes::{asked_about, asked_in, occupation_asked, told_in, Subjects};
+pub use changes::{asked_about, occupation_asked, Subjects};
 pub use facts::{
     answered_name, facts, facts_by_sentence, facts_by_sentence_after, is_relation_word, named,
     pronoun_named,
 };
 pub use feelings::feeling_asked;
 pub use sides::agent_facts;
+pub use tags::{asked_in, told_in};
 pub use when::resolve_relative_dates;
 
 const STOPWORDS: &[&str] = &[

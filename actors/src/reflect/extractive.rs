@@ -27,7 +27,7 @@ use serde_json::json;
 
 use super::parse::{MAX_ENTITIES, MAX_TOPICS};
 use super::{BoxFuture, Reflect, ReflectError, ReflectRequest};
-use crate::model::ConversationTurn;
+use crate::model::{ConversationTurn, FactCandidate};
 use crate::text;
 use crate::text::{FIRST_PERSON, SECOND_PERSON};
 
@@ -538,29 +538,8 @@ fn truecase_words(message: &str, names: &HashSet<String>, out: &mut String) {
 /// The reflection JSON for a session's turns.
 pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
     let written = turns;
-    let cased: Vec<ConversationTurn>;
-    let turns = if turns.iter().any(|t| !has_capitals(&t.user_message)) {
-        // What a caseless message would have capitalized, from how the
-        // rest of the call writes its words (looked for only when a
-        // message needs it).
-        let names = names_written(turns.iter().flat_map(|t| {
-            let user = has_capitals(&t.user_message).then_some(t.user_message.as_str());
-            user.into_iter().chain([t.agent_response.as_str()])
-        }));
-        cased = turns
-            .iter()
-            .map(|t| match truecased(&t.user_message, &names) {
-                Some(m) => ConversationTurn {
-                    user_message: m,
-                    ..t.clone()
-                },
-                None => t.clone(),
-            })
-            .collect();
-        &cased[..]
-    } else {
-        turns
-    };
+    let cased = cased_turns(turns);
+    let turns = cased.as_deref().unwrap_or(turns);
     let user_text: String = turns
         .iter()
         .map(|t| t.user_message.as_str())
@@ -572,40 +551,130 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
         .collect::<Vec<_>>()
         .join("\n");
     let all = format!("{user_text}\n{agent_text}");
-    // Entities from what the user said first: they are about the user's life.
-    let mut entities = text::entities(&user_text, MAX_ENTITIES);
-    for e in text::entities(&agent_text, MAX_ENTITIES) {
+    let entities = call_entities(&user_text, &agent_text);
+    let user_sentences = text::sentences(&user_text);
+    let sentence_facts = user_facts_by_sentence(turns, &user_sentences);
+    let answered = names_answered(turns, written);
+    // The agent side's: what it said it would do, recommended, or told of
+    // its own life (kept as its own, never as the user's).
+    let agent_sentences = text::sentences(&agent_text);
+    let agent_facts: Vec<Vec<FactCandidate>> = agent_sentences
+        .iter()
+        .map(|s| text::agent_facts(std::slice::from_ref(s), user_id))
+        .collect();
+    let facts = call_facts(&sentence_facts, &answered, &agent_facts);
+    let user_scores: Vec<f64> = user_sentences
+        .iter()
+        .zip(&sentence_facts)
+        .map(|(s, f)| disclosure_with(s, Voice::User, Some(!f.is_empty())))
+        .collect();
+    let informative = user_scores.iter().filter(|&&s| s >= INFORMATIVE).count();
+    // All of the first few disclosures, half of a longer call's.
+    let share = informative
+        .div_ceil(2)
+        .max(informative.min(ALL_KEPT))
+        .clamp(MIN_KEPT, MAX_KEPT);
+    // The best first: informative ones, then (for a call of small talk)
+    // the best of the rest up to the minimum.
+    let kept = best(&user_scores, share.min(informative.max(MIN_KEPT)));
+    let agent_scores: Vec<f64> = agent_sentences
+        .iter()
+        .zip(&agent_facts)
+        .map(|(s, f)| disclosure_with(s, Voice::Agent, Some(!f.is_empty())))
+        .collect();
+    let agent = best(&agent_scores, 1)
+        .first()
+        .filter(|&&i| agent_scores[i] >= INFORMATIVE)
+        .map(|&i| quotable(&agent_sentences[i]));
+    // What the user disclosed weighs twice in what the call was about.
+    let disclosed: Vec<&str> = kept.iter().map(|&i| user_sentences[i].as_str()).collect();
+    let disclosed = disclosed.join("\n");
+    let topics = text::keyword_topics(&format!("{disclosed}\n{disclosed}\n{all}"), MAX_TOPICS);
+    let summary = session_summary(user_id, turns.len(), &topics, &user_sentences, kept, agent);
+    json!({
+        "summary": summary,
+        "topics": topics,
+        "entities": entities,
+        "emotional_tone": text::emotional_tone(&user_text),
+        "facts": facts,
+    })
+    .to_string()
+}
+
+/// The turns with each message written without a single capital given
+/// the case the rest of the call gives its words ([`truecased`]); `None`
+/// when every message has capitals of its own.
+fn cased_turns(turns: &[ConversationTurn]) -> Option<Vec<ConversationTurn>> {
+    if !turns.iter().any(|t| !has_capitals(&t.user_message)) {
+        return None;
+    }
+    // What a caseless message would have capitalized, from how the
+    // rest of the call writes its words (looked for only when a
+    // message needs it).
+    let names = names_written(turns.iter().flat_map(|t| {
+        let user = has_capitals(&t.user_message).then_some(t.user_message.as_str());
+        user.into_iter().chain([t.agent_response.as_str()])
+    }));
+    Some(
+        turns
+            .iter()
+            .map(|t| match truecased(&t.user_message, &names) {
+                Some(m) => ConversationTurn {
+                    user_message: m,
+                    ..t.clone()
+                },
+                None => t.clone(),
+            })
+            .collect(),
+    )
+}
+
+/// The entities of a call, from what the user said first: they are about
+/// the user's life.
+fn call_entities(user_text: &str, agent_text: &str) -> Vec<String> {
+    let mut entities = text::entities(user_text, MAX_ENTITIES);
+    for e in text::entities(agent_text, MAX_ENTITIES) {
         if entities.len() < MAX_ENTITIES && !entities.iter().any(|x| x.eq_ignore_ascii_case(&e)) {
             entities.push(e);
         }
     }
-    let user_sentences = text::sentences(&user_text);
-    // The fact rules run once a sentence: their findings score the
-    // sentence and, together (each fact once, in order), are the call's
-    // facts — what `text::facts` of the whole text gives.
-    let sentence_facts: Vec<Vec<crate::model::FactCandidate>> = {
-        // Turn by turn: a turn starts afresh, so one that opens
-        // without its subject is the speaker's.
-        // (with the user's message before it, for whom "he" or "she"
-        // at a sentence's start may be)
-        let by_turn: Vec<Vec<crate::model::FactCandidate>> = turns
-            .iter()
-            .enumerate()
-            .flat_map(|(i, t)| {
-                let before = i
-                    .checked_sub(1)
-                    .map(|b| text::sentences(&turns[b].user_message))
-                    .unwrap_or_default();
-                text::facts_by_sentence_after(&before, &text::sentences(&t.user_message))
-            })
-            .collect();
-        if by_turn.len() == user_sentences.len() {
-            by_turn
-        } else {
-            text::facts_by_sentence(&user_sentences)
-        }
-    };
-    let mut facts: Vec<crate::model::FactCandidate> = Vec::new();
+    entities
+}
+
+/// The facts of each of the user's sentences. The fact rules run once a
+/// sentence: their findings score the sentence and, together (each fact
+/// once, in order), are the call's facts — what `text::facts` of the
+/// whole text gives.
+fn user_facts_by_sentence(
+    turns: &[ConversationTurn],
+    user_sentences: &[String],
+) -> Vec<Vec<FactCandidate>> {
+    // Turn by turn: a turn starts afresh, so one that opens
+    // without its subject is the speaker's.
+    // (with the user's message before it, for whom "he" or "she"
+    // at a sentence's start may be)
+    let by_turn: Vec<Vec<FactCandidate>> = turns
+        .iter()
+        .enumerate()
+        .flat_map(|(i, t)| {
+            let before = i
+                .checked_sub(1)
+                .map(|b| text::sentences(&turns[b].user_message))
+                .unwrap_or_default();
+            text::facts_by_sentence_after(&before, &text::sentences(&t.user_message))
+        })
+        .collect();
+    if by_turn.len() == user_sentences.len() {
+        by_turn
+    } else {
+        text::facts_by_sentence(user_sentences)
+    }
+}
+
+/// The names the user gave that no sentence of theirs says alone: in
+/// answer to the agent, or with a pronoun. `written` are the turns as
+/// written, `turns` as truecased.
+fn names_answered(turns: &[ConversationTurn], written: &[ConversationTurn]) -> Vec<FactCandidate> {
     // A name given in answer to the agent ("What's his name?" —
     // "Pretzel."), which no sentence of the user's says alone.
     // An answer written without a single capital has no case to tell a
@@ -624,7 +693,7 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
             };
             text::answered_name(&w[0].user_message, &w[0].agent_response, &answer)
         });
-    let mut answered: Vec<crate::model::FactCandidate> = answered.collect();
+    let mut answered: Vec<FactCandidate> = answered.collect();
     // A name given with a pronoun ("her name's biscuit"), of the relation
     // or pet spoken of just before it, or in the user's message before.
     for (i, (t, raw)) in turns.iter().zip(written).enumerate() {
@@ -637,17 +706,21 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
             !has_capitals(&raw.user_message),
         ));
     }
-    // The agent side's: what it said it would do, recommended, or told of
-    // its own life (kept as its own, never as the user's).
-    let agent_sentences = text::sentences(&agent_text);
-    let agent_facts: Vec<Vec<crate::model::FactCandidate>> = agent_sentences
-        .iter()
-        .map(|s| text::agent_facts(std::slice::from_ref(s), user_id))
-        .collect();
+    answered
+}
+
+/// The call's facts: the user's sentences', the names answered and the
+/// agent side's, each once for its speaker (normalized), in that order.
+fn call_facts(
+    sentence_facts: &[Vec<FactCandidate>],
+    answered: &[FactCandidate],
+    agent_facts: &[Vec<FactCandidate>],
+) -> Vec<FactCandidate> {
+    let mut facts: Vec<FactCandidate> = Vec::new();
     for f in sentence_facts
         .iter()
         .flatten()
-        .chain(&answered)
+        .chain(answered)
         .chain(agent_facts.iter().flatten())
     {
         let norm = crate::model::normalize_fact(&f.content);
@@ -658,33 +731,20 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
             facts.push(f.clone());
         }
     }
-    let user_scores: Vec<f64> = user_sentences
-        .iter()
-        .zip(&sentence_facts)
-        .map(|(s, f)| disclosure_with(s, Voice::User, Some(!f.is_empty())))
-        .collect();
-    let informative = user_scores.iter().filter(|&&s| s >= INFORMATIVE).count();
-    // All of the first few disclosures, half of a longer call's.
-    let share = informative
-        .div_ceil(2)
-        .max(informative.min(ALL_KEPT))
-        .clamp(MIN_KEPT, MAX_KEPT);
-    // The best first: informative ones, then (for a call of small talk)
-    // the best of the rest up to the minimum.
-    let mut kept = best(&user_scores, share.min(informative.max(MIN_KEPT)));
-    let agent_scores: Vec<f64> = agent_sentences
-        .iter()
-        .zip(&agent_facts)
-        .map(|(s, f)| disclosure_with(s, Voice::Agent, Some(!f.is_empty())))
-        .collect();
-    let agent = best(&agent_scores, 1)
-        .first()
-        .filter(|&&i| agent_scores[i] >= INFORMATIVE)
-        .map(|&i| quotable(&agent_sentences[i]));
-    // What the user disclosed weighs twice in what the call was about.
-    let disclosed: Vec<&str> = kept.iter().map(|&i| user_sentences[i].as_str()).collect();
-    let disclosed = disclosed.join("\n");
-    let topics = text::keyword_topics(&format!("{disclosed}\n{disclosed}\n{all}"), MAX_TOPICS);
+    facts
+}
+
+/// The summary text of the `kept` user sentences and the agent's line,
+/// within [`SESSION_MAX_CHARS`]: the agent's line goes first, then the
+/// least informative of the user's.
+fn session_summary(
+    user_id: &str,
+    turn_count: usize,
+    topics: &[String],
+    user_sentences: &[String],
+    mut kept: Vec<usize>,
+    agent: Option<String>,
+) -> String {
     let headline = if topics.is_empty() {
         String::new()
     } else {
@@ -701,8 +761,6 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
         let refs: Vec<&str> = quotes.iter().map(String::as_str).collect();
         session_text(&headline, &refs, agent)
     };
-    // Within the cap: the agent's line goes first, then the least
-    // informative of the user's.
     let mut agent = agent;
     let mut summary = render(&kept, agent.as_deref());
     while summary.chars().count() > SESSION_MAX_CHARS && (agent.is_some() || kept.len() > 1) {
@@ -712,16 +770,9 @@ pub fn summarize(user_id: &str, turns: &[ConversationTurn]) -> String {
         summary = render(&kept, agent.as_deref());
     }
     if summary.is_empty() {
-        summary = format!("{user_id} had a short exchange of {} turn(s).", turns.len());
+        summary = format!("{user_id} had a short exchange of {turn_count} turn(s).");
     }
-    json!({
-        "summary": summary,
-        "topics": topics,
-        "entities": entities,
-        "emotional_tone": text::emotional_tone(&user_text),
-        "facts": facts,
-    })
-    .to_string()
+    summary
 }
 
 /// What a sentence of a summary is.

@@ -155,6 +155,20 @@ const PARTNER_PAIRS: &[[&str; 2]] = &[
     ["dumped", "me"],
 ];
 
+/// Words that say a dislike by themselves: `text::feelings` reads them
+/// by their bit ([`IN_DISLIKE`]), beside the phrases it knows.
+#[rustfmt::skip]
+const DISLIKE_WORDS: &[&str] = &[
+    "hate", "hated", "hates", "detest", "loathe", "loathed", "disgusting", "gross", "vile",
+    "revolting", "dislike", "yuck", "ugh", "allergic",
+];
+
+/// Words that say a strong liking, read the same way ([`IN_LIKE`]).
+#[rustfmt::skip]
+const LIKE_WORDS: &[&str] = &[
+    "favourite", "favorite", "fave", "obsessed", "adore", "addicted", "addiction", "weakness",
+];
+
 #[cfg(test)]
 fn changed_in(user_text: &str) -> Subjects {
     let ws: Vec<String> = words(user_text).collect();
@@ -189,8 +203,8 @@ static LISTS: std::sync::LazyLock<
         (VEHICLE_NOUNS, IN_VEHICLE),
         (PASTIME_NOUNS, IN_PASTIME),
         (PARTNER_NOUNS, IN_PARTNER),
-        (super::feelings::DISLIKE_WORDS, IN_DISLIKE),
-        (super::feelings::LIKE_WORDS, IN_LIKE),
+        (DISLIKE_WORDS, IN_DISLIKE),
+        (LIKE_WORDS, IN_LIKE),
         (super::facts::OCCUPATIONS, IN_OCCUPATION),
         (&["i", "i'm", "i've", "my", "me"], IN_FIRST_PERSON),
     ] {
@@ -256,23 +270,6 @@ pub(super) fn changed_in_words(ws: &[String], lists: u16) -> Subjects {
         out |= Subjects::PARTNER;
     }
     out
-}
-
-/// Everything a user's words tell that the index tags (a change of home,
-/// work, vehicle, pastime or partner; a strong like or dislike; an
-/// occupation of their own), the words split and looked up once.
-pub fn told_in(user_text: &str) -> Subjects {
-    let ws: Vec<String> = words(user_text).collect();
-    let lists = lists_of(&ws);
-    changed_in_words(&ws, lists)
-        | super::feelings::felt_in_words(&ws, lists)
-        | occupation_in_lists(lists)
-}
-
-/// Everything a question asks that the index tags ([`asked_about`],
-/// [`super::feeling_asked`], [`occupation_asked`]).
-pub fn asked_in(question: &str) -> Subjects {
-    asked_about(question) | super::feeling_asked(question) | occupation_asked(question)
 }
 
 /// Words that ask what holds now, or what held before.
@@ -353,7 +350,7 @@ fn occupation_in(user_text: &str) -> Subjects {
 /// ("I clean teeth all day, dental hygienist, fourteen years"), by the
 /// bits of the lists they are in: "What's my profession?" shares no word
 /// with it.
-fn occupation_in_lists(lists: u16) -> Subjects {
+pub(super) fn occupation_in_lists(lists: u16) -> Subjects {
     if lists & IN_FIRST_PERSON != 0 && lists & IN_OCCUPATION != 0 {
         Subjects::OCCUPATION
     } else {

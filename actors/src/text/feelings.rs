@@ -8,29 +8,22 @@
 //! also looks for the tag: those few turns become candidates, and the
 //! question's other words rank them. Like [`super::changes`], both sides
 //! are small word lists, and a wrong tag costs one candidate's place.
+//! The words that say one by themselves ("hate", "favourite") are among
+//! the lists [`super::changes`] looks a turn's words up in, read here by
+//! their bits.
 
-use super::{words, Subjects};
+#[cfg(test)]
+use super::changes::lists_of;
+use super::changes::{Subjects, IN_DISLIKE, IN_LIKE};
+use super::words;
 
-/// Words that say a dislike by themselves.
-#[rustfmt::skip]
-pub(super) const DISLIKE_WORDS: &[&str] = &[
-    "hate", "hated", "hates", "detest", "loathe", "loathed", "disgusting", "gross", "vile",
-    "revolting", "dislike", "yuck", "ugh", "allergic",
-];
-
-/// Word pairs that say one: "not a fan", "don't like", "pet peeve".
+/// Word pairs that say a dislike: "not a fan", "don't like", "pet peeve".
 const DISLIKE_PAIRS: &[[&str; 2]] = &[
     ["a", "fan"],
     ["don't", "like"],
     ["didn't", "like"],
     ["pet", "peeve"],
     ["drives", "me"],
-];
-
-/// Words that say a strong liking.
-#[rustfmt::skip]
-pub(super) const LIKE_WORDS: &[&str] = &[
-    "favourite", "favorite", "fave", "obsessed", "adore", "addicted", "addiction", "weakness",
 ];
 
 const LIKE_PAIRS: &[[&str; 2]] = &[
@@ -80,7 +73,7 @@ fn said(ws: &[String], pairs: &[[&str; 2]]) -> bool {
 #[cfg(test)]
 fn felt_in(user_text: &str) -> Subjects {
     let ws: Vec<String> = words(user_text).collect();
-    felt_in_words(&ws, super::changes::lists_of(&ws))
+    felt_in_words(&ws, lists_of(&ws))
 }
 
 /// The likes and dislikes a user's words tell ("I hate mushrooms", "my
@@ -88,10 +81,10 @@ fn felt_in(user_text: &str) -> Subjects {
 /// bits of the lists they are in.
 pub(super) fn felt_in_words(ws: &[String], lists: u16) -> Subjects {
     let mut out = Subjects::NONE;
-    if lists & super::changes::IN_DISLIKE != 0 || said(ws, DISLIKE_PAIRS) || denied_enduring(ws) {
+    if lists & IN_DISLIKE != 0 || said(ws, DISLIKE_PAIRS) || denied_enduring(ws) {
         out |= Subjects::DISLIKES;
     }
-    if lists & super::changes::IN_LIKE != 0 || said(ws, LIKE_PAIRS) {
+    if lists & IN_LIKE != 0 || said(ws, LIKE_PAIRS) {
         out |= Subjects::LIKES;
     }
     out

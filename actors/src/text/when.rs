@@ -249,152 +249,9 @@ fn add_months(day: NaiveDate, months: i32) -> NaiveDate {
 fn find(text: &str, day: NaiveDate) -> Vec<(usize, String)> {
     let ws = words(text);
     let mut out: Vec<(usize, String)> = Vec::new();
-    let w = |i: usize| ws.get(i).map(|x| x.w.as_str()).unwrap_or("");
     let mut i = 0;
     while i < ws.len() {
-        let here = w(i);
-        let mut found: Option<(usize, String)> = None;
-        // "the day before yesterday", "the day after tomorrow"
-        if here == "day" && w(i + 1) == "before" && w(i + 2) == "yesterday" {
-            found = Some((i + 2, day_text(day - Duration::days(2))));
-        } else if here == "day" && w(i + 1) == "after" && w(i + 2) == "tomorrow" {
-            found = Some((i + 2, day_text(day + Duration::days(2))));
-        } else if here == "yesterday" {
-            found = Some((i, day_text(day - Duration::days(1))));
-        } else if here == "tomorrow" {
-            found = Some((i, day_text(day + Duration::days(1))));
-        } else if matches!(here, "last" | "this" | "next" | "past" | "coming") {
-            let next = w(i + 1);
-            if let Some(wd) = weekday(next) {
-                let d = if matches!(here, "last" | "past") {
-                    last_weekday(day, wd)
-                } else {
-                    next_weekday(day, wd)
-                };
-                found = Some((i + 1, day_text(d)));
-            } else if next == "weekend" {
-                let saturday = match here {
-                    "last" | "past" => last_weekday(day, Weekday::Sat),
-                    // said on the weekend, "this weekend" is the one it is in
-                    "this" if day.weekday() == Weekday::Sun => day - Duration::days(1),
-                    "this" if day.weekday() == Weekday::Sat => day,
-                    _ => next_weekday(day, Weekday::Sat),
-                };
-                found = Some((i + 1, weekend_text(saturday)));
-            } else if next == "week" && here != "this" {
-                let monday = monday_of(day)
-                    + Duration::days(if matches!(here, "last" | "past") {
-                        -7
-                    } else {
-                        7
-                    });
-                found = Some((i + 1, format!("the week of {}", day_text(monday))));
-            } else if next == "month" && here != "this" {
-                let m = add_months(
-                    day,
-                    if matches!(here, "last" | "past") {
-                        -1
-                    } else {
-                        1
-                    },
-                );
-                found = Some((i + 1, month_text(m)));
-            } else if next == "year" && here != "this" {
-                let y = day.year()
-                    + if matches!(here, "last" | "past") {
-                        -1
-                    } else {
-                        1
-                    };
-                found = Some((i + 1, y.to_string()));
-            }
-        } else if let Some(wd) = weekday(here) {
-            // A weekday on its own ("on Thursday", "Thursday we went"):
-            // not one a word before already resolved, nor a date's
-            // ("Thursday 14 March"), nor a habit ("on Thursdays").
-            let before = if i > 0 { w(i - 1) } else { "" };
-            // A capitalized word right before it, within a sentence (a
-            // sentence's first word has its capital anyway: "Still
-            // Friday?"), that no relative expression starts with makes it
-            // part of a name ("on Good Friday", "the Black Friday sales",
-            // "a Happy Sunday"): a day of its own, or today's.
-            let named = i > 1
-                && ws[i - 1].capital
-                && ws[i - 2].sentence == ws[i - 1].sentence
-                && text[ws[i - 1].end..ws[i].start]
-                    .chars()
-                    .all(char::is_whitespace)
-                && !matches!(
-                    before,
-                    "on" | "by" | "until" | "till" | "since" | "from" | "before" | "after" | "that"
-                );
-            let dated = w(i + 1).parse::<u32>().is_ok()
-                || ordinal_day(w(i + 1)).is_some()
-                || is_month(w(i + 1))
-                || (w(i + 1) == "the" && ordinal_day(w(i + 2)).is_some());
-            if !matches!(
-                before,
-                "last" | "this" | "next" | "past" | "coming" | "every"
-            ) && !dated
-                && !named
-                && !here.ends_with('s')
-            {
-                let d = if past_tense(&ws, ws[i].sentence) {
-                    last_weekday(day, wd)
-                } else {
-                    next_weekday(day, wd)
-                };
-                found = Some((i, day_text(d)));
-            }
-        } else if let Some(n) = number(here) {
-            // "two days ago", "a couple of weeks ago", "in three days"
-            let (n, unit_at) = if here == "a" && w(i + 1) == "couple" && w(i + 2) == "of" {
-                (2, i + 3)
-            } else {
-                (n, i + 1)
-            };
-            let unit = match w(unit_at) {
-                "day" | "days" => Some(1),
-                "week" | "weeks" => Some(7),
-                "fortnight" => Some(14),
-                _ => None,
-            };
-            if let Some(unit) = unit {
-                let span = n * unit;
-                let prev = if i > 0 { w(i - 1) } else { "" };
-                if w(unit_at + 1) == "ago" {
-                    found = Some((unit_at + 1, day_text(day - Duration::days(span))));
-                } else if prev == "in" || (w(unit_at + 1) == "from" && w(unit_at + 2) == "now") {
-                    let end = if prev == "in" { unit_at } else { unit_at + 2 };
-                    found = Some((end, day_text(day + Duration::days(span))));
-                }
-            }
-        } else if here == "fortnight" && w(i + 1) == "ago" {
-            found = Some((i + 1, day_text(day - Duration::days(14))));
-        } else if here == "the" {
-            // "on the 14th", not "the 14th of March" / "March the 14th"
-            if let Some(d) = ordinal_day(w(i + 1)) {
-                let named_month = (w(i + 2) == "of" && is_month(w(i + 3)))
-                    || is_month(w(i + 2))
-                    || (i > 0 && is_month(w(i - 1)));
-                if !named_month {
-                    let past = past_tense(&ws, ws[i].sentence);
-                    let this = NaiveDate::from_ymd_opt(day.year(), day.month(), d);
-                    let resolved = match this {
-                        Some(t) if past && t < day => Some(t),
-                        Some(t) if !past && t > day => Some(t),
-                        _ => {
-                            let other = add_months(day, if past { -1 } else { 1 });
-                            NaiveDate::from_ymd_opt(other.year(), other.month(), d)
-                        }
-                    };
-                    if let Some(r) = resolved {
-                        found = Some((i + 1, day_text(r)));
-                    }
-                }
-            }
-        }
-        match found {
+        match expression_at(text, &ws, i, day) {
             Some((last, text)) => {
                 out.push((ws[last].end, text));
                 i = last + 1;
@@ -403,6 +260,197 @@ fn find(text: &str, day: NaiveDate) -> Vec<(usize, String)> {
         }
     }
     out
+}
+
+/// The word at `i`, empty past the last.
+fn word_at(ws: &[Word], i: usize) -> &str {
+    ws.get(i).map(|x| x.w.as_str()).unwrap_or("")
+}
+
+/// The expression that starts at word `i`, if one does: the index of its
+/// last word and what it means.
+fn expression_at(text: &str, ws: &[Word], i: usize, day: NaiveDate) -> Option<(usize, String)> {
+    let w = |i: usize| word_at(ws, i);
+    let here = w(i);
+    // "the day before yesterday", "the day after tomorrow"
+    if here == "day" && w(i + 1) == "before" && w(i + 2) == "yesterday" {
+        Some((i + 2, day_text(day - Duration::days(2))))
+    } else if here == "day" && w(i + 1) == "after" && w(i + 2) == "tomorrow" {
+        Some((i + 2, day_text(day + Duration::days(2))))
+    } else if here == "yesterday" {
+        Some((i, day_text(day - Duration::days(1))))
+    } else if here == "tomorrow" {
+        Some((i, day_text(day + Duration::days(1))))
+    } else if matches!(here, "last" | "this" | "next" | "past" | "coming") {
+        relative_to(here, w(i + 1), i, day)
+    } else if let Some(wd) = weekday(here) {
+        lone_weekday(text, ws, i, wd, day)
+    } else if let Some(n) = number(here) {
+        span_of_days(ws, i, n, day)
+    } else if here == "fortnight" && w(i + 1) == "ago" {
+        Some((i + 1, day_text(day - Duration::days(14))))
+    } else if here == "the" {
+        day_of_month(ws, i, day)
+    } else {
+        None
+    }
+}
+
+/// "last", "this", "next", "past" or "coming" (`here`, word `i`) before
+/// a weekday, "weekend", "week", "month" or "year" (`next`).
+fn relative_to(here: &str, next: &str, i: usize, day: NaiveDate) -> Option<(usize, String)> {
+    if let Some(wd) = weekday(next) {
+        let d = if matches!(here, "last" | "past") {
+            last_weekday(day, wd)
+        } else {
+            next_weekday(day, wd)
+        };
+        Some((i + 1, day_text(d)))
+    } else if next == "weekend" {
+        let saturday = match here {
+            "last" | "past" => last_weekday(day, Weekday::Sat),
+            // said on the weekend, "this weekend" is the one it is in
+            "this" if day.weekday() == Weekday::Sun => day - Duration::days(1),
+            "this" if day.weekday() == Weekday::Sat => day,
+            _ => next_weekday(day, Weekday::Sat),
+        };
+        Some((i + 1, weekend_text(saturday)))
+    } else if next == "week" && here != "this" {
+        let monday = monday_of(day)
+            + Duration::days(if matches!(here, "last" | "past") {
+                -7
+            } else {
+                7
+            });
+        Some((i + 1, format!("the week of {}", day_text(monday))))
+    } else if next == "month" && here != "this" {
+        let m = add_months(
+            day,
+            if matches!(here, "last" | "past") {
+                -1
+            } else {
+                1
+            },
+        );
+        Some((i + 1, month_text(m)))
+    } else if next == "year" && here != "this" {
+        let y = day.year()
+            + if matches!(here, "last" | "past") {
+                -1
+            } else {
+                1
+            };
+        Some((i + 1, y.to_string()))
+    } else {
+        None
+    }
+}
+
+/// A weekday on its own ("on Thursday", "Thursday we went") at word `i`:
+/// not one a word before already resolved, nor a date's ("Thursday 14
+/// March"), nor a habit ("on Thursdays").
+fn lone_weekday(
+    text: &str,
+    ws: &[Word],
+    i: usize,
+    wd: Weekday,
+    day: NaiveDate,
+) -> Option<(usize, String)> {
+    let w = |i: usize| word_at(ws, i);
+    let here = w(i);
+    let before = if i > 0 { w(i - 1) } else { "" };
+    // A capitalized word right before it, within a sentence (a
+    // sentence's first word has its capital anyway: "Still
+    // Friday?"), that no relative expression starts with makes it
+    // part of a name ("on Good Friday", "the Black Friday sales",
+    // "a Happy Sunday"): a day of its own, or today's.
+    let named = i > 1
+        && ws[i - 1].capital
+        && ws[i - 2].sentence == ws[i - 1].sentence
+        && text[ws[i - 1].end..ws[i].start]
+            .chars()
+            .all(char::is_whitespace)
+        && !matches!(
+            before,
+            "on" | "by" | "until" | "till" | "since" | "from" | "before" | "after" | "that"
+        );
+    let dated = w(i + 1).parse::<u32>().is_ok()
+        || ordinal_day(w(i + 1)).is_some()
+        || is_month(w(i + 1))
+        || (w(i + 1) == "the" && ordinal_day(w(i + 2)).is_some());
+    if !matches!(
+        before,
+        "last" | "this" | "next" | "past" | "coming" | "every"
+    ) && !dated
+        && !named
+        && !here.ends_with('s')
+    {
+        let d = if past_tense(ws, ws[i].sentence) {
+            last_weekday(day, wd)
+        } else {
+            next_weekday(day, wd)
+        };
+        Some((i, day_text(d)))
+    } else {
+        None
+    }
+}
+
+/// "two days ago", "a couple of weeks ago", "in three days", "three
+/// days from now": `n` (word `i`) days, weeks or fortnights.
+fn span_of_days(ws: &[Word], i: usize, n: i64, day: NaiveDate) -> Option<(usize, String)> {
+    let w = |i: usize| word_at(ws, i);
+    let here = w(i);
+    let (n, unit_at) = if here == "a" && w(i + 1) == "couple" && w(i + 2) == "of" {
+        (2, i + 3)
+    } else {
+        (n, i + 1)
+    };
+    let unit = match w(unit_at) {
+        "day" | "days" => Some(1),
+        "week" | "weeks" => Some(7),
+        "fortnight" => Some(14),
+        _ => None,
+    };
+    if let Some(unit) = unit {
+        let span = n * unit;
+        let prev = if i > 0 { w(i - 1) } else { "" };
+        if w(unit_at + 1) == "ago" {
+            return Some((unit_at + 1, day_text(day - Duration::days(span))));
+        } else if prev == "in" || (w(unit_at + 1) == "from" && w(unit_at + 2) == "now") {
+            let end = if prev == "in" { unit_at } else { unit_at + 2 };
+            return Some((end, day_text(day + Duration::days(span))));
+        }
+    }
+    None
+}
+
+/// "on the 14th" (word `i` is "the"), not "the 14th of March" / "March
+/// the 14th": the day of the month said in, or of the month before or
+/// after.
+fn day_of_month(ws: &[Word], i: usize, day: NaiveDate) -> Option<(usize, String)> {
+    let w = |i: usize| word_at(ws, i);
+    if let Some(d) = ordinal_day(w(i + 1)) {
+        let named_month = (w(i + 2) == "of" && is_month(w(i + 3)))
+            || is_month(w(i + 2))
+            || (i > 0 && is_month(w(i - 1)));
+        if !named_month {
+            let past = past_tense(ws, ws[i].sentence);
+            let this = NaiveDate::from_ymd_opt(day.year(), day.month(), d);
+            let resolved = match this {
+                Some(t) if past && t < day => Some(t),
+                Some(t) if !past && t > day => Some(t),
+                _ => {
+                    let other = add_months(day, if past { -1 } else { 1 });
+                    NaiveDate::from_ymd_opt(other.year(), other.month(), d)
+                }
+            };
+            if let Some(r) = resolved {
+                return Some((i + 1, day_text(r)));
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]

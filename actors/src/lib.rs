@@ -18,12 +18,20 @@
 //! - [`topics`]: incremental topic clustering.
 //! - [`retrieval`]: what a context read finds for the message (query,
 //!   ranking, hit shaping) and what fits the budget (selection).
-//! - [`search`]: the archival search index (BM25 and embeddings).
+//! - [`lang`]: the tokenizer (tokens, stems) and the lexicon of word
+//!   tables that the search index, the word vectors and the text rules
+//!   share.
+//! - [`search`]: the archival search index: the query and its ranking,
+//!   one agent's index with its keyword (BM25) and vector (int8, sign
+//!   bits, IVF) sides, and the per-agent cache of built indexes.
 //! - [`rollup`]: `RollupActor`, daily and weekly rollups and topics on
 //!   timers.
 //! - [`keys`]: every sled key the Store writes.
 //! - [`store`]: `StoreActor`, through which every write goes, and the
 //!   backends behind it (sled; PostgreSQL, shared by several instances).
+//! - [`store_error`]: `StoreError`, what reading or writing a record can
+//!   fail with (below both the Store and the search index it keeps
+//!   current).
 //! - [`registry`]: the connection table the hot path reads.
 //! - [`session`]: `SessionActor`, one per live session, with its silence timer.
 //! - [`supervisor`]: `SessionSupervisor`, spawning sessions and reflectors.
@@ -40,6 +48,7 @@ pub mod clock;
 pub mod context;
 pub mod embed;
 pub mod keys;
+pub mod lang;
 pub mod lease;
 pub mod model;
 pub mod period;
@@ -54,6 +63,7 @@ pub mod session;
 pub mod settings;
 pub mod static_embed;
 pub mod store;
+pub mod store_error;
 pub mod supervisor;
 pub mod text;
 pub mod topics;

@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
 use crate::embed::{Closeness, Embed, EmbedError};
+use crate::lang::{stem, SHORT_FORMS};
 use crate::reflect::BoxFuture;
-use crate::search::stem;
 use crate::text;
 
 /// The table: `RCSW1\n`, little-endian `u32` dimensions and words, then
@@ -99,7 +99,7 @@ impl Table {
             let stemmed = stem(word);
             // (a short form, "hubby", does not stand for its word's stem:
             // the word's own row does)
-            if !crate::search::SHORT_FORMS.iter().any(|(f, _)| *f == word) {
+            if !SHORT_FORMS.iter().any(|(f, _)| *f == word) {
                 table.stems.entry(stemmed.clone()).or_insert(i);
             }
             table.row_stems.push(stemmed.into());
@@ -491,7 +491,7 @@ mod tests {
         // (A short form, "hubby", reads as its word: its own row is
         // never a related word.)
         let table = BUILTIN.as_ref().unwrap();
-        let short: Vec<u32> = crate::search::SHORT_FORMS
+        let short: Vec<u32> = SHORT_FORMS
             .iter()
             .filter_map(|(form, _)| table.words.get(*form).copied())
             .collect();

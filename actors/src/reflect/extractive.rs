@@ -485,7 +485,7 @@ fn capitalized_rare_words(message: &str) -> String {
     let mut word = String::new();
     let flush = |word: &mut String, out: &mut String| {
         let lower = word.to_lowercase();
-        let common = crate::static_embed::stem_row(&crate::search::stem(&lower))
+        let common = crate::static_embed::stem_row(&crate::lang::stem(&lower))
             .is_some_and(|row| row < COMMON_WORDS);
         let mut chars = word.chars();
         match chars.next() {

@@ -57,10 +57,10 @@ pub fn stem_key(stem: &str) -> u64 {
     h.finish()
 }
 
-/// The [`stem_key`]s of a text's [`crate::search::tokens`], sorted, once
+/// The [`stem_key`]s of a text's [`crate::lang::tokens`], sorted, once
 /// each: a summary sentence's words, or the words asked.
 pub fn stem_keys(text: &str) -> Vec<u64> {
-    let mut keys: Vec<u64> = crate::search::tokens(text).map(|w| stem_key(&w)).collect();
+    let mut keys: Vec<u64> = crate::lang::tokens(text).map(|w| stem_key(&w)).collect();
     keys.sort_unstable();
     keys.dedup();
     keys

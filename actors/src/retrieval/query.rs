@@ -42,13 +42,13 @@ pub fn query(
     limit: usize,
 ) -> (SearchQuery, Option<Speaker>) {
     let about = participants.named_in(message);
-    let mut text = crate::search::without_question_framing(message);
+    let mut text = crate::lang::without_question_framing(message);
     for w in live_words {
         text.push('\n');
         text.push_str(w);
     }
     if !names.is_empty() {
-        let asked: Vec<String> = crate::search::tokens(message).collect();
+        let asked: Vec<String> = crate::lang::tokens(message).collect();
         let mut added: Vec<&str> = Vec::new();
         for (what, name) in names.iter() {
             if asked.contains(what) && !added.contains(&name.as_str()) {

@@ -1,0 +1,168 @@
+//! The tokenizer: the tokens an item is indexed under and a query is
+//! split into, and the stems they are made of.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use super::lexicon::{FRAMING_PHRASES, FRAMING_WORDS, IRREGULAR, SHORT_FORMS};
+use crate::text;
+
+/// The English Snowball stemmer, shared: it holds no state.
+static STEMMER: LazyLock<rust_stemmers::Stemmer> =
+    LazyLock::new(|| rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English));
+
+/// The tokens an item is indexed under and a query is split into: content
+/// words, lowercased, reduced to their English Snowball stem
+/// ("interviewers" and "interview" meet).
+pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
+    let mut after_grew = false;
+    text::words(text).flat_map(move |w| {
+        let keep = |w: &str| w.chars().count() >= 2 && !text::is_stopword(w);
+        // "brought up" and "grew up" are said as "raised" too ("Born and
+        // raised").
+        let raised = after_grew && w == "up";
+        after_grew = matches!(w.as_str(), "brought" | "grew" | "growing");
+        // A hyphened word is also its parts: "brother-in-law" is asked
+        // of as "my wife's brother", "gluten-free" as "no gluten". (The
+        // rare extra tokens take the one allocation.)
+        let extra = (raised || w.contains('-')).then(|| {
+            let mut more: Vec<String> = if w.contains('-') {
+                w.split('-').filter(|p| keep(p)).map(stem).collect()
+            } else {
+                Vec::new()
+            };
+            if raised {
+                more.push(stem("raised"));
+            }
+            more
+        });
+        keep(&w)
+            .then(|| stem(&w))
+            .into_iter()
+            .chain(extra.into_iter().flatten())
+    })
+}
+
+/// A question's words without the ones that only frame it as a question
+/// about the past or present ("these days", "used to", "remind me",
+/// "what kind of"): they match small talk ("some days", "I used to") and
+/// never the thing asked about.
+pub fn without_question_framing(question: &str) -> String {
+    let lower = question.to_lowercase();
+    let words: Vec<&str> = lower.split_whitespace().collect();
+    let bare = |w: &str| -> String { w.trim_matches(|c: char| !c.is_alphanumeric()).to_string() };
+    let mut out: Vec<&str> = Vec::with_capacity(words.len());
+    let mut i = 0;
+    while i < words.len() {
+        // A phrase matches whole words only ("kind of", never "mankind of").
+        let phrase = FRAMING_PHRASES.iter().find_map(|p| {
+            let n = p.split(' ').count();
+            let here: Vec<String> = words.get(i..i + n)?.iter().map(|w| bare(w)).collect();
+            (here.join(" ") == *p).then_some(n)
+        });
+        if let Some(n) = phrase {
+            i += n;
+            continue;
+        }
+        if !FRAMING_WORDS.contains(&bare(words[i]).as_str()) {
+            out.push(words[i]);
+        }
+        i += 1;
+    }
+    out.join(" ")
+}
+
+/// A lowercased word's stem. Irregular verb forms, which a suffix
+/// stemmer cannot join to their verb ("grew", "bought"), are taken to the
+/// verb first, and the short forms typed chat uses for relations and
+/// days ("gf", "bday", "hubby") to their word. (Other words for a
+/// relation, "missus" for a wife, are the related-word vectors' to join.)
+///
+/// Kept per thread for the last few thousand words: a word stemmed again
+/// (most are: an index of 100,000 turns says a few thousand words) is a
+/// lookup, not two table searches and the Snowball steps.
+pub fn stem(word: &str) -> String {
+    STEMS.with(|cell| {
+        let mut kept = cell.borrow_mut();
+        if let Some(s) = kept.get(word) {
+            return s.to_string();
+        }
+        let s = stem_anew(word);
+        if kept.len() >= STEMS_KEPT {
+            kept.clear();
+        }
+        kept.insert(word.into(), s.as_str().into());
+        s
+    })
+}
+
+/// How many words' stems a thread keeps (about half a megabyte); past it
+/// the kept set starts again.
+const STEMS_KEPT: usize = 8_192;
+
+type KeptStems = HashMap<Box<str>, Box<str>, foldhash::fast::FixedState>;
+
+thread_local! {
+    /// The stems [`stem`] keeps, by word.
+    static STEMS: std::cell::RefCell<KeptStems> = std::cell::RefCell::new(KeptStems::default());
+}
+
+fn stem_anew(word: &str) -> String {
+    let word = IRREGULAR
+        .binary_search_by(|(form, _)| form.cmp(&word))
+        .map_or(word, |i| IRREGULAR[i].1);
+    let word = SHORT_FORMS
+        .binary_search_by(|(form, _)| form.cmp(&word))
+        .map_or(word, |i| SHORT_FORMS[i].1);
+    STEMMER.stem(word).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn question_framing_is_left_out() {
+        assert_eq!(
+            without_question_framing("What kind of coffee am I allowed these days?"),
+            "what coffee am i allowed"
+        );
+        assert_eq!(
+            without_question_framing("Remind me, how did I USED TO get to work?"),
+            "how did i get to work?"
+        );
+        // whole words only
+        assert_eq!(
+            without_question_framing("I refused today, many more times"),
+            "i refused today, many more times"
+        );
+        // the words themselves stay when they are the content
+        assert_eq!(without_question_framing("my birthday"), "my birthday");
+    }
+
+    #[test]
+    fn a_kept_stem_is_the_stem_made_anew_and_the_kept_set_stays_bounded() {
+        let words = ["grew", "hubby", "interviewers", "running", "bought", "flat"];
+        for w in words.iter().chain(&words) {
+            assert_eq!(stem(w), stem_anew(w), "{w}");
+        }
+        for i in 0..STEMS_KEPT + 10 {
+            let w = format!("word{i}s");
+            assert_eq!(stem(&w), stem_anew(&w));
+            assert!(STEMS.with(|k| k.borrow().len()) <= STEMS_KEPT);
+        }
+        assert_eq!(stem("grew"), stem_anew("grew"));
+    }
+
+    #[test]
+    fn brought_up_and_grew_up_are_raised() {
+        for text in [
+            "Where was I brought up?",
+            "where I grew up",
+            "Born and raised.",
+        ] {
+            assert!(tokens(text).any(|t| t == stem("raised")), "{text:?}");
+        }
+        assert!(!tokens("I brought it up with him").any(|t| t == stem("raised")));
+    }
+}

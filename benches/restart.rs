@@ -108,7 +108,7 @@ fn populate(dir: &std::path::Path) {
         if batch.is_empty() {
             break;
         }
-        let done: Vec<Vec<u8>> = batch.into_iter().map(|e| e.key).collect();
+        let done: Vec<_> = batch.into_iter().map(|e| e.key).collect();
         trees.inbox_done(&done).expect("done");
     }
     trees.db.flush().expect("flush");

@@ -41,14 +41,13 @@ use uuid::Uuid;
 
 use crate::clock::Clock;
 use crate::embed::{self, Embed, EmbedError, StoredVector};
-use crate::keys;
 use crate::model::{isoformat, ConversationSummary, SessionRecord, SummaryType, Topic};
 use crate::period::{self, Level};
 use crate::prompt::RollupPrompts;
 use crate::reflect::parse::parse_reflection;
 use crate::reflect::{Reflect, ReflectError, ReflectRequest};
 use crate::settings::RollupSettings;
-use crate::store::{InboxEntry, StoreError, StoreMsg};
+use crate::store::{InboxEntry, InboxItem, InboxKey, StoreError, StoreMsg};
 use crate::topics;
 
 const STORE_TIMEOUT_MS: u64 = 60_000;

@@ -614,34 +614,33 @@ impl Ctx {
         let mut report = RollupReport::default();
         // Past what was read, so an item that keeps failing stays for the
         // next drain without holding up the ones after it.
-        let mut after: Option<Vec<u8>> = None;
+        let mut after: Option<InboxKey> = None;
         loop {
             let entries: Vec<InboxEntry> = store_call!(self.store, |reply| StoreMsg::Inbox {
-                after: after.clone(),
+                after,
                 limit: INBOX_BATCH,
                 reply
             })?;
             let Some(last) = entries.last() else {
                 return Ok(report);
             };
-            after = Some(last.key.clone());
+            after = Some(last.key);
             // Load the items; what is gone (deleted) just leaves the inbox.
             let mut items: Vec<(InboxEntry, Option<Item>)> = Vec::new();
             for e in entries {
                 agents.insert(e.agent_id.clone());
                 let item = match e.kind {
-                    keys::INBOX_SUMMARY => {
+                    InboxItem::Summary => {
                         // A version replaced meanwhile (a replay) is not
                         // taken in: its successor is.
                         store_call!(self.store, |reply| StoreMsg::GetSummary(e.id, reply))?
                             .filter(ConversationSummary::is_current)
                             .map(|s| Item::Summary(Box::new(s)))
                     }
-                    keys::INBOX_FACT => {
+                    InboxItem::Fact => {
                         store_call!(self.store, |reply| StoreMsg::GetFact(e.id, reply))?
                             .map(|f| Item::Fact(f.fact.agent_id, f.fact.content))
                     }
-                    _ => None,
                 };
                 items.push((e, item));
             }

@@ -7,10 +7,27 @@
 //! only when the actor reaches its message, after every write sent before
 //! it was applied, so a caller still reads its own writes; a point read (one
 //! record by id) is answered here, as it costs less than the hand-off.
+//!
+//! This file holds the shell (state, flushes, the guard for what was
+//! forgotten) and `handle`, which hands each message to the handler of its
+//! kind of record: `sessions`, `summaries`, `blocks`, `facts`, `jobs`
+//! (reflections and dead letters), `rollups` (with the inbox), `topics`
+//! (with vectors), `forget` and `control` (flushes, stats), each in
+//! `actor/`.
 
 use std::sync::Arc;
 
 use super::*;
+
+mod blocks;
+mod control;
+mod facts;
+mod forget;
+mod jobs;
+mod rollups;
+mod sessions;
+mod summaries;
+mod topics;
 
 /// Indexes an ended call's turns for retrieval, if the agent's index is
 /// built or being built (a call's worth of turns, read back from the
@@ -368,631 +385,71 @@ impl Actor for StoreActor {
         msg: StoreMsg,
         state: &mut StoreState,
     ) -> Result<(), ActorProcessingErr> {
-        let t = state.backend.clone();
         let Some(msg) = state.unless_forgotten(msg).await else {
             return Ok(());
         };
+        // A handler per kind of record, each in a file of its own
+        // (`actor/*.rs`).
         match msg {
-            StoreMsg::OpenSession(rec) => match t.open_session(&rec).await {
-                Ok(()) => state.wrote(&myself).await,
-                Err(e) => state.failed("open_session", &e),
-            },
-            StoreMsg::AppendTurn {
-                session_id,
-                seq,
-                value,
-            } => {
-                let res = t.append_turn(session_id, seq, &value).await;
-                state.backlog.handled();
-                match res {
-                    Ok(()) => {
-                        state.stats.turns_written += 1;
-                        state.wrote(&myself).await;
-                    }
-                    Err(e) => state.failed("append_turn", &e),
-                }
-            }
-            StoreMsg::EndSession(rec) => {
-                let at = rec.ended_at.unwrap_or(rec.started_at);
-                let res = t.end_session(&rec, at).await;
-                state
-                    .generations
-                    .bump_user(&rec.agent_id, &rec.user_id, Parts::SESSIONS);
-                match res {
-                    Ok(()) => {
-                        index_ended(&state.search, &t, &rec).await;
-                        state.wrote(&myself).await
-                    }
-                    Err(e) => {
-                        // Not lost: written again until it is (a caller
-                        // asking for durability meanwhile is told it is
-                        // not written yet).
-                        state.stats.write_errors += 1;
-                        error!(error = %e, session_id = %rec.session_id, "a session's end could not be written; trying again");
-                        state.end_later(&myself, rec);
-                    }
-                }
-            }
-            StoreMsg::RetryEnds => {
-                let waiting = std::mem::take(&mut state.unended);
-                for rec in waiting {
-                    if state.forgotten.contains(&rec.session_id) {
-                        continue;
-                    }
-                    if !state.unended.is_empty() {
-                        // The store is still out of reach: the rest wait too.
-                        state.unended.push(rec);
-                        continue;
-                    }
-                    let at = rec.ended_at.unwrap_or(rec.started_at);
-                    match t.end_session(&rec, at).await {
-                        Ok(()) => {
-                            tracing::info!(session_id = %rec.session_id, "a session's end was written once the store could be reached");
-                            state.generations.bump_user(
-                                &rec.agent_id,
-                                &rec.user_id,
-                                Parts::SESSIONS,
-                            );
-                            index_ended(&state.search, &t, &rec).await;
-                            state.wrote(&myself).await;
-                        }
-                        Err(_) => state.unended.push(rec),
-                    }
-                }
-                if state.unended.is_empty() {
-                    state.retry_ends_after = RETRY_ENDS_FIRST;
-                } else {
-                    warn!(
-                        sessions = state.unended.len(),
-                        "sessions' ends still cannot be written; trying again"
-                    );
-                    state.retry_ends_after = (state.retry_ends_after * 2).min(RETRY_ENDS_MAX);
-                    myself.send_after(state.retry_ends_after, || StoreMsg::RetryEnds);
-                }
-            }
-            StoreMsg::CloseOrphan {
-                session_id,
-                reason,
-                at,
-                reply,
-            } => {
-                let res = t.close_orphan(session_id, reason, at).await;
-                if let Ok(Some(rec)) = &res {
-                    state
-                        .generations
-                        .bump_user(&rec.agent_id, &rec.user_id, Parts::SESSIONS);
-                    index_ended(&state.search, &t, rec).await;
-                }
-                if res.is_ok() {
-                    state.wrote(&myself).await;
-                }
-                let _ = reply.send(res);
-            }
-            StoreMsg::LoadSession { session_id, reply } => {
-                state.read_off(reply, move |b| {
-                    Box::pin(async move { b.load_session(session_id).await })
-                });
-            }
-            StoreMsg::Forget {
-                user_id,
-                agent_id,
-                sessions,
-                again,
-                reply,
-            } => {
-                // An end waiting to be written again is theirs no more.
-                state.unended.retain(|r| {
-                    !(r.user_id == user_id && agent_id.as_deref().is_none_or(|a| a == r.agent_id))
-                });
-                let mut res = if again {
-                    t.forget_user_again(&user_id, agent_id.as_deref()).await
-                } else {
-                    t.forget_user(&user_id, agent_id.as_deref()).await
-                };
-                // What is left of the calls this forget ended, whoever
-                // removed their records first; a failure here is the
-                // forget's, after what it did commit is cleaned up below.
-                let mut left = Ok(());
-                if let (Ok(r), false) = (&mut res, sessions.is_empty()) {
-                    let ended = match t.forget_sessions(&sessions).await {
-                        Ok(n) => t.keep_forgotten(&sessions).await.map(|()| n),
-                        Err(e) => Err(e),
-                    };
-                    match ended {
-                        Ok(n) => {
-                            r.sessions += n;
-                            r.removed_ids.extend(sessions.iter().copied());
-                        }
-                        Err(e) => left = Err(e),
-                    }
-                }
-                if let Ok(r) = &res {
-                    for agent in &r.agents {
-                        state.generations.bump(agent, Parts::ALL);
-                        let (ids, user) = (r.removed_ids.clone(), user_id.clone());
-                        state.search.update(agent, move |ix| {
-                            for id in ids {
-                                ix.remove(id);
-                            }
-                            ix.remove_user(&user);
-                        });
-                    }
-                    state.forgotten.extend(r.removed_ids.iter().copied());
-                }
-                let _ = reply.send(left.and(res));
-            }
-            StoreMsg::Forgetting(ids) => state.forgotten.extend(ids),
-            StoreMsg::ForgetCalls { sessions, reply } => {
-                let res = match t.forget_sessions(&sessions).await {
-                    Ok(n) => t.keep_forgotten(&sessions).await.map(|()| n),
-                    Err(e) => Err(e),
-                };
-                if res.is_ok() {
-                    state.forgotten.extend(sessions.iter().copied());
-                    // Their agents' indexes and contexts are read afresh.
-                    state.search.clear();
-                }
-                let _ = reply.send(res);
-            }
-            StoreMsg::ReviseSession {
-                summary,
-                facts,
-                reply,
-            } => {
-                let res = t.revise_session(&summary, &facts).await;
-                if let Ok(r) = &res {
-                    if r.stored {
-                        state.generations.bump(&summary.agent_id, Parts::ALL);
-                        let (old, added, moved) = (
-                            r.old.as_ref().map(|o| o.summary_id),
-                            r.facts_added.clone(),
-                            r.facts_moved.clone(),
-                        );
-                        let s = summary.clone();
-                        let mut vectors = vectors_for(
-                            &state.search,
-                            &t,
-                            &summary.agent_id,
-                            added.iter().chain(&moved).collect(),
-                        )
-                        .await;
-                        state.search.update(&summary.agent_id, move |ix| {
-                            if let Some(old) = old {
-                                ix.remove(old);
-                            }
-                            ix.put_summary(&s, None);
-                            index_facts(ix, added.iter().chain(&moved), &mut vectors);
-                        });
-                        state.wrote(&myself).await;
-                    }
-                }
-                let _ = reply.send(res);
-            }
-            StoreMsg::StampDerivation {
-                summary_id,
-                derivation,
-                reply,
-            } => {
-                let res = t.stamp_derivation(summary_id, &derivation).await;
-                if res.is_ok() {
-                    state.wrote(&myself).await;
-                }
-                let _ = reply.send(res);
-            }
-            StoreMsg::CompleteReflection {
-                summary,
-                blocks,
-                facts,
-                reply,
-            } => {
-                let res = t.store_reflection(&summary, &blocks, &facts).await;
-                // The user's summary, facts and blocks (a reflection writes
-                // the user's own, never the agent's); every user's facts
-                // where a fact is shared (the summary counter it moves in
-                // the agent's record is the watchdog's, not part of a
-                // context). A reflection without a shared fact leaves the
-                // other users' cached contexts current.
-                let (agent, user) = (&summary.agent_id, &summary.user_id);
-                let theirs = Parts::SUMMARIES
-                    | Parts::FACTS
-                    | if blocks.is_empty() {
-                        Parts::NONE
-                    } else {
-                        Parts::BLOCKS
-                    };
-                state.generations.bump_user(agent, user, theirs);
-                if matches!(res, Ok(Reflected { shared: true, .. })) {
-                    state.generations.bump(agent, Parts::FACTS);
-                }
-                let res = res.map(|r| r.stored);
-                if res.as_ref().is_ok_and(|stored| *stored)
-                    && state.search.tracks(&summary.agent_id)
-                {
-                    // The facts that survived de-duplication, and those on
-                    // their subjects, as they now stand.
-                    let subjects: std::collections::BTreeSet<&String> =
-                        facts.iter().filter_map(|f| f.subject.as_ref()).collect();
-                    let touched: Vec<FactRecord> = match facts.first() {
-                        Some(f) => t
-                            .user_facts(&f.agent_id, &f.user_id)
-                            .await
-                            .unwrap_or_default()
-                            .into_iter()
-                            .filter(|s| {
-                                facts.iter().any(|c| c.fact_id == s.fact_id)
-                                    || s.subject.as_ref().is_some_and(|x| subjects.contains(x))
-                            })
-                            .collect(),
-                        None => Vec::new(),
-                    };
-                    let s = summary.clone();
-                    let mut vectors = fact_vectors(&*t, touched.iter().collect()).await;
-                    state.search.update(&summary.agent_id, move |ix| {
-                        ix.put_summary(&s, None);
-                        index_facts(ix, &touched, &mut vectors);
-                    });
-                }
-                if res.is_ok() {
-                    state.wrote(&myself).await;
-                }
-                let _ = reply.send(res);
-            }
-            StoreMsg::ListFacts {
-                agent_id,
-                user_id,
-                reply,
-            } => state.read_off(reply, move |b| {
-                Box::pin(async move { b.visible_facts(&agent_id, &user_id).await })
-            }),
-            StoreMsg::GetFact(id, reply) => {
-                let _ = reply.send(t.fact(id).await);
-            }
-            StoreMsg::SetFactVisibility {
-                fact_id,
-                user_id,
-                visibility,
-                reply,
-            } => {
-                let res = t.set_fact_visibility(fact_id, &user_id, visibility).await;
-                if let Ok(f) = &res {
-                    state.generations.bump(&f.agent_id, Parts::FACTS);
-                    let f2 = f.clone();
-                    let mut vectors = vectors_for(&state.search, &t, &f.agent_id, vec![&f2]).await;
-                    state
-                        .search
-                        .update(&f.agent_id, move |ix| index_facts(ix, [&f2], &mut vectors));
-                }
-                if res.is_ok() {
-                    state.wrote(&myself).await;
-                }
-                let _ = reply.send(res);
-            }
-            StoreMsg::DeleteFact {
-                fact_id,
-                user_id,
-                reply,
-            } => {
-                let res = t.delete_fact(fact_id, &user_id).await;
-                if let Ok((f, moved)) = &res {
-                    state.generations.bump(&f.agent_id, Parts::FACTS);
-                    let (id, moved) = (f.fact_id, moved.clone());
-                    let mut vectors =
-                        vectors_for(&state.search, &t, &f.agent_id, moved.iter().collect()).await;
-                    state.search.update(&f.agent_id, move |ix| {
-                        ix.remove(id);
-                        index_facts(ix, &moved, &mut vectors);
-                    });
-                }
-                if res.is_ok() {
-                    state.wrote(&myself).await;
-                }
-                let _ = reply.send(res.map(|(f, _)| f));
-            }
-            StoreMsg::DeadLetter { letter, reply } => {
-                let res = t.dead_letter(&letter).await;
-                if res.is_ok() {
-                    state.wrote(&myself).await;
-                }
-                let _ = reply.send(res);
-            }
-            StoreMsg::Requeue {
-                session_id,
-                at,
-                reply,
-            } => {
-                let res = t.requeue(session_id, at).await;
-                if res.is_ok() {
-                    state.wrote(&myself).await;
-                }
-                let _ = reply.send(res);
-            }
-            StoreMsg::PutBlock { block, reply } => {
-                let res = t.put_block(&block).await;
-                state.generations.bump(&block.agent_id, Parts::BLOCKS);
-                if res.is_ok() {
-                    state.wrote(&myself).await;
-                }
-                let _ = reply.send(res);
-            }
-            StoreMsg::SetPersistentContext {
-                agent_id,
-                lines,
-                reply,
-            } => {
-                let res = t.set_persistent_context(&agent_id, lines).await;
-                state.generations.bump(&agent_id, Parts::BLOCKS);
-                if res.is_ok() {
-                    state.wrote(&myself).await;
-                }
-                let _ = reply.send(res);
-            }
-            StoreMsg::MarkContextBuilt {
-                agent_id,
-                version,
-                expires_at,
-            } => match t.mark_context_built(&agent_id, version, expires_at).await {
-                Ok(()) => state.wrote(&myself).await,
-                Err(e) => state.failed("mark_context_built", &e),
-            },
-            StoreMsg::GetSession(id, reply) => {
-                let _ = reply.send(t.session(id).await);
-            }
-            StoreMsg::ListSessions(agent, reply) => state.read_off(reply, move |b| {
-                Box::pin(async move { b.sessions(agent.as_deref()).await })
-            }),
-            StoreMsg::ListOpenSessions(reply) => {
-                state.read_off(reply, |b| Box::pin(async move { b.open_sessions().await }))
-            }
-            StoreMsg::PageSessions { listing, reply } => state.read_off(reply, move |b| {
-                Box::pin(async move { b.list_sessions(&listing).await })
-            }),
-            StoreMsg::GetTurns(id, reply) => {
-                state.read_off(reply, move |b| Box::pin(async move { b.turns(id).await }))
-            }
-            StoreMsg::GetNumberedTurns(id, reply) => state.read_off(reply, move |b| {
-                Box::pin(async move { b.numbered_turns(id).await })
-            }),
-            StoreMsg::GetSummary(id, reply) => {
-                let _ = reply.send(t.summary(id).await);
-            }
-            StoreMsg::ListSummaries {
-                agent_id,
-                kind,
-                since,
-                reply,
-            } => state.read_off(reply, move |b| {
-                Box::pin(async move { b.summaries(&agent_id, kind, since).await })
-            }),
-            StoreMsg::PageSummaries {
-                agent_id,
-                listing,
-                reply,
-            } => state.read_off(reply, move |b| {
-                Box::pin(async move { b.list_summaries(&agent_id, &listing).await })
-            }),
-            StoreMsg::GetBlocks(agent, reply) => state.read_off(reply, move |b| {
-                Box::pin(async move { b.blocks(&agent).await })
-            }),
-            StoreMsg::GetUserBlocks {
-                agent_id,
-                user_id,
-                reply,
-            } => state.read_off(reply, move |b| {
-                Box::pin(async move { b.user_blocks(&agent_id, &user_id).await })
-            }),
-            StoreMsg::ListAgents(reply) => {
-                state.read_off(reply, |b| Box::pin(async move { b.agents().await }))
-            }
-            StoreMsg::GetAgent(agent_id, reply) => {
-                let _ = reply.send(t.agent(&agent_id).await);
-            }
-            StoreMsg::LatestSummary {
-                agent_id,
-                kind,
-                reply,
-            } => state.read_off(reply, move |b| {
-                Box::pin(async move { b.latest_summary(&agent_id, kind).await })
-            }),
-            StoreMsg::ListQueue(reply) => {
-                state.read_off(reply, |b| Box::pin(async move { b.queued().await }))
-            }
-            StoreMsg::ListDeadLetters(reply) => {
-                state.read_off(reply, |b| Box::pin(async move { b.dead_letters().await }))
-            }
-            StoreMsg::AgentDeadLetters {
-                agent_id,
-                after,
-                limit,
-                reply,
-            } => state.read_off(reply, move |b| {
-                Box::pin(async move { b.agent_dead_letters(&agent_id, after, limit).await })
-            }),
-            StoreMsg::GetDeadLetter(id, reply) => {
-                let _ = reply.send(t.find_dead_letter(id).await);
-            }
-            // Off the writer: a shared backend counts in the database.
-            StoreMsg::CountDeadLetters(reply) => state.read_off(reply, |b| {
-                Box::pin(async move { b.dead_letter_count().await })
-            }),
-            StoreMsg::PutRollup {
-                summary,
-                supersedes,
-                vector,
-                reply,
-            } => {
-                let res = t.put_rollup(&summary, supersedes, vector.as_ref()).await;
-                if let Ok(true) = res {
-                    // A rollup is one user's.
-                    state.generations.bump_user(
-                        &summary.agent_id,
-                        &summary.user_id,
-                        Parts::SUMMARIES,
-                    );
-                    let s = summary.clone();
-                    state.search.update(&summary.agent_id, move |ix| {
-                        if let Some(old) = supersedes {
-                            ix.remove(old);
-                        }
-                        ix.put_summary(&s, vector);
-                    });
-                    state.wrote(&myself).await;
-                }
-                let _ = reply.send(res);
-            }
-            StoreMsg::RollupCursor {
-                agent_id,
-                level,
-                reply,
-            } => {
-                let _ = reply.send(t.rollup_cursor(&agent_id, level).await);
-            }
-            StoreMsg::SetRollupCursor {
-                agent_id,
-                level,
-                period,
-                reply,
-            } => {
-                let res = t.set_rollup_cursor(&agent_id, level, period).await;
-                if res.is_ok() {
-                    state.wrote(&myself).await;
-                }
-                let _ = reply.send(res);
-            }
-            StoreMsg::Inbox {
-                after,
-                limit,
-                reply,
-            } => state.read_off(reply, move |b| {
-                Box::pin(async move { b.inbox(after.as_deref(), limit).await })
-            }),
-            StoreMsg::InboxDone { keys, reply } => {
-                let res = t.inbox_done(&keys).await;
-                if res.is_ok() {
-                    state.wrote(&myself).await;
-                }
-                let _ = reply.send(res);
-            }
-            StoreMsg::Topics {
-                agent_id,
-                user_id,
-                reply,
-            } => state.read_off(reply, move |b| {
-                Box::pin(async move { b.topics(&agent_id, user_id.as_deref()).await })
-            }),
-            StoreMsg::PutTopic {
-                topic,
-                summary,
-                vector,
-                reply,
-            } => {
-                let res = t.put_topic(&topic, &summary, vector.as_ref()).await;
-                if res.is_ok() {
-                    // The topic and its summary, one user's.
-                    state.generations.bump_user(
-                        &topic.agent_id,
-                        &topic.user_id,
-                        Parts::TOPICS | Parts::SUMMARIES,
-                    );
-                    let s = summary.clone();
-                    state
-                        .search
-                        .update(&summary.agent_id, move |ix| ix.put_summary(&s, vector));
-                    state.wrote(&myself).await;
-                }
-                let _ = reply.send(res);
-            }
-            StoreMsg::PutVectors {
-                agent_id,
-                items,
-                reply,
-            } => {
-                let res = t.put_vectors(&items).await;
-                if let Ok(stored) = &res {
-                    let stored = stored.clone();
-                    state.search.update(&agent_id, move |ix| {
-                        for (id, v) in items {
-                            if stored.contains(&id) {
-                                ix.set_vector(id, v);
-                            }
-                        }
-                    });
-                    state.wrote(&myself).await;
-                }
-                let _ = reply.send(res.map(|_| ()));
-            }
-            StoreMsg::PutTurnVectors {
-                agent_id,
-                session_id,
-                items,
-                reply,
-            } => {
-                let res = t.put_turn_vectors(session_id, &items).await;
-                if let Ok(stored) = &res {
-                    let stored: std::collections::HashSet<u32> = stored.iter().copied().collect();
-                    state.search.update(&agent_id, move |ix| {
-                        for (seq, v) in items {
-                            if stored.contains(&seq) {
-                                ix.set_vector(TurnRef { session_id, seq }.doc_id(), v);
-                            }
-                        }
-                    });
-                    state.wrote(&myself).await;
-                }
-                let _ = reply.send(res.map(|_| ()));
-            }
-            StoreMsg::Barrier(reply) => {
-                let _ = reply.send(());
-            }
-            StoreMsg::Flush(reply) => {
-                // Answered by the next flush to begin: now, or after the
-                // one in progress (it may have begun before this caller's
-                // writes).
-                state.flush_next.push(reply);
-                if !state.flushing {
-                    state.start_flush(&myself);
-                }
-            }
-            StoreMsg::Stats(reply) => {
-                state.stats.skipped_records = t.skipped_records();
-                let _ = reply.send(state.stats);
-            }
-            StoreMsg::FlushTick => {
-                state.tick_armed = false;
-                if state.dirty && !state.flushing {
-                    state.start_flush(&myself);
-                }
-            }
-            StoreMsg::FlushDone(res) => {
-                state.flushing = false;
-                state.stats.flushes += 1;
-                if let Err(err) = &res {
-                    // The data stays in the backend's cache; mark it dirty
-                    // so the next tick tries again.
-                    state.stats.write_errors += 1;
-                    state.dirty = true;
-                    error!(error = %err, "flush failed");
-                }
-                let failed =
-                    std::mem::take(&mut state.flush_waiters_failed) + state.unended.len() as u64;
-                for reply in state.flush_waiters.drain(..) {
-                    let _ = reply.send(match &res {
-                        Err(err) => Err(StoreError::FlushFailed(err.clone())),
-                        Ok(()) if failed > 0 => Err(StoreError::WritesFailed(failed)),
-                        Ok(()) => Ok(()),
-                    });
-                }
-                if !state.flush_next.is_empty() {
-                    state.start_flush(&myself);
-                } else if state.dirty {
-                    state.arm(&myself);
-                }
-                debug!("flushed");
-            }
+            msg @ (StoreMsg::OpenSession(..)
+            | StoreMsg::AppendTurn { .. }
+            | StoreMsg::EndSession(..)
+            | StoreMsg::RetryEnds
+            | StoreMsg::CloseOrphan { .. }
+            | StoreMsg::LoadSession { .. }
+            | StoreMsg::GetSession(..)
+            | StoreMsg::ListSessions(..)
+            | StoreMsg::ListOpenSessions(..)
+            | StoreMsg::PageSessions { .. }
+            | StoreMsg::GetTurns(..)
+            | StoreMsg::GetNumberedTurns(..)) => state.handle_sessions(&myself, msg).await,
+            msg @ (StoreMsg::ReviseSession { .. }
+            | StoreMsg::StampDerivation { .. }
+            | StoreMsg::GetSummary(..)
+            | StoreMsg::ListSummaries { .. }
+            | StoreMsg::PageSummaries { .. }
+            | StoreMsg::LatestSummary { .. }) => state.handle_summaries(&myself, msg).await,
+            msg @ (StoreMsg::PutBlock { .. }
+            | StoreMsg::SetPersistentContext { .. }
+            | StoreMsg::MarkContextBuilt { .. }
+            | StoreMsg::GetBlocks(..)
+            | StoreMsg::GetUserBlocks { .. }
+            | StoreMsg::ListAgents(..)
+            | StoreMsg::GetAgent(..)) => state.handle_blocks(&myself, msg).await,
+            msg @ (StoreMsg::ListFacts { .. }
+            | StoreMsg::GetFact(..)
+            | StoreMsg::SetFactVisibility { .. }
+            | StoreMsg::DeleteFact { .. }) => state.handle_facts(&myself, msg).await,
+            msg @ (StoreMsg::CompleteReflection { .. }
+            | StoreMsg::DeadLetter { .. }
+            | StoreMsg::Requeue { .. }
+            | StoreMsg::ListQueue(..)
+            | StoreMsg::ListDeadLetters(..)
+            | StoreMsg::AgentDeadLetters { .. }
+            | StoreMsg::GetDeadLetter(..)
+            | StoreMsg::CountDeadLetters(..)) => state.handle_jobs(&myself, msg).await,
+            msg @ (StoreMsg::PutRollup { .. }
+            | StoreMsg::RollupCursor { .. }
+            | StoreMsg::SetRollupCursor { .. }
+            | StoreMsg::Inbox { .. }
+            | StoreMsg::InboxDone { .. }) => state.handle_rollups(&myself, msg).await,
+            msg @ (StoreMsg::Topics { .. }
+            | StoreMsg::PutTopic { .. }
+            | StoreMsg::PutVectors { .. }
+            | StoreMsg::PutTurnVectors { .. }) => state.handle_topics(&myself, msg).await,
+            msg @ (StoreMsg::Forget { .. }
+            | StoreMsg::Forgetting(..)
+            | StoreMsg::ForgetCalls { .. }) => state.handle_forget(msg).await,
+            msg @ (StoreMsg::Barrier(..)
+            | StoreMsg::Flush(..)
+            | StoreMsg::Stats(..)
+            | StoreMsg::FlushTick
+            | StoreMsg::FlushDone(..)) => state.handle_control(&myself, msg).await,
         }
         // (A read off this actor may write the batch meanwhile: the count
         // is then high until the next message, which the flush ticks
         // that follow every write bring.)
-        state.backlog.set_buffered(t.buffered_turns());
+        state.backlog.set_buffered(state.backend.buffered_turns());
         Ok(())
     }
 }

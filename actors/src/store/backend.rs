@@ -371,15 +371,15 @@ pub trait HierarchyStore: Send + Sync {
     /// Queues for the Rollup actor every session summary and fact stored
     /// before there was an inbox, once. Returns how many were queued.
     async fn backfill_inbox(&self) -> Result<usize, StoreError>;
-    /// Up to `limit` inbox entries, oldest first, after the entry whose
-    /// (opaque) key is `after`.
+    /// Up to `limit` inbox entries, oldest first, after the entry at
+    /// `after`.
     async fn inbox(
         &self,
-        after: Option<&[u8]>,
+        after: Option<&InboxKey>,
         limit: usize,
     ) -> Result<Vec<InboxEntry>, StoreError>;
     /// Removes inbox entries taken in.
-    async fn inbox_done(&self, keys: &[Vec<u8>]) -> Result<(), StoreError>;
+    async fn inbox_done(&self, keys: &[InboxKey]) -> Result<(), StoreError>;
     /// An agent's topics, or one user's.
     async fn topics(&self, agent_id: &str, user_id: Option<&str>)
         -> Result<Vec<Topic>, StoreError>;

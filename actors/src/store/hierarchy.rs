@@ -1,14 +1,68 @@
 //! The summary hierarchy: what the Rollup actor's inbox holds.
 
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
+
+use crate::keys;
+
+/// What an inbox entry points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InboxItem {
+    Summary,
+    Fact,
+}
+
+impl InboxItem {
+    /// Its code in a stored inbox key.
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            InboxItem::Summary => keys::INBOX_SUMMARY,
+            InboxItem::Fact => keys::INBOX_FACT,
+        }
+    }
+
+    /// The item a stored code names (`None`: a code no version writes).
+    pub(crate) fn from_code(code: u8) -> Option<InboxItem> {
+        match code {
+            keys::INBOX_SUMMARY => Some(InboxItem::Summary),
+            keys::INBOX_FACT => Some(InboxItem::Fact),
+            _ => None,
+        }
+    }
+}
+
+/// Where an entry stands in the Rollup actor's inbox, which is read in
+/// the order of these fields: the time of the item (a session's start, a
+/// fact's extraction; to the millisecond, as a backend keeps it), what it
+/// is and its id. Each backend stores it its own way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct InboxKey {
+    pub at: DateTime<Utc>,
+    pub item: InboxItem,
+    pub id: Uuid,
+}
 
 /// An item waiting in the Rollup actor's inbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InboxEntry {
-    /// The backend's key of the entry (opaque to the Rollup actor: given
-    /// back as `after`, or to remove it).
-    pub key: Vec<u8>,
+    /// Where the entry stands (given back as `after`, or to remove it).
+    pub key: InboxKey,
     pub agent_id: String,
-    pub kind: u8,
+    /// What the entry points at (as in `key`).
+    pub kind: InboxItem,
     pub id: Uuid,
+}
+
+impl InboxEntry {
+    /// The entry at `key`, of `agent_id`.
+    pub(crate) fn new(key: InboxKey, agent_id: String) -> InboxEntry {
+        InboxEntry {
+            key,
+            agent_id,
+            kind: key.item,
+            id: key.id,
+        }
+    }
 }

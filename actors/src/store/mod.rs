@@ -35,7 +35,8 @@
 //!   into an empty store of either backend.
 //! - `msg`: [`StoreMsg`]; `actor`: [`StoreActor`], the shell that
 //!   serializes the writes, runs the reads that scan off the writer and
-//!   group-commits flushes.
+//!   group-commits flushes, with a handler per kind of record in `actor/`.
+//! - `contract` (tests): what every backend must do, run on each.
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -95,7 +96,7 @@ pub use context::{ContextParts, ContextSources, CurrentFacts, StoredBlocks};
 pub use facts::{dedup_facts, plan_fact_changes, reconcile_facts, spoken_key, FactChanges};
 pub use forget::{user_hash, ForgetEntry, ForgetReport, PendingForget, FORGOTTEN_FOR};
 pub use generations::{Generations, Parts, Stamp};
-pub use hierarchy::InboxEntry;
+pub use hierarchy::{InboxEntry, InboxItem, InboxKey};
 pub use msg::{LoadedSession, StoreMsg, StoreStats};
 pub use reader::Reader;
 pub use replay::{revision_refused, Revision};

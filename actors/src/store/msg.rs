@@ -228,15 +228,15 @@ pub enum StoreMsg {
         reply: RpcReplyPort<Result<(), StoreError>>,
     },
     /// The oldest `limit` items waiting for the Rollup actor, after the
-    /// key `after` if given.
+    /// entry at `after` if given.
     Inbox {
-        after: Option<Vec<u8>>,
+        after: Option<InboxKey>,
         limit: usize,
         reply: RpcReplyPort<Result<Vec<InboxEntry>, StoreError>>,
     },
     /// Items the Rollup actor has taken in.
     InboxDone {
-        keys: Vec<Vec<u8>>,
+        keys: Vec<InboxKey>,
         reply: RpcReplyPort<Result<(), StoreError>>,
     },
     Topics {

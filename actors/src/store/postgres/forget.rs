@@ -92,146 +92,12 @@ impl PgBackend {
             ..ForgetReport::default()
         };
         let mut tx = self.pool.begin().await?;
-        // Reflections of this user storing facts meanwhile wait, or come
-        // after and find their sessions gone; then the agents' records,
-        // before any block (a reflection of another user takes them in that
-        // order too).
-        let agents: Vec<String> = match agent_id {
-            Some(a) => vec![a.to_string()],
-            None => {
-                sqlx::query_scalar(
-                    "SELECT agent_id FROM sessions WHERE user_id = $1
-                     UNION SELECT agent_id FROM facts WHERE user_id = $1
-                     UNION SELECT agent_id FROM summaries WHERE user_id = $1
-                     UNION SELECT agent_id FROM topics WHERE user_id = $1
-                     UNION SELECT agent_id FROM blocks WHERE source_user_id = $1
-                     UNION SELECT agent_id FROM dead_letters WHERE user_id = $1
-                     ORDER BY 1",
-                )
-                .bind(user_id)
-                .fetch_all(&mut *tx)
-                .await?
-            }
-        };
-        for a in &agents {
-            Self::lock_user(&mut tx, a, user_id).await?;
-        }
-        sqlx::query(
-            "SELECT agent_id FROM agents WHERE agent_id = ANY($1)
-             ORDER BY agent_id COLLATE \"C\" FOR UPDATE",
-        )
-        .bind(&agents)
-        .execute(&mut *tx)
-        .await?;
-        let sessions: Vec<(Uuid, String)> = sqlx::query_as(&format!(
-            "DELETE FROM sessions WHERE user_id = $1 AND {AGENT} RETURNING session_id, agent_id"
-        ))
-        .bind(user_id)
-        .bind(agent_id)
-        .fetch_all(&mut *tx)
-        .await?;
-        let session_ids: Vec<Uuid> = sessions.iter().map(|(id, _)| *id).collect();
-        for (id, agent) in sessions {
-            r.sessions += 1;
-            r.removed_ids.insert(id);
-            r.agents.insert(agent);
-        }
-        let turns: Vec<(Uuid, i64)> = sqlx::query_as(
-            "DELETE FROM turns WHERE session_id = ANY($1) RETURNING session_id, seq",
-        )
-        .bind(&session_ids)
-        .fetch_all(&mut *tx)
-        .await?;
-        r.turns = turns.len();
-        let turn_vectors: Vec<Uuid> = turns
-            .into_iter()
-            .map(|(session_id, seq)| {
-                TurnRef {
-                    session_id,
-                    seq: seq as u32,
-                }
-                .doc_id()
-            })
-            .collect();
-        r.reflection_jobs = sqlx::query("DELETE FROM reflection_queue WHERE session_id = ANY($1)")
-            .bind(&session_ids)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected() as usize;
-        // With the dead letters whose session record is gone or damaged.
-        r.dead_letters = sqlx::query(&format!(
-            "DELETE FROM dead_letters WHERE session_id = ANY($3) OR (user_id = $1 AND {AGENT})"
-        ))
-        .bind(user_id)
-        .bind(agent_id)
-        .bind(&session_ids)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected() as usize;
-
-        let summaries: Vec<(Uuid, i16, String)> = sqlx::query_as(&format!(
-            "DELETE FROM summaries WHERE user_id = $1 AND {AGENT}
-             RETURNING summary_id, kind, agent_id"
-        ))
-        .bind(user_id)
-        .bind(agent_id)
-        .fetch_all(&mut *tx)
-        .await?;
-        let summary_ids: HashSet<Uuid> = summaries.iter().map(|(id, _, _)| *id).collect();
-        for (id, kind, agent) in summaries {
-            match kind {
-                0 => r.session_summaries += 1,
-                1 => r.daily_summaries += 1,
-                2 => r.weekly_summaries += 1,
-                _ => r.topic_summaries += 1,
-            }
-            r.removed_ids.insert(id);
-            r.agents.insert(agent);
-        }
-        let facts: Vec<(Uuid, String)> = sqlx::query_as(&format!(
-            "DELETE FROM facts WHERE user_id = $1 AND {AGENT} RETURNING fact_id, agent_id"
-        ))
-        .bind(user_id)
-        .bind(agent_id)
-        .fetch_all(&mut *tx)
-        .await?;
-        for (id, agent) in facts {
-            r.facts += 1;
-            r.removed_ids.insert(id);
-            r.agents.insert(agent);
-        }
-        sqlx::query(&format!(
-            "DELETE FROM fact_tombstones WHERE user_id = $1 AND {AGENT}"
-        ))
-        .bind(user_id)
-        .bind(agent_id)
-        .execute(&mut *tx)
-        .await?;
-        let topics: Vec<(Uuid, String)> = sqlx::query_as(&format!(
-            "DELETE FROM topics WHERE user_id = $1 AND {AGENT} RETURNING topic_id, agent_id"
-        ))
-        .bind(user_id)
-        .bind(agent_id)
-        .fetch_all(&mut *tx)
-        .await?;
-        for (id, agent) in topics {
-            r.topics += 1;
-            r.removed_ids.insert(id);
-            r.agents.insert(agent);
-        }
-        // Blocks drawn from their calls (the agent's copy too, when the
-        // latest was theirs).
-        let blocks: Vec<String> = sqlx::query_scalar(&format!(
-            "DELETE FROM blocks WHERE source_user_id = $1 AND {AGENT} RETURNING agent_id"
-        ))
-        .bind(user_id)
-        .bind(agent_id)
-        .fetch_all(&mut *tx)
-        .await?;
-        for agent in blocks {
-            r.blocks += 1;
-            r.agents.insert(agent);
-        }
+        Self::lock_for_forget(&mut tx, user_id, agent_id).await?;
+        let (session_ids, turn_vectors) =
+            Self::delete_sessions(&mut tx, user_id, agent_id, &mut r).await?;
+        let summary_ids = Self::delete_summaries(&mut tx, user_id, agent_id, &mut r).await?;
+        Self::delete_facts_and_topics(&mut tx, user_id, agent_id, &mut r).await?;
+        Self::delete_blocks(&mut tx, user_id, agent_id, &mut r).await?;
         let agents: Vec<&str> = r.agents.iter().map(String::as_str).collect();
         // The agents' mixed blocks, rebuilt by the watchdog from what is
         // left.
@@ -265,19 +131,7 @@ impl PgBackend {
         Self::keep_forgotten_in(&mut tx, &sessions_and_summaries).await?;
         // The forget itself, by the user's hash.
         if log {
-            // One forget logs at a time, to its commit: entries commit in
-            // the order of their sequence numbers, so a reader that has
-            // seen one has seen every entry before it.
-            sqlx::query(
-                "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || chr(1) || 'forget_log', 0))",
-            )
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query("INSERT INTO forget_log (user_hash, agent_id) VALUES ($1, $2)")
-                .bind(user_hash(user_id))
-                .bind(agent_id.unwrap_or_default())
-                .execute(&mut *tx)
-                .await?;
+            Self::log_forget(&mut tx, user_id, agent_id).await?;
         }
         // Contexts of these agents are assembled afresh.
         for agent in &agents {
@@ -285,6 +139,216 @@ impl PgBackend {
         }
         tx.commit().await?;
         Ok(r)
+    }
+
+    /// Takes the locks a forget holds: reflections of this user storing
+    /// facts meanwhile wait, or come after and find their sessions gone;
+    /// then the agents' records, before any block (a reflection of another
+    /// user takes them in that order too).
+    async fn lock_for_forget(
+        tx: &mut Tx<'_>,
+        user_id: &str,
+        agent_id: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let agents: Vec<String> = match agent_id {
+            Some(a) => vec![a.to_string()],
+            None => {
+                sqlx::query_scalar(
+                    "SELECT agent_id FROM sessions WHERE user_id = $1
+                     UNION SELECT agent_id FROM facts WHERE user_id = $1
+                     UNION SELECT agent_id FROM summaries WHERE user_id = $1
+                     UNION SELECT agent_id FROM topics WHERE user_id = $1
+                     UNION SELECT agent_id FROM blocks WHERE source_user_id = $1
+                     UNION SELECT agent_id FROM dead_letters WHERE user_id = $1
+                     ORDER BY 1",
+                )
+                .bind(user_id)
+                .fetch_all(&mut **tx)
+                .await?
+            }
+        };
+        for a in &agents {
+            Self::lock_user(tx, a, user_id).await?;
+        }
+        sqlx::query(
+            "SELECT agent_id FROM agents WHERE agent_id = ANY($1)
+             ORDER BY agent_id COLLATE \"C\" FOR UPDATE",
+        )
+        .bind(&agents)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Deletes the user's sessions with their turns, queued reflections
+    /// and dead letters; returns the sessions' ids and the ids of their
+    /// turns' vectors.
+    async fn delete_sessions(
+        tx: &mut Tx<'_>,
+        user_id: &str,
+        agent_id: Option<&str>,
+        r: &mut ForgetReport,
+    ) -> Result<(Vec<Uuid>, Vec<Uuid>), StoreError> {
+        let sessions: Vec<(Uuid, String)> = sqlx::query_as(&format!(
+            "DELETE FROM sessions WHERE user_id = $1 AND {AGENT} RETURNING session_id, agent_id"
+        ))
+        .bind(user_id)
+        .bind(agent_id)
+        .fetch_all(&mut **tx)
+        .await?;
+        let session_ids: Vec<Uuid> = sessions.iter().map(|(id, _)| *id).collect();
+        for (id, agent) in sessions {
+            r.sessions += 1;
+            r.removed_ids.insert(id);
+            r.agents.insert(agent);
+        }
+        let turns: Vec<(Uuid, i64)> = sqlx::query_as(
+            "DELETE FROM turns WHERE session_id = ANY($1) RETURNING session_id, seq",
+        )
+        .bind(&session_ids)
+        .fetch_all(&mut **tx)
+        .await?;
+        r.turns = turns.len();
+        let turn_vectors: Vec<Uuid> = turns
+            .into_iter()
+            .map(|(session_id, seq)| {
+                TurnRef {
+                    session_id,
+                    seq: seq as u32,
+                }
+                .doc_id()
+            })
+            .collect();
+        r.reflection_jobs = sqlx::query("DELETE FROM reflection_queue WHERE session_id = ANY($1)")
+            .bind(&session_ids)
+            .execute(&mut **tx)
+            .await?
+            .rows_affected() as usize;
+        // With the dead letters whose session record is gone or damaged.
+        r.dead_letters = sqlx::query(&format!(
+            "DELETE FROM dead_letters WHERE session_id = ANY($3) OR (user_id = $1 AND {AGENT})"
+        ))
+        .bind(user_id)
+        .bind(agent_id)
+        .bind(&session_ids)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected() as usize;
+        Ok((session_ids, turn_vectors))
+    }
+
+    /// Deletes the user's summaries of every type; returns their ids.
+    async fn delete_summaries(
+        tx: &mut Tx<'_>,
+        user_id: &str,
+        agent_id: Option<&str>,
+        r: &mut ForgetReport,
+    ) -> Result<HashSet<Uuid>, StoreError> {
+        let summaries: Vec<(Uuid, i16, String)> = sqlx::query_as(&format!(
+            "DELETE FROM summaries WHERE user_id = $1 AND {AGENT}
+             RETURNING summary_id, kind, agent_id"
+        ))
+        .bind(user_id)
+        .bind(agent_id)
+        .fetch_all(&mut **tx)
+        .await?;
+        let summary_ids: HashSet<Uuid> = summaries.iter().map(|(id, _, _)| *id).collect();
+        for (id, kind, agent) in summaries {
+            match kind {
+                0 => r.session_summaries += 1,
+                1 => r.daily_summaries += 1,
+                2 => r.weekly_summaries += 1,
+                _ => r.topic_summaries += 1,
+            }
+            r.removed_ids.insert(id);
+            r.agents.insert(agent);
+        }
+        Ok(summary_ids)
+    }
+
+    /// Deletes the user's facts (with their tombstones) and topics.
+    async fn delete_facts_and_topics(
+        tx: &mut Tx<'_>,
+        user_id: &str,
+        agent_id: Option<&str>,
+        r: &mut ForgetReport,
+    ) -> Result<(), StoreError> {
+        let facts: Vec<(Uuid, String)> = sqlx::query_as(&format!(
+            "DELETE FROM facts WHERE user_id = $1 AND {AGENT} RETURNING fact_id, agent_id"
+        ))
+        .bind(user_id)
+        .bind(agent_id)
+        .fetch_all(&mut **tx)
+        .await?;
+        for (id, agent) in facts {
+            r.facts += 1;
+            r.removed_ids.insert(id);
+            r.agents.insert(agent);
+        }
+        sqlx::query(&format!(
+            "DELETE FROM fact_tombstones WHERE user_id = $1 AND {AGENT}"
+        ))
+        .bind(user_id)
+        .bind(agent_id)
+        .execute(&mut **tx)
+        .await?;
+        let topics: Vec<(Uuid, String)> = sqlx::query_as(&format!(
+            "DELETE FROM topics WHERE user_id = $1 AND {AGENT} RETURNING topic_id, agent_id"
+        ))
+        .bind(user_id)
+        .bind(agent_id)
+        .fetch_all(&mut **tx)
+        .await?;
+        for (id, agent) in topics {
+            r.topics += 1;
+            r.removed_ids.insert(id);
+            r.agents.insert(agent);
+        }
+        Ok(())
+    }
+
+    /// Deletes the blocks drawn from the user's calls (the agent's copy
+    /// too, when the latest was theirs).
+    async fn delete_blocks(
+        tx: &mut Tx<'_>,
+        user_id: &str,
+        agent_id: Option<&str>,
+        r: &mut ForgetReport,
+    ) -> Result<(), StoreError> {
+        let blocks: Vec<String> = sqlx::query_scalar(&format!(
+            "DELETE FROM blocks WHERE source_user_id = $1 AND {AGENT} RETURNING agent_id"
+        ))
+        .bind(user_id)
+        .bind(agent_id)
+        .fetch_all(&mut **tx)
+        .await?;
+        for agent in blocks {
+            r.blocks += 1;
+            r.agents.insert(agent);
+        }
+        Ok(())
+    }
+
+    /// Logs a forget by the user's hash.
+    async fn log_forget(
+        tx: &mut Tx<'_>,
+        user_id: &str,
+        agent_id: Option<&str>,
+    ) -> Result<(), StoreError> {
+        // One forget logs at a time, to its commit: entries commit in
+        // the order of their sequence numbers, so a reader that has
+        // seen one has seen every entry before it.
+        sqlx::query(
+            "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || chr(1) || 'forget_log', 0))",
+        )
+        .execute(&mut **tx)
+        .await?;
+        sqlx::query("INSERT INTO forget_log (user_hash, agent_id) VALUES ($1, $2)")
+            .bind(user_hash(user_id))
+            .bind(agent_id.unwrap_or_default())
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
     }
 }
 

@@ -155,10 +155,13 @@ impl HierarchyStore for PgBackend {
 
     async fn inbox(
         &self,
-        after: Option<&[u8]>,
+        after: Option<&InboxKey>,
         limit: usize,
     ) -> Result<Vec<InboxEntry>, StoreError> {
         self.write_turns().await?;
+        // The key is stored as the sled backend's (0001_records.sql), so
+        // that both read the inbox in one order.
+        let after = after.map(|k| keys::inbox_key(k).to_vec());
         let rows: Vec<(Vec<u8>, String)> = sqlx::query_as(
             "SELECT key, agent_id FROM rollup_inbox WHERE $1::bytea IS NULL OR key > $1
              ORDER BY key LIMIT $2",
@@ -169,24 +172,20 @@ impl HierarchyStore for PgBackend {
         .await?;
         let mut out = Vec::with_capacity(rows.len());
         for (key, agent_id) in rows {
-            let Some((kind, id)) = keys::inbox_item(&key) else {
+            let Some(key) = keys::inbox_key_of(&key) else {
                 warn!(key = ?key, "skipping malformed rollup inbox key");
                 continue;
             };
-            out.push(InboxEntry {
-                key,
-                agent_id,
-                kind,
-                id,
-            });
+            out.push(InboxEntry::new(key, agent_id));
         }
         Ok(out)
     }
 
-    async fn inbox_done(&self, keys: &[Vec<u8>]) -> Result<(), StoreError> {
+    async fn inbox_done(&self, done: &[InboxKey]) -> Result<(), StoreError> {
         self.write_turns().await?;
+        let done: Vec<Vec<u8>> = done.iter().map(|k| keys::inbox_key(k).to_vec()).collect();
         sqlx::query("DELETE FROM rollup_inbox WHERE key = ANY($1)")
-            .bind(keys)
+            .bind(&done)
             .execute(&self.pool)
             .await?;
         Ok(())

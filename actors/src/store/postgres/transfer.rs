@@ -171,310 +171,620 @@ impl Batches {
             return Ok(());
         }
         self.held = 0;
-        if !self.agents.is_empty() {
-            let mut lines = Vec::with_capacity(self.agents.len());
-            for (_, meta) in &self.agents {
-                lines.push(body(&meta.persistent_context)?);
-            }
-            let (ids, summary, context, expires) = columns!(self.agents, |(id, m)| (
-                id,
-                m.summary_version as i64,
-                m.context_version as i64,
-                m.context_expires_at
-            ));
-            sqlx::query(
-                "INSERT INTO agents
-                   (agent_id, summary_version, context_version, persistent_context, context_expires_at)
-                 SELECT a, s, c, p::json, e
-                 FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::text[], $5::timestamptz[])
-                   AS x(a, s, c, p, e)",
-            )
-            .bind(&ids)
-            .bind(&summary)
-            .bind(&context)
-            .bind(&lines)
-            .bind(&expires)
-            .execute(&mut **tx)
-            .await?;
-        }
-        if !self.blocks.is_empty() {
-            let mut bodies = Vec::with_capacity(self.blocks.len());
-            for (_, b) in &self.blocks {
-                bodies.push(body(b)?);
-            }
-            let (agents, users, labels, sources) = columns!(self.blocks, |(user, b)| (
-                b.agent_id,
-                user,
-                label_code(b.label),
-                b.source_user_id
-            ));
-            sqlx::query(
-                "INSERT INTO blocks (agent_id, user_id, label, source_user_id, body)
-                 SELECT a, u, l, s, b::json
-                 FROM UNNEST($1::text[], $2::text[], $3::int2[], $4::text[], $5::text[])
-                   AS x(a, u, l, s, b)",
-            )
-            .bind(&agents)
-            .bind(&users)
-            .bind(&labels)
-            .bind(&sources)
-            .bind(&bodies)
-            .execute(&mut **tx)
-            .await?;
-        }
-        if !self.sessions.is_empty() {
-            let mut bodies = Vec::with_capacity(self.sessions.len());
-            for s in &self.sessions {
-                bodies.push(body(s)?);
-            }
-            let (ids, agents, users, started, ended, open) = columns!(self.sessions, |s| (
-                s.session_id,
-                s.agent_id.clone(),
-                s.user_id.clone(),
-                s.started_at,
-                s.ended_at,
-                s.is_open()
-            ));
-            sqlx::query(
-                "INSERT INTO sessions
-                   (session_id, agent_id, user_id, started_at, ended_at, open, body)
-                 SELECT i, a, u, s, e, o, b::json
-                 FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::timestamptz[],
-                             $5::timestamptz[], $6::bool[], $7::text[])
-                   AS x(i, a, u, s, e, o, b)",
-            )
-            .bind(&ids)
-            .bind(&agents)
-            .bind(&users)
-            .bind(&started)
-            .bind(&ended)
-            .bind(&open)
-            .bind(&bodies)
-            .execute(&mut **tx)
-            .await?;
-        }
-        if !self.turns.is_empty() {
-            let (ids, seqs, bodies) = columns!(self.turns, |(i, s, b)| (i, s, b));
-            sqlx::query(
-                "INSERT INTO turns (session_id, seq, body)
-                 SELECT i, s, b::json FROM UNNEST($1::uuid[], $2::int8[], $3::text[]) AS x(i, s, b)",
-            )
-            .bind(&ids)
-            .bind(&seqs)
-            .bind(&bodies)
-            .execute(&mut **tx)
-            .await?;
-        }
-        if !self.summaries.is_empty() {
-            let mut bodies = Vec::with_capacity(self.summaries.len());
-            for s in &self.summaries {
-                bodies.push(body(s)?);
-            }
-            let (ids, agents, users, kinds, starts, ends, current) =
-                columns!(self.summaries, |s| (
-                    s.summary_id,
-                    s.agent_id.clone(),
-                    s.user_id.clone(),
-                    s.summary_type.tag() as i16,
-                    s.period_start,
-                    s.period_end,
-                    s.is_current()
-                ));
-            sqlx::query(
-                "INSERT INTO summaries
-                   (summary_id, agent_id, user_id, kind, period_start, period_end, current, body)
-                 SELECT i, a, u, k, s, e, c, b::json
-                 FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::int2[], $5::timestamptz[],
-                             $6::timestamptz[], $7::bool[], $8::text[])
-                   AS x(i, a, u, k, s, e, c, b)",
-            )
-            .bind(&ids)
-            .bind(&agents)
-            .bind(&users)
-            .bind(&kinds)
-            .bind(&starts)
-            .bind(&ends)
-            .bind(&current)
-            .bind(&bodies)
-            .execute(&mut **tx)
-            .await?;
-        }
-        if !self.facts.is_empty() {
-            let mut bodies = Vec::with_capacity(self.facts.len());
-            for f in &self.facts {
-                bodies.push(body(f)?);
-            }
-            let (ids, agents, users, shared, extracted, speakers) = columns!(self.facts, |f| (
-                f.fact_id,
-                f.agent_id.clone(),
-                f.user_id.clone(),
-                f.visibility == Visibility::Shared,
-                f.extracted_at,
-                f.speaker.as_str()
-            ));
-            sqlx::query(
-                "INSERT INTO facts (fact_id, agent_id, user_id, shared, extracted_at, body, speaker)
-                 SELECT i, a, u, s, e, b::json, w
-                 FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bool[], $5::timestamptz[],
-                             $6::text[], $7::text[])
-                   AS x(i, a, u, s, e, b, w)",
-            )
-            .bind(&ids)
-            .bind(&agents)
-            .bind(&users)
-            .bind(&shared)
-            .bind(&extracted)
-            .bind(&bodies)
-            .bind(&speakers)
-            .execute(&mut **tx)
-            .await?;
-        }
-        if !self.tombstones.is_empty() {
-            let (agents, users, hashes) = columns!(self.tombstones, |(a, u, h)| (a, u, h));
-            sqlx::query(
-                "INSERT INTO fact_tombstones (agent_id, user_id, content_hash)
-                 SELECT * FROM UNNEST($1::text[], $2::text[], $3::uuid[])",
-            )
-            .bind(&agents)
-            .bind(&users)
-            .bind(&hashes)
-            .execute(&mut **tx)
-            .await?;
-        }
-        if !self.topics.is_empty() {
-            let mut bodies = Vec::with_capacity(self.topics.len());
-            for t in &self.topics {
-                bodies.push(body(t)?);
-            }
-            let (ids, agents, users, created) = columns!(self.topics, |t| (
-                t.topic_id,
-                t.agent_id.clone(),
-                t.user_id.clone(),
-                t.created_at
-            ));
-            sqlx::query(
-                "INSERT INTO topics (topic_id, agent_id, user_id, created_at, body)
-                 SELECT i, a, u, c, b::json
-                 FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::text[])
-                   AS x(i, a, u, c, b)",
-            )
-            .bind(&ids)
-            .bind(&agents)
-            .bind(&users)
-            .bind(&created)
-            .bind(&bodies)
-            .execute(&mut **tx)
-            .await?;
-        }
-        if !self.vectors.is_empty() {
-            let (ids, vectors) = columns!(self.vectors, |(i, v)| (i, v));
-            sqlx::query(
-                "INSERT INTO embeddings (item_id, vector)
-                 SELECT * FROM UNNEST($1::uuid[], $2::bytea[])",
-            )
-            .bind(&ids)
-            .bind(&vectors)
-            .execute(&mut **tx)
-            .await?;
-        }
-        if !self.jobs.is_empty() {
-            let mut bodies = Vec::with_capacity(self.jobs.len());
-            for j in &self.jobs {
-                bodies.push(body(j)?);
-            }
-            let (ids, agents, enqueued) =
-                columns!(self.jobs, |j| (j.session_id, j.agent_id, j.enqueued_at));
-            sqlx::query(
-                "INSERT INTO reflection_queue (session_id, agent_id, enqueued_at, body)
-                 SELECT i, a, e, b::json
-                 FROM UNNEST($1::uuid[], $2::text[], $3::timestamptz[], $4::text[])
-                   AS x(i, a, e, b)",
-            )
-            .bind(&ids)
-            .bind(&agents)
-            .bind(&enqueued)
-            .bind(&bodies)
-            .execute(&mut **tx)
-            .await?;
-        }
-        if !self.dead.is_empty() {
-            let mut bodies = Vec::with_capacity(self.dead.len());
-            for d in &self.dead {
-                bodies.push(body(d)?);
-            }
-            let (ids, agents, users, failed) = columns!(self.dead, |d| (
-                d.session_id,
-                d.agent_id,
-                d.user_id,
-                d.failed_at
-            ));
-            sqlx::query(
-                "INSERT INTO dead_letters (session_id, agent_id, user_id, failed_at, body)
-                 SELECT i, a, u, f, b::json
-                 FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::text[])
-                   AS x(i, a, u, f, b)",
-            )
-            .bind(&ids)
-            .bind(&agents)
-            .bind(&users)
-            .bind(&failed)
-            .bind(&bodies)
-            .execute(&mut **tx)
-            .await?;
-        }
-        if !self.cursors.is_empty() {
-            let (agents, levels, periods) = columns!(self.cursors, |(a, l, p)| (a, l, p));
-            sqlx::query(
-                "INSERT INTO rollup_cursors (agent_id, level, period)
-                 SELECT * FROM UNNEST($1::text[], $2::int2[], $3::date[])",
-            )
-            .bind(&agents)
-            .bind(&levels)
-            .bind(&periods)
-            .execute(&mut **tx)
-            .await?;
-        }
-        if !self.forgets.is_empty() {
-            let (hashes, agents, ats) = columns!(self.forgets, |e| (
-                e.user_hash,
-                e.agent_id.unwrap_or_default(),
-                e.at
-            ));
-            sqlx::query(
-                "INSERT INTO forget_log (user_hash, agent_id, forgotten_at)
-                 SELECT h, a, t FROM UNNEST($1::uuid[], $2::text[], $3::timestamptz[])
-                   WITH ORDINALITY AS x(h, a, t, n) ORDER BY n",
-            )
-            .bind(&hashes)
-            .bind(&agents)
-            .bind(&ats)
-            .execute(&mut **tx)
-            .await?;
-        }
-        if !self.meta.is_empty() {
-            let keys = std::mem::take(&mut self.meta);
-            sqlx::query(
-                "INSERT INTO meta (key, value) SELECT k, 'true' FROM UNNEST($1::text[]) AS x(k)
-                 ON CONFLICT (key) DO NOTHING",
-            )
-            .bind(&keys)
-            .execute(&mut **tx)
-            .await?;
-        }
-        if !self.inbox.is_empty() {
-            let (keys, ids, agents) = columns!(self.inbox, |(k, i, a)| (k, i, a));
-            sqlx::query(
-                "INSERT INTO rollup_inbox (key, item_id, agent_id)
-                 SELECT * FROM UNNEST($1::bytea[], $2::uuid[], $3::text[])",
-            )
-            .bind(&keys)
-            .bind(&ids)
-            .bind(&agents)
-            .execute(&mut **tx)
-            .await?;
-        }
+        self.insert_agents(tx).await?;
+        self.insert_blocks(tx).await?;
+        self.insert_sessions(tx).await?;
+        self.insert_turns(tx).await?;
+        self.insert_summaries(tx).await?;
+        self.insert_facts(tx).await?;
+        self.insert_tombstones(tx).await?;
+        self.insert_topics(tx).await?;
+        self.insert_vectors(tx).await?;
+        self.insert_jobs(tx).await?;
+        self.insert_dead_letters(tx).await?;
+        self.insert_cursors(tx).await?;
+        self.insert_forgets(tx).await?;
+        self.insert_meta(tx).await?;
+        self.insert_inbox(tx).await?;
         Ok(())
     }
+
+    /// The agents' bookkeeping.
+    async fn insert_agents(&mut self, tx: &mut Tx<'_>) -> Result<(), StoreError> {
+        if self.agents.is_empty() {
+            return Ok(());
+        }
+        let mut lines = Vec::with_capacity(self.agents.len());
+        for (_, meta) in &self.agents {
+            lines.push(body(&meta.persistent_context)?);
+        }
+        let (ids, summary, context, expires) = columns!(self.agents, |(id, m)| (
+            id,
+            m.summary_version as i64,
+            m.context_version as i64,
+            m.context_expires_at
+        ));
+        sqlx::query(
+            "INSERT INTO agents
+               (agent_id, summary_version, context_version, persistent_context, context_expires_at)
+             SELECT a, s, c, p::json, e
+             FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::text[], $5::timestamptz[])
+               AS x(a, s, c, p, e)",
+        )
+        .bind(&ids)
+        .bind(&summary)
+        .bind(&context)
+        .bind(&lines)
+        .bind(&expires)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Blocks, agent-wide and users' own.
+    async fn insert_blocks(&mut self, tx: &mut Tx<'_>) -> Result<(), StoreError> {
+        if self.blocks.is_empty() {
+            return Ok(());
+        }
+        let mut bodies = Vec::with_capacity(self.blocks.len());
+        for (_, b) in &self.blocks {
+            bodies.push(body(b)?);
+        }
+        let (agents, users, labels, sources) = columns!(self.blocks, |(user, b)| (
+            b.agent_id,
+            user,
+            label_code(b.label),
+            b.source_user_id
+        ));
+        sqlx::query(
+            "INSERT INTO blocks (agent_id, user_id, label, source_user_id, body)
+             SELECT a, u, l, s, b::json
+             FROM UNNEST($1::text[], $2::text[], $3::int2[], $4::text[], $5::text[])
+               AS x(a, u, l, s, b)",
+        )
+        .bind(&agents)
+        .bind(&users)
+        .bind(&labels)
+        .bind(&sources)
+        .bind(&bodies)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Session records.
+    async fn insert_sessions(&mut self, tx: &mut Tx<'_>) -> Result<(), StoreError> {
+        if self.sessions.is_empty() {
+            return Ok(());
+        }
+        let mut bodies = Vec::with_capacity(self.sessions.len());
+        for s in &self.sessions {
+            bodies.push(body(s)?);
+        }
+        let (ids, agents, users, started, ended, open) = columns!(self.sessions, |s| (
+            s.session_id,
+            s.agent_id.clone(),
+            s.user_id.clone(),
+            s.started_at,
+            s.ended_at,
+            s.is_open()
+        ));
+        sqlx::query(
+            "INSERT INTO sessions
+               (session_id, agent_id, user_id, started_at, ended_at, open, body)
+             SELECT i, a, u, s, e, o, b::json
+             FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::timestamptz[],
+                         $5::timestamptz[], $6::bool[], $7::text[])
+               AS x(i, a, u, s, e, o, b)",
+        )
+        .bind(&ids)
+        .bind(&agents)
+        .bind(&users)
+        .bind(&started)
+        .bind(&ended)
+        .bind(&open)
+        .bind(&bodies)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Turns.
+    async fn insert_turns(&mut self, tx: &mut Tx<'_>) -> Result<(), StoreError> {
+        if self.turns.is_empty() {
+            return Ok(());
+        }
+        let (ids, seqs, bodies) = columns!(self.turns, |(i, s, b)| (i, s, b));
+        sqlx::query(
+            "INSERT INTO turns (session_id, seq, body)
+             SELECT i, s, b::json FROM UNNEST($1::uuid[], $2::int8[], $3::text[]) AS x(i, s, b)",
+        )
+        .bind(&ids)
+        .bind(&seqs)
+        .bind(&bodies)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Summaries of every type.
+    async fn insert_summaries(&mut self, tx: &mut Tx<'_>) -> Result<(), StoreError> {
+        if self.summaries.is_empty() {
+            return Ok(());
+        }
+        let mut bodies = Vec::with_capacity(self.summaries.len());
+        for s in &self.summaries {
+            bodies.push(body(s)?);
+        }
+        let (ids, agents, users, kinds, starts, ends, current) = columns!(self.summaries, |s| (
+            s.summary_id,
+            s.agent_id.clone(),
+            s.user_id.clone(),
+            s.summary_type.tag() as i16,
+            s.period_start,
+            s.period_end,
+            s.is_current()
+        ));
+        sqlx::query(
+            "INSERT INTO summaries
+               (summary_id, agent_id, user_id, kind, period_start, period_end, current, body)
+             SELECT i, a, u, k, s, e, c, b::json
+             FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::int2[], $5::timestamptz[],
+                         $6::timestamptz[], $7::bool[], $8::text[])
+               AS x(i, a, u, k, s, e, c, b)",
+        )
+        .bind(&ids)
+        .bind(&agents)
+        .bind(&users)
+        .bind(&kinds)
+        .bind(&starts)
+        .bind(&ends)
+        .bind(&current)
+        .bind(&bodies)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Facts.
+    async fn insert_facts(&mut self, tx: &mut Tx<'_>) -> Result<(), StoreError> {
+        if self.facts.is_empty() {
+            return Ok(());
+        }
+        let mut bodies = Vec::with_capacity(self.facts.len());
+        for f in &self.facts {
+            bodies.push(body(f)?);
+        }
+        let (ids, agents, users, shared, extracted, speakers) = columns!(self.facts, |f| (
+            f.fact_id,
+            f.agent_id.clone(),
+            f.user_id.clone(),
+            f.visibility == Visibility::Shared,
+            f.extracted_at,
+            f.speaker.as_str()
+        ));
+        sqlx::query(
+            "INSERT INTO facts (fact_id, agent_id, user_id, shared, extracted_at, body, speaker)
+             SELECT i, a, u, s, e, b::json, w
+             FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bool[], $5::timestamptz[],
+                         $6::text[], $7::text[])
+               AS x(i, a, u, s, e, b, w)",
+        )
+        .bind(&ids)
+        .bind(&agents)
+        .bind(&users)
+        .bind(&shared)
+        .bind(&extracted)
+        .bind(&bodies)
+        .bind(&speakers)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Deleted facts' tombstones.
+    async fn insert_tombstones(&mut self, tx: &mut Tx<'_>) -> Result<(), StoreError> {
+        if self.tombstones.is_empty() {
+            return Ok(());
+        }
+        let (agents, users, hashes) = columns!(self.tombstones, |(a, u, h)| (a, u, h));
+        sqlx::query(
+            "INSERT INTO fact_tombstones (agent_id, user_id, content_hash)
+             SELECT * FROM UNNEST($1::text[], $2::text[], $3::uuid[])",
+        )
+        .bind(&agents)
+        .bind(&users)
+        .bind(&hashes)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Topics.
+    async fn insert_topics(&mut self, tx: &mut Tx<'_>) -> Result<(), StoreError> {
+        if self.topics.is_empty() {
+            return Ok(());
+        }
+        let mut bodies = Vec::with_capacity(self.topics.len());
+        for t in &self.topics {
+            bodies.push(body(t)?);
+        }
+        let (ids, agents, users, created) = columns!(self.topics, |t| (
+            t.topic_id,
+            t.agent_id.clone(),
+            t.user_id.clone(),
+            t.created_at
+        ));
+        sqlx::query(
+            "INSERT INTO topics (topic_id, agent_id, user_id, created_at, body)
+             SELECT i, a, u, c, b::json
+             FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::text[])
+               AS x(i, a, u, c, b)",
+        )
+        .bind(&ids)
+        .bind(&agents)
+        .bind(&users)
+        .bind(&created)
+        .bind(&bodies)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Vectors.
+    async fn insert_vectors(&mut self, tx: &mut Tx<'_>) -> Result<(), StoreError> {
+        if self.vectors.is_empty() {
+            return Ok(());
+        }
+        let (ids, vectors) = columns!(self.vectors, |(i, v)| (i, v));
+        sqlx::query(
+            "INSERT INTO embeddings (item_id, vector)
+             SELECT * FROM UNNEST($1::uuid[], $2::bytea[])",
+        )
+        .bind(&ids)
+        .bind(&vectors)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Queued reflections.
+    async fn insert_jobs(&mut self, tx: &mut Tx<'_>) -> Result<(), StoreError> {
+        if self.jobs.is_empty() {
+            return Ok(());
+        }
+        let mut bodies = Vec::with_capacity(self.jobs.len());
+        for j in &self.jobs {
+            bodies.push(body(j)?);
+        }
+        let (ids, agents, enqueued) =
+            columns!(self.jobs, |j| (j.session_id, j.agent_id, j.enqueued_at));
+        sqlx::query(
+            "INSERT INTO reflection_queue (session_id, agent_id, enqueued_at, body)
+             SELECT i, a, e, b::json
+             FROM UNNEST($1::uuid[], $2::text[], $3::timestamptz[], $4::text[])
+               AS x(i, a, e, b)",
+        )
+        .bind(&ids)
+        .bind(&agents)
+        .bind(&enqueued)
+        .bind(&bodies)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Dead letters.
+    async fn insert_dead_letters(&mut self, tx: &mut Tx<'_>) -> Result<(), StoreError> {
+        if self.dead.is_empty() {
+            return Ok(());
+        }
+        let mut bodies = Vec::with_capacity(self.dead.len());
+        for d in &self.dead {
+            bodies.push(body(d)?);
+        }
+        let (ids, agents, users, failed) = columns!(self.dead, |d| (
+            d.session_id,
+            d.agent_id,
+            d.user_id,
+            d.failed_at
+        ));
+        sqlx::query(
+            "INSERT INTO dead_letters (session_id, agent_id, user_id, failed_at, body)
+             SELECT i, a, u, f, b::json
+             FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::timestamptz[], $5::text[])
+               AS x(i, a, u, f, b)",
+        )
+        .bind(&ids)
+        .bind(&agents)
+        .bind(&users)
+        .bind(&failed)
+        .bind(&bodies)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Rollup cursors.
+    async fn insert_cursors(&mut self, tx: &mut Tx<'_>) -> Result<(), StoreError> {
+        if self.cursors.is_empty() {
+            return Ok(());
+        }
+        let (agents, levels, periods) = columns!(self.cursors, |(a, l, p)| (a, l, p));
+        sqlx::query(
+            "INSERT INTO rollup_cursors (agent_id, level, period)
+             SELECT * FROM UNNEST($1::text[], $2::int2[], $3::date[])",
+        )
+        .bind(&agents)
+        .bind(&levels)
+        .bind(&periods)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Forget log entries, in their order.
+    async fn insert_forgets(&mut self, tx: &mut Tx<'_>) -> Result<(), StoreError> {
+        if self.forgets.is_empty() {
+            return Ok(());
+        }
+        let (hashes, agents, ats) = columns!(self.forgets, |e| (
+            e.user_hash,
+            e.agent_id.unwrap_or_default(),
+            e.at
+        ));
+        sqlx::query(
+            "INSERT INTO forget_log (user_hash, agent_id, forgotten_at)
+             SELECT h, a, t FROM UNNEST($1::uuid[], $2::text[], $3::timestamptz[])
+               WITH ORDINALITY AS x(h, a, t, n) ORDER BY n",
+        )
+        .bind(&hashes)
+        .bind(&agents)
+        .bind(&ats)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Store markers.
+    async fn insert_meta(&mut self, tx: &mut Tx<'_>) -> Result<(), StoreError> {
+        if self.meta.is_empty() {
+            return Ok(());
+        }
+        let keys = std::mem::take(&mut self.meta);
+        sqlx::query(
+            "INSERT INTO meta (key, value) SELECT k, 'true' FROM UNNEST($1::text[]) AS x(k)
+             ON CONFLICT (key) DO NOTHING",
+        )
+        .bind(&keys)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+
+    /// The Rollup actor's inbox.
+    async fn insert_inbox(&mut self, tx: &mut Tx<'_>) -> Result<(), StoreError> {
+        if self.inbox.is_empty() {
+            return Ok(());
+        }
+        let (keys, ids, agents) = columns!(self.inbox, |(k, i, a)| (k, i, a));
+        sqlx::query(
+            "INSERT INTO rollup_inbox (key, item_id, agent_id)
+             SELECT * FROM UNNEST($1::bytea[], $2::uuid[], $3::text[])",
+        )
+        .bind(&keys)
+        .bind(&ids)
+        .bind(&agents)
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
+    }
+}
+
+/// The forget log, in its order.
+async fn export_forget_log(tx: &mut Tx<'_>, sink: &mut Sink<'_>) -> Result<(), TransferError> {
+    let mut rows = sqlx::query_as::<_, (Uuid, String, DateTime<Utc>)>(
+        "SELECT user_hash, agent_id, forgotten_at FROM forget_log ORDER BY seq",
+    )
+    .fetch(&mut **tx);
+    while let Some((user_hash, agent, at)) = rows.try_next().await? {
+        sink(Record::Forget(ForgetEntry {
+            user_hash,
+            agent_id: Some(agent).filter(|a| !a.is_empty()),
+            at,
+        }))?;
+    }
+    Ok(())
+}
+
+/// The agents' bookkeeping.
+async fn export_agents(
+    tx: &mut Tx<'_>,
+    mut skip: Option<&mut Damaged>,
+    sink: &mut Sink<'_>,
+) -> Result<(), TransferError> {
+    let sql = format!("SELECT {AGENT_COLUMNS} FROM agents ORDER BY agent_id COLLATE \"C\"");
+    let mut rows = sqlx::query_as::<_, AgentRow>(&sql).fetch(&mut **tx);
+    while let Some((agent_id, summary, context, lines, expires)) = rows.try_next().await? {
+        let Some(persistent_context) =
+            decode_for_export("agents", &agent_id, lines.as_bytes(), skip.as_deref_mut())?
+        else {
+            continue;
+        };
+        sink(Record::Agent {
+            agent_id,
+            meta: AgentMeta {
+                summary_version: summary as u64,
+                context_version: context as u64,
+                persistent_context,
+                context_expires_at: expires,
+            },
+        })?;
+    }
+    Ok(())
+}
+
+/// Blocks, agent-wide and users' own.
+async fn export_blocks(
+    tx: &mut Tx<'_>,
+    mut skip: Option<&mut Damaged>,
+    sink: &mut Sink<'_>,
+) -> Result<(), TransferError> {
+    let mut rows = sqlx::query_as::<_, (String, String, String)>(
+        "SELECT agent_id, user_id, body::text FROM blocks
+         ORDER BY agent_id COLLATE \"C\", user_id COLLATE \"C\", label",
+    )
+    .fetch(&mut **tx);
+    while let Some((agent, user_id, json)) = rows.try_next().await? {
+        let key = format!("{agent}/{user_id}");
+        if let Some(block) =
+            decode_for_export("blocks", &key, json.as_bytes(), skip.as_deref_mut())?
+        {
+            sink(Record::Block { user_id, block })?;
+        }
+    }
+    Ok(())
+}
+
+/// Turns, by session and sequence number.
+async fn export_turns(
+    tx: &mut Tx<'_>,
+    mut skip: Option<&mut Damaged>,
+    sink: &mut Sink<'_>,
+) -> Result<(), TransferError> {
+    let mut rows = sqlx::query_as::<_, (Uuid, i64, String)>(
+        "SELECT session_id, seq, body::text FROM turns ORDER BY session_id, seq",
+    )
+    .fetch(&mut **tx);
+    while let Some((session_id, seq, json)) = rows.try_next().await? {
+        let key = format!("{session_id}#{seq}");
+        let Ok(seq) = u32::try_from(seq) else {
+            damaged(
+                "turns",
+                &key,
+                "the sequence number is out of range",
+                skip.as_deref_mut(),
+            )?;
+            continue;
+        };
+        if let Some(turn) = decode_for_export("turns", &key, json.as_bytes(), skip.as_deref_mut())?
+        {
+            sink(Record::Turn {
+                session_id,
+                seq,
+                turn,
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Deleted facts' tombstones.
+async fn export_tombstones(tx: &mut Tx<'_>, sink: &mut Sink<'_>) -> Result<(), TransferError> {
+    let mut rows = sqlx::query_as::<_, (String, String, Uuid)>(
+        "SELECT agent_id, user_id, content_hash FROM fact_tombstones
+         ORDER BY agent_id COLLATE \"C\", user_id COLLATE \"C\", content_hash",
+    )
+    .fetch(&mut **tx);
+    while let Some((agent_id, user_id, content_hash)) = rows.try_next().await? {
+        sink(Record::Tombstone {
+            agent_id,
+            user_id,
+            content_hash,
+        })?;
+    }
+    Ok(())
+}
+
+/// Vectors of summaries, facts and turns.
+async fn export_vectors(
+    tx: &mut Tx<'_>,
+    mut skip: Option<&mut Damaged>,
+    sink: &mut Sink<'_>,
+) -> Result<(), TransferError> {
+    let mut rows = sqlx::query_as::<_, (Uuid, Vec<u8>)>(
+        "SELECT item_id, vector FROM embeddings ORDER BY item_id",
+    )
+    .fetch(&mut **tx);
+    while let Some((id, bytes)) = rows.try_next().await? {
+        match StoredVector::decode(&bytes) {
+            Some(v) => match Record::vector(id, v) {
+                Some(r) => sink(r)?,
+                None => damaged(
+                    "embeddings",
+                    &id,
+                    "a value is not a number",
+                    skip.as_deref_mut(),
+                )?,
+            },
+            None => damaged(
+                "embeddings",
+                &id,
+                "not an encoded vector",
+                skip.as_deref_mut(),
+            )?,
+        }
+    }
+    Ok(())
+}
+
+/// Rollup cursors.
+async fn export_cursors(
+    tx: &mut Tx<'_>,
+    mut skip: Option<&mut Damaged>,
+    sink: &mut Sink<'_>,
+) -> Result<(), TransferError> {
+    let mut rows = sqlx::query_as::<_, (String, i16, NaiveDate)>(
+        "SELECT agent_id, level, period FROM rollup_cursors
+         ORDER BY agent_id COLLATE \"C\", level",
+    )
+    .fetch(&mut **tx);
+    while let Some((agent_id, level, period)) = rows.try_next().await? {
+        let level = match level {
+            0 => Level::Daily,
+            1 => Level::Weekly,
+            other => {
+                let key = format!("{agent_id}/{other}");
+                damaged(
+                    "rollup_cursors",
+                    &key,
+                    "an unknown level",
+                    skip.as_deref_mut(),
+                )?;
+                continue;
+            }
+        };
+        sink(Record::RollupCursor {
+            agent_id,
+            level,
+            period,
+        })?;
+    }
+    Ok(())
+}
+
+/// The Rollup actor's inbox.
+async fn export_inbox(
+    tx: &mut Tx<'_>,
+    mut skip: Option<&mut Damaged>,
+    sink: &mut Sink<'_>,
+) -> Result<(), TransferError> {
+    let mut rows = sqlx::query_as::<_, (Vec<u8>, String)>(
+        "SELECT key, agent_id FROM rollup_inbox ORDER BY key",
+    )
+    .fetch(&mut **tx);
+    while let Some((key, agent_id)) = rows.try_next().await? {
+        match Record::inbox(&key, agent_id) {
+            Some(r) => sink(r)?,
+            None => damaged(
+                "rollup_inbox",
+                &format!("{key:02x?}"),
+                "not an inbox key",
+                skip.as_deref_mut(),
+            )?,
+        }
+    }
+    Ok(())
 }
 
 impl PgBackend {
@@ -519,54 +829,9 @@ impl PgBackend {
         for key in marked {
             sink(Record::Meta { key })?;
         }
-        {
-            let mut rows = sqlx::query_as::<_, (Uuid, String, DateTime<Utc>)>(
-                "SELECT user_hash, agent_id, forgotten_at FROM forget_log ORDER BY seq",
-            )
-            .fetch(&mut *tx);
-            while let Some((user_hash, agent, at)) = rows.try_next().await? {
-                sink(Record::Forget(ForgetEntry {
-                    user_hash,
-                    agent_id: Some(agent).filter(|a| !a.is_empty()),
-                    at,
-                }))?;
-            }
-        }
-        {
-            let sql = format!("SELECT {AGENT_COLUMNS} FROM agents ORDER BY agent_id COLLATE \"C\"");
-            let mut rows = sqlx::query_as::<_, AgentRow>(&sql).fetch(&mut *tx);
-            while let Some((agent_id, summary, context, lines, expires)) = rows.try_next().await? {
-                let Some(persistent_context) =
-                    decode_for_export("agents", &agent_id, lines.as_bytes(), skip.as_deref_mut())?
-                else {
-                    continue;
-                };
-                sink(Record::Agent {
-                    agent_id,
-                    meta: AgentMeta {
-                        summary_version: summary as u64,
-                        context_version: context as u64,
-                        persistent_context,
-                        context_expires_at: expires,
-                    },
-                })?;
-            }
-        }
-        {
-            let mut rows = sqlx::query_as::<_, (String, String, String)>(
-                "SELECT agent_id, user_id, body::text FROM blocks
-                 ORDER BY agent_id COLLATE \"C\", user_id COLLATE \"C\", label",
-            )
-            .fetch(&mut *tx);
-            while let Some((agent, user_id, json)) = rows.try_next().await? {
-                let key = format!("{agent}/{user_id}");
-                if let Some(block) =
-                    decode_for_export("blocks", &key, json.as_bytes(), skip.as_deref_mut())?
-                {
-                    sink(Record::Block { user_id, block })?;
-                }
-            }
-        }
+        export_forget_log(&mut tx, sink).await?;
+        export_agents(&mut tx, skip.as_deref_mut(), sink).await?;
+        export_blocks(&mut tx, skip.as_deref_mut(), sink).await?;
         export_bodies::<Uuid, _>(
             &mut tx,
             "SELECT session_id, body::text FROM sessions ORDER BY session_id",
@@ -576,33 +841,7 @@ impl PgBackend {
             Record::Session,
         )
         .await?;
-        {
-            let mut rows = sqlx::query_as::<_, (Uuid, i64, String)>(
-                "SELECT session_id, seq, body::text FROM turns ORDER BY session_id, seq",
-            )
-            .fetch(&mut *tx);
-            while let Some((session_id, seq, json)) = rows.try_next().await? {
-                let key = format!("{session_id}#{seq}");
-                let Ok(seq) = u32::try_from(seq) else {
-                    damaged(
-                        "turns",
-                        &key,
-                        "the sequence number is out of range",
-                        skip.as_deref_mut(),
-                    )?;
-                    continue;
-                };
-                if let Some(turn) =
-                    decode_for_export("turns", &key, json.as_bytes(), skip.as_deref_mut())?
-                {
-                    sink(Record::Turn {
-                        session_id,
-                        seq,
-                        turn,
-                    })?;
-                }
-            }
-        }
+        export_turns(&mut tx, skip.as_deref_mut(), sink).await?;
         export_bodies::<Uuid, _>(
             &mut tx,
             "SELECT summary_id, body::text FROM summaries ORDER BY summary_id",
@@ -621,20 +860,7 @@ impl PgBackend {
             Record::Fact,
         )
         .await?;
-        {
-            let mut rows = sqlx::query_as::<_, (String, String, Uuid)>(
-                "SELECT agent_id, user_id, content_hash FROM fact_tombstones
-                 ORDER BY agent_id COLLATE \"C\", user_id COLLATE \"C\", content_hash",
-            )
-            .fetch(&mut *tx);
-            while let Some((agent_id, user_id, content_hash)) = rows.try_next().await? {
-                sink(Record::Tombstone {
-                    agent_id,
-                    user_id,
-                    content_hash,
-                })?;
-            }
-        }
+        export_tombstones(&mut tx, sink).await?;
         export_bodies::<Uuid, _>(
             &mut tx,
             "SELECT topic_id, body::text FROM topics ORDER BY topic_id",
@@ -644,31 +870,7 @@ impl PgBackend {
             Record::Topic,
         )
         .await?;
-        {
-            let mut rows = sqlx::query_as::<_, (Uuid, Vec<u8>)>(
-                "SELECT item_id, vector FROM embeddings ORDER BY item_id",
-            )
-            .fetch(&mut *tx);
-            while let Some((id, bytes)) = rows.try_next().await? {
-                match StoredVector::decode(&bytes) {
-                    Some(v) => match Record::vector(id, v) {
-                        Some(r) => sink(r)?,
-                        None => damaged(
-                            "embeddings",
-                            &id,
-                            "a value is not a number",
-                            skip.as_deref_mut(),
-                        )?,
-                    },
-                    None => damaged(
-                        "embeddings",
-                        &id,
-                        "not an encoded vector",
-                        skip.as_deref_mut(),
-                    )?,
-                }
-            }
-        }
+        export_vectors(&mut tx, skip.as_deref_mut(), sink).await?;
         export_bodies::<Uuid, _>(
             &mut tx,
             "SELECT session_id, body::text FROM reflection_queue ORDER BY session_id",
@@ -687,51 +889,8 @@ impl PgBackend {
             Record::DeadLetter,
         )
         .await?;
-        {
-            let mut rows = sqlx::query_as::<_, (String, i16, NaiveDate)>(
-                "SELECT agent_id, level, period FROM rollup_cursors
-                 ORDER BY agent_id COLLATE \"C\", level",
-            )
-            .fetch(&mut *tx);
-            while let Some((agent_id, level, period)) = rows.try_next().await? {
-                let level = match level {
-                    0 => Level::Daily,
-                    1 => Level::Weekly,
-                    other => {
-                        let key = format!("{agent_id}/{other}");
-                        damaged(
-                            "rollup_cursors",
-                            &key,
-                            "an unknown level",
-                            skip.as_deref_mut(),
-                        )?;
-                        continue;
-                    }
-                };
-                sink(Record::RollupCursor {
-                    agent_id,
-                    level,
-                    period,
-                })?;
-            }
-        }
-        {
-            let mut rows = sqlx::query_as::<_, (Vec<u8>, String)>(
-                "SELECT key, agent_id FROM rollup_inbox ORDER BY key",
-            )
-            .fetch(&mut *tx);
-            while let Some((key, agent_id)) = rows.try_next().await? {
-                match Record::inbox(&key, agent_id) {
-                    Some(r) => sink(r)?,
-                    None => damaged(
-                        "rollup_inbox",
-                        &format!("{key:02x?}"),
-                        "not an inbox key",
-                        skip.as_deref_mut(),
-                    )?,
-                }
-            }
-        }
+        export_cursors(&mut tx, skip.as_deref_mut(), sink).await?;
+        export_inbox(&mut tx, skip, sink).await?;
         tx.rollback().await?;
         Ok(())
     }

@@ -106,6 +106,29 @@ impl Trees {
     }
 }
 
+/// A forget's removals, a batch per tree, applied once every record to
+/// remove is found.
+#[derive(Default)]
+struct Removals {
+    sessions: ::sled::Batch,
+    open: ::sled::Batch,
+    user_sessions: ::sled::Batch,
+    session_starts: ::sled::Batch,
+    turns: ::sled::Batch,
+    queue: ::sled::Batch,
+    dead: ::sled::Batch,
+    dead_by_agent: ::sled::Batch,
+    summaries: ::sled::Batch,
+    summary_index: ::sled::Batch,
+    facts: ::sled::Batch,
+    fact_index: ::sled::Batch,
+    tombstones: ::sled::Batch,
+    topics: ::sled::Batch,
+    blocks: ::sled::Batch,
+    embeddings: ::sled::Batch,
+    inbox: ::sled::Batch,
+}
+
 impl Trees {
     /// Marks a forget as begun (what a crash right after it leaves);
     /// returns the marker's key.
@@ -131,16 +154,54 @@ impl Trees {
             ..ForgetReport::default()
         };
         let ours = |agent: &str, user: &str| user == user_id && agent_id.is_none_or(|a| a == agent);
+        let mut x = Removals::default();
+        let turn_vectors = self.find_sessions(user_id, agent_id, &ours, &mut x, &mut r)?;
+        self.find_summaries(&ours, &mut x, &mut r)?;
+        self.find_facts_and_topics(&ours, &mut x, &mut r)?;
+        self.find_blocks(&ours, &mut x, &mut r)?;
 
-        // Sessions, with their turns, open marks, jobs and dead letters.
-        let mut sessions = ::sled::Batch::default();
-        let mut open = ::sled::Batch::default();
-        let mut user_sessions = ::sled::Batch::default();
-        let mut session_starts = ::sled::Batch::default();
-        let mut turns = ::sled::Batch::default();
-        let mut queue = ::sled::Batch::default();
-        let mut dead = ::sled::Batch::default();
-        let mut dead_by_agent = ::sled::Batch::default();
+        // Vectors and inbox rows of everything removed.
+        for id in r.removed_ids.iter().chain(&turn_vectors) {
+            if self.embeddings.contains_key(keys::embedding(*id))? {
+                x.embeddings.remove(&keys::embedding(*id)[..]);
+                r.vectors += 1;
+            }
+        }
+        for item in self.rollup_inbox.iter() {
+            let (k, _) = item?;
+            if keys::inbox_item(&k).is_some_and(|(_, id)| r.removed_ids.contains(&id)) {
+                x.inbox.remove(k);
+                r.inbox_rows += 1;
+            }
+        }
+        // Contexts of these agents are assembled afresh.
+        for agent in &r.agents {
+            let mut meta = self.agent(agent)?;
+            meta.summary_version += 1;
+            self.agents.insert(keys::agent(agent), encode(&meta)?)?;
+        }
+
+        self.apply_removals(x, &r)?;
+        // Logged and remembered before the marker goes: a forget finished
+        // after a crash logs itself again, which is harmless.
+        let now = Utc::now();
+        self.log_forgets(&[ForgetEntry::new(user_id, agent_id, now)])?;
+        self.keep_forgotten(r.removed_ids.iter().copied(), now)?;
+        self.meta.remove(&marker)?;
+        self.db.flush()?;
+        Ok(r)
+    }
+
+    /// The user's sessions, with their turns, open marks, jobs and dead
+    /// letters; returns the ids of their turns' vectors.
+    fn find_sessions(
+        &self,
+        user_id: &str,
+        agent_id: Option<&str>,
+        ours: &dyn Fn(&str, &str) -> bool,
+        x: &mut Removals,
+        r: &mut ForgetReport,
+    ) -> Result<Vec<Uuid>, StoreError> {
         let mut turn_vectors: Vec<Uuid> = Vec::new();
         // With one agent, the index has the user's sessions; with every
         // agent, the tree is scanned.
@@ -156,11 +217,11 @@ impl Trees {
         };
         for s in theirs {
             let key = keys::session(s.session_id);
-            sessions.remove(&key[..]);
-            open.remove(&key[..]);
-            user_sessions.remove(keys::user_session(&s));
+            x.sessions.remove(&key[..]);
+            x.open.remove(&key[..]);
+            x.user_sessions.remove(keys::user_session(&s));
             for (k, _) in super::sessions::start_rows(&s) {
-                session_starts.remove(k);
+                x.session_starts.remove(k);
             }
             for t in self.turns.scan_prefix(keys::turns_prefix(s.session_id)) {
                 let k = t?.0;
@@ -173,17 +234,17 @@ impl Trees {
                     .doc_id();
                     turn_vectors.push(id);
                 }
-                turns.remove(k);
+                x.turns.remove(k);
                 r.turns += 1;
             }
             if self.queue.contains_key(key)? {
-                queue.remove(&key[..]);
+                x.queue.remove(&key[..]);
                 r.reflection_jobs += 1;
             }
             if let Some(v) = self.dead.get(key)? {
-                dead.remove(&key[..]);
+                x.dead.remove(&key[..]);
                 if let Some(letter) = self.decode::<DeadLetter>(keys::TREE_DEAD, &key, &v) {
-                    dead_by_agent.remove(keys::agent_dead_letter(&letter));
+                    x.dead_by_agent.remove(keys::agent_dead_letter(&letter));
                 }
                 r.dead_letters += 1;
             }
@@ -196,21 +257,27 @@ impl Trees {
             ours(&d.agent_id, &d.user_id) && !r.removed_ids.contains(&d.session_id)
         })?;
         for (k, letter) in orphans {
-            dead.remove(k);
-            dead_by_agent.remove(keys::agent_dead_letter(&letter));
+            x.dead.remove(k);
+            x.dead_by_agent.remove(keys::agent_dead_letter(&letter));
             r.dead_letters += 1;
         }
+        Ok(turn_vectors)
+    }
 
-        // Summaries of every layer, and their index rows.
-        let mut summaries = ::sled::Batch::default();
-        let mut summary_index = ::sled::Batch::default();
+    /// The user's summaries of every layer, and their index rows.
+    fn find_summaries(
+        &self,
+        ours: &dyn Fn(&str, &str) -> bool,
+        x: &mut Removals,
+        r: &mut ForgetReport,
+    ) -> Result<(), StoreError> {
         let theirs =
             self.matching::<ConversationSummary>(&self.summaries, keys::TREE_SUMMARIES, |s| {
                 ours(&s.agent_id, &s.user_id)
             })?;
         for (k, s) in theirs {
-            summaries.remove(k);
-            summary_index.remove(s.summary_id.as_bytes());
+            x.summaries.remove(k);
+            x.summary_index.remove(s.summary_id.as_bytes());
             match s.summary_type {
                 SummaryType::Session => r.session_summaries += 1,
                 SummaryType::Daily => r.daily_summaries += 1,
@@ -220,108 +287,94 @@ impl Trees {
             r.removed_ids.insert(s.summary_id);
             r.agents.insert(s.agent_id);
         }
+        Ok(())
+    }
 
-        // Facts, topics and blocks.
-        let mut facts = ::sled::Batch::default();
-        let mut fact_index = ::sled::Batch::default();
+    /// The user's facts (with their tombstones) and topics.
+    fn find_facts_and_topics(
+        &self,
+        ours: &dyn Fn(&str, &str) -> bool,
+        x: &mut Removals,
+        r: &mut ForgetReport,
+    ) -> Result<(), StoreError> {
         let theirs = self.matching::<Fact>(&self.facts, keys::TREE_FACTS, |f| {
             ours(&f.agent_id, &f.user_id)
         })?;
         for (k, f) in theirs {
-            facts.remove(k);
-            fact_index.remove(f.fact_id.as_bytes());
+            x.facts.remove(k);
+            x.fact_index.remove(f.fact_id.as_bytes());
             r.facts += 1;
             r.removed_ids.insert(f.fact_id);
             r.agents.insert(f.agent_id);
         }
-        let mut tombstones = ::sled::Batch::default();
         for item in self.fact_tombstones.iter() {
             let (k, _) = item?;
             if keys::fact_owner(&k).is_some_and(|(a, u)| ours(&a, &u)) {
-                tombstones.remove(k);
+                x.tombstones.remove(k);
             }
         }
-        let mut topics = ::sled::Batch::default();
         let theirs = self.matching::<Topic>(&self.topics, keys::TREE_TOPICS, |t| {
             ours(&t.agent_id, &t.user_id)
         })?;
         for (k, t) in theirs {
-            topics.remove(k);
+            x.topics.remove(k);
             r.topics += 1;
             r.removed_ids.insert(t.topic_id);
             r.agents.insert(t.agent_id);
         }
-        let mut blocks = ::sled::Batch::default();
-        // Blocks drawn from their calls.
+        Ok(())
+    }
+
+    /// The blocks drawn from the user's calls, and the mixed blocks of
+    /// every agent touched (rebuilt by the watchdog from what is left).
+    fn find_blocks(
+        &self,
+        ours: &dyn Fn(&str, &str) -> bool,
+        x: &mut Removals,
+        r: &mut ForgetReport,
+    ) -> Result<(), StoreError> {
         let theirs = self.matching::<MemoryBlock>(&self.blocks, keys::TREE_BLOCKS, |b| {
             b.source_user_id
                 .as_deref()
                 .is_some_and(|u| ours(&b.agent_id, u))
         })?;
         for (k, b) in theirs {
-            blocks.remove(k);
+            x.blocks.remove(k);
             r.blocks += 1;
             r.agents.insert(b.agent_id);
         }
-        // The agents' mixed blocks, rebuilt by the watchdog from what is left.
         for agent in &r.agents {
             let key = keys::block(agent, BlockLabel::BackgroundContext);
             if self.blocks.contains_key(&key)? {
-                blocks.remove(key);
+                x.blocks.remove(key);
             }
         }
+        Ok(())
+    }
 
-        // Vectors and inbox rows of everything removed.
-        let mut embeddings = ::sled::Batch::default();
-        for id in r.removed_ids.iter().chain(&turn_vectors) {
-            if self.embeddings.contains_key(keys::embedding(*id))? {
-                embeddings.remove(&keys::embedding(*id)[..]);
-                r.vectors += 1;
-            }
-        }
-        let mut inbox = ::sled::Batch::default();
-        for item in self.rollup_inbox.iter() {
-            let (k, _) = item?;
-            if keys::inbox_item(&k).is_some_and(|(_, id)| r.removed_ids.contains(&id)) {
-                inbox.remove(k);
-                r.inbox_rows += 1;
-            }
-        }
-        // Contexts of these agents are assembled afresh.
-        for agent in &r.agents {
-            let mut meta = self.agent(agent)?;
-            meta.summary_version += 1;
-            self.agents.insert(keys::agent(agent), encode(&meta)?)?;
-        }
-
-        // Derived records first, raw turns last: a crash in between leaves
-        // the marker, and the next start finishes the rest.
-        self.embeddings.apply_batch(embeddings)?;
-        self.rollup_inbox.apply_batch(inbox)?;
-        self.blocks.apply_batch(blocks)?;
-        self.topics.apply_batch(topics)?;
-        self.summary_index.apply_batch(summary_index)?;
-        self.summaries.apply_batch(summaries)?;
-        self.fact_index.apply_batch(fact_index)?;
-        self.facts.apply_batch(facts)?;
-        self.fact_tombstones.apply_batch(tombstones)?;
-        self.dead.apply_batch(dead)?;
+    /// Applies a forget's removals: derived records first, raw turns last,
+    /// so a crash in between leaves the marker, and the next start finishes
+    /// the rest.
+    fn apply_removals(&self, x: Removals, r: &ForgetReport) -> Result<(), StoreError> {
+        self.embeddings.apply_batch(x.embeddings)?;
+        self.rollup_inbox.apply_batch(x.inbox)?;
+        self.blocks.apply_batch(x.blocks)?;
+        self.topics.apply_batch(x.topics)?;
+        self.summary_index.apply_batch(x.summary_index)?;
+        self.summaries.apply_batch(x.summaries)?;
+        self.fact_index.apply_batch(x.fact_index)?;
+        self.facts.apply_batch(x.facts)?;
+        self.fact_tombstones.apply_batch(x.tombstones)?;
+        self.dead.apply_batch(x.dead)?;
         self.dead_letters_moved(0, r.dead_letters as u64);
-        self.agent_dead_letters.apply_batch(dead_by_agent)?;
-        self.queue.apply_batch(queue)?;
-        self.open.apply_batch(open)?;
-        self.turns.apply_batch(turns)?;
-        self.user_sessions.apply_batch(user_sessions)?;
-        self.session_starts.apply_batch(session_starts)?;
-        self.sessions.apply_batch(sessions)?;
-        // Logged and remembered before the marker goes: a forget finished
-        // after a crash logs itself again, which is harmless.
-        let now = Utc::now();
-        self.log_forgets(&[ForgetEntry::new(user_id, agent_id, now)])?;
-        self.keep_forgotten(r.removed_ids.iter().copied(), now)?;
-        self.meta.remove(&marker)?;
-        self.db.flush()?;
-        Ok(r)
+        self.agent_dead_letters.apply_batch(x.dead_by_agent)?;
+        self.queue.apply_batch(x.queue)?;
+        self.open.apply_batch(x.open)?;
+        self.turns.apply_batch(x.turns)?;
+        self.user_sessions.apply_batch(x.user_sessions)?;
+        self.session_starts.apply_batch(x.session_starts)?;
+        self.sessions.apply_batch(x.sessions)?;
+        Ok(())
     }
 }
 

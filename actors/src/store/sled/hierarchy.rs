@@ -129,36 +129,40 @@ impl Trees {
         Ok(n)
     }
 
-    /// Up to `limit` inbox entries after the key `after` (from the start
-    /// without one), oldest item first.
-    pub fn inbox(&self, after: Option<&[u8]>, limit: usize) -> Result<Vec<InboxEntry>, StoreError> {
+    /// Up to `limit` inbox entries after the one at `after` (from the
+    /// start without one), oldest item first.
+    pub fn inbox(
+        &self,
+        after: Option<&InboxKey>,
+        limit: usize,
+    ) -> Result<Vec<InboxEntry>, StoreError> {
         let mut out = Vec::new();
-        let iter = match after {
-            Some(k) => self
-                .rollup_inbox
-                .range::<&[u8], _>((std::ops::Bound::Excluded(k), std::ops::Bound::Unbounded)),
+        let after = after.map(keys::inbox_key);
+        let iter = match &after {
+            Some(k) => self.rollup_inbox.range::<&[u8], _>((
+                std::ops::Bound::Excluded(&k[..]),
+                std::ops::Bound::Unbounded,
+            )),
             None => self.rollup_inbox.iter(),
         };
         for item in iter.take(limit) {
             let (k, v) = item?;
-            let Some((kind, id)) = keys::inbox_item(&k) else {
+            let Some(key) = keys::inbox_key_of(&k) else {
                 tracing::warn!(key = ?k, "skipping malformed rollup inbox key");
                 continue;
             };
-            out.push(InboxEntry {
-                key: k.to_vec(),
-                agent_id: String::from_utf8_lossy(&v).into_owned(),
-                kind,
-                id,
-            });
+            out.push(InboxEntry::new(
+                key,
+                String::from_utf8_lossy(&v).into_owned(),
+            ));
         }
         Ok(out)
     }
 
-    pub fn inbox_done(&self, keys: &[Vec<u8>]) -> Result<(), StoreError> {
+    pub fn inbox_done(&self, done: &[InboxKey]) -> Result<(), StoreError> {
         let mut batch = ::sled::Batch::default();
-        for k in keys {
-            batch.remove(k.as_slice());
+        for k in done {
+            batch.remove(&keys::inbox_key(k)[..]);
         }
         self.rollup_inbox.apply_batch(batch)?;
         Ok(())

@@ -261,13 +261,13 @@ impl HierarchyStore for Trees {
     }
     async fn inbox(
         &self,
-        after: Option<&[u8]>,
+        after: Option<&InboxKey>,
         limit: usize,
     ) -> Result<Vec<InboxEntry>, StoreError> {
         Trees::inbox(self, after, limit)
     }
-    async fn inbox_done(&self, keys: &[Vec<u8>]) -> Result<(), StoreError> {
-        Trees::inbox_done(self, keys)
+    async fn inbox_done(&self, done: &[InboxKey]) -> Result<(), StoreError> {
+        Trees::inbox_done(self, done)
     }
     async fn topics(
         &self,

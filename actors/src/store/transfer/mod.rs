@@ -113,29 +113,7 @@ pub enum Record {
 pub const PORTABLE_META: [&str; 1] = [keys::INBOX_BACKFILLED];
 
 /// What a [`Record::Inbox`] points at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum InboxItem {
-    Summary,
-    Fact,
-}
-
-impl InboxItem {
-    pub(crate) fn code(self) -> u8 {
-        match self {
-            InboxItem::Summary => keys::INBOX_SUMMARY,
-            InboxItem::Fact => keys::INBOX_FACT,
-        }
-    }
-
-    fn from_code(code: u8) -> Option<InboxItem> {
-        match code {
-            keys::INBOX_SUMMARY => Some(InboxItem::Summary),
-            keys::INBOX_FACT => Some(InboxItem::Fact),
-            _ => None,
-        }
-    }
-}
+pub use super::InboxItem;
 
 impl Record {
     /// Checks the ids the record holds as the API checks them (not empty,
@@ -244,11 +222,11 @@ impl Record {
     /// An inbox entry as a record, from its key and agent (`None` for a
     /// key that is not an inbox key).
     pub(crate) fn inbox(key: &[u8], agent_id: String) -> Option<Record> {
-        let (at, code, item_id) = keys::inbox_parts(key)?;
+        let key = keys::inbox_key_of(key)?;
         Some(Record::Inbox {
-            at,
-            item: InboxItem::from_code(code)?,
-            item_id,
+            at: key.at,
+            item: key.item,
+            item_id: key.id,
             agent_id,
         })
     }

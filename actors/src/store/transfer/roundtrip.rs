@@ -22,6 +22,31 @@ struct Filled {
 async fn fill(b: &dyn Backend) -> Filled {
     // As a runtime with rollups does at its first start (a marker).
     b.backfill_inbox().await.unwrap();
+    let live = fill_calls(b).await;
+    let (summary, kept_fact) = fill_reflected(b).await;
+    let (daily, topic) = fill_hierarchy(b, &summary).await;
+    // The agent's bookkeeping.
+    b.set_persistent_context("kairix", vec!["Be brief.".into()])
+        .await
+        .unwrap();
+    b.mark_context_built("kairix", 3, Some(at(20, 0)))
+        .await
+        .unwrap();
+    // A forget of a user with nothing stored: an entry in the forget log.
+    b.forget_user("gone", Some("kairix")).await.unwrap();
+    b.flush().await.unwrap();
+    Filled {
+        live,
+        summary: summary.summary_id,
+        kept_fact,
+        daily,
+        topic,
+    }
+}
+
+/// Calls not reflected: one still open, one queued, one dead-lettered.
+/// Returns the open one.
+async fn fill_calls(b: &dyn Backend) -> Uuid {
     // A call still open (its process died): its turns.
     let live = opened(1, "kairix", "mark", 0);
     b.open_session(&live).await.unwrap();
@@ -56,6 +81,12 @@ async fn fill(b: &dyn Backend) -> Filled {
     })
     .await
     .unwrap();
+    live.session_id
+}
+
+/// A reflected call with its blocks, facts and vectors. Returns its
+/// summary and the fact kept current.
+async fn fill_reflected(b: &dyn Backend) -> (ConversationSummary, Uuid) {
     // A call reflected: its summary, a block drawn from it, facts (one
     // shared, one deleted: a tombstone).
     let (call_id, mut summary) = call("mark", 6);
@@ -126,6 +157,12 @@ async fn fill(b: &dyn Backend) -> Filled {
     b.put_turn_vectors(call_id, &[(0, vector(0.75))])
         .await
         .unwrap();
+    (summary, kept_fact)
+}
+
+/// Rollups of `summary`, the cursors and a topic. Returns the current
+/// rollup's id and the topic's.
+async fn fill_hierarchy(b: &dyn Backend, summary: &ConversationSummary) -> (Uuid, Uuid) {
     // A rollup that replaced an earlier one, its cursor; a topic.
     let d1 = daily("kairix", "mark", 6, &[summary.summary_id], "Sailing day.");
     b.put_rollup(&d1, None, Some(&vector(0.125))).await.unwrap();
@@ -170,23 +207,7 @@ async fn fill(b: &dyn Backend) -> Filled {
     b.put_topic(&topic, &ts, Some(&vector(0.0625)))
         .await
         .unwrap();
-    // The agent's bookkeeping.
-    b.set_persistent_context("kairix", vec!["Be brief.".into()])
-        .await
-        .unwrap();
-    b.mark_context_built("kairix", 3, Some(at(20, 0)))
-        .await
-        .unwrap();
-    // A forget of a user with nothing stored: an entry in the forget log.
-    b.forget_user("gone", Some("kairix")).await.unwrap();
-    b.flush().await.unwrap();
-    Filled {
-        live: live.session_id,
-        summary: summary.summary_id,
-        kept_fact,
-        daily: d1b.summary_id,
-        topic: topic.topic_id,
-    }
+    (d1b.summary_id, topic.topic_id)
 }
 
 /// An export of `export`'s records, as bytes.
@@ -228,7 +249,7 @@ async fn reads(b: &dyn Backend, f: &Filled) -> String {
     let sources = b.context_sources("kairix", "mark").await.unwrap();
     let ada = b.context_sources("kairix", "ada").await.unwrap();
     let mut inbox = b.inbox(None, 100).await.unwrap();
-    inbox.sort_by_key(|e| e.key.clone());
+    inbox.sort_by_key(|e| e.key);
     // a session summary's id is its session's
     let doc = TurnRef {
         session_id: f.summary,

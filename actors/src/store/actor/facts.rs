@@ -1,0 +1,65 @@
+//! The Store actor's handling of facts: the listing, one fact, and an
+//! owner's changes (visibility, deletion), kept in step with the search
+//! index.
+
+use super::*;
+
+impl StoreState {
+    /// Handles a message about facts (`handle` routes only those here).
+    pub(super) async fn handle_facts(&mut self, myself: &ActorRef<StoreMsg>, msg: StoreMsg) {
+        let t = self.backend.clone();
+        match msg {
+            StoreMsg::ListFacts {
+                agent_id,
+                user_id,
+                reply,
+            } => self.read_off(reply, move |b| {
+                Box::pin(async move { b.visible_facts(&agent_id, &user_id).await })
+            }),
+            StoreMsg::GetFact(id, reply) => {
+                let _ = reply.send(t.fact(id).await);
+            }
+            StoreMsg::SetFactVisibility {
+                fact_id,
+                user_id,
+                visibility,
+                reply,
+            } => {
+                let res = t.set_fact_visibility(fact_id, &user_id, visibility).await;
+                if let Ok(f) = &res {
+                    self.generations.bump(&f.agent_id, Parts::FACTS);
+                    let f2 = f.clone();
+                    let mut vectors = vectors_for(&self.search, &t, &f.agent_id, vec![&f2]).await;
+                    self.search
+                        .update(&f.agent_id, move |ix| index_facts(ix, [&f2], &mut vectors));
+                }
+                if res.is_ok() {
+                    self.wrote(myself).await;
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::DeleteFact {
+                fact_id,
+                user_id,
+                reply,
+            } => {
+                let res = t.delete_fact(fact_id, &user_id).await;
+                if let Ok((f, moved)) = &res {
+                    self.generations.bump(&f.agent_id, Parts::FACTS);
+                    let (id, moved) = (f.fact_id, moved.clone());
+                    let mut vectors =
+                        vectors_for(&self.search, &t, &f.agent_id, moved.iter().collect()).await;
+                    self.search.update(&f.agent_id, move |ix| {
+                        ix.remove(id);
+                        index_facts(ix, &moved, &mut vectors);
+                    });
+                }
+                if res.is_ok() {
+                    self.wrote(myself).await;
+                }
+                let _ = reply.send(res.map(|(f, _)| f));
+            }
+            _ => error!("a message reached the handler of another kind"),
+        }
+    }
+}

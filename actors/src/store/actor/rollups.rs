@@ -1,0 +1,73 @@
+//! The Store actor's handling of rollups, their cursors and the Rollup
+//! actor's inbox.
+
+use super::*;
+
+impl StoreState {
+    /// Handles a message about rollups and the inbox (`handle` routes only
+    /// those here).
+    pub(super) async fn handle_rollups(&mut self, myself: &ActorRef<StoreMsg>, msg: StoreMsg) {
+        let t = self.backend.clone();
+        match msg {
+            StoreMsg::PutRollup {
+                summary,
+                supersedes,
+                vector,
+                reply,
+            } => {
+                let res = t.put_rollup(&summary, supersedes, vector.as_ref()).await;
+                if let Ok(true) = res {
+                    // A rollup is one user's.
+                    self.generations.bump_user(
+                        &summary.agent_id,
+                        &summary.user_id,
+                        Parts::SUMMARIES,
+                    );
+                    let s = summary.clone();
+                    self.search.update(&summary.agent_id, move |ix| {
+                        if let Some(old) = supersedes {
+                            ix.remove(old);
+                        }
+                        ix.put_summary(&s, vector);
+                    });
+                    self.wrote(myself).await;
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::RollupCursor {
+                agent_id,
+                level,
+                reply,
+            } => {
+                let _ = reply.send(t.rollup_cursor(&agent_id, level).await);
+            }
+            StoreMsg::SetRollupCursor {
+                agent_id,
+                level,
+                period,
+                reply,
+            } => {
+                let res = t.set_rollup_cursor(&agent_id, level, period).await;
+                if res.is_ok() {
+                    self.wrote(myself).await;
+                }
+                let _ = reply.send(res);
+            }
+            StoreMsg::Inbox {
+                after,
+                limit,
+                reply,
+            } => self.read_off(reply, move |b| {
+                Box::pin(async move { b.inbox(after.as_ref(), limit).await })
+            }),
+            StoreMsg::InboxDone { keys, reply } => {
+                let res = t.inbox_done(&keys).await;
+                if res.is_ok() {
+                    self.wrote(myself).await;
+                }
+                let _ = reply.send(res);
+            }
+            _ => error!("a message reached the handler of another kind"),
+        }
+    }
+}

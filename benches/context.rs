@@ -1,6 +1,6 @@
 //! Context assembly on the voice hot path: `Runtime::context` (served from
-//! the prepared sources the runtime caches per (agent, user)) against
-//! `Runtime::context_uncached` (the same read with every source read from
+//! the prepared sources the runtime caches per (agent, user)) against the
+//! same read with `ContextOptions::use_cache` off (every source read from
 //! the store and prepared again: what a read costs without the cache), with
 //! the same inputs, in the same run.
 //!
@@ -48,7 +48,7 @@ use common::results::{On, Recorder, Row, Run};
 use criterion::Criterion;
 use recall::engine::context::{assemble, CharEstimate, ContextInput};
 use recall::engine::model::{BlockLabel, SummaryType, Visibility};
-use recall::{Runtime, RuntimeBuilder};
+use recall::{ContextOptions, EndOptions, Runtime, RuntimeBuilder, Turn};
 use uuid::Uuid;
 
 const AGENT: &str = "kairix";
@@ -122,9 +122,10 @@ async fn fill_callers(rt: &Runtime) {
                     "Talk soon.".to_string(),
                 ),
             ] {
-                rt.record_turn(&conn, said, answer).expect("turn");
+                rt.record_turn(&conn, Turn::new(said, answer))
+                    .expect("turn");
             }
-            rt.end_session(&conn).expect("end");
+            rt.end_session(&conn, EndOptions::default()).expect("end");
         }
         rt.wait_idle().await.expect("idle");
     }
@@ -145,15 +146,17 @@ async fn fill(rt: &Runtime) -> String {
         rt.start_session(AGENT, USER, &conn).await.expect("start");
         rt.record_turn(
             &conn,
-            format!(
-                "I prefer {} on weekday number {i}. The Globex interview prep is going well, \
-                 we covered the system design round and salary expectations.",
-                HOBBIES[i % HOBBIES.len()]
+            Turn::new(
+                format!(
+                    "I prefer {} on weekday number {i}. The Globex interview prep is going well, \
+                     we covered the system design round and salary expectations.",
+                    HOBBIES[i % HOBBIES.len()]
+                ),
+                "Good. Let's keep the momentum and plan the next mock interview.".to_string(),
             ),
-            "Good. Let's keep the momentum and plan the next mock interview.".to_string(),
         )
         .expect("turn");
-        rt.end_session(&conn).expect("end");
+        rt.end_session(&conn, EndOptions::default()).expect("end");
         if i % 100 == 99 {
             rt.wait_idle().await.expect("idle");
         }
@@ -164,19 +167,21 @@ async fn fill(rt: &Runtime) -> String {
     for i in 0..PREVIOUS_TURNS {
         rt.record_turn(
             "previous",
-            format!("Question {i} about the Globex onsite and what to wear"),
-            format!("Answer {i}: business casual, and bring your notes"),
+            Turn::new(
+                format!("Question {i} about the Globex onsite and what to wear"),
+                format!("Answer {i}: business casual, and bring your notes"),
+            ),
         )
         .expect("turn");
     }
-    rt.end_session("previous").expect("end");
+    rt.end_session("previous", EndOptions::default())
+        .expect("end");
     rt.wait_idle().await.expect("idle");
     rt.start_session(AGENT, USER, "live").await.expect("start");
     for i in 0..3 {
         rt.record_turn(
             "live",
-            format!("Live question {i}"),
-            format!("Live answer {i}"),
+            Turn::new(format!("Live question {i}"), format!("Live answer {i}")),
         )
         .expect("turn");
     }
@@ -213,9 +218,10 @@ fn stats_line(name: &str, v: &[u64]) -> String {
 async fn read(rt: &Runtime, user: &str, message: &str, cached: bool) -> u64 {
     let t = Instant::now();
     let c = if cached {
-        rt.context(AGENT, user, message, BUDGET).await
+        rt.context(AGENT, user, message, BUDGET, ContextOptions::default())
+            .await
     } else {
-        rt.context_uncached(AGENT, user, message, BUDGET).await
+        rt.context(AGENT, user, message, BUDGET, no_cache()).await
     };
     let ns = t.elapsed().as_nanos() as u64;
     black_box(c.expect("context"));
@@ -294,7 +300,7 @@ async fn mix(rt: &Runtime) -> Mix {
             .expect("start");
     }
     // The heavy user's live call of the fill ends with the mix's start.
-    rt.end_session("live").expect("end");
+    rt.end_session("live", EndOptions::default()).expect("end");
     let mut out = Mix::default();
     let mut next = Instant::now();
     for step in 0..MIX_STEPS {
@@ -329,13 +335,16 @@ async fn mix(rt: &Runtime) -> Mix {
         let call = &mut calls[slot];
         rt.record_turn(
             &call.conn,
-            words,
-            "Sure. I have that noted, and I'll bring it up when it matters.".to_string(),
+            Turn::new(
+                words,
+                "Sure. I have that noted, and I'll bring it up when it matters.".to_string(),
+            ),
         )
         .expect("turn");
         call.turn += 1;
         if call.turn == call.turns {
-            rt.end_session(&call.conn).expect("end");
+            rt.end_session(&call.conn, EndOptions::default())
+                .expect("end");
             out.calls_ended += 1;
             *call = start_call(slot);
             rt.start_session(AGENT, &call.user, &call.conn)
@@ -372,7 +381,7 @@ async fn mix(rt: &Runtime) -> Mix {
         }
     }
     for c in &calls {
-        rt.end_session(&c.conn).expect("end");
+        rt.end_session(&c.conn, EndOptions::default()).expect("end");
     }
     out
 }
@@ -403,7 +412,7 @@ fn main() {
         (facts, summaries)
     });
     let ctx = tokio
-        .block_on(rt.context(AGENT, USER, MESSAGE, BUDGET))
+        .block_on(rt.context(AGENT, USER, MESSAGE, BUDGET, ContextOptions::default()))
         .expect("context");
     println!(
         "filled in {:.1} s: {CALLERS} callers with {CALLER_HISTORY} calls each; the heavy user \
@@ -537,10 +546,12 @@ fn main() {
     let mut g = c.benchmark_group("context");
     g.bench_function("runtime_context", |b| {
         // block_on per call: a microsecond or so of its own
-        b.iter(|| tokio.block_on(rt.context(AGENT, USER, MESSAGE, BUDGET)))
+        b.iter(|| {
+            tokio.block_on(rt.context(AGENT, USER, MESSAGE, BUDGET, ContextOptions::default()))
+        })
     });
     g.bench_function("runtime_context_uncached", |b| {
-        b.iter(|| tokio.block_on(rt.context_uncached(AGENT, USER, MESSAGE, BUDGET)))
+        b.iter(|| tokio.block_on(rt.context(AGENT, USER, MESSAGE, BUDGET, no_cache())))
     });
     g.finish();
     c.final_summary();
@@ -616,7 +627,10 @@ fn main() {
              a cache hit), p99 (p50)",
             COMMAND,
         )
-        .baseline("the same read uncached (`Runtime::context_uncached`), batches alternating")
+        .baseline(
+            "the same read uncached (`Runtime::context` with `use_cache: false`), batches \
+             alternating",
+        )
         .target("p99 < 100 µs")
         .check(On::Figure, "p99", "<", 100.0, "µs"),
         repeated
@@ -662,4 +676,13 @@ fn main() {
     tokio.block_on(async {
         let _ = rt.shutdown().await;
     });
+}
+
+/// The read `Runtime::context` makes past its cache: every source read
+/// from the store (what the cached read must always equal).
+fn no_cache() -> ContextOptions {
+    ContextOptions {
+        use_cache: false,
+        ..ContextOptions::default()
+    }
 }

@@ -43,6 +43,7 @@ use recall::engine::search::{AgentIndex, DocKind, Ranking, SearchQuery, TurnRef}
 use recall::engine::settings::LocalEmbedSettings;
 use recall::engine::static_embed::StaticEmbed;
 use recall::local_embed::LocalEmbed;
+use recall::{ContextOptions, EndOptions, Turn};
 use uuid::Uuid;
 
 const SUBJECTS: [&str; 8] = [
@@ -565,14 +566,14 @@ fn context_reads(dir: &str, model: &LocalEmbed, results: &Recorder) {
                 .await
                 .expect("start");
             for t in 0..10 {
-                rt.record_turn(&conn, sentence(c * 10 + t, 12 + t), "I see.")
+                rt.record_turn(&conn, Turn::new(sentence(c * 10 + t, 12 + t), "I see."))
                     .expect("turn");
             }
-            rt.end_session(&conn).expect("end");
+            rt.end_session(&conn, EndOptions::default()).expect("end");
         }
         rt.wait_idle().await.expect("idle");
         black_box(
-            rt.context("kairix", "mark", "hello", 2000)
+            rt.context("kairix", "mark", "hello", 2000, ContextOptions::default())
                 .await
                 .expect("context"),
         );
@@ -590,7 +591,7 @@ fn context_reads(dir: &str, model: &LocalEmbed, results: &Recorder) {
             let t = Instant::now();
             black_box(
                 tokio
-                    .block_on(rt.context("kairix", "mark", m, 2000))
+                    .block_on(rt.context("kairix", "mark", m, 2000, ContextOptions::default()))
                     .expect("context"),
             );
             t.elapsed().as_nanos() as u64

@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use common::results::{On, Recorder, Row, Run};
 use fake_llm::{Fake, Reply};
 use recall::engine::settings::ReflectorKind;
-use recall::{Runtime, RuntimeBuilder, Settings};
+use recall::{EndOptions, Runtime, RuntimeBuilder, Settings, Turn};
 
 const API_KEY: &str = "sk-bench";
 const AGENT: &str = "kairix";
@@ -208,10 +208,12 @@ async fn run_phase(rt: &Runtime, fake: &Fake, calls: &mut Calls<'_>, phase: Phas
         let mut call = calls.start().await;
         for _ in 0..2 {
             let (u, a) = message(&call);
-            rt.record_turn(&call.conn, u, a).expect("record_turn");
+            rt.record_turn(&call.conn, Turn::new(u, a))
+                .expect("record_turn");
             call.turns += 1;
         }
-        rt.end_session(&call.conn).expect("end_session");
+        rt.end_session(&call.conn, EndOptions::default())
+            .expect("end_session");
     }
     tokio::time::timeout(SAFETY, fake.wait_for_requests(switched_at + PRIME))
         .await
@@ -223,7 +225,8 @@ async fn run_phase(rt: &Runtime, fake: &Fake, calls: &mut Calls<'_>, phase: Phas
         let mut call = calls.start().await;
         for _ in 0..k * TURNS / LIVE {
             let (u, a) = message(&call);
-            rt.record_turn(&call.conn, u, a).expect("record_turn");
+            rt.record_turn(&call.conn, Turn::new(u, a))
+                .expect("record_turn");
             call.turns += 1;
         }
         live.push(call);
@@ -239,18 +242,20 @@ async fn run_phase(rt: &Runtime, fake: &Fake, calls: &mut Calls<'_>, phase: Phas
             let (u, a) = message(call);
             if call.turns % DURABLE_EVERY == DURABLE_EVERY - 1 {
                 let t = Instant::now();
-                rt.record_turn_durable(&call.conn, u, a)
+                rt.record_turn_durable(&call.conn, Turn::new(u, a))
                     .await
                     .expect("record_turn_durable");
                 durable.push(t.elapsed().as_nanos() as u64);
             } else {
                 let t = Instant::now();
-                rt.record_turn(&call.conn, u, a).expect("record_turn");
+                rt.record_turn(&call.conn, Turn::new(u, a))
+                    .expect("record_turn");
                 plain.push(t.elapsed().as_nanos() as u64);
             }
             call.turns += 1;
             if call.turns == TURNS {
-                rt.end_session(&call.conn).expect("end_session");
+                rt.end_session(&call.conn, EndOptions::default())
+                    .expect("end_session");
                 ended += 1;
                 *call = calls.start().await;
             }
@@ -262,7 +267,8 @@ async fn run_phase(rt: &Runtime, fake: &Fake, calls: &mut Calls<'_>, phase: Phas
     let after = rt.stats().await.expect("stats").supervisor;
 
     for call in &live {
-        rt.end_session(&call.conn).expect("end_session");
+        rt.end_session(&call.conn, EndOptions::default())
+            .expect("end_session");
     }
     heal(fake);
     rt.wait_idle().await.expect("idle");

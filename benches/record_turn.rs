@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use common::results::{On, Recorder, Row, Run};
 use criterion::Criterion;
-use recall::{Clock, Runtime, RuntimeBuilder};
+use recall::{Clock, Runtime, RuntimeBuilder, Turn};
 use tokio::sync::mpsc;
 
 const SESSIONS: usize = 10_000;
@@ -193,7 +193,7 @@ impl Recall<'_> {
             self.next = 0;
         }
         self.runtime
-            .record_turn(conn, self.user.clone(), self.agent.clone())
+            .record_turn(conn, Turn::new(self.user.clone(), self.agent.clone()))
             .expect("record_turn");
         self.sent += 1;
     }

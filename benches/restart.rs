@@ -21,7 +21,7 @@ use common::results::{Recorder, Row, Run};
 use recall::engine::keys;
 use recall::engine::model::{ConversationSummary, ConversationTurn, EndReason, SessionRecord};
 use recall::engine::store::Trees;
-use recall::RuntimeBuilder;
+use recall::{RuntimeBuilder, Turn};
 use uuid::Uuid;
 
 const SESSIONS: usize = 100_000;
@@ -172,7 +172,10 @@ fn main() {
                 .await
                 .expect("session");
             runtime
-                .record_turn_durable(&conn, "Are the tomatoes in yet?", "Not yet, Saturday.")
+                .record_turn_durable(
+                    &conn,
+                    Turn::new("Are the tomatoes in yet?", "Not yet, Saturday."),
+                )
                 .await
                 .expect("durable turn");
             let first_turn = t0.elapsed();

@@ -12,9 +12,9 @@
 //!   words were worked out before the read (what `Runtime::prepare_message`
 //!   does while the user is still speaking), against the same baseline
 //!   (apart, so that their words warm nothing for the reads above);
-//! - `context_uncached` (every source read from the store and prepared
-//!   again, what the cache must agree with), with and without a message,
-//!   interleaved; and a real miss: a block write for the agent, then
+//! - `context` with `use_cache: false` (every source read from the store
+//!   and prepared again, what the cache must agree with), with and without
+//!   a message, interleaved; and a real miss: a block write for the agent, then
 //!   `context`. The miss target (p99 < 5 ms) is judged on the real misses,
 //!   this one and the next;
 //! - a miss after a new session summary lands: a short call of the user
@@ -71,7 +71,7 @@ use common::results::{On, Recorder, Row, Run};
 use criterion::Criterion;
 use recall::engine::model::{BlockLabel, SummaryType};
 use recall::engine::search::SearchQuery;
-use recall::{Runtime, RuntimeBuilder};
+use recall::{ContextOptions, EndOptions, Runtime, RuntimeBuilder, Turn};
 
 const AGENT: &str = "kairix";
 const USER: &str = "mark";
@@ -511,9 +511,9 @@ async fn fill(rt: &Runtime) {
             } else {
                 rng.turn()
             };
-            rt.record_turn(&conn, user, agent).expect("turn");
+            rt.record_turn(&conn, Turn::new(user, agent)).expect("turn");
         }
-        rt.end_session(&conn).expect("end");
+        rt.end_session(&conn, EndOptions::default()).expect("end");
         if call % 50 == 49 {
             rt.wait_idle().await.expect("idle");
         }
@@ -529,7 +529,8 @@ async fn fill(rt: &Runtime) {
     rt.start_session(AGENT, USER, "live").await.expect("start");
     for _ in 0..3 {
         let (user, agent) = rng.turn();
-        rt.record_turn("live", user, agent).expect("turn");
+        rt.record_turn("live", Turn::new(user, agent))
+            .expect("turn");
     }
     rt.flush().await.expect("flush");
 }
@@ -551,9 +552,9 @@ async fn short_call(rt: &Runtime, rng: &mut Rng, conn: &str) {
         } else {
             rng.turn()
         };
-        rt.record_turn(conn, user, agent).expect("turn");
+        rt.record_turn(conn, Turn::new(user, agent)).expect("turn");
     }
-    rt.end_session(conn).expect("end");
+    rt.end_session(conn, EndOptions::default()).expect("end");
     rt.wait_idle().await.expect("idle");
 }
 
@@ -562,7 +563,7 @@ async fn missed_read(rt: &Runtime, message: &str) -> u64 {
     let misses = rt.context_cache_stats().misses;
     let t = Instant::now();
     black_box(
-        rt.context(AGENT, USER, message, BUDGET)
+        rt.context(AGENT, USER, message, BUDGET, ContextOptions::default())
             .await
             .expect("context"),
     );
@@ -641,8 +642,10 @@ async fn durable_writes(rt: Runtime, conn: String, origin: Instant) -> Vec<(u64,
         let t = Instant::now();
         rt.record_turn_durable(
             &conn,
-            format!("Probe question {i} about the parking permit"),
-            "Probe answer: it is renewed.",
+            Turn::new(
+                format!("Probe question {i} about the parking permit"),
+                "Probe answer: it is renewed.",
+            ),
         )
         .await
         .expect("durable turn");
@@ -759,16 +762,21 @@ fn main() {
             while Instant::now() < until {
                 let m = MESSAGES[n % MESSAGES.len()];
                 let ctx = match path.as_str() {
-                    "hit" => rt.context(AGENT, USER, m, BUDGET).await,
+                    "hit" => {
+                        rt.context(AGENT, USER, m, BUDGET, ContextOptions::default())
+                            .await
+                    }
                     "novel" => {
                         let q = rng.fill(QUESTION_FRAMES[n % QUESTION_FRAMES.len()]);
-                        rt.context(AGENT, USER, &q, BUDGET).await
+                        rt.context(AGENT, USER, &q, BUDGET, ContextOptions::default())
+                            .await
                     }
                     "summary" => {
                         short_call(&rt, &mut rng, &format!("profile-{n}")).await;
-                        rt.context(AGENT, USER, m, BUDGET).await
+                        rt.context(AGENT, USER, m, BUDGET, ContextOptions::default())
+                            .await
                     }
-                    _ => rt.context_uncached(AGENT, USER, m, BUDGET).await,
+                    _ => rt.context(AGENT, USER, m, BUDGET, no_cache()).await,
                 };
                 black_box(ctx.expect("context"));
                 n += 1;
@@ -786,7 +794,7 @@ fn main() {
             black_box(rt.turns(s.session_id).await.expect("turns"));
         }
         black_box(
-            rt.context_uncached(AGENT, USER, "", BUDGET)
+            rt.context(AGENT, USER, "", BUDGET, no_cache())
                 .await
                 .expect("context"),
         );
@@ -894,7 +902,7 @@ fn main() {
 
     for (label, m) in [("with a message", MESSAGES[0]), ("without a message", "")] {
         let ctx = tokio
-            .block_on(rt.context(AGENT, USER, m, BUDGET))
+            .block_on(rt.context(AGENT, USER, m, BUDGET, ContextOptions::default()))
             .expect("context");
         println!(
             "context {label}, budget {BUDGET}: {} tokens used, {} items trimmed",
@@ -921,21 +929,31 @@ fn main() {
         for i in 0..TIMED + 300 {
             let t = Instant::now();
             black_box(
-                rt.context(AGENT, USER, MESSAGES[i % MESSAGES.len()], BUDGET)
-                    .await
-                    .expect("context"),
+                rt.context(
+                    AGENT,
+                    USER,
+                    MESSAGES[i % MESSAGES.len()],
+                    BUDGET,
+                    ContextOptions::default(),
+                )
+                .await
+                .expect("context"),
             );
             let a = t.elapsed().as_nanos() as u64;
             let question = rng.fill(QUESTION_FRAMES[i % QUESTION_FRAMES.len()]);
             let t = Instant::now();
             black_box(
-                rt.context(AGENT, USER, &question, BUDGET)
+                rt.context(AGENT, USER, &question, BUDGET, ContextOptions::default())
                     .await
                     .expect("context"),
             );
             let n = t.elapsed().as_nanos() as u64;
             let t = Instant::now();
-            black_box(rt.context(AGENT, USER, "", BUDGET).await.expect("context"));
+            black_box(
+                rt.context(AGENT, USER, "", BUDGET, ContextOptions::default())
+                    .await
+                    .expect("context"),
+            );
             let b = t.elapsed().as_nanos() as u64;
             if i >= 300 {
                 with.push(a);
@@ -958,13 +976,17 @@ fn main() {
             }
             let t = Instant::now();
             black_box(
-                rt.context(AGENT, USER, &question, BUDGET)
+                rt.context(AGENT, USER, &question, BUDGET, ContextOptions::default())
                     .await
                     .expect("context"),
             );
             prepared.push(t.elapsed().as_nanos() as u64);
             let t = Instant::now();
-            black_box(rt.context(AGENT, USER, "", BUDGET).await.expect("context"));
+            black_box(
+                rt.context(AGENT, USER, "", BUDGET, ContextOptions::default())
+                    .await
+                    .expect("context"),
+            );
             without.push(t.elapsed().as_nanos() as u64);
         }
         (prepared, without)
@@ -1011,14 +1033,14 @@ fn main() {
             let m = MESSAGES[i % MESSAGES.len()];
             let t = Instant::now();
             black_box(
-                rt.context_uncached(AGENT, USER, m, BUDGET)
+                rt.context(AGENT, USER, m, BUDGET, no_cache())
                     .await
                     .expect("context"),
             );
             let a = t.elapsed().as_nanos() as u64;
             let t = Instant::now();
             black_box(
-                rt.context_uncached(AGENT, USER, "", BUDGET)
+                rt.context(AGENT, USER, "", BUDGET, no_cache())
                     .await
                     .expect("context"),
             );
@@ -1028,13 +1050,21 @@ fn main() {
                 .await
                 .expect("block");
             let t = Instant::now();
-            black_box(rt.context(AGENT, USER, m, BUDGET).await.expect("context"));
+            black_box(
+                rt.context(AGENT, USER, m, BUDGET, ContextOptions::default())
+                    .await
+                    .expect("context"),
+            );
             let c = t.elapsed().as_nanos() as u64;
             rt.set_block(AGENT, BlockLabel::Human, &format!("Mark, version {i}b."))
                 .await
                 .expect("block");
             let t = Instant::now();
-            black_box(rt.context(AGENT, USER, "", BUDGET).await.expect("context"));
+            black_box(
+                rt.context(AGENT, USER, "", BUDGET, ContextOptions::default())
+                    .await
+                    .expect("context"),
+            );
             let d = t.elapsed().as_nanos() as u64;
             if i >= 5 {
                 for (v, x) in out.iter_mut().zip([a, b, c, d]) {
@@ -1093,7 +1123,7 @@ fn main() {
             let rt = rt.clone();
             async move {
                 black_box(
-                    rt.context_uncached(AGENT, USER, MESSAGES[1], BUDGET)
+                    rt.context(AGENT, USER, MESSAGES[1], BUDGET, no_cache())
                         .await
                         .expect("context"),
                 );
@@ -1214,11 +1244,17 @@ fn main() {
     g.bench_function("context_with_message", |b| {
         b.iter(|| {
             i += 1;
-            tokio.block_on(rt.context(AGENT, USER, MESSAGES[i % MESSAGES.len()], BUDGET))
+            tokio.block_on(rt.context(
+                AGENT,
+                USER,
+                MESSAGES[i % MESSAGES.len()],
+                BUDGET,
+                ContextOptions::default(),
+            ))
         })
     });
     g.bench_function("context_without_message", |b| {
-        b.iter(|| tokio.block_on(rt.context(AGENT, USER, "", BUDGET)))
+        b.iter(|| tokio.block_on(rt.context(AGENT, USER, "", BUDGET, ContextOptions::default())))
     });
     g.finish();
     c.final_summary();
@@ -1339,4 +1375,13 @@ fn main() {
             .note(&load),
     );
     let _ = tokio.block_on(rt.shutdown());
+}
+
+/// The read `Runtime::context` makes past its cache: every source read
+/// from the store (what the cached read must always equal).
+fn no_cache() -> ContextOptions {
+    ContextOptions {
+        use_cache: false,
+        ..ContextOptions::default()
+    }
 }

@@ -17,7 +17,7 @@ mod results;
 
 use std::time::{Duration, Instant};
 
-use recall::RuntimeBuilder;
+use recall::{RuntimeBuilder, Turn};
 use results::{On, Recorder, Row, Run};
 
 const SESSIONS: usize = 10_000;
@@ -64,9 +64,11 @@ async fn main() -> anyhow::Result<()> {
     for conn in &conns {
         runtime.record_turn(
             conn,
-            "Can you move my dentist appointment to Thursday afternoon?",
-            "Sure. I moved your dentist appointment to Thursday at 3 pm and sent you a \
-             confirmation. Would you like a reminder the day before?",
+            Turn::new(
+                "Can you move my dentist appointment to Thursday afternoon?",
+                "Sure. I moved your dentist appointment to Thursday at 3 pm and sent you a \
+                 confirmation. Would you like a reminder the day before?",
+            ),
         )?;
     }
     while runtime.stats().await?.store.turns_written < SESSIONS as u64 {

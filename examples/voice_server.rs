@@ -15,7 +15,9 @@
 
 use std::time::Duration;
 
-use recall::{Runtime, RuntimeBuilder, Settings, SummaryType};
+use recall::{
+    ContextOptions, EndOptions, Runtime, RuntimeBuilder, Settings, SummaryType, TouchOptions, Turn,
+};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use uuid::Uuid;
@@ -33,20 +35,26 @@ async fn handle_call(memory: Runtime, stream: TcpStream, user_id: String) -> any
     while let Some(line) = lines.next_line().await? {
         let Some((user, agent)) = line.split_once('|') else {
             // Partial speech: the user is talking, keep the session alive.
-            memory.touch(&connection_id)?;
+            memory.touch(&connection_id, TouchOptions::default())?;
             continue;
         };
         // The LLM's input for this answer: the caller's memory for what they
         // said (a read, never waiting on an LLM). Here `agent` stands for
         // the answer it would give.
         let context = memory
-            .context(AGENT, &user_id, user, CONTEXT_BUDGET)
+            .context(
+                AGENT,
+                &user_id,
+                user,
+                CONTEXT_BUDGET,
+                ContextOptions::default(),
+            )
             .await?;
         let _for_the_llm = context.to_messages();
-        memory.record_turn(&connection_id, user, agent)?;
+        memory.record_turn(&connection_id, Turn::new(user, agent))?;
     }
     // The socket closed: the call is over.
-    memory.end_session(&connection_id)?;
+    memory.end_session(&connection_id, EndOptions::default())?;
     Ok(())
 }
 
@@ -102,6 +110,7 @@ async fn main() -> anyhow::Result<()> {
             "mark",
             "How should I prepare for David?",
             CONTEXT_BUDGET,
+            ContextOptions::default(),
         )
         .await?;
     println!(

@@ -10,21 +10,29 @@
 //!
 //! # Layout
 //!
-//! - [`runtime`]: [`RuntimeBuilder`] and the [`Runtime`] handle.
+//! - [`runtime`]: [`RuntimeBuilder`] and the [`Runtime`] handle, with the
+//!   options its calls take ([`Turn`], [`ContextOptions`], [`EndOptions`],
+//!   [`TouchOptions`]).
 //! - [`settings`]: loading settings from `config/default.toml`, a file and
 //!   `RECALL_*` environment variables.
 //! - [`api`]: the HTTP API's request and response types and a typed
 //!   client for it, used by the server and the CLI.
 //! - [`embeddings`]: the OpenAI-compatible `/embeddings` `Embed` adapter.
+//! - `local_embed` (feature `local-embed`): the in-process
+//!   sentence-transformers `Embed` adapter (candle).
 //! - [`llm`]: the OpenAI-compatible chat-completions `Reflect` adapter.
 //! - [`server`]: `recall serve`, the HTTP + WebSocket API (axum).
 //! - [`metrics`]: Prometheus metrics for `/metrics`.
 //! - [`simulate`]: `recall simulate`, replaying a JSONL script in virtual time.
-//! - [`eval`]: `recall eval`, the answer-recall evaluation on a generated
-//!   set of long conversations, beside a recency window and BM25.
+//! - `eval` (feature `eval`): `recall eval`, the answer-recall evaluation
+//!   on a generated set of long conversations, beside a recency window and
+//!   BM25.
 //! - `testkit` (feature `testkit`, on for this package's tests): a
 //!   scripted `Reflect` and a paused-time test runtime.
 //! - [`engine`]: the engine crate (`recall-actors`), re-exported.
+//!
+//! The `recall` binary is `main.rs` and its `cli` module, apart from the
+//! library.
 
 pub mod api;
 pub mod embeddings;
@@ -50,6 +58,7 @@ pub use recall_actors::model::{
 pub use recall_actors::reflect::{Reflect, ReflectError, ReflectRequest};
 pub use recall_actors::settings::Settings;
 pub use runtime::{
-    ContextOptions, LiveContext, RecallError, Runtime, RuntimeBuilder, RuntimeStats, SessionQuery,
-    SessionStatus, ShutdownReport, StartupError, SummaryQuery, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT,
+    ContextOptions, EndOptions, LiveContext, RecallError, Runtime, RuntimeBuilder, RuntimeStats,
+    SessionQuery, SessionStatus, ShutdownReport, StartupError, SummaryQuery, TouchOptions, Turn,
+    LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT,
 };

@@ -130,6 +130,187 @@ fn parse<T: serde::de::DeserializeOwned>(path: PathBuf, bytes: &[u8]) -> Result<
     })
 }
 
+/// What `modules.json` and the pooling module's config say, with their
+/// bytes (part of the model's identity).
+struct Pipeline {
+    pooling: Pooling,
+    normalize: bool,
+    modules_bytes: Vec<u8>,
+    pooling_bytes: Vec<u8>,
+}
+
+/// Reads `modules.json` and the config of the pooling module it names.
+fn read_pipeline(dir: &Path) -> Result<Pipeline, ModelError> {
+    let modules_bytes = read(dir, "modules.json")?;
+    let modules: Vec<Module> = parse(dir.join("modules.json"), &modules_bytes)?;
+    let pooling_path = modules
+        .iter()
+        .find(|m| m.kind.ends_with(".Pooling"))
+        .map(|m| m.path.clone())
+        .ok_or_else(|| ModelError::Malformed {
+            path: dir.join("modules.json"),
+            reason: "names no sentence_transformers.models.Pooling module".into(),
+        })?;
+    // A module's path is a folder inside the model's: one that is
+    // absolute or climbs out ("../../etc") would have the model read
+    // files it does not own.
+    let inside = Path::new(&pooling_path)
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !inside {
+        return Err(ModelError::Malformed {
+            path: dir.join("modules.json"),
+            reason: format!(
+                "the pooling module's path {pooling_path:?} is not a folder inside the model's"
+            ),
+        });
+    }
+    let normalize = modules.iter().any(|m| m.kind.ends_with(".Normalize"));
+    let pooling_file = Path::new(&pooling_path).join("config.json");
+    let pooling_bytes = std::fs::read(dir.join(&pooling_file)).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => ModelError::Missing {
+            dir: dir.to_path_buf(),
+            file: "1_Pooling/config.json (the pooling module's config)",
+        },
+        _ => ModelError::Malformed {
+            path: dir.join(&pooling_file),
+            reason: e.to_string(),
+        },
+    })?;
+    let pc: PoolingConfig = parse(dir.join(&pooling_file), &pooling_bytes)?;
+    let pooling = match (
+        pc.pooling_mode_mean_tokens,
+        pc.pooling_mode_cls_token,
+        pc.pooling_mode_max_tokens,
+        pc.pooling_mode_mean_sqrt_len_tokens,
+    ) {
+        (true, false, false, false) => Pooling::Mean,
+        (false, true, false, false) => Pooling::Cls,
+        (false, false, true, false) => Pooling::Max,
+        (false, false, false, true) => Pooling::MeanSqrtLen,
+        _ => {
+            return Err(ModelError::Malformed {
+                path: dir.join(&pooling_file),
+                reason: "exactly one pooling mode (mean, cls, max or mean_sqrt_len) must be true"
+                    .into(),
+            })
+        }
+    };
+    Ok(Pipeline {
+        pooling,
+        normalize,
+        modules_bytes,
+        pooling_bytes,
+    })
+}
+
+/// Reads `config.json` (a BERT-family encoder's) and its bytes.
+fn read_config(dir: &Path) -> Result<(Config, Vec<u8>), ModelError> {
+    let config_bytes = read(dir, "config.json")?;
+    let config: Config = parse(dir.join("config.json"), &config_bytes)?;
+    if config.model_type.as_deref().is_some_and(|t| t != "bert") {
+        return Err(ModelError::Malformed {
+            path: dir.join("config.json"),
+            reason: format!(
+                "model_type {:?}: only the BERT family is supported",
+                config.model_type.as_deref().unwrap_or_default()
+            ),
+        });
+    }
+    Ok((config, config_bytes))
+}
+
+/// The word pieces an input is truncated to: `sentence_bert_config.json`'s
+/// `max_seq_length`, within the model's position limit.
+fn max_seq_length(dir: &Path, config: &Config) -> Result<usize, ModelError> {
+    Ok(match std::fs::read(dir.join("sentence_bert_config.json")) {
+        Ok(b) => {
+            parse::<SentenceBertConfig>(dir.join("sentence_bert_config.json"), &b)?.max_seq_length
+        }
+        Err(_) => None,
+    }
+    .unwrap_or(config.max_position_embeddings)
+    .min(config.max_position_embeddings))
+}
+
+/// Reads `tokenizer.json`, truncating to `max_len` and padding a batch to
+/// its longest input; with its bytes.
+fn read_tokenizer(
+    dir: &Path,
+    config: &Config,
+    max_len: usize,
+) -> Result<(Tokenizer, Vec<u8>), ModelError> {
+    let tokenizer_bytes = read(dir, "tokenizer.json")?;
+    let mut tokenizer =
+        Tokenizer::from_bytes(&tokenizer_bytes).map_err(|e| ModelError::Malformed {
+            path: dir.join("tokenizer.json"),
+            reason: e.to_string(),
+        })?;
+    let pad_id = config.pad_token_id as u32;
+    let pad_token = tokenizer
+        .id_to_token(pad_id)
+        .unwrap_or_else(|| "[PAD]".into());
+    tokenizer
+        .with_truncation(Some(TruncationParams {
+            max_length: max_len,
+            ..Default::default()
+        }))
+        .map_err(|e| ModelError::Malformed {
+            path: dir.join("tokenizer.json"),
+            reason: e.to_string(),
+        })?;
+    tokenizer.with_padding(Some(PaddingParams {
+        strategy: PaddingStrategy::BatchLongest,
+        pad_id,
+        pad_token,
+        ..Default::default()
+    }));
+    Ok((tokenizer, tokenizer_bytes))
+}
+
+/// The encoder over the memory-mapped `weights`.
+fn load_weights(weights: &Path, config: &Config) -> Result<BertModel, ModelError> {
+    // SAFETY: the weights are memory-mapped read-only; recall never
+    // writes them, and the user is told not to change the folder while
+    // recall runs (docs/configuration.md).
+    let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[weights], DType::F32, &Device::Cpu) }
+        .map_err(|e| ModelError::Malformed {
+        path: weights.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    BertModel::load(vb, config).map_err(|e| ModelError::Malformed {
+        path: weights.to_path_buf(),
+        reason: format!("not the weights config.json describes: {e}"),
+    })
+}
+
+/// The identity stored with every vector: the folder's name and a hash of
+/// what defines the model (config, tokenizer, the weights' tensor table and
+/// size, pooling), given as `defining`.
+fn model_name(dir: &Path, defining: [&[u8]; 5]) -> String {
+    let mut h = recall_actors::embed::FNV1A_START;
+    for b in defining {
+        h = recall_actors::embed::fnv1a_extend(h, b);
+    }
+    let folder = dir
+        .canonicalize()
+        .ok()
+        .and_then(|d| {
+            // A wheel's folder is called `model`: name its parent.
+            let name = d.file_name()?.to_string_lossy().to_string();
+            if name == "model" {
+                Some(d.parent()?.file_name()?.to_string_lossy().to_string())
+            } else {
+                Some(name)
+            }
+        })
+        .unwrap_or_else(|| "model".into());
+    format!("local:{folder}:{:08x}", h as u32)
+        .chars()
+        .take(200)
+        .collect()
+}
+
 impl LocalEmbed {
     /// Loads a model folder (blocking: reads and maps files). Every file
     /// is checked before anything runs; the error names the first one
@@ -142,162 +323,29 @@ impl LocalEmbed {
                 reason: "is not a folder".into(),
             });
         }
-        let modules_bytes = read(&dir, "modules.json")?;
-        let modules: Vec<Module> = parse(dir.join("modules.json"), &modules_bytes)?;
-        let pooling_path = modules
-            .iter()
-            .find(|m| m.kind.ends_with(".Pooling"))
-            .map(|m| m.path.clone())
-            .ok_or_else(|| ModelError::Malformed {
-                path: dir.join("modules.json"),
-                reason: "names no sentence_transformers.models.Pooling module".into(),
-            })?;
-        // A module's path is a folder inside the model's: one that is
-        // absolute or climbs out ("../../etc") would have the model read
-        // files it does not own.
-        let inside = Path::new(&pooling_path)
-            .components()
-            .all(|c| matches!(c, std::path::Component::Normal(_)));
-        if !inside {
-            return Err(ModelError::Malformed {
-                path: dir.join("modules.json"),
-                reason: format!(
-                    "the pooling module's path {pooling_path:?} is not a folder inside the model's"
-                ),
-            });
-        }
-        let normalize = modules.iter().any(|m| m.kind.ends_with(".Normalize"));
-        let pooling_file = Path::new(&pooling_path).join("config.json");
-        let pooling_bytes = std::fs::read(dir.join(&pooling_file)).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => ModelError::Missing {
-                dir: dir.clone(),
-                file: "1_Pooling/config.json (the pooling module's config)",
-            },
-            _ => ModelError::Malformed {
-                path: dir.join(&pooling_file),
-                reason: e.to_string(),
-            },
-        })?;
-        let pc: PoolingConfig = parse(dir.join(&pooling_file), &pooling_bytes)?;
-        let pooling =
-            match (
-                pc.pooling_mode_mean_tokens,
-                pc.pooling_mode_cls_token,
-                pc.pooling_mode_max_tokens,
-                pc.pooling_mode_mean_sqrt_len_tokens,
-            ) {
-                (true, false, false, false) => Pooling::Mean,
-                (false, true, false, false) => Pooling::Cls,
-                (false, false, true, false) => Pooling::Max,
-                (false, false, false, true) => Pooling::MeanSqrtLen,
-                _ => return Err(ModelError::Malformed {
-                    path: dir.join(&pooling_file),
-                    reason:
-                        "exactly one pooling mode (mean, cls, max or mean_sqrt_len) must be true"
-                            .into(),
-                }),
-            };
-        let config_bytes = read(&dir, "config.json")?;
-        let config: Config = parse(dir.join("config.json"), &config_bytes)?;
-        if config.model_type.as_deref().is_some_and(|t| t != "bert") {
-            return Err(ModelError::Malformed {
-                path: dir.join("config.json"),
-                reason: format!(
-                    "model_type {:?}: only the BERT family is supported",
-                    config.model_type.as_deref().unwrap_or_default()
-                ),
-            });
-        }
-        let max_len = match std::fs::read(dir.join("sentence_bert_config.json")) {
-            Ok(b) => {
-                parse::<SentenceBertConfig>(dir.join("sentence_bert_config.json"), &b)?
-                    .max_seq_length
-            }
-            Err(_) => None,
-        }
-        .unwrap_or(config.max_position_embeddings)
-        .min(config.max_position_embeddings);
-        let tokenizer_bytes = read(&dir, "tokenizer.json")?;
-        let mut tokenizer =
-            Tokenizer::from_bytes(&tokenizer_bytes).map_err(|e| ModelError::Malformed {
-                path: dir.join("tokenizer.json"),
-                reason: e.to_string(),
-            })?;
-        let pad_id = config.pad_token_id as u32;
-        let pad_token = tokenizer
-            .id_to_token(pad_id)
-            .unwrap_or_else(|| "[PAD]".into());
-        tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: max_len,
-                ..Default::default()
-            }))
-            .map_err(|e| ModelError::Malformed {
-                path: dir.join("tokenizer.json"),
-                reason: e.to_string(),
-            })?;
-        tokenizer.with_padding(Some(PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            pad_id,
-            pad_token,
-            ..Default::default()
-        }));
+        let pipeline = read_pipeline(&dir)?;
+        let (config, config_bytes) = read_config(&dir)?;
+        let max_len = max_seq_length(&dir, &config)?;
+        let (tokenizer, tokenizer_bytes) = read_tokenizer(&dir, &config, max_len)?;
         let weights = dir.join("model.safetensors");
         let header = safetensors_header(&dir, &weights)?;
-        // SAFETY: the weights are memory-mapped read-only; recall never
-        // writes them, and the user is told not to change the folder while
-        // recall runs (docs/configuration.md).
-        let vb = unsafe {
-            VarBuilder::from_mmaped_safetensors(
-                std::slice::from_ref(&weights),
-                DType::F32,
-                &Device::Cpu,
-            )
-        }
-        .map_err(|e| ModelError::Malformed {
-            path: weights.clone(),
-            reason: e.to_string(),
-        })?;
-        let bert = BertModel::load(vb, &config).map_err(|e| ModelError::Malformed {
-            path: weights.clone(),
-            reason: format!("not the weights config.json describes: {e}"),
-        })?;
-        // The identity stored with every vector: the folder's name and a
-        // hash of what defines the model (config, tokenizer, the weights'
-        // tensor table and size, pooling).
-        let mut h = recall_actors::embed::FNV1A_START;
-        for b in [
-            &config_bytes[..],
-            &tokenizer_bytes,
-            &header,
-            &pooling_bytes,
-            &modules_bytes,
-        ] {
-            h = recall_actors::embed::fnv1a_extend(h, b);
-        }
-        let folder = dir
-            .canonicalize()
-            .ok()
-            .and_then(|d| {
-                // A wheel's folder is called `model`: name its parent.
-                let name = d.file_name()?.to_string_lossy().to_string();
-                if name == "model" {
-                    Some(d.parent()?.file_name()?.to_string_lossy().to_string())
-                } else {
-                    Some(name)
-                }
-            })
-            .unwrap_or_else(|| "model".into());
-        let name: String = format!("local:{folder}:{:08x}", h as u32)
-            .chars()
-            .take(200)
-            .collect();
+        let bert = load_weights(&weights, &config)?;
+        let name = model_name(
+            &dir,
+            [
+                &config_bytes[..],
+                &tokenizer_bytes,
+                &header,
+                &pipeline.pooling_bytes,
+                &pipeline.modules_bytes,
+            ],
+        );
         Ok(LocalEmbed {
             model: Arc::new(Model {
                 bert,
                 tokenizer,
-                pooling,
-                normalize,
+                pooling: pipeline.pooling,
+                normalize: pipeline.normalize,
                 dimensions: config.hidden_size,
             }),
             name,

@@ -27,7 +27,10 @@ use recall_actors::settings::Settings;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::runtime::{RecallError, RuntimeBuilder, StartupError, TopicView};
+use crate::runtime::{
+    ContextOptions, EndOptions, RecallError, RuntimeBuilder, StartupError, TopicView, TouchOptions,
+    Turn,
+};
 use recall_actors::search::{SearchHit, SearchQuery};
 
 /// A script line that cannot be applied.
@@ -619,91 +622,124 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
             quiesce_until(&rt, at).await?;
             tokio::time::sleep_until(at).await;
         }
-        let res = match &ev.action {
-            Action::Start {
-                agent_id,
-                user_id,
+        apply(&rt, ev, rollups, &mut contexts, &mut searches).await?;
+    }
+    run_out(&rt, rollups, rollup_settle, watchdog_interval).await?;
+    let report = report(&rt, rollups, contexts, searches).await?;
+    rt.shutdown().await?;
+    Ok(report)
+}
+
+/// Applies one event of the script: an action the runtime refuses is an
+/// error naming the line.
+async fn apply(
+    rt: &crate::Runtime,
+    ev: &Event,
+    rollups: bool,
+    contexts: &mut Vec<ContextSnapshot>,
+    searches: &mut Vec<SearchRecord>,
+) -> Result<(), SimError> {
+    let res = match &ev.action {
+        Action::Start {
+            agent_id,
+            user_id,
+            connection_id,
+        } => rt
+            .start_session(agent_id, user_id, connection_id)
+            .await
+            .map(|_| ()),
+        Action::Turn {
+            connection_id,
+            user_message,
+            agent_response,
+        } => rt
+            .record_turn(
                 connection_id,
-            } => rt
-                .start_session(agent_id, user_id, connection_id)
-                .await
-                .map(|_| ()),
-            Action::Turn {
-                connection_id,
-                user_message,
-                agent_response,
-            } => rt
-                .record_turn(
-                    connection_id,
-                    user_message.as_str(),
-                    agent_response.as_str(),
-                )
-                .map(|_| ()),
-            Action::Touch { connection_id } => rt.touch(connection_id),
-            Action::End { connection_id } => rt.end_session(connection_id).map(|_| ()),
-            Action::Context {
+                Turn::new(user_message.as_str(), agent_response.as_str()),
+            )
+            .map(|_| ()),
+        Action::Touch { connection_id } => rt.touch(connection_id, TouchOptions::default()),
+        Action::End { connection_id } => rt
+            .end_session(connection_id, EndOptions::default())
+            .map(|_| ()),
+        Action::Context {
+            agent_id,
+            user_id,
+            message,
+            budget_tokens,
+        } => {
+            // What the agent would see now: what this instant's
+            // events before it set off is done first.
+            quiesce_until(rt, read_by()).await?;
+            rt.context(
                 agent_id,
                 user_id,
                 message,
-                budget_tokens,
-            } => {
-                // What the agent would see now: what this instant's
-                // events before it set off is done first.
-                quiesce_until(&rt, read_by()).await?;
-                rt.context(agent_id, user_id, message, *budget_tokens)
-                    .await
-                    .map(|c| {
-                        contexts.push(ContextSnapshot {
-                            agent_id: agent_id.clone(),
-                            user_id: user_id.clone(),
-                            at: ev.at,
-                            budget_tokens: c.budget_tokens,
-                            total_tokens: c.total_tokens,
-                            tiers: c.tiers,
-                            trimmed: c.trimmed,
-                        })
-                    })
-            }
-            Action::Search {
-                agent_id,
-                user_id,
-                query,
-                limit,
-            } => {
-                // What the agent would find now, once the summaries stored
-                // by this instant are taken in.
-                quiesce_until(&rt, read_by()).await?;
-                if rollups {
-                    rt.process_new_summaries().await.map(|_| ())?;
-                }
-                rt.search(
-                    agent_id,
-                    SearchQuery {
-                        text: query.clone(),
-                        user_id: user_id.clone(),
-                        limit: *limit,
-                        ..Default::default()
-                    },
-                )
-                .await
-                .map(|results| {
-                    searches.push(SearchRecord {
-                        at: ev.at,
-                        agent_id: agent_id.clone(),
-                        user_id: user_id.clone(),
-                        query: query.clone(),
-                        results,
-                    })
+                *budget_tokens,
+                ContextOptions::default(),
+            )
+            .await
+            .map(|c| {
+                contexts.push(ContextSnapshot {
+                    agent_id: agent_id.clone(),
+                    user_id: user_id.clone(),
+                    at: ev.at,
+                    budget_tokens: c.budget_tokens,
+                    total_tokens: c.total_tokens,
+                    tiers: c.tiers,
+                    trimmed: c.trimmed,
                 })
+            })
+        }
+        Action::Search {
+            agent_id,
+            user_id,
+            query,
+            limit,
+        } => {
+            // What the agent would find now, once the summaries stored
+            // by this instant are taken in.
+            quiesce_until(rt, read_by()).await?;
+            if rollups {
+                rt.process_new_summaries().await.map(|_| ())?;
             }
-        };
-        res.map_err(|source| SimError::Apply {
-            line: ev.line,
-            source,
-        })?;
-    }
+            rt.search(
+                agent_id,
+                SearchQuery {
+                    text: query.clone(),
+                    user_id: user_id.clone(),
+                    limit: *limit,
+                    ..Default::default()
+                },
+            )
+            .await
+            .map(|results| {
+                searches.push(SearchRecord {
+                    at: ev.at,
+                    agent_id: agent_id.clone(),
+                    user_id: user_id.clone(),
+                    query: query.clone(),
+                    results,
+                })
+            })
+        }
+    };
+    res.map_err(|source| SimError::Apply {
+        line: ev.line,
+        source,
+    })
+}
+
+/// Runs on after the last event until what the script set off is done,
+/// then flushes.
+async fn run_out(
+    rt: &crate::Runtime,
+    rollups: bool,
+    rollup_settle: Duration,
+    watchdog_interval: Duration,
+) -> Result<(), SimError> {
     // Run on until every session has ended and every reflection finished.
-    run_until_quiet(&rt).await?;
+    run_until_quiet(rt).await?;
     // Then through the next rollup hour, so the last day is rolled up too.
     if rollups {
         tokio::time::sleep(rollup_settle).await;
@@ -716,6 +752,17 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     rt.flush().await?;
+    Ok(())
+}
+
+/// What the runtime holds once the run is over, with the contexts and
+/// searches read along the way.
+async fn report(
+    rt: &crate::Runtime,
+    rollups: bool,
+    contexts: Vec<ContextSnapshot>,
+    searches: Vec<SearchRecord>,
+) -> Result<Report, SimError> {
     let sessions = rt.sessions(None).await?;
     let agents: BTreeSet<String> = sessions.iter().map(|s| s.agent_id.clone()).collect();
     let mut summaries = Vec::new();
@@ -752,7 +799,6 @@ pub async fn run(events: &[Event], opts: SimOptions) -> Result<Report, SimError>
                 .filter(|f| &f.user_id == user),
         );
     }
-    rt.shutdown().await?;
     Ok(Report {
         sessions,
         summaries,

@@ -5,12 +5,13 @@
 //! ```no_run
 //! # async fn t() -> anyhow::Result<()> {
 //! use recall::testkit::{Step, ScriptedReflect, TestRuntime};
+//! use recall::{EndOptions, Turn};
 //! // inside #[tokio::test(start_paused = true)]
 //! let reflect = ScriptedReflect::new([Step::ServerError(503)]);
 //! let rt = TestRuntime::start_with(reflect.clone()).await?;
 //! rt.start_session("kairix", "mark", "c1").await?;
-//! rt.record_turn("c1", "I got the job!", "Congratulations!")?;
-//! rt.end_session("c1")?;
+//! rt.record_turn("c1", Turn::new("I got the job!", "Congratulations!"))?;
+//! rt.end_session("c1", EndOptions::default())?;
 //! rt.wait_idle().await?;
 //! assert_eq!(reflect.calls(), 2);
 //! # Ok(()) }

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use recall::engine::clock::Clock;
-use recall::{RuntimeBuilder, Settings, SummaryType};
+use recall::{EndOptions, RuntimeBuilder, Settings, SummaryType, Turn};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -128,10 +128,12 @@ async fn seed_past_days(data: &Path) -> anyhow::Result<usize> {
                 rt.start_session(agent, user, &conn).await?;
                 rt.record_turn(
                     &conn,
-                    format!("{user} planned the garden beds with {agent} for the spring"),
-                    "Tomatoes along the south fence, then.",
+                    Turn::new(
+                        format!("{user} planned the garden beds with {agent} for the spring"),
+                        "Tomatoes along the south fence, then.",
+                    ),
                 )?;
-                rt.end_session(&conn)?;
+                rt.end_session(&conn, EndOptions::default())?;
                 sessions += 1;
             }
         }

@@ -14,7 +14,7 @@ use recall::embeddings::OpenAiEmbed;
 use recall::engine::embed::{Embed, EmbedError, HashingEmbed};
 use recall::engine::search::SearchQuery;
 use recall::engine::settings::{EmbedKind, OpenAiEmbedSettings};
-use recall::{RuntimeBuilder, Settings};
+use recall::{ContextOptions, EndOptions, RuntimeBuilder, Settings, Turn};
 use serde_json::{json, Value};
 
 type Res = anyhow::Result<()>;
@@ -212,8 +212,8 @@ async fn a_runtime_embeds_topics_and_searches_through_the_server() -> Res {
         ("c3", "We are planning a sailing weekend in Porto"),
     ] {
         rt.start_session("kairix", "mark", conn).await?;
-        rt.record_turn(conn, said, "Tell me more")?;
-        rt.end_session(conn)?;
+        rt.record_turn(conn, Turn::new(said, "Tell me more"))?;
+        rt.end_session(conn, EndOptions::default())?;
         rt.wait_idle().await?;
     }
     let topics = rt.topics("kairix", Some("mark")).await?;
@@ -275,10 +275,12 @@ async fn a_message_prepared_ahead_is_embedded_once_for_the_read() -> Res {
     rt.start_session("kairix", "mark", "c1").await?;
     rt.record_turn(
         "c1",
-        "We are planning a sailing weekend in Porto",
-        "Sounds lovely",
+        Turn::new(
+            "We are planning a sailing weekend in Porto",
+            "Sounds lovely",
+        ),
     )?;
-    rt.end_session("c1")?;
+    rt.end_session("c1", EndOptions::default())?;
     rt.wait_idle().await?;
     let asked = |message: &str| {
         fake.seen()
@@ -291,7 +293,9 @@ async fn a_message_prepared_ahead_is_embedded_once_for_the_read() -> Res {
     let message = "Where is the sailing weekend?";
     rt.prepare_message(message)?;
     rt.prepare_message(&format!("  {message}\n"))?;
-    let ctx = rt.context("kairix", "mark", message, 2_000).await?;
+    let ctx = rt
+        .context("kairix", "mark", message, 2_000, ContextOptions::default())
+        .await?;
     assert!(
         ctx.to_messages()
             .iter()
@@ -300,7 +304,8 @@ async fn a_message_prepared_ahead_is_embedded_once_for_the_read() -> Res {
     );
     assert_eq!(asked(message), 1, "one request for the prepared message");
     fake.set(Mode::Good);
-    rt.context("kairix", "mark", message, 2_000).await?;
+    rt.context("kairix", "mark", message, 2_000, ContextOptions::default())
+        .await?;
     assert_eq!(asked(message), 1, "the vector was kept");
 
     // refused whole: nothing is asked of the server

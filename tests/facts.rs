@@ -12,7 +12,10 @@ use futures::future::BoxFuture;
 use recall::engine::model::FactRecord;
 use recall::engine::reflect::extractive::ExtractiveReflect;
 use recall::runtime::ReplayRequest;
-use recall::{Clock, Reflect, ReflectError, ReflectRequest, Runtime, RuntimeBuilder, Settings};
+use recall::{
+    Clock, ContextOptions, EndOptions, Reflect, ReflectError, ReflectRequest, Runtime,
+    RuntimeBuilder, Settings, Turn,
+};
 use serde_json::json;
 
 mod common;
@@ -42,9 +45,9 @@ async fn call(rt: &Runtime, at: &str, conn: &str, said: &[&str]) -> Res {
     run_until(rt, utc(at)).await;
     rt.start_session("kairix", "mark", conn).await?;
     for s in said {
-        rt.record_turn(conn, *s, "I see.")?;
+        rt.record_turn(conn, Turn::new(*s, "I see."))?;
     }
-    rt.end_session(conn)?;
+    rt.end_session(conn, EndOptions::default())?;
     rt.wait_idle().await?;
     Ok(())
 }
@@ -59,7 +62,13 @@ fn by<'a>(facts: &'a [FactRecord], content: &str) -> &'a FactRecord {
 /// The facts the context for "where do I live?" shows, in the facts tier or retrieved.
 async fn facts_text(rt: &Runtime) -> anyhow::Result<String> {
     let c = rt
-        .context("kairix", "mark", "where do I live?", 4000)
+        .context(
+            "kairix",
+            "mark",
+            "where do I live?",
+            4000,
+            ContextOptions::default(),
+        )
         .await?;
     use recall::engine::context::Tier;
     // A fact the message asks about is shown in the retrieved tier, the
@@ -75,7 +84,13 @@ async fn facts_text(rt: &Runtime) -> anyhow::Result<String> {
 
 async fn context_text(rt: &Runtime) -> anyhow::Result<String> {
     let c = rt
-        .context("kairix", "mark", "where do I live?", 4000)
+        .context(
+            "kairix",
+            "mark",
+            "where do I live?",
+            4000,
+            ContextOptions::default(),
+        )
         .await?;
     Ok(c.to_messages()
         .into_iter()
@@ -206,13 +221,25 @@ async fn a_replay_finds_facts_with_the_new_rules_in_the_order_of_the_calls() -> 
         since: None,
     };
     // The store's in-memory facts are built before the replay writes.
-    rt.context("kairix", "mark", "where do I live?", 2000)
-        .await?;
+    rt.context(
+        "kairix",
+        "mark",
+        "where do I live?",
+        2000,
+        ContextOptions::default(),
+    )
+    .await?;
     let report = rt.replay(&request, |_| true).await?;
     assert_eq!(report.progress.changed, 3, "{report:?}");
     assert!(rt.store_mirrors_match().await?);
     let c = rt
-        .context("kairix", "mark", "where do I live?", 2000)
+        .context(
+            "kairix",
+            "mark",
+            "where do I live?",
+            2000,
+            ContextOptions::default(),
+        )
         .await?;
     assert!(
         c.tiers
@@ -252,10 +279,12 @@ async fn the_agent_sides_promises_and_life_are_its_own_facts_in_the_context() ->
     rt.start_session("kairix", "mark", "c1").await?;
     rt.record_turn(
         "c1",
-        "I live in Austin, near the river.",
-        "Lovely. I live in Cork myself. I'll send you the ferry timetable tonight.",
+        Turn::new(
+            "I live in Austin, near the river.",
+            "Lovely. I live in Cork myself. I'll send you the ferry timetable tonight.",
+        ),
     )?;
-    rt.end_session("c1")?;
+    rt.end_session("c1", EndOptions::default())?;
     rt.wait_idle().await?;
     let facts = rt.facts("kairix", "mark").await?;
     let agent: Vec<&str> = facts
@@ -283,7 +312,13 @@ async fn the_agent_sides_promises_and_life_are_its_own_facts_in_the_context() ->
     use recall::engine::context::Tier;
     let tier = common::tier_text;
     let c = rt
-        .context("kairix", "mark", "what's for dinner?", 4000)
+        .context(
+            "kairix",
+            "mark",
+            "what's for dinner?",
+            4000,
+            ContextOptions::default(),
+        )
         .await?;
     let facts_tier = tier(&c, Tier::Facts);
     assert!(
@@ -292,7 +327,13 @@ async fn the_agent_sides_promises_and_life_are_its_own_facts_in_the_context() ->
     );
     assert!(!facts_tier.contains("Cork"), "{facts_tier}");
     let c = rt
-        .context("kairix", "mark", "Is Cork where you live?", 4000)
+        .context(
+            "kairix",
+            "mark",
+            "Is Cork where you live?",
+            4000,
+            ContextOptions::default(),
+        )
         .await?;
     let found = tier(&c, Tier::Retrieved);
     assert!(found.contains("Cork"), "{found}");

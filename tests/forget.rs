@@ -14,7 +14,7 @@ use recall::engine::reflect::extractive::ExtractiveReflect;
 use recall::engine::search::SearchQuery;
 use recall::engine::store::Trees;
 use recall::testkit::{ScriptedReflect, Step, TestRuntime};
-use recall::{BlockLabel, Settings, SummaryType};
+use recall::{BlockLabel, ContextOptions, EndOptions, Settings, SummaryType, Turn};
 use uuid::Uuid;
 
 mod common;
@@ -33,9 +33,9 @@ fn utc(s: &str) -> DateTime<Utc> {
 async fn call(rt: &TestRuntime, agent: &str, user: &str, conn: &str, turns: &[&str]) -> Res {
     rt.start_session(agent, user, conn).await?;
     for t in turns {
-        rt.record_turn(conn, *t, "I'll remember that.")?;
+        rt.record_turn(conn, Turn::new(*t, "I'll remember that."))?;
     }
-    rt.end_session(conn)?;
+    rt.end_session(conn, EndOptions::default())?;
     settle(rt).await;
     Ok(())
 }
@@ -176,7 +176,7 @@ async fn a_forgotten_user_leaves_no_copy_and_the_others_keep_theirs() -> Res {
     );
     // One of her calls is live when she asks to be forgotten.
     rt.start_session("kairix", ZOE, "live").await?;
-    rt.record_turn("live", "Zanzibar visa questions", "Let's check.")?;
+    rt.record_turn("live", Turn::new("Zanzibar visa questions", "Let's check."))?;
 
     // With one agent first: Nova forgets her, Kairix still knows her.
     let nova = rt.forget_user(ZOE, Some("nova")).await?;
@@ -190,7 +190,14 @@ async fn a_forgotten_user_leaves_no_copy_and_the_others_keep_theirs() -> Res {
     );
     // The store's in-memory records, dropped by the forget and built
     // again by a context read, are its trees'.
-    rt.context("kairix", "ada", "the garden?", 2000).await?;
+    rt.context(
+        "kairix",
+        "ada",
+        "the garden?",
+        2000,
+        ContextOptions::default(),
+    )
+    .await?;
     assert!(rt.store_mirrors_match().await?);
 
     // Then with every agent.
@@ -228,7 +235,13 @@ async fn a_forgotten_user_leaves_no_copy_and_the_others_keep_theirs() -> Res {
             }
         }
         let ctx = rt
-            .context(agent, ZOE, "Where are we sailing?", 8_000)
+            .context(
+                agent,
+                ZOE,
+                "Where are we sailing?",
+                8_000,
+                ContextOptions::default(),
+            )
             .await?;
         assert!(!mentions_her(&serde_json::to_string(&ctx)?), "{ctx:?}");
     }
@@ -352,8 +365,8 @@ async fn a_reflection_backing_off_when_its_user_is_forgotten_stops_and_leaves_no
     settings.reflector.max_attempts = 3;
     let rt = TestRuntime::start_full(settings, Arc::new(llm.clone())).await?;
     rt.start_session("kairix", ZOE, "c1").await?;
-    rt.record_turn("c1", "We sail to Zanzibar in June", "Lovely.")?;
-    rt.end_session("c1")?;
+    rt.record_turn("c1", Turn::new("We sail to Zanzibar in June", "Lovely."))?;
+    rt.end_session("c1", EndOptions::default())?;
     // The first attempt fails; the reflection waits to try again.
     while llm.calls() == 0 {
         tokio::time::sleep(Duration::from_millis(1)).await;
@@ -379,12 +392,12 @@ async fn a_call_live_at_the_forget_is_not_sent_to_the_summarizer() -> Res {
     let llm = ScriptedReflect::new([]);
     let rt = TestRuntime::start_full(Settings::for_test(), Arc::new(llm.clone())).await?;
     rt.start_session("kairix", ZOE, "live").await?;
-    rt.record_turn("live", "We sail to Zanzibar in June", "Lovely.")?;
+    rt.record_turn("live", Turn::new("We sail to Zanzibar in June", "Lovely."))?;
     rt.start_session("kairix", "ada", "other").await?;
-    rt.record_turn("other", "The tomatoes are doing well", "Good.")?;
+    rt.record_turn("other", Turn::new("The tomatoes are doing well", "Good."))?;
     let report = rt.forget_user(ZOE, None).await?;
     assert_eq!((report.sessions, report.session_summaries), (1, 0));
-    rt.end_session("other")?;
+    rt.end_session("other", EndOptions::default())?;
     settle(&rt).await;
     tokio::time::sleep(Duration::from_secs(60)).await;
     settle(&rt).await;
@@ -411,10 +424,13 @@ fn on_postgres(schema: &common::TestSchema) -> Settings {
 /// their session ids.
 async fn zoe_and_mark_live_on(b: &recall::Runtime) -> anyhow::Result<(Uuid, Uuid)> {
     let live = b.start_session("kairix", ZOE, "zoe-call").await?;
-    b.record_turn("zoe-call", "I fly to Zanzibar on Friday", "Safe travels")?;
+    b.record_turn(
+        "zoe-call",
+        Turn::new("I fly to Zanzibar on Friday", "Safe travels"),
+    )?;
     b.sync().await?;
     let other = b.start_session("kairix", "mark", "mark-call").await?;
-    b.record_turn("mark-call", "My sister lives in Leeds", "Lovely")?;
+    b.record_turn("mark-call", Turn::new("My sister lives in Leeds", "Lovely"))?;
     Ok((live.session_id, other.session_id))
 }
 
@@ -480,7 +496,10 @@ async fn a_forget_on_one_instance_ends_the_users_live_call_on_another() -> Res {
     }
     // Mark's call is still live on B.
     assert!(b.live_session("mark-call").await?.is_some());
-    assert_eq!(b.end_session("mark-call")?, Some(other));
+    assert_eq!(
+        b.end_session("mark-call", EndOptions::default())?,
+        Some(other)
+    );
     b.shutdown().await?;
     a.shutdown().await?;
     // One forget, logged once (B's repeat of it is not logged again).
@@ -517,8 +536,7 @@ async fn a_forget_whose_announcement_was_missed_is_found_in_the_forget_log() -> 
     let back = b.start_session("kairix", ZOE, "zoe-back").await?;
     b.record_turn(
         "zoe-back",
-        "I'm back, and I live in Oslo now",
-        "Welcome back",
+        Turn::new("I'm back, and I live in Oslo now", "Welcome back"),
     )?;
     until_ended_and_gone(&b, "zoe-call", live).await?;
     b.wait_idle().await?;
@@ -540,12 +558,18 @@ async fn a_forget_whose_announcement_was_missed_is_found_in_the_forget_log() -> 
         b.live_session("zoe-back").await?.is_some(),
         "her new call was ended"
     );
-    assert_eq!(b.end_session("zoe-back")?, Some(back.session_id));
+    assert_eq!(
+        b.end_session("zoe-back", EndOptions::default())?,
+        Some(back.session_id)
+    );
     b.wait_idle().await?;
     assert_eq!(b.turns(back.session_id).await?.len(), 1, "her new turn");
     // Mark's call goes on.
     assert!(b.live_session("mark-call").await?.is_some());
-    assert_eq!(b.end_session("mark-call")?, Some(other));
+    assert_eq!(
+        b.end_session("mark-call", EndOptions::default())?,
+        Some(other)
+    );
     b.shutdown().await?;
     assert_eq!(pg.forget_log().await?.len(), 1, "B's repeat is not logged");
     Ok(())

@@ -12,7 +12,7 @@
 use recall::runtime::RuntimeBuilder;
 #[cfg(not(feature = "local-embed"))]
 use recall::runtime::StartupError;
-use recall::Settings;
+use recall::{ContextOptions, EndOptions, Settings, Turn};
 
 mod common;
 
@@ -31,7 +31,7 @@ mod with_model {
     use recall::engine::settings::LocalEmbedSettings;
     use recall::local_embed::{LocalEmbed, ModelError};
     use recall::runtime::{RuntimeBuilder, StartupError};
-    use recall::Settings;
+    use recall::{ContextOptions, EndOptions, Settings, Turn};
 
     fn model_dir() -> PathBuf {
         let dir = std::env::var_os("RECALL_TEST_MODEL_DIR")
@@ -278,9 +278,9 @@ mod with_model {
             let conn = format!("c{i}");
             rt.start_session("kairix", "mark", &conn).await?;
             for l in lines {
-                rt.record_turn(&conn, l, "That sounds like quite a day.")?;
+                rt.record_turn(&conn, Turn::new(l, "That sounds like quite a day."))?;
             }
-            rt.end_session(&conn)?;
+            rt.end_session(&conn, EndOptions::default())?;
             rt.wait_idle().await?;
             tokio::time::advance(std::time::Duration::from_secs(86_400)).await;
         }
@@ -305,7 +305,9 @@ mod with_model {
         local.embed.kind = EmbedKind::Local;
         local.embed.local.model_dir = model_dir().to_string_lossy().into();
         let rt = memory_of(local).await?;
-        let c = rt.context("kairix", "mark", question, 2000).await?;
+        let c = rt
+            .context("kairix", "mark", question, 2000, ContextOptions::default())
+            .await?;
         let found = retrieved(&c);
         assert!(found.contains("that dachshund is a menace"), "{found}");
         // The same memory on the hashing embedder, by the question's own
@@ -315,7 +317,9 @@ mod with_model {
         let mut words_only = Settings::for_test();
         words_only.context.retrieval_related_words = 0;
         let hashing = memory_of(words_only).await?;
-        let c = hashing.context("kairix", "mark", question, 2000).await?;
+        let c = hashing
+            .context("kairix", "mark", question, 2000, ContextOptions::default())
+            .await?;
         assert!(!retrieved(&c).contains("Pickles"), "{}", retrieved(&c));
 
         // The turns have vectors, and a forget takes them with the turns.
@@ -324,7 +328,9 @@ mod with_model {
             report.vectors >= report.turns + report.session_summaries,
             "{report:?}"
         );
-        let c = rt.context("kairix", "mark", question, 2000).await?;
+        let c = rt
+            .context("kairix", "mark", question, 2000, ContextOptions::default())
+            .await?;
         assert!(!recall::engine::context::AssembledContext::to_messages(&c)
             .iter()
             .any(|m| m.content.contains("Pickles")));
@@ -365,7 +371,9 @@ mod with_model {
         // every summary and fact (hashing vectors), and every turn (none)
         assert!(p.found as usize > turns, "{p:?} for {turns} turns");
         assert_eq!((p.done, p.failed), (p.found, 0), "{p:?}");
-        let c = rt.context("kairix", "mark", question, 2000).await?;
+        let c = rt
+            .context("kairix", "mark", question, 2000, ContextOptions::default())
+            .await?;
         assert!(
             retrieved(&c).contains("that dachshund is a menace"),
             "{}",
@@ -437,8 +445,11 @@ async fn reembedding_stops_when_the_embedder_fails() -> anyhow::Result<()> {
     let rt = TestRuntime::start_full(Settings::for_test(), std::sync::Arc::new(ExtractiveReflect))
         .await?;
     rt.start_session("kairix", "mark", "c1").await?;
-    rt.record_turn("c1", "We adopted a greyhound called Juniper.", "Lovely.")?;
-    rt.end_session("c1")?;
+    rt.record_turn(
+        "c1",
+        Turn::new("We adopted a greyhound called Juniper.", "Lovely."),
+    )?;
+    rt.end_session("c1", EndOptions::default())?;
     common::settle(&rt).await;
     let closed = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
@@ -458,7 +469,13 @@ async fn reembedding_stops_when_the_embedder_fails() -> anyhow::Result<()> {
     assert!(p.found >= 1, "{p:?}");
     assert_eq!((p.done, p.failed, p.running), (0, p.found, false), "{p:?}");
     let c = rt
-        .context("kairix", "mark", "what is the greyhound called?", 2000)
+        .context(
+            "kairix",
+            "mark",
+            "what is the greyhound called?",
+            2000,
+            ContextOptions::default(),
+        )
         .await?;
     let all: String = c.to_messages().iter().map(|m| m.content.clone()).collect();
     assert!(all.contains("Juniper"), "{all}");

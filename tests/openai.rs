@@ -13,8 +13,8 @@ use recall::engine::settings::{OpenAiSettings, ReflectorKind};
 use recall::llm::OpenAiReflect;
 use recall::testkit::test_epoch;
 use recall::{
-    BlockLabel, ConversationTurn, Reflect, ReflectError, ReflectRequest, RuntimeBuilder,
-    SessionRecord, Settings, SummaryType,
+    BlockLabel, ContextOptions, ConversationTurn, EndOptions, Reflect, ReflectError,
+    ReflectRequest, RuntimeBuilder, SessionRecord, Settings, SummaryType, Turn,
 };
 use serde_json::json;
 
@@ -365,15 +365,19 @@ async fn one_call(rt: &recall::Runtime) -> anyhow::Result<SessionRecord> {
     let rec = rt.start_session("kairix", "mark", "c1").await?;
     rt.record_turn(
         "c1",
-        "I have an interview at Globex on Friday",
-        "That's great news. Want to practise?",
+        Turn::new(
+            "I have an interview at Globex on Friday",
+            "That's great news. Want to practise?",
+        ),
     )?;
     rt.record_turn(
         "c1",
-        "Yes, and I'm nervous about the salary question",
-        "Let's start with that one.",
+        Turn::new(
+            "Yes, and I'm nervous about the salary question",
+            "Let's start with that one.",
+        ),
     )?;
-    rt.end_session("c1")?;
+    rt.end_session("c1", EndOptions::default())?;
     rt.wait_idle().await?;
     Ok(rec)
 }
@@ -527,17 +531,21 @@ async fn calls(rt: &recall::Runtime, phase: &str) -> anyhow::Result<Vec<Uuid>> {
         for t in 0..2 {
             rt.record_turn(
                 &conn,
-                format!("{phase} call {i}: {user} asks about the Globex offer, part {t}"),
-                "Let's go through it.",
+                Turn::new(
+                    format!("{phase} call {i}: {user} asks about the Globex offer, part {t}"),
+                    "Let's go through it.",
+                ),
             )?;
         }
         rt.record_turn_durable(
             &conn,
-            format!("{phase} call {i}: {user} decides to negotiate the salary"),
-            "Good plan.",
+            Turn::new(
+                format!("{phase} call {i}: {user} decides to negotiate the salary"),
+                "Good plan.",
+            ),
         )
         .await?;
-        rt.end_session(&conn)?;
+        rt.end_session(&conn, EndOptions::default())?;
     }
     Ok(ids)
 }
@@ -585,7 +593,13 @@ async fn an_llm_outage_of_every_kind_leaves_turns_and_contexts_alone_and_drains_
     // Meanwhile contexts assemble from what is stored: the calls' raw
     // turns stand in for their missing summaries.
     let ctx = rt
-        .context("kairix", "mark", "What did we decide?", 4_000)
+        .context(
+            "kairix",
+            "mark",
+            "What did we decide?",
+            4_000,
+            ContextOptions::default(),
+        )
         .await?;
     let text = serde_json::to_string(&ctx)?;
     assert!(
@@ -725,11 +739,10 @@ async fn long_call(rt: &recall::Runtime, turns: usize) -> anyhow::Result<Session
         };
         rt.record_turn(
             "long",
-            &user,
-            "Understood, let us keep going with the plan.",
+            Turn::new(&user, "Understood, let us keep going with the plan."),
         )?;
     }
-    rt.end_session("long")?;
+    rt.end_session("long", EndOptions::default())?;
     rt.wait_idle().await?;
     Ok(rec)
 }

@@ -12,7 +12,8 @@ use futures::future::BoxFuture;
 use recall::engine::reflect::extractive::ExtractiveReflect;
 use recall::runtime::ReplayRequest;
 use recall::{
-    Clock, Reflect, ReflectError, ReflectRequest, Runtime, RuntimeBuilder, Settings, SummaryType,
+    Clock, ContextOptions, EndOptions, Reflect, ReflectError, ReflectRequest, Runtime,
+    RuntimeBuilder, Settings, SummaryType, Turn,
 };
 use serde_json::json;
 
@@ -117,7 +118,14 @@ async fn a_replay_makes_linked_versions_revises_rollups_and_changes_nothing_twic
     .await?;
     // The store's in-memory records are built first, so every write after
     // (rollups, topics, the replay's versions) must keep them.
-    rt.context("kairix", "mark", "the trip?", 2000).await?;
+    rt.context(
+        "kairix",
+        "mark",
+        "the trip?",
+        2000,
+        ContextOptions::default(),
+    )
+    .await?;
     for day in 2..5 {
         run_until(&rt, utc(&format!("2026-03-0{day}T11:00:00Z"))).await;
         for user in ["mark", "ada"] {
@@ -125,11 +133,13 @@ async fn a_replay_makes_linked_versions_revises_rollups_and_changes_nothing_twic
             rt.start_session("kairix", user, &conn).await?;
             rt.record_turn(
                 &conn,
-                format!("{user} plans the trip to Porto, day {day}"),
-                "Nice.",
+                Turn::new(
+                    format!("{user} plans the trip to Porto, day {day}"),
+                    "Nice.",
+                ),
             )?;
-            rt.record_turn(&conn, "I prefer the morning train", "Noted.")?;
-            rt.end_session(&conn)?;
+            rt.record_turn(&conn, Turn::new("I prefer the morning train", "Noted."))?;
+            rt.end_session(&conn, EndOptions::default())?;
             rt.wait_idle().await?;
         }
     }
@@ -154,7 +164,14 @@ async fn a_replay_makes_linked_versions_revises_rollups_and_changes_nothing_twic
     )
     .await?;
     // The store's in-memory records, built before the replay writes.
-    rt.context("kairix", "mark", "the trip?", 2000).await?;
+    rt.context(
+        "kairix",
+        "mark",
+        "the trip?",
+        2000,
+        ContextOptions::default(),
+    )
+    .await?;
     let mut seen = Vec::new();
     let report = rt
         .replay(&request(Some("mark")), |p| {
@@ -336,8 +353,11 @@ async fn an_interrupted_replay_resumes_where_it_stopped() -> Res {
     for i in 0..5 {
         let conn = format!("c{i}");
         rt.start_session("kairix", "mark", &conn).await?;
-        rt.record_turn(&conn, format!("Call {i} about the Porto trip"), "Nice.")?;
-        rt.end_session(&conn)?;
+        rt.record_turn(
+            &conn,
+            Turn::new(format!("Call {i} about the Porto trip"), "Nice."),
+        )?;
+        rt.end_session(&conn, EndOptions::default())?;
         rt.wait_idle().await?;
     }
     rt.shutdown().await?;

@@ -12,7 +12,7 @@ use recall::engine::model::Visibility;
 use recall::engine::reflect::extractive::ExtractiveReflect;
 use recall::engine::search::{DocKind, SearchQuery};
 use recall::testkit::TestRuntime;
-use recall::{Runtime, Settings};
+use recall::{ContextOptions, EndOptions, Runtime, Settings, Turn};
 
 mod common;
 use common::{settle, tier_text, CHATTER};
@@ -22,9 +22,9 @@ type Res = anyhow::Result<()>;
 async fn call(rt: &TestRuntime, user: &str, conn: &str, lines: &[&str]) -> Res {
     rt.start_session("kairix", user, conn).await?;
     for l in lines {
-        rt.record_turn(conn, *l, "That sounds like quite a day.")?;
+        rt.record_turn(conn, Turn::new(*l, "That sounds like quite a day."))?;
     }
-    rt.end_session(conn)?;
+    rt.end_session(conn, EndOptions::default())?;
     settle(rt).await;
     Ok(())
 }
@@ -77,6 +77,7 @@ async fn a_detail_said_once_forty_calls_ago_comes_back_when_asked_in_other_words
             "mark",
             "Remind me, what did we name the rescue?",
             2000,
+            ContextOptions::default(),
         )
         .await?;
     assert!(c.total_tokens <= 2000);
@@ -88,12 +89,20 @@ async fn a_detail_said_once_forty_calls_ago_comes_back_when_asked_in_other_words
         "{retrieved}"
     );
     // an empty message retrieves nothing
-    let c = rt.context("kairix", "mark", "", 2000).await?;
+    let c = rt
+        .context("kairix", "mark", "", 2000, ContextOptions::default())
+        .await?;
     assert!(tier_text(&c, Tier::Retrieved).is_empty());
     // a restart rebuilds the index from the store
     let rt = rt.crash_and_restart().await?;
     let c = rt
-        .context("kairix", "mark", "what was the greyhound called?", 2000)
+        .context(
+            "kairix",
+            "mark",
+            "what was the greyhound called?",
+            2000,
+            ContextOptions::default(),
+        )
         .await?;
     assert!(tier_text(&c, Tier::Retrieved).contains("Juniper"));
     Ok(())
@@ -128,7 +137,9 @@ async fn retrieval_never_crosses_users_but_shared_facts_do() -> Res {
         ),
         ("dana", "4417", "what is my locker code at the gym?"),
     ] {
-        let c = rt.context("kairix", user, ask, 4000).await?;
+        let c = rt
+            .context("kairix", user, ask, 4000, ContextOptions::default())
+            .await?;
         let text = all_text(&c);
         assert!(!text.contains(other), "{user} sees {other}: {text}");
     }
@@ -139,6 +150,7 @@ async fn retrieval_never_crosses_users_but_shared_facts_do() -> Res {
             "dana",
             "what is the codeword for the surprise party?",
             4000,
+            ContextOptions::default(),
         )
         .await?;
     assert!(tier_text(&c, Tier::Retrieved).contains("flamingo"));
@@ -152,7 +164,13 @@ async fn retrieval_never_crosses_users_but_shared_facts_do() -> Res {
     rt.set_fact_visibility(fact.fact_id, "dana", Visibility::Shared)
         .await?;
     let c = rt
-        .context("kairix", "mark", "who works at Quokka Labs?", 4000)
+        .context(
+            "kairix",
+            "mark",
+            "who works at Quokka Labs?",
+            4000,
+            ContextOptions::default(),
+        )
         .await?;
     let text = all_text(&c);
     // once in the memory, once in the question itself
@@ -175,12 +193,28 @@ async fn a_forgotten_users_turns_leave_the_index() -> Res {
     let before = rt.indexed_items("kairix").await?;
     assert!(before.iter().any(|(_, u)| u == "zoe"));
     // A read retrieves her turn (as the index prepared it).
-    let c = rt.context("kairix", "zoe", "the vacuum?", 2_000).await?;
+    let c = rt
+        .context(
+            "kairix",
+            "zoe",
+            "the vacuum?",
+            2_000,
+            ContextOptions::default(),
+        )
+        .await?;
     assert!(tier_text(&c, Tier::Retrieved).contains("Zanzibar"));
     rt.forget_user("zoe", None).await?;
     settle(&rt).await;
     // Nothing of hers is held in the index, nor retrieved.
-    let c = rt.context("kairix", "zoe", "the vacuum?", 2_000).await?;
+    let c = rt
+        .context(
+            "kairix",
+            "zoe",
+            "the vacuum?",
+            2_000,
+            ContextOptions::default(),
+        )
+        .await?;
     assert!(!all_text(&c).contains("Zanzibar"), "{}", all_text(&c));
     let after = rt.indexed_items("kairix").await?;
     assert!(after.iter().all(|(_, u)| u != "zoe"), "{after:?}");
@@ -236,7 +270,9 @@ async fn the_built_in_word_vectors_find_what_shares_no_word_with_the_question() 
     let mut settings = Settings::for_test();
     settings.embed.kind = recall::engine::settings::EmbedKind::Static;
     let rt = memory_of(settings.clone(), detail).await?;
-    let c = rt.context("kairix", "mark", question, 2000).await?;
+    let c = rt
+        .context("kairix", "mark", question, 2000, ContextOptions::default())
+        .await?;
     assert!(
         tier_text(&c, Tier::Retrieved).contains("chain snapped"),
         "{}",
@@ -245,7 +281,9 @@ async fn the_built_in_word_vectors_find_what_shares_no_word_with_the_question() 
     // The index made the turns' vectors itself; a restart builds it again
     // from the stored turns alone, and finds the same.
     let rt = rt.restart_with(settings).await?;
-    let c = rt.context("kairix", "mark", question, 2000).await?;
+    let c = rt
+        .context("kairix", "mark", question, 2000, ContextOptions::default())
+        .await?;
     assert!(
         tier_text(&c, Tier::Retrieved).contains("chain snapped"),
         "{}",
@@ -266,14 +304,18 @@ async fn the_built_in_word_vectors_find_what_shares_no_word_with_the_question() 
     settings.embed.kind = recall::engine::settings::EmbedKind::Hashing;
     settings.context.retrieval_related_words = 0;
     let hashing = memory_of(settings.clone(), detail).await?;
-    let c = hashing.context("kairix", "mark", question, 2000).await?;
+    let c = hashing
+        .context("kairix", "mark", question, 2000, ContextOptions::default())
+        .await?;
     assert!(!all_text(&c).contains("chain snapped"), "{}", all_text(&c));
     Runtime::clone(&hashing).shutdown().await?;
     // ... the words nearest them in meaning do ("bike" to "bicycle"),
     // with no vector per item.
     settings.context.retrieval_related_words = 10;
     let related = memory_of(settings, detail).await?;
-    let c = related.context("kairix", "mark", question, 2000).await?;
+    let c = related
+        .context("kairix", "mark", question, 2000, ContextOptions::default())
+        .await?;
     assert!(
         tier_text(&c, Tier::Retrieved).contains("chain snapped"),
         "{}",
@@ -308,7 +350,13 @@ async fn a_retrieved_reply_comes_with_the_turn_before_it() -> Res {
         call(&rt, "mark", &format!("c{i}"), &[CHATTER[i % CHATTER.len()]]).await?;
     }
     let c = rt
-        .context("kairix", "mark", "What's my younger sister's name?", 2000)
+        .context(
+            "kairix",
+            "mark",
+            "What's my younger sister's name?",
+            2000,
+            ContextOptions::default(),
+        )
         .await?;
     let retrieved = tier_text(&c, Tier::Retrieved);
     // The hit, the turn before it (the name) and the one after.
@@ -343,15 +391,19 @@ async fn an_answer_to_the_agents_question_comes_with_the_hit_that_asked_it() -> 
     rt.start_session("kairix", "mark", "c0").await?;
     rt.record_turn(
         "c0",
-        "I had brunch with my oldest friend today",
-        "Oh lovely! Which one?",
+        Turn::new(
+            "I had brunch with my oldest friend today",
+            "Oh lovely! Which one?",
+        ),
     )?;
     rt.record_turn(
         "c0",
-        "Priyanka. Since we were four. She still steals my chips at every single dinner and still denies it with a straight face, every time",
-        "Ha, a classic. Friends since 1994, then!",
+        Turn::new(
+            "Priyanka. Since we were four. She still steals my chips at every single dinner and still denies it with a straight face, every time",
+            "Ha, a classic. Friends since 1994, then!",
+        ),
     )?;
-    rt.end_session("c0")?;
+    rt.end_session("c0", EndOptions::default())?;
     settle(&rt).await;
     // Other calls about an old friend, each in other words and at length,
     // among small talk: more hits than the budget holds.
@@ -372,7 +424,13 @@ async fn an_answer_to_the_agents_question_comes_with_the_hit_that_asked_it() -> 
         call(&rt, "mark", &conn, &[line.as_str()]).await?;
     }
     let c = rt
-        .context("kairix", "mark", "Who's my oldest friend?", 260)
+        .context(
+            "kairix",
+            "mark",
+            "Who's my oldest friend?",
+            260,
+            ContextOptions::default(),
+        )
         .await?;
     let retrieved = tier_text(&c, Tier::Retrieved);
     assert!(
@@ -430,13 +488,21 @@ async fn a_person_asked_about_by_relation_is_found_by_the_name_the_facts_give() 
     }
     days(1).await;
     let ask = "Where does my brother live now?";
-    let c = rt.context("kairix", "mark", ask, 2000).await?;
+    let c = rt
+        .context("kairix", "mark", ask, 2000, ContextOptions::default())
+        .await?;
     let retrieved = tier_text(&c, Tier::Retrieved);
     assert!(retrieved.contains("Aberdeen"), "{retrieved}");
     // Mark's facts name nobody for Ada: her cousin's Rob stays hers, and
     // Mark's brother never comes into her context.
     let c = rt
-        .context("kairix", "ada", "Where does my cousin live now?", 2000)
+        .context(
+            "kairix",
+            "ada",
+            "Where does my cousin live now?",
+            2000,
+            ContextOptions::default(),
+        )
         .await?;
     let retrieved = tier_text(&c, Tier::Retrieved);
     assert!(
@@ -471,13 +537,25 @@ async fn a_move_told_without_the_questions_words_answers_where_one_lives_now() -
     }
     days(1).await;
     let c = rt
-        .context("kairix", "mark", "Where do I live now?", 2000)
+        .context(
+            "kairix",
+            "mark",
+            "Where do I live now?",
+            2000,
+            ContextOptions::default(),
+        )
         .await?;
     let retrieved = tier_text(&c, Tier::Retrieved);
     assert!(retrieved.contains("Port Chalmers"), "{retrieved}");
     // and where he lived before, asked so
     let c = rt
-        .context("kairix", "mark", "Where did I live before?", 2000)
+        .context(
+            "kairix",
+            "mark",
+            "Where did I live before?",
+            2000,
+            ContextOptions::default(),
+        )
         .await?;
     let retrieved = tier_text(&c, Tier::Retrieved);
     assert!(retrieved.contains("Caversham"), "{retrieved}");

@@ -10,7 +10,9 @@ use chrono::{DateTime, Utc};
 use recall::engine::reflect::extractive::ExtractiveReflect;
 use recall::engine::search::{DocKind, SearchQuery};
 use recall::testkit::{ScriptedReflect, Step, TestRuntime};
-use recall::{ConversationSummary, RecallError, Settings, SummaryType};
+use recall::{
+    ContextOptions, ConversationSummary, EndOptions, RecallError, Settings, SummaryType, Turn,
+};
 
 mod common;
 use common::{run_until, settle};
@@ -34,9 +36,9 @@ fn settings(zone: &str) -> Settings {
 async fn call(rt: &TestRuntime, user: &str, conn: &str, turns: &[(&str, &str)]) -> Res {
     rt.start_session("kairix", user, conn).await?;
     for (u, a) in turns {
-        rt.record_turn(conn, *u, *a)?;
+        rt.record_turn(conn, Turn::new(*u, *a))?;
     }
-    rt.end_session(conn)?;
+    rt.end_session(conn, EndOptions::default())?;
     settle(rt).await;
     Ok(())
 }
@@ -247,7 +249,8 @@ async fn a_late_session_summary_supersedes_its_days_rollup() -> Res {
     .await?;
     assert_eq!(rt.dead_letters().await?.len(), 1);
     // The store's in-memory records, built now, keep up with the rollups.
-    rt.context("kairix", "mark", "Lisbon?", 2000).await?;
+    rt.context("kairix", "mark", "Lisbon?", 2000, ContextOptions::default())
+        .await?;
     run_until(&rt, utc("2026-03-03T10:00:00Z")).await;
     settle(&rt).await;
     let first = of_type(&rt, SummaryType::Daily).await?;
@@ -301,7 +304,9 @@ async fn a_late_session_summary_supersedes_its_days_rollup() -> Res {
     rt.drop_search_indexes();
     assert_eq!(daily_hits(&rt).await, [new.summary_id]);
     // a context shows the new day, not the old
-    let c = rt.context("kairix", "mark", "hi", 8000).await?;
+    let c = rt
+        .context("kairix", "mark", "hi", 8000, ContextOptions::default())
+        .await?;
     let shown: Vec<String> = c.tiers[2]
         .items
         .iter()
@@ -346,7 +351,14 @@ async fn topic_run() -> anyhow::Result<Vec<(String, usize)>> {
         ),
     ];
     // The store's in-memory records, built first, keep up with the topics.
-    rt.context("kairix", "mark", "the interview?", 2000).await?;
+    rt.context(
+        "kairix",
+        "mark",
+        "the interview?",
+        2000,
+        ContextOptions::default(),
+    )
+    .await?;
     for (i, (u, a)) in calls.iter().enumerate() {
         call(&rt, "mark", &format!("c{i}"), &[(u, a)]).await?;
     }
@@ -594,15 +606,21 @@ async fn a_topic_shift_in_a_live_call_refreshes_the_block_early() -> Res {
 
     // a live call drifts to sailing: after three turns the block leads with it
     rt.start_session("kairix", "mark", "live").await?;
-    rt.record_turn("live", "Back to the sailing trip", "Sure")?;
-    rt.record_turn("live", "Which boat did I book in Porto?", "The small one")?;
+    rt.record_turn("live", Turn::new("Back to the sailing trip", "Sure"))?;
+    rt.record_turn(
+        "live",
+        Turn::new("Which boat did I book in Porto?", "The small one"),
+    )?;
     settle(&rt).await;
     assert_eq!(
         rt.stats().await?.watchdog.topic_shifts,
         0,
         "not before the third turn"
     );
-    rt.record_turn("live", "Porto sailing weather looks good", "Great")?;
+    rt.record_turn(
+        "live",
+        Turn::new("Porto sailing weather looks good", "Great"),
+    )?;
     // (the barrier covers the watchdog's handling of the live words)
     settle(&rt).await;
     assert_eq!(rt.stats().await?.watchdog.topic_shifts, 1);
@@ -612,7 +630,9 @@ async fn a_topic_shift_in_a_live_call_refreshes_the_block_early() -> Res {
         "{v}"
     );
     // the user's own context renders the same order
-    let c = rt.context("kairix", "mark", "hi", 4000).await?;
+    let c = rt
+        .context("kairix", "mark", "hi", 4000, ContextOptions::default())
+        .await?;
     let bg = c.tiers[0]
         .items
         .iter()
@@ -627,9 +647,9 @@ async fn a_topic_shift_in_a_live_call_refreshes_the_block_early() -> Res {
     // staying on it changes nothing more (a report goes out again after
     // the 30-second interval, and finds the same topic)
     tokio::time::sleep(Duration::from_secs(60)).await;
-    rt.record_turn("live", "Sailing again", "ok")?;
-    rt.record_turn("live", "More Porto sailing", "ok")?;
-    rt.record_turn("live", "The boat in Porto", "ok")?;
+    rt.record_turn("live", Turn::new("Sailing again", "ok"))?;
+    rt.record_turn("live", Turn::new("More Porto sailing", "ok"))?;
+    rt.record_turn("live", Turn::new("The boat in Porto", "ok"))?;
     settle(&rt).await;
     assert_eq!(rt.stats().await?.watchdog.topic_shifts, 1);
     Ok(())

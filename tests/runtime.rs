@@ -7,8 +7,8 @@ use recall::engine::reflect::extractive::ExtractiveReflect;
 use recall::engine::store::{StoreError, Trees};
 use recall::testkit::{test_epoch, ScriptedReflect, Step, TestRuntime};
 use recall::{
-    BlockLabel, EndReason, InputError, RecallError, RuntimeBuilder, Settings, StartupError,
-    SummaryType,
+    BlockLabel, ContextOptions, EndOptions, EndReason, InputError, RecallError, RuntimeBuilder,
+    Settings, StartupError, SummaryType, TouchOptions, Turn,
 };
 use tokio::time::advance;
 
@@ -30,7 +30,10 @@ async fn silence_ends_a_session_exactly_at_the_timeout_after_the_last_turn() -> 
     let rt = TestRuntime::start().await?;
     let rec = rt.start_session("kairix", "mark", "c1").await?;
     advance(secs(100)).await;
-    rt.record_turn("c1", "I have an interview at Globex", "Let's prepare")?;
+    rt.record_turn(
+        "c1",
+        Turn::new("I have an interview at Globex", "Let's prepare"),
+    )?;
     settle(&rt).await;
     advance(secs(299)).await;
     settle(&rt).await;
@@ -72,9 +75,9 @@ async fn the_silence_window_counts_from_the_start_and_an_empty_session_gets_no_s
 async fn touch_defers_the_silence_end() -> Res {
     let rt = TestRuntime::start().await?;
     let rec = rt.start_session("kairix", "mark", "c1").await?;
-    rt.record_turn("c1", "hello", "hi")?;
+    rt.record_turn("c1", Turn::new("hello", "hi"))?;
     advance(secs(200)).await;
-    rt.touch("c1")?;
+    rt.touch("c1", TouchOptions::default())?;
     settle(&rt).await;
     advance(secs(200)).await;
     settle(&rt).await;
@@ -96,13 +99,25 @@ async fn disconnect_ends_once_and_gives_one_summary() -> Res {
     let rec = rt.start_session("kairix", "mark", "c1").await?;
     rt.record_turn(
         "c1",
-        "My name is Mark and I work at Initech",
-        "Nice to meet you, Mark",
+        Turn::new(
+            "My name is Mark and I work at Initech",
+            "Nice to meet you, Mark",
+        ),
     )?;
-    rt.record_turn("c1", "I'm looking for a new job", "Let's plan your search")?;
+    rt.record_turn(
+        "c1",
+        Turn::new("I'm looking for a new job", "Let's plan your search"),
+    )?;
     advance(secs(30)).await;
-    assert_eq!(rt.end_session("c1")?, Some(rec.session_id));
-    assert_eq!(rt.end_session("c1")?, None, "second end is a no-op");
+    assert_eq!(
+        rt.end_session("c1", EndOptions::default())?,
+        Some(rec.session_id)
+    );
+    assert_eq!(
+        rt.end_session("c1", EndOptions::default())?,
+        None,
+        "second end is a no-op"
+    );
     settle(&rt).await;
     let s = rt.session(rec.session_id).await?.expect("stored");
     assert_eq!(s.end_reason, Some(EndReason::Disconnect));
@@ -121,18 +136,18 @@ async fn disconnect_ends_once_and_gives_one_summary() -> Res {
 async fn a_turn_after_a_silence_end_opens_a_new_session_and_is_not_lost() -> Res {
     let rt = TestRuntime::start().await?;
     let first = rt.start_session("kairix", "mark", "c1").await?;
-    rt.record_turn("c1", "first", "one")?;
+    rt.record_turn("c1", Turn::new("first", "one"))?;
     advance(secs(301)).await;
     settle(&rt).await;
-    rt.record_turn("c1", "second", "two")?;
-    rt.record_turn("c1", "third", "three")?;
+    rt.record_turn("c1", Turn::new("second", "two"))?;
+    rt.record_turn("c1", Turn::new("third", "three"))?;
     settle(&rt).await;
     let live = rt.live_session("c1").await?.expect("a new session");
     assert_ne!(live.record.session_id, first.session_id);
     assert_eq!(live.record.user_id, "mark");
     let msgs: Vec<_> = live.turns.iter().map(|t| t.user_message.as_str()).collect();
     assert_eq!(msgs, ["second", "third"]);
-    rt.end_session("c1")?;
+    rt.end_session("c1", EndOptions::default())?;
     settle(&rt).await;
     let sessions = rt.sessions(Some("kairix")).await?;
     assert_eq!(sessions.len(), 2);
@@ -149,10 +164,10 @@ async fn ending_a_connection_while_a_late_turn_reopens_it_keeps_the_turn() -> Re
     advance(secs(301)).await;
     settle(&rt).await;
     // the late turn and the hang-up arrive back to back
-    let reopened = rt.record_turn("c1", "one last thing", "sure")?;
+    let reopened = rt.record_turn("c1", Turn::new("one last thing", "sure"))?;
     // the session being opened is the one ended (and the turn's caller
     // was told its id)
-    assert_eq!(rt.end_session("c1")?, Some(reopened));
+    assert_eq!(rt.end_session("c1", EndOptions::default())?, Some(reopened));
     settle(&rt).await;
     assert!(
         rt.live_session("c1").await?.is_none(),
@@ -172,16 +187,16 @@ async fn ending_a_connection_while_a_late_turn_reopens_it_keeps_the_turn() -> Re
 async fn clearing_the_context_ends_live_and_reopening_sessions() -> Res {
     let rt = TestRuntime::start().await?;
     let live = rt.start_session("kairix", "mark", "c1").await?;
-    rt.record_turn("c1", "I'm moving to Lisbon", "Exciting")?;
+    rt.record_turn("c1", Turn::new("I'm moving to Lisbon", "Exciting"))?;
     rt.start_session("kairix", "mark", "c2").await?;
     rt.start_session("kairix", "ada", "c3").await?;
     advance(secs(200)).await;
-    rt.record_turn("c1", "in June", "Noted")?;
-    rt.touch("c3")?;
+    rt.record_turn("c1", Turn::new("in June", "Noted"))?;
+    rt.touch("c3", TouchOptions::default())?;
     advance(secs(150)).await;
     settle(&rt).await;
     // c2 ended by silence; a late turn is reopening it
-    let reopening = rt.record_turn("c2", "are you there?", "yes")?;
+    let reopening = rt.record_turn("c2", Turn::new("are you there?", "yes"))?;
     let ctx = rt.live_contexts("kairix", "mark").await?;
     assert_eq!(ctx.len(), 1, "only c1 is live: {ctx:?}");
     assert_eq!(ctx[0].turn_count, 2);
@@ -204,7 +219,7 @@ async fn clearing_the_context_ends_live_and_reopening_sessions() -> Res {
     // another user of the same agent is untouched
     assert!(rt.live_session("c3").await?.is_some());
     // the cleared connection starts fresh on its next turn
-    let next = rt.record_turn("c1", "hello again", "hi")?;
+    let next = rt.record_turn("c1", Turn::new("hello again", "hi"))?;
     assert_ne!(next, live.session_id);
     Ok(())
 }
@@ -215,15 +230,15 @@ async fn bad_input_is_a_typed_error_and_changes_nothing() -> Res {
     settings.session.max_message_chars = 10;
     let rt = TestRuntime::start_full(settings, Arc::new(ExtractiveReflect)).await?;
     assert!(matches!(
-        rt.record_turn("never-started", "hi", "hello"),
+        rt.record_turn("never-started", Turn::new("hi", "hello")),
         Err(RecallError::UnknownConnection(_))
     ));
     assert!(matches!(
-        rt.touch("never-started"),
+        rt.touch("never-started", TouchOptions::default()),
         Err(RecallError::UnknownConnection(_))
     ));
     assert!(matches!(
-        rt.end_session("never-started"),
+        rt.end_session("never-started", EndOptions::default()),
         Err(RecallError::UnknownConnection(_))
     ));
     for (a, u, c) in [
@@ -250,7 +265,7 @@ async fn bad_input_is_a_typed_error_and_changes_nothing() -> Res {
         ))
     ));
     assert!(matches!(
-        rt.record_turn("c1", "ééééééééééé", "ok"),
+        rt.record_turn("c1", Turn::new("ééééééééééé", "ok")),
         Err(RecallError::Input(InputError::TooLong {
             len: 11,
             max: 10,
@@ -258,9 +273,9 @@ async fn bad_input_is_a_typed_error_and_changes_nothing() -> Res {
         }))
     ));
     // ten two-byte characters are within a ten-character limit
-    rt.record_turn("c1", "éééééééééé", "ok")?;
+    rt.record_turn("c1", Turn::new("éééééééééé", "ok"))?;
     assert!(matches!(
-        rt.record_turn("c1", " ", ""),
+        rt.record_turn("c1", Turn::new(" ", "")),
         Err(RecallError::Input(InputError::EmptyTurn))
     ));
     assert!(matches!(
@@ -285,8 +300,11 @@ async fn the_reflector_retries_with_backoff_honouring_retry_after() -> Res {
     let reflect = ScriptedReflect::new([Step::ServerError(503), Step::RateLimited(Some(secs(7)))]);
     let rt = TestRuntime::start_with(reflect.clone()).await?;
     let rec = rt.start_session("kairix", "mark", "c1").await?;
-    rt.record_turn("c1", "Globex invited me to an onsite", "Great news")?;
-    rt.end_session("c1")?;
+    rt.record_turn(
+        "c1",
+        Turn::new("Globex invited me to an onsite", "Great news"),
+    )?;
+    rt.end_session("c1", EndOptions::default())?;
     let before = tokio::time::Instant::now();
     settle(&rt).await;
     assert_eq!(reflect.calls(), 3);
@@ -316,8 +334,11 @@ async fn an_exhausted_retry_budget_dead_letters_and_can_be_retried() -> Res {
     let reflect = ScriptedReflect::new([Step::Timeout, Step::Hang, Step::ServerError(502)]);
     let rt = TestRuntime::start_full(settings, Arc::new(reflect.clone())).await?;
     let rec = rt.start_session("kairix", "mark", "c1").await?;
-    rt.record_turn("c1", "I accepted the Globex offer", "Congratulations")?;
-    rt.end_session("c1")?;
+    rt.record_turn(
+        "c1",
+        Turn::new("I accepted the Globex offer", "Congratulations"),
+    )?;
+    rt.end_session("c1", EndOptions::default())?;
     settle(&rt).await;
     assert_eq!(reflect.calls(), 3);
     assert!(rt.summary(rec.session_id).await?.is_none());
@@ -345,8 +366,8 @@ async fn a_rejected_request_is_not_retried() -> Res {
     let reflect = ScriptedReflect::new([Step::Rejected(400)]);
     let rt = TestRuntime::start_with(reflect.clone()).await?;
     rt.start_session("kairix", "mark", "c1").await?;
-    rt.record_turn("c1", "hi", "hello")?;
-    rt.end_session("c1")?;
+    rt.record_turn("c1", Turn::new("hi", "hello"))?;
+    rt.end_session("c1", EndOptions::default())?;
     settle(&rt).await;
     assert_eq!(reflect.calls(), 1);
     assert_eq!(rt.dead_letters().await?[0].error_kind, "rejected");
@@ -359,8 +380,8 @@ async fn malformed_llm_json_falls_back_to_the_raw_text() -> Res {
     let reflect = ScriptedReflect::new([Step::Reply(raw.into())]);
     let rt = TestRuntime::start_with(reflect).await?;
     let rec = rt.start_session("kairix", "mark", "c1").await?;
-    rt.record_turn("c1", "The onsite is on Tuesday", "Good luck")?;
-    rt.end_session("c1")?;
+    rt.record_turn("c1", Turn::new("The onsite is on Tuesday", "Good luck"))?;
+    rt.end_session("c1", EndOptions::default())?;
     settle(&rt).await;
     let s = rt.summary(rec.session_id).await?.expect("stored");
     assert!(s.fallback);
@@ -379,8 +400,8 @@ async fn reflection_updates_self_perception_and_relationship_blocks() -> Res {
     let reply = r#"{"summary":"Mark got the job.","topics":["offer"],"entities":["Globex"],"emotional_tone":"joyful","relationship":"Mark trusts me with big news.","self_perception":"I am a steady coach."}"#;
     let rt = TestRuntime::start_with(ScriptedReflect::new([Step::Reply(reply.into())])).await?;
     rt.start_session("kairix", "mark", "c1").await?;
-    rt.record_turn("c1", "I got the job!", "Wonderful")?;
-    rt.end_session("c1")?;
+    rt.record_turn("c1", Turn::new("I got the job!", "Wonderful"))?;
+    rt.end_session("c1", EndOptions::default())?;
     settle(&rt).await;
     // Mark's own, not the agent's (which only its operator writes)
     let rel = rt
@@ -415,8 +436,8 @@ async fn reflections_run_within_the_concurrency_bound_and_the_rest_wait() -> Res
     let rt = TestRuntime::start_full(settings, Arc::new(reflect.clone())).await?;
     for c in ["c1", "c2", "c3"] {
         rt.start_session("kairix", "mark", c).await?;
-        rt.record_turn(c, "hello there", "hi")?;
-        rt.end_session(c)?;
+        rt.record_turn(c, Turn::new("hello there", "hi"))?;
+        rt.end_session(c, EndOptions::default())?;
     }
     // Once the supervisor has taken in the three ends:
     rt.watch_stats()
@@ -438,8 +459,7 @@ async fn crash_recovery_ends_open_sessions_and_reflects_them_with_every_turn() -
     for i in 0..5 {
         rt.record_turn(
             "c1",
-            format!("message {i} about Globex"),
-            format!("answer {i}"),
+            Turn::new(format!("message {i} about Globex"), format!("answer {i}")),
         )?;
     }
     settle(&rt).await;
@@ -479,8 +499,8 @@ async fn queued_reflections_resume_after_a_crash() -> Res {
     let rt = TestRuntime::start_full(settings, Arc::new(reflect)).await?;
     for c in ["c1", "c2"] {
         rt.start_session("kairix", "mark", c).await?;
-        rt.record_turn(c, "hello", "hi")?;
-        rt.end_session(c)?;
+        rt.record_turn(c, Turn::new("hello", "hi"))?;
+        rt.end_session(c, EndOptions::default())?;
     }
     rt.watch_stats()
         .wait_for(|s| s.reflections_running + s.reflections_queued == 2)
@@ -496,8 +516,8 @@ async fn queued_reflections_resume_after_a_crash() -> Res {
 async fn a_panicking_session_actor_is_ended_as_crashed_and_reflected() -> Res {
     let rt = TestRuntime::start().await?;
     let rec = rt.start_session("kairix", "mark", "c1").await?;
-    rt.record_turn("c1", "I start at Globex on March 2", "Exciting")?;
-    rt.record_turn("c1", "Priya Nair is my lead", "Good to know")?;
+    rt.record_turn("c1", Turn::new("I start at Globex on March 2", "Exciting"))?;
+    rt.record_turn("c1", Turn::new("Priya Nair is my lead", "Good to know"))?;
     settle(&rt).await;
     assert!(rt.inject_session_panic("c1"));
     settle(&rt).await;
@@ -508,7 +528,7 @@ async fn a_panicking_session_actor_is_ended_as_crashed_and_reflected() -> Res {
     assert_eq!(summary.turn_count, 2);
     assert_eq!(rt.stats().await?.supervisor.sessions_crashed, 1);
     // the next turn on the connection opens a new session
-    rt.record_turn("c1", "still there?", "yes")?;
+    rt.record_turn("c1", Turn::new("still there?", "yes"))?;
     settle(&rt).await;
     let live = rt.live_session("c1").await?.expect("new session");
     assert_ne!(live.record.session_id, rec.session_id);
@@ -525,10 +545,12 @@ async fn the_watchdog_keeps_background_context_within_its_limit_with_multibyte_t
     rt.start_session("kairix", "zoe", "c1").await?;
     rt.record_turn(
         "c1",
-        "Ich habe morgen ein Vorstellungsgespräch bei Müller & Söhne in Köln 🎉 und bin nervös.",
-        "Das schaffst du! Lass uns über Müller & Söhne sprechen. 日本語も話せますか？",
+        Turn::new(
+            "Ich habe morgen ein Vorstellungsgespräch bei Müller & Söhne in Köln 🎉 und bin nervös.",
+            "Das schaffst du! Lass uns über Müller & Söhne sprechen. 日本語も話せますか？",
+        ),
     )?;
-    rt.end_session("c1")?;
+    rt.end_session("c1", EndOptions::default())?;
     settle(&rt).await;
     assert!(rt
         .block("kairix", BlockLabel::BackgroundContext)
@@ -572,8 +594,8 @@ async fn background_context_ages_out_of_the_lookback_window() -> Res {
     rt.set_persistent_context("kairix", vec!["Mark is job hunting".into()])
         .await?;
     rt.start_session("kairix", "mark", "c1").await?;
-    rt.record_turn("c1", "The Globex onsite went well", "Great")?;
-    rt.end_session("c1")?;
+    rt.record_turn("c1", Turn::new("The Globex onsite went well", "Great"))?;
+    rt.end_session("c1", EndOptions::default())?;
     settle(&rt).await;
     assert_eq!(rt.refresh_background_context().await?, 1);
     let agents = rt
@@ -615,8 +637,8 @@ async fn a_background_block_holding_a_users_words_is_rewritten_at_the_first_run(
     rt.set_persistent_context("kairix", vec!["Kairix coaches job seekers".into()])
         .await?;
     rt.start_session("kairix", "dana", "d1").await?;
-    rt.record_turn("d1", "My codeword is periwinkle", "Noted")?;
-    rt.end_session("d1")?;
+    rt.record_turn("d1", Turn::new("My codeword is periwinkle", "Noted"))?;
+    rt.end_session("d1", EndOptions::default())?;
     rt.wait_idle().await?;
     rt.refresh_background_context().await?;
     rt.shutdown().await?;
@@ -651,7 +673,7 @@ async fn a_background_block_holding_a_users_words_is_rewritten_at_the_first_run(
 async fn shutdown_ends_live_sessions_and_drains_reflections() -> Res {
     let rt = TestRuntime::start().await?;
     let rec = rt.start_session("kairix", "mark", "c1").await?;
-    rt.record_turn("c1", "See you tomorrow", "Bye")?;
+    rt.record_turn("c1", Turn::new("See you tomorrow", "Bye"))?;
     let dir = rt.data_dir().to_path_buf();
     let runtime = rt.runtime().clone();
     let report = runtime.shutdown().await?;
@@ -751,12 +773,12 @@ async fn one_users_conversations_never_reach_another_users_context() -> Res {
     ]);
     let rt = TestRuntime::start_full(Settings::for_test(), Arc::new(reflect)).await?;
     rt.start_session("kairix", "mark", "m1").await?;
-    rt.record_turn("m1", "Globex onsite Monday", "Let's prepare")?;
-    rt.end_session("m1")?;
+    rt.record_turn("m1", Turn::new("Globex onsite Monday", "Let's prepare"))?;
+    rt.end_session("m1", EndOptions::default())?;
     settle(&rt).await;
     rt.start_session("kairix", "ada", "a1").await?;
-    rt.record_turn("a1", "Porto is lovely in May", "It is")?;
-    rt.end_session("a1")?;
+    rt.record_turn("a1", Turn::new("Porto is lovely in May", "It is"))?;
+    rt.end_session("a1", EndOptions::default())?;
     settle(&rt).await;
     // the agent-wide block holds neither user's calls; each user's own
     // shows theirs only
@@ -811,13 +833,18 @@ async fn one_users_conversations_never_reach_another_users_context() -> Res {
             .collect::<Vec<_>>()
             .join("\n")
     };
-    let mark = rt.context("kairix", "mark", "hello", 4000).await?;
+    let mark = rt
+        .context("kairix", "mark", "hello", 4000, ContextOptions::default())
+        .await?;
     let mark = text(&mark);
     assert!(mark.contains("Mark prepared for Globex"), "{mark}");
     assert!(mark.contains("Mark trusts me"), "{mark}");
     assert!(mark.contains("(fact)"), "{mark}");
     assert!(!mark.contains("Porto") && !mark.contains("Ada"), "{mark}");
-    let ada = text(&rt.context("kairix", "ada", "hello", 4000).await?);
+    let ada = text(
+        &rt.context("kairix", "ada", "hello", 4000, ContextOptions::default())
+            .await?,
+    );
     assert!(ada.contains("Ada talked about Porto"), "{ada}");
     assert!(!ada.contains("Globex") && !ada.contains("Mark"), "{ada}");
     Ok(())
@@ -893,7 +920,7 @@ async fn in_session_summaries_run_within_their_concurrency_bound() -> Res {
     for c in ["c1", "c2", "c3", "c4"] {
         rt.start_session("kairix", &format!("user-{c}"), c).await?;
         for round in 0..3 {
-            rt.record_turn(c, format!("question {round}"), "answer")?;
+            rt.record_turn(c, Turn::new(format!("question {round}"), "answer"))?;
         }
     }
     settle(&rt).await;
@@ -934,33 +961,63 @@ async fn the_context_reads_the_latest_window_summary_or_falls_back_without_waiti
             .join("\n")
     };
     for round in 1..=3 {
-        rt.record_turn("c1", format!("question {round}"), format!("answer {round}"))?;
+        rt.record_turn(
+            "c1",
+            Turn::new(format!("question {round}"), format!("answer {round}")),
+        )?;
     }
     rt.sync().await?;
     // round 3 ended at seq 5: a window summary is processing; the read does
     // not wait for it and uses the raw turns
     let view = rt.live_session("c1").await?.expect("live");
     assert!(view.memory.is_none() && !view.caught_up);
-    let c = text(&rt.context("kairix", "mark", "question 4", 4000).await?);
+    let c = text(
+        &rt.context(
+            "kairix",
+            "mark",
+            "question 4",
+            4000,
+            ContextOptions::default(),
+        )
+        .await?,
+    );
     assert!(c.contains("question 1") && c.contains("answer 3"), "{c}");
     assert!(!c.contains("summary-"), "{c}");
 
     // it completes: caught up, the memory replaces rounds 1-3
     reflect.gate.add_permits(1);
     rt.wait_windows().await?;
-    let c = text(&rt.context("kairix", "mark", "question 4", 4000).await?);
+    let c = text(
+        &rt.context(
+            "kairix",
+            "mark",
+            "question 4",
+            4000,
+            ContextOptions::default(),
+        )
+        .await?,
+    );
     assert!(c.contains("[this call, messages 0-5] summary-1"), "{c}");
     assert!(!c.contains("question 1") && !c.contains("answer 3"), "{c}");
 
     // round 4 starts window 2 (seq 0-7, base 1); before it completes the
     // read falls back to window 1 plus the gap (round 4)
-    rt.record_turn("c1", "question 4", "answer 4")?;
+    rt.record_turn("c1", Turn::new("question 4", "answer 4"))?;
     rt.sync().await?;
     let view = rt.live_session("c1").await?.expect("live");
     assert_eq!(view.memory.as_ref().map(|m| m.id), Some(1));
     assert_eq!(view.gap_start, 6);
     assert!(!view.caught_up);
-    let c = text(&rt.context("kairix", "mark", "question 5", 4000).await?);
+    let c = text(
+        &rt.context(
+            "kairix",
+            "mark",
+            "question 5",
+            4000,
+            ContextOptions::default(),
+        )
+        .await?,
+    );
     assert!(c.contains("summary-1") && c.contains("question 4"), "{c}");
     assert!(!c.contains("question 2"), "{c}");
 
@@ -973,11 +1030,20 @@ async fn the_context_reads_the_latest_window_summary_or_falls_back_without_waiti
         (2, 0, 7, Some(1))
     );
     assert!(view.caught_up);
-    let c = text(&rt.context("kairix", "mark", "question 5", 4000).await?);
+    let c = text(
+        &rt.context(
+            "kairix",
+            "mark",
+            "question 5",
+            4000,
+            ContextOptions::default(),
+        )
+        .await?,
+    );
     assert!(c.contains("summary-2") && !c.contains("question 4"), "{c}");
     // the session's own reflection still happens at its end
     reflect.gate.add_permits(10);
-    rt.end_session("c1")?;
+    rt.end_session("c1", EndOptions::default())?;
     settle(&rt).await;
     assert_eq!(rt.summaries("kairix", SummaryType::Session).await?.len(), 1);
     Ok(())
@@ -991,10 +1057,10 @@ async fn the_previous_call_decays_at_the_soft_and_hard_boundaries() -> Res {
     settings.context.turns_after_soft_decay = 1;
     let rt = TestRuntime::start_full(settings, Arc::new(ExtractiveReflect)).await?;
     rt.start_session("kairix", "mark", "c1").await?;
-    rt.record_turn("c1", "first thing about Lisbon", "ok one")?;
+    rt.record_turn("c1", Turn::new("first thing about Lisbon", "ok one"))?;
     advance(secs(60)).await;
-    rt.record_turn("c1", "second thing about Porto", "ok two")?;
-    rt.end_session("c1")?;
+    rt.record_turn("c1", Turn::new("second thing about Porto", "ok two"))?;
+    rt.end_session("c1", EndOptions::default())?;
     settle(&rt).await;
     let raw = |c: &recall::engine::context::AssembledContext| -> Vec<String> {
         c.tiers[4]
@@ -1006,34 +1072,44 @@ async fn the_previous_call_decays_at_the_soft_and_hard_boundaries() -> Res {
     let summaries = |c: &recall::engine::context::AssembledContext| c.tiers[2].items.len();
     // at exactly the soft decay: verbatim, without the duplicate summary
     advance(secs(600)).await;
-    let c = rt.context("kairix", "mark", "hi", 4000).await?;
+    let c = rt
+        .context("kairix", "mark", "hi", 4000, ContextOptions::default())
+        .await?;
     assert_eq!(raw(&c).len(), 4, "{:?}", raw(&c));
     assert_eq!(summaries(&c), 0);
     // just past it: the summary and only the last turn
     advance(secs(1)).await;
-    let c = rt.context("kairix", "mark", "hi", 4000).await?;
+    let c = rt
+        .context("kairix", "mark", "hi", 4000, ContextOptions::default())
+        .await?;
     assert_eq!(raw(&c), ["second thing about Porto", "ok two"]);
     assert_eq!(summaries(&c), 1);
     // at exactly the hard decay: still the last turn
     advance(secs(20 * 60 - 1)).await;
-    let c = rt.context("kairix", "mark", "hi", 4000).await?;
+    let c = rt
+        .context("kairix", "mark", "hi", 4000, ContextOptions::default())
+        .await?;
     assert_eq!(raw(&c).len(), 2);
     // past it: nothing of the call but its long-term memory
     advance(secs(1)).await;
-    let c = rt.context("kairix", "mark", "hi", 4000).await?;
+    let c = rt
+        .context("kairix", "mark", "hi", 4000, ContextOptions::default())
+        .await?;
     assert!(raw(&c).is_empty());
     assert_eq!(summaries(&c), 1);
     // a new call started within the soft decay of the previous one's last
     // turn continues it verbatim
     rt.start_session("kairix", "mark", "c2").await?;
-    rt.record_turn("c2", "third thing", "ok three")?;
-    rt.end_session("c2")?;
+    rt.record_turn("c2", Turn::new("third thing", "ok three"))?;
+    rt.end_session("c2", EndOptions::default())?;
     settle(&rt).await;
     advance(secs(300)).await;
     rt.start_session("kairix", "mark", "c3").await?;
-    rt.record_turn("c3", "fourth thing", "ok four")?;
+    rt.record_turn("c3", Turn::new("fourth thing", "ok four"))?;
     rt.sync().await?;
-    let c = rt.context("kairix", "mark", "hi", 4000).await?;
+    let c = rt
+        .context("kairix", "mark", "hi", 4000, ContextOptions::default())
+        .await?;
     assert_eq!(
         raw(&c),
         ["third thing", "ok three", "fourth thing", "ok four"],
@@ -1049,11 +1125,11 @@ async fn a_call_over_the_token_ceiling_is_summarized_early() -> Res {
     let reflect = GatedReflect::default();
     let rt = TestRuntime::start_full(settings, Arc::new(reflect.clone())).await?;
     rt.start_session("kairix", "mark", "c1").await?;
-    rt.record_turn("c1", "short", "short")?;
+    rt.record_turn("c1", Turn::new("short", "short"))?;
     rt.sync().await?;
     assert_eq!(rt.stats().await?.supervisor.windows_started, 0);
     // well before window_start_messages, but over 50 tokens of raw turns
-    rt.record_turn("c1", "x".repeat(300), "fine")?;
+    rt.record_turn("c1", Turn::new("x".repeat(300), "fine"))?;
     rt.sync().await?;
     assert_eq!(rt.stats().await?.supervisor.windows_started, 1);
     reflect.reached(1).await;
@@ -1062,7 +1138,9 @@ async fn a_call_over_the_token_ceiling_is_summarized_early() -> Res {
     assert_eq!(reflect.calls(), 1);
     let view = rt.live_session("c1").await?.expect("live");
     assert_eq!(view.memory.as_ref().map(|m| m.end_seq), Some(3));
-    let c = rt.context("kairix", "mark", "hi", 4000).await?;
+    let c = rt
+        .context("kairix", "mark", "hi", 4000, ContextOptions::default())
+        .await?;
     assert!(c.tiers[4].items.is_empty(), "the raw turns are summarized");
     reflect.gate.add_permits(10);
     Ok(())
@@ -1100,8 +1178,8 @@ async fn a_full_context_cache_evicts_the_least_recently_used() -> Res {
     for (i, user) in users.iter().enumerate() {
         let conn = format!("c{i}");
         rt.start_session("kairix", user, &conn).await?;
-        rt.record_turn(&conn, "I live in Porto", "Lovely")?;
-        rt.end_session(&conn)?;
+        rt.record_turn(&conn, Turn::new("I live in Porto", "Lovely"))?;
+        rt.end_session(&conn, EndOptions::default())?;
     }
     settle(&rt).await;
     // Whether a read of `user` was served from the cache.
@@ -1109,7 +1187,8 @@ async fn a_full_context_cache_evicts_the_least_recently_used() -> Res {
         let rt = &rt;
         async move {
             let before = rt.context_cache_stats().hits;
-            rt.context("kairix", user, "", 2000).await?;
+            rt.context("kairix", user, "", 2000, ContextOptions::default())
+                .await?;
             anyhow::Ok(rt.context_cache_stats().hits == before + 1)
         }
     };
@@ -1170,13 +1249,13 @@ async fn cached_equals_fresh(cache_entries: usize) -> Res {
             2 | 3 => {
                 if let Some((conn, _)) = live.get(rng.below(live.len() as u64) as usize) {
                     let text = says[rng.below(says.len() as u64) as usize];
-                    rt.record_turn(conn, text, "Noted.")?;
+                    rt.record_turn(conn, Turn::new(text, "Noted."))?;
                 }
             }
             4 => {
                 if !live.is_empty() {
                     let (conn, _) = live.remove(rng.below(live.len() as u64) as usize);
-                    rt.end_session(&conn)?;
+                    rt.end_session(&conn, EndOptions::default())?;
                     settle(&rt).await;
                 }
             }
@@ -1224,8 +1303,10 @@ async fn cached_equals_fresh(cache_entries: usize) -> Res {
             for budget in [4000, 60] {
                 // Once: the settle above is the barrier after which every
                 // write of this step is visible.
-                let cached = rt.context("kairix", user, ask, budget).await?;
-                let fresh = rt.context_uncached("kairix", user, ask, budget).await?;
+                let cached = rt
+                    .context("kairix", user, ask, budget, ContextOptions::default())
+                    .await?;
+                let fresh = rt.context("kairix", user, ask, budget, no_cache()).await?;
                 assert_eq!(cached, fresh, "step {step}, {user}, budget {budget}");
             }
         }
@@ -1254,20 +1335,23 @@ async fn a_write_rereads_only_the_parts_it_changed() -> Res {
     rt.start_session("kairix", "mark", "c1").await?;
     rt.record_turn(
         "c1",
-        "I live in Porto and my dog is called Biscuit",
-        "Lovely",
+        Turn::new("I live in Porto and my dog is called Biscuit", "Lovely"),
     )?;
-    rt.end_session("c1")?;
+    rt.end_session("c1", EndOptions::default())?;
     settle(&rt).await;
     let ask = "what's my dog called?";
-    let first = rt.context("kairix", "mark", ask, 4000).await?;
+    let first = rt
+        .context("kairix", "mark", ask, 4000, ContextOptions::default())
+        .await?;
     let stats = rt.context_cache_stats();
     assert_eq!(stats.partial_misses, 0, "a first read reads every part");
     // A block write: the next read keeps the facts, summaries and calls
     // and reads the blocks again.
     rt.set_block("kairix", BlockLabel::Human, "Mark, a runner")
         .await?;
-    let after = rt.context("kairix", "mark", ask, 4000).await?;
+    let after = rt
+        .context("kairix", "mark", ask, 4000, ContextOptions::default())
+        .await?;
     let stats2 = rt.context_cache_stats();
     assert_eq!(stats2.misses, stats.misses + 1);
     assert_eq!(stats2.partial_misses, 1);
@@ -1280,7 +1364,7 @@ async fn a_write_rereads_only_the_parts_it_changed() -> Res {
         .any(|i| i.text.contains("Mark, a runner")));
     assert_eq!(
         after,
-        rt.context_uncached("kairix", "mark", ask, 4000).await?
+        rt.context("kairix", "mark", ask, 4000, no_cache()).await?
     );
     // A fact's visibility: the facts are read again, the rest kept.
     let fact = rt.facts("kairix", "mark").await?.remove(0);
@@ -1290,11 +1374,16 @@ async fn a_write_rereads_only_the_parts_it_changed() -> Res {
         recall::engine::model::Visibility::Shared,
     )
     .await?;
-    let c = rt.context("kairix", "mark", ask, 4000).await?;
+    let c = rt
+        .context("kairix", "mark", ask, 4000, ContextOptions::default())
+        .await?;
     let stats3 = rt.context_cache_stats();
     assert_eq!(stats3.partial_misses, 2);
     assert_eq!(stats3.parts_read - stats2.parts_read, 1, "the facts alone");
-    assert_eq!(c, rt.context_uncached("kairix", "mark", ask, 4000).await?);
+    assert_eq!(
+        c,
+        rt.context("kairix", "mark", ask, 4000, no_cache()).await?
+    );
     Ok(())
 }
 
@@ -1314,14 +1403,15 @@ async fn a_reflection_that_writes_blocks_keeps_every_cached_context_current() ->
         let rt = &rt;
         async move {
             rt.start_session("kairix", user, conn).await?;
-            rt.record_turn(conn, "Hello there", "Hi")?;
-            rt.end_session(conn)?;
+            rt.record_turn(conn, Turn::new("Hello there", "Hi"))?;
+            rt.end_session(conn, EndOptions::default())?;
             settle(rt).await;
             anyhow::Ok(())
         }
     };
     call("mark", "m1").await?;
-    let read = |user: &'static str| rt.context("kairix", user, "hello", 4000);
+    let read =
+        |user: &'static str| rt.context("kairix", user, "hello", 4000, ContextOptions::default());
     let (mark, li) = (read("mark").await?, read("li").await?);
     assert!(format!("{mark:?}").contains("I am patient."), "{mark:?}");
     assert!(!format!("{li:?}").contains("I am patient."), "{li:?}");
@@ -1334,7 +1424,11 @@ async fn a_reflection_that_writes_blocks_keeps_every_cached_context_current() ->
             user == "ada",
             "{user}: {text}"
         );
-        assert_eq!(c, rt.context_uncached("kairix", user, "hello", 4000).await?);
+        assert_eq!(
+            c,
+            rt.context("kairix", user, "hello", 4000, no_cache())
+                .await?
+        );
     }
     Ok(())
 }
@@ -1350,27 +1444,33 @@ async fn another_users_call_leaves_a_cached_context_current() -> Res {
         ("ada", "a1", "I live in Porto"),
     ] {
         rt.start_session("kairix", user, conn).await?;
-        rt.record_turn(conn, says, "Lovely")?;
-        rt.end_session(conn)?;
+        rt.record_turn(conn, Turn::new(says, "Lovely"))?;
+        rt.end_session(conn, EndOptions::default())?;
         settle(&rt).await;
     }
     let ask = "what's my dog called?";
-    rt.context("kairix", "mark", ask, 4000).await?;
+    rt.context("kairix", "mark", ask, 4000, ContextOptions::default())
+        .await?;
     let before = rt.context_cache_stats();
     // Ada's next call ends and is reflected on: her summary, fact and
     // call are hers alone, and the offline summarizer writes no agent
     // block: Mark's cached context stays current.
     rt.start_session("kairix", "ada", "a2").await?;
-    rt.record_turn("a2", "I'm allergic to peanuts", "Noted")?;
-    rt.end_session("a2")?;
+    rt.record_turn("a2", Turn::new("I'm allergic to peanuts", "Noted"))?;
+    rt.end_session("a2", EndOptions::default())?;
     settle(&rt).await;
-    let c = rt.context("kairix", "mark", ask, 4000).await?;
+    let c = rt
+        .context("kairix", "mark", ask, 4000, ContextOptions::default())
+        .await?;
     let after = rt.context_cache_stats();
     assert_eq!(after.misses, before.misses, "{before:?} {after:?}");
     assert_eq!(after.hits - before.hits, 1, "{before:?} {after:?}");
     assert_eq!(after.parts_read, before.parts_read, "{before:?} {after:?}");
     assert!(!format!("{c:?}").contains("peanuts"));
-    assert_eq!(c, rt.context_uncached("kairix", "mark", ask, 4000).await?);
+    assert_eq!(
+        c,
+        rt.context("kairix", "mark", ask, 4000, no_cache()).await?
+    );
     // A fact Ada shares is every user's: Mark's next read shows it.
     let fact = rt
         .facts("kairix", "ada")
@@ -1384,9 +1484,14 @@ async fn another_users_call_leaves_a_cached_context_current() -> Res {
         recall::engine::model::Visibility::Shared,
     )
     .await?;
-    let c = rt.context("kairix", "mark", ask, 4000).await?;
+    let c = rt
+        .context("kairix", "mark", ask, 4000, ContextOptions::default())
+        .await?;
     assert!(format!("{c:?}").contains("peanuts"), "{c:?}");
-    assert_eq!(c, rt.context_uncached("kairix", "mark", ask, 4000).await?);
+    assert_eq!(
+        c,
+        rt.context("kairix", "mark", ask, 4000, no_cache()).await?
+    );
     Ok(())
 }
 
@@ -1398,8 +1503,11 @@ async fn a_cached_context_lets_a_summary_age_out_of_the_background_context() -> 
     settings.watchdog.interval_secs = 86_400;
     let rt = TestRuntime::start_full(settings, Arc::new(ExtractiveReflect)).await?;
     rt.start_session("kairix", "mark", "c1").await?;
-    rt.record_turn("c1", "I live in Porto and love the river", "Lovely")?;
-    rt.end_session("c1")?;
+    rt.record_turn(
+        "c1",
+        Turn::new("I live in Porto and love the river", "Lovely"),
+    )?;
+    rt.end_session("c1", EndOptions::default())?;
     settle(&rt).await;
     // the background context's `Recent:` line (its topic stays after)
     let background = |c: &recall::engine::context::AssembledContext| {
@@ -1408,18 +1516,27 @@ async fn a_cached_context_lets_a_summary_age_out_of_the_background_context() -> 
             .iter()
             .any(|i| i.source.to_string() == "background_context" && i.text.contains("Recent: "))
     };
-    let c = rt.context("kairix", "mark", "hi", 4000).await?;
+    let c = rt
+        .context("kairix", "mark", "hi", 4000, ContextOptions::default())
+        .await?;
     assert!(background(&c), "the recent summary is shown");
     // nothing is written meanwhile: only time moves the summary out
     advance(secs(3600)).await;
-    let c = rt.context("kairix", "mark", "hi", 4000).await?;
+    let c = rt
+        .context("kairix", "mark", "hi", 4000, ContextOptions::default())
+        .await?;
     assert!(background(&c), "still within the look-back");
     let misses = rt.context_cache_stats().misses;
     advance(secs(1)).await;
-    let c = rt.context("kairix", "mark", "hi", 4000).await?;
+    let c = rt
+        .context("kairix", "mark", "hi", 4000, ContextOptions::default())
+        .await?;
     assert!(!background(&c), "aged out");
     assert_eq!(rt.context_cache_stats().misses, misses + 1);
-    assert_eq!(c, rt.context_uncached("kairix", "mark", "hi", 4000).await?);
+    assert_eq!(
+        c,
+        rt.context("kairix", "mark", "hi", 4000, no_cache()).await?
+    );
     Ok(())
 }
 
@@ -1465,10 +1582,12 @@ async fn a_long_call_folds_older_windows_into_a_narrative_and_loses_nothing() ->
     let rt = TestRuntime::start_full(settings, Arc::new(reflect.clone())).await?;
     rt.start_session("kairix", "mark", "c1").await?;
     for i in 0..30 {
-        rt.record_turn("c1", format!("q{i}"), format!("a{i}"))?;
+        rt.record_turn("c1", Turn::new(format!("q{i}"), format!("a{i}")))?;
         rt.wait_windows().await?;
     }
-    let c = rt.context("kairix", "mark", "next", 100_000).await?;
+    let c = rt
+        .context("kairix", "mark", "next", 100_000, ContextOptions::default())
+        .await?;
     let summaries: Vec<String> = c.tiers[2]
         .items
         .iter()
@@ -1533,10 +1652,9 @@ async fn summaries_starting_alike_appear_once_in_the_context() -> Res {
         rt.start_session("kairix", "mark", conn).await?;
         rt.record_turn(
             conn,
-            "Let's practise the Globex interview questions",
-            "Sure",
+            Turn::new("Let's practise the Globex interview questions", "Sure"),
         )?;
-        rt.end_session(conn)?;
+        rt.end_session(conn, EndOptions::default())?;
         settle(&rt).await;
         advance(secs(3600)).await;
     }
@@ -1555,7 +1673,9 @@ async fn summaries_starting_alike_appear_once_in_the_context() -> Res {
             (s.summary_id, 0, 1)
         );
     }
-    let c = rt.context("kairix", "mark", "hi", 4000).await?;
+    let c = rt
+        .context("kairix", "mark", "hi", 4000, ContextOptions::default())
+        .await?;
     let shown: Vec<String> = c.tiers[2]
         .items
         .iter()
@@ -1575,12 +1695,15 @@ async fn damaged_records_are_skipped_counted_and_never_fatal() -> Res {
         .start()
         .await?;
     let done = rt.start_session("kairix", "mark", "c1").await?;
-    rt.record_turn("c1", "I booked the flight to Lisbon", "Lovely, when?")?;
-    rt.end_session("c1")?;
+    rt.record_turn(
+        "c1",
+        Turn::new("I booked the flight to Lisbon", "Lovely, when?"),
+    )?;
+    rt.end_session("c1", EndOptions::default())?;
     rt.wait_idle().await?;
     let open = rt.start_session("kairix", "mark", "c2").await?;
     for t in 0..3 {
-        rt.record_turn("c2", format!("Packing list item {t}"), "Noted.")?;
+        rt.record_turn("c2", Turn::new(format!("Packing list item {t}"), "Noted."))?;
     }
     rt.flush().await?;
     // A crash leaves c2 open.
@@ -1629,7 +1752,13 @@ async fn damaged_records_are_skipped_counted_and_never_fatal() -> Res {
     assert!(ids.contains(&done.session_id) && ids.contains(&open.session_id));
     assert_eq!(rt.sessions(None).await?.len(), 2);
     let ctx = rt
-        .context("kairix", "mark", "Where am I flying?", 4_000)
+        .context(
+            "kairix",
+            "mark",
+            "Where am I flying?",
+            4_000,
+            ContextOptions::default(),
+        )
         .await?;
     assert!(serde_json::to_string(&ctx)?.contains("Lisbon"));
     // …and every skip is counted, once however often it is read.
@@ -1661,8 +1790,11 @@ async fn concurrent_durable_turns_share_flushes() -> Res {
     let turns = (0..CALLS).map(|i| {
         let rt = rt.clone();
         tokio::spawn(async move {
-            rt.record_turn_durable(&format!("c{i}"), format!("durable {i}"), "on disk")
-                .await
+            rt.record_turn_durable(
+                &format!("c{i}"),
+                Turn::new(format!("durable {i}"), "on disk"),
+            )
+            .await
         })
     });
     for t in futures::future::join_all(turns).await {
@@ -1689,11 +1821,14 @@ async fn a_call_of_long_messages_keeps_its_bytes_in_memory_bounded_and_loses_non
     let window_turns = settings.session.window_messages.div_ceil(2) as usize * 2;
     let rt = TestRuntime::start_full(settings, Arc::new(ExtractiveReflect)).await?;
     let rec = rt.start_session("kairix", "mark", "c1").await?;
-    rt.record_turn("c1", "My sister Fiona lives in Inverness", "Lovely")?;
+    rt.record_turn(
+        "c1",
+        Turn::new("My sister Fiona lives in Inverness", "Lovely"),
+    )?;
     // 10,000 bytes a turn: the bound is six or seven turns' worth.
     let long = "word ".repeat(2_000);
     for n in 1..100 {
-        rt.record_turn("c1", format!("Turn {n}: {long}"), "Mm-hm")?;
+        rt.record_turn("c1", Turn::new(format!("Turn {n}: {long}"), "Mm-hm"))?;
     }
     let view = rt.live_session("c1").await?.expect("the session is live");
     assert_eq!(view.record.turn_count, 100, "every turn counted");
@@ -1722,11 +1857,14 @@ async fn a_call_of_long_messages_keeps_its_bytes_in_memory_bounded_and_loses_non
     rt.start_session("kairix", "ada", "c2").await?;
     let huge = "x".repeat(30_000);
     for _ in 0..30 {
-        rt.record_turn("c2", huge.as_str(), "ok")?;
+        rt.record_turn("c2", Turn::new(huge.as_str(), "ok"))?;
     }
     let view = rt.live_session("c2").await?.expect("live");
     assert_eq!(view.turns.len(), window_turns, "two windows' turns stay");
-    assert_eq!(rt.end_session("c1")?, Some(rec.session_id));
+    assert_eq!(
+        rt.end_session("c1", EndOptions::default())?,
+        Some(rec.session_id)
+    );
     settle(&rt).await;
     assert_eq!(
         rt.turns(rec.session_id).await?.len(),
@@ -1750,11 +1888,13 @@ async fn a_long_call_keeps_only_its_newest_turns_in_memory_and_loses_none() -> R
     let rec = rt.start_session("kairix", "mark", "c1").await?;
     rt.record_turn(
         "c1",
-        "My sister Fiona lives in Inverness",
-        "That's a lovely part of Scotland",
+        Turn::new(
+            "My sister Fiona lives in Inverness",
+            "That's a lovely part of Scotland",
+        ),
     )?;
     for n in 1..200 {
-        rt.record_turn("c1", format!("Turn {n} of a long call"), "Mm-hm")?;
+        rt.record_turn("c1", Turn::new(format!("Turn {n} of a long call"), "Mm-hm"))?;
     }
     let view = rt.live_session("c1").await?.expect("the session is live");
     assert_eq!(view.record.turn_count, 200, "every turn counted");
@@ -1771,7 +1911,10 @@ async fn a_long_call_keeps_only_its_newest_turns_in_memory_and_loses_none() -> R
     rt.wait_windows().await?;
     let view = rt.live_session("c1").await?.expect("live");
     assert!(view.memory.is_some(), "window summaries made");
-    assert_eq!(rt.end_session("c1")?, Some(rec.session_id));
+    assert_eq!(
+        rt.end_session("c1", EndOptions::default())?,
+        Some(rec.session_id)
+    );
     settle(&rt).await;
     let stored = rt.turns(rec.session_id).await?;
     assert_eq!(stored.len(), 200, "every turn on disk");
@@ -1789,4 +1932,13 @@ async fn a_long_call_keeps_only_its_newest_turns_in_memory_and_loses_none() -> R
         "{facts:?}"
     );
     Ok(())
+}
+
+/// The read `Runtime::context` makes past its cache: every source read
+/// from the store (what the cached read must always equal).
+fn no_cache() -> ContextOptions {
+    ContextOptions {
+        use_cache: false,
+        ..ContextOptions::default()
+    }
 }

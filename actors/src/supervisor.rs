@@ -330,6 +330,116 @@ impl SupervisorState {
             }
         }
     }
+
+    /// Starts a session on a connection free for this agent, within the
+    /// bounds on live sessions.
+    async fn start_session(
+        &mut self,
+        myself: &ActorRef<SupervisorMsg>,
+        agent_id: String,
+        user_id: String,
+        connection_id: String,
+    ) -> Result<SessionRecord, StartError> {
+        validate_id("agent_id", &agent_id)?;
+        validate_id("user_id", &user_id)?;
+        validate_id("connection_id", &connection_id)?;
+        if self.shutting_down {
+            return Err(StartError::ShuttingDown);
+        }
+        match self.registry.is_free_for(&connection_id, &agent_id) {
+            Ok(()) => {}
+            Err(Busy::Live) => return Err(StartError::ConnectionBusy(connection_id.clone())),
+            Err(Busy::OtherAgent) => {
+                return Err(StartError::ConnectionOwned(connection_id.clone()))
+            }
+        }
+        let all = self.settings.session.max_live;
+        if self.sessions.len() >= all {
+            return Err(StartError::TooManyLive { max: all });
+        }
+        let max = self.settings.session.max_live_per_agent;
+        if self.per_agent.get(&agent_id).is_some_and(|n| *n >= max) {
+            return Err(StartError::TooManySessions {
+                agent_id: agent_id.clone(),
+                max,
+            });
+        }
+        let record = self.new_record(&agent_id, &user_id, &connection_id);
+        let (actor, view) = self.spawn_session(myself, record.clone()).await?;
+        let owner = Owner {
+            agent_id: agent_id.as_str().into(),
+            user_id: user_id.as_str().into(),
+        };
+        self.registry
+            .insert_live(&connection_id, owner, record.session_id, actor, view);
+        Ok(record)
+    }
+
+    /// Opens the session `session_id` of `owner` that a late turn on an
+    /// ended connection is waiting for (the registry holds the turn).
+    async fn reopen(
+        &mut self,
+        myself: &ActorRef<SupervisorMsg>,
+        connection_id: String,
+        owner: Owner,
+        session_id: Uuid,
+    ) {
+        let mut record = self.new_record(&owner.agent_id, &owner.user_id, &connection_id);
+        // The id the turn's caller was given.
+        record.session_id = session_id;
+        match self.spawn_session(myself, record.clone()).await {
+            Ok((actor, view)) => {
+                info!(session_id = %record.session_id, connection_id, "turn after session end opened a new session");
+                let end_requested =
+                    self.registry
+                        .promote(&connection_id, record.session_id, actor.clone(), view);
+                if self.shutting_down {
+                    let _ = actor.cast(SessionMsg::End(EndReason::Shutdown));
+                } else if let Some(reason) = end_requested {
+                    self.registry.mark_ended(&connection_id, record.session_id);
+                    let _ = actor.cast(SessionMsg::End(reason));
+                }
+            }
+            Err(err) => {
+                // Keep the pending turns and try again shortly.
+                error!(connection_id, error = %err, "cannot reopen session; retrying");
+                myself.send_after(Duration::from_millis(100), move || SupervisorMsg::Reopen {
+                    connection_id,
+                });
+            }
+        }
+    }
+
+    /// A session actor stopped with its final record: it leaves the live
+    /// sessions, and is reflected on if it has turns and is not being
+    /// forgotten.
+    async fn session_ended(&mut self, myself: &ActorRef<SupervisorMsg>, record: SessionRecord) {
+        self.registry.finished_ending(record.session_id);
+        let reason = record
+            .end_reason
+            .map(EndReason::as_str)
+            .unwrap_or("unknown");
+        metrics::counter!("recall_sessions_ended_total", "reason" => reason).increment(1);
+        self.stats.sessions_ended += 1;
+        let ended: Vec<ActorId> = self
+            .sessions
+            .iter()
+            .filter(|(_, (id, _))| *id == record.session_id)
+            .map(|(actor, _)| *actor)
+            .collect();
+        for actor in ended {
+            self.remove_live(&actor);
+        }
+        let forgotten = self.forgetting.remove(&record.session_id);
+        if record.turn_count > 0 && !forgotten {
+            let job = ReflectionJob {
+                session_id: record.session_id,
+                agent_id: record.agent_id.clone(),
+                enqueued_at: record.ended_at.unwrap_or(record.started_at),
+            };
+            self.schedule(myself, job).await;
+        }
+    }
 }
 
 impl Actor for SessionSupervisor {
@@ -410,110 +520,20 @@ impl Actor for SessionSupervisor {
                 connection_id,
                 reply,
             } => {
-                let res = async {
-                    validate_id("agent_id", &agent_id)?;
-                    validate_id("user_id", &user_id)?;
-                    validate_id("connection_id", &connection_id)?;
-                    if state.shutting_down {
-                        return Err(StartError::ShuttingDown);
-                    }
-                    match state.registry.is_free_for(&connection_id, &agent_id) {
-                        Ok(()) => {}
-                        Err(Busy::Live) => {
-                            return Err(StartError::ConnectionBusy(connection_id.clone()))
-                        }
-                        Err(Busy::OtherAgent) => {
-                            return Err(StartError::ConnectionOwned(connection_id.clone()))
-                        }
-                    }
-                    let all = state.settings.session.max_live;
-                    if state.sessions.len() >= all {
-                        return Err(StartError::TooManyLive { max: all });
-                    }
-                    let max = state.settings.session.max_live_per_agent;
-                    if state.per_agent.get(&agent_id).is_some_and(|n| *n >= max) {
-                        return Err(StartError::TooManySessions {
-                            agent_id: agent_id.clone(),
-                            max,
-                        });
-                    }
-                    let record = state.new_record(&agent_id, &user_id, &connection_id);
-                    let (actor, view) = state.spawn_session(&myself, record.clone()).await?;
-                    let owner = Owner {
-                        agent_id: agent_id.as_str().into(),
-                        user_id: user_id.as_str().into(),
-                    };
-                    state.registry.insert_live(
-                        &connection_id,
-                        owner,
-                        record.session_id,
-                        actor,
-                        view,
-                    );
-                    Ok(record)
-                }
-                .await;
+                let res = state
+                    .start_session(&myself, agent_id, user_id, connection_id)
+                    .await;
                 let _ = reply.send(res);
             }
             SupervisorMsg::Reopen { connection_id } => {
                 let Some((owner, session_id)) = state.registry.opening(&connection_id) else {
                     return Ok(());
                 };
-                let mut record = state.new_record(&owner.agent_id, &owner.user_id, &connection_id);
-                // The id the turn's caller was given.
-                record.session_id = session_id;
-                match state.spawn_session(&myself, record.clone()).await {
-                    Ok((actor, view)) => {
-                        info!(session_id = %record.session_id, connection_id, "turn after session end opened a new session");
-                        let end_requested = state.registry.promote(
-                            &connection_id,
-                            record.session_id,
-                            actor.clone(),
-                            view,
-                        );
-                        if state.shutting_down {
-                            let _ = actor.cast(SessionMsg::End(EndReason::Shutdown));
-                        } else if let Some(reason) = end_requested {
-                            state.registry.mark_ended(&connection_id, record.session_id);
-                            let _ = actor.cast(SessionMsg::End(reason));
-                        }
-                    }
-                    Err(err) => {
-                        // Keep the pending turns and try again shortly.
-                        error!(connection_id, error = %err, "cannot reopen session; retrying");
-                        myself.send_after(Duration::from_millis(100), move || {
-                            SupervisorMsg::Reopen { connection_id }
-                        });
-                    }
-                }
+                state
+                    .reopen(&myself, connection_id, owner, session_id)
+                    .await
             }
-            SupervisorMsg::SessionEnded { record } => {
-                state.registry.finished_ending(record.session_id);
-                let reason = record
-                    .end_reason
-                    .map(EndReason::as_str)
-                    .unwrap_or("unknown");
-                metrics::counter!("recall_sessions_ended_total", "reason" => reason).increment(1);
-                state.stats.sessions_ended += 1;
-                let ended: Vec<ActorId> = state
-                    .sessions
-                    .iter()
-                    .filter(|(_, (id, _))| *id == record.session_id)
-                    .map(|(actor, _)| *actor)
-                    .collect();
-                for actor in ended {
-                    state.remove_live(&actor);
-                }
-                let forgotten = state.forgetting.remove(&record.session_id);
-                if record.turn_count > 0 && !forgotten {
-                    let job = ReflectionJob {
-                        session_id: record.session_id,
-                        agent_id: record.agent_id.clone(),
-                        enqueued_at: record.ended_at.unwrap_or(record.started_at),
-                    };
-                    state.schedule(&myself, job).await;
-                }
-            }
+            SupervisorMsg::SessionEnded { record } => state.session_ended(&myself, record).await,
             SupervisorMsg::Enqueue(job) => state.schedule(&myself, job).await,
             SupervisorMsg::Forgetting(ids) => {
                 state.waiting.retain(|j| !ids.contains(&j.session_id));

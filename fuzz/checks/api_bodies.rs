@@ -18,7 +18,7 @@ use axum::body::{to_bytes, Body};
 use axum::http::{header, Method, Request, StatusCode};
 use axum::Router;
 use recall::server::{self, ServerConfig};
-use recall::{Runtime, RuntimeBuilder, Settings};
+use recall::{EndOptions, Runtime, RuntimeBuilder, Settings, Turn};
 use recall_actors::settings::FlushPolicy;
 use serde_json::Value;
 use tower::ServiceExt;
@@ -118,11 +118,13 @@ fn harness() -> &'static Harness {
             rt.start_session(AGENT, USER, "fuzz-setup").await.unwrap();
             rt.record_turn(
                 "fuzz-setup",
-                "My name is Mark and I work at Initech.",
-                "Nice to meet you, Mark.",
+                Turn::new(
+                    "My name is Mark and I work at Initech.",
+                    "Nice to meet you, Mark.",
+                ),
             )
             .unwrap();
-            rt.end_session("fuzz-setup").unwrap();
+            rt.end_session("fuzz-setup", EndOptions::default()).unwrap();
             rt.wait_idle().await.unwrap();
             let facts = rt.facts(AGENT, USER).await.unwrap();
             let fact = facts.first().expect("the set-up session left a fact");

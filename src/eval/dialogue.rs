@@ -31,7 +31,7 @@ use super::baseline::{normalize, render_turn};
 use super::data::Split;
 use super::generate::Turn;
 use super::{context_text, EvalError};
-use crate::runtime::{Runtime, RuntimeBuilder};
+use crate::runtime::{ContextOptions, Runtime, RuntimeBuilder};
 
 /// What a question asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -640,7 +640,13 @@ async fn ask(
     let mut controls = Vec::new();
     for &budget in budgets {
         let ctx = rt
-            .context(&c.agent, &c.user, CONTROL_MESSAGE, budget)
+            .context(
+                &c.agent,
+                &c.user,
+                CONTROL_MESSAGE,
+                budget,
+                ContextOptions::default(),
+            )
             .await?;
         controls.push(normalize(&joined(&context_text(&ctx))));
     }
@@ -664,7 +670,15 @@ async fn ask(
         let reserved = counter.count(&q.text);
         let ranked = index.rank(&q.text);
         for (b, &budget) in budgets.iter().enumerate() {
-            let ctx = rt.context(&c.agent, &c.user, &q.text, budget).await?;
+            let ctx = rt
+                .context(
+                    &c.agent,
+                    &c.user,
+                    &q.text,
+                    budget,
+                    ContextOptions::default(),
+                )
+                .await?;
             let tiers = context_text(&ctx);
             let text = joined(&tiers);
             let norm = normalize(&text);

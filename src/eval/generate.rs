@@ -291,30 +291,7 @@ fn persona(p: &PersonaSpec, pool: &Pool, rng: &mut Rng) -> Result<PersonaLog, Ge
         return Err(fail("a persona needs at least two calls".into()));
     }
     let starts = call_starts(p, rng);
-    // Which call tells each fact: about where the file places it, after
-    // the fact it follows, at most FACTS_PER_CALL a call.
-    let mut order: Vec<usize> = (0..p.facts.len()).collect();
-    order.sort_by(|&a, &b| p.facts[a].at.total_cmp(&p.facts[b].at));
-    let mut placed: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut per_call: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for i in order {
-        let f = &p.facts[i];
-        let target = (f.at * (n - 1) as f64).round() as i64 + rng.range(0, 4) as i64 - 2;
-        let lo = match &f.after {
-            Some(a) => placed.get(a.as_str()).map_or(0, |c| c + 1),
-            None => 0,
-        };
-        if lo >= n {
-            return Err(fail(format!("no call left for fact {:?}", f.id)));
-        }
-        let target = (target.max(0) as usize).clamp(lo, n - 1);
-        let call = (target..n)
-            .chain((lo..target).rev())
-            .find(|&c| per_call[c].len() < FACTS_PER_CALL)
-            .ok_or_else(|| fail(format!("no room for fact {:?}", f.id)))?;
-        per_call[call].push(i);
-        placed.insert(&f.id, call);
-    }
+    let per_call = place_facts(p, rng).map_err(fail)?;
     // The persona's own small talk, each block in a random call.
     let mut talk_per_call: Vec<Vec<usize>> = vec![Vec::new(); n];
     for t in 0..p.talk.len() {
@@ -324,72 +301,16 @@ fn persona(p: &PersonaSpec, pool: &Pool, rng: &mut Rng) -> Result<PersonaLog, Ge
     if greetings.is_empty() || goodbyes.is_empty() || topics.len() < 2 {
         return Err(fail("too few topics of small talk".into()));
     }
+    let small_talk = SmallTalk {
+        greetings,
+        goodbyes,
+        topics,
+    };
     let mut used = Used::default();
     let mut calls = Vec::with_capacity(n);
     for (c, start) in starts.into_iter().enumerate() {
-        let mut body: Vec<Piece> = Vec::new();
-        let mut told = 0;
-        for &i in &per_call[c] {
-            body.push(Piece::Fact(&p.facts[i].id, &p.facts[i].turns));
-            told += p.facts[i].turns.len();
-        }
-        for &t in &talk_per_call[c] {
-            body.push(Piece::Talk(&p.talk[t]));
-            told += p.talk[t].len();
-        }
-        let hangs_up = rng.chance(0.8);
-        let frame = if hangs_up { 2 } else { 1 };
-        let size = rng.range(6, 20) as usize;
-        let small = size.saturating_sub(told + frame).max(1);
-        body.extend((0..small).map(|_| Piece::Small));
-        rng.shuffle(&mut body);
-        let mut exchanges: Vec<(Exchange, Option<String>)> = Vec::new();
-        used.hang_up();
-        let hello = *rng.pick(&greetings);
-        exchanges.push((used.pick(hello, rng).clone(), None));
-        // Small talk stays on a topic for a few turns, then moves on.
-        let mut topic = rng.range(0, topics.len() as u64 - 1) as usize;
-        let mut left_on_topic = 0;
-        for piece in body {
-            match piece {
-                Piece::Fact(id, turns) => {
-                    exchanges.extend(turns.iter().map(|e| (e.clone(), Some(id.to_string()))))
-                }
-                Piece::Talk(turns) => exchanges.extend(turns.iter().map(|e| (e.clone(), None))),
-                Piece::Small => {
-                    if left_on_topic == 0 {
-                        let next = rng.range(0, topics.len() as u64 - 2) as usize;
-                        topic = if next >= topic { next + 1 } else { next };
-                        left_on_topic = rng.range(1, 3);
-                    }
-                    left_on_topic -= 1;
-                    let t = topics[topic];
-                    let mut e = used.pick(t, rng).clone();
-                    // Sometimes two things in one breath; the answer is
-                    // to the last.
-                    if rng.chance(0.35) {
-                        let second = used.pick(t, rng);
-                        if second.user != e.user {
-                            // Texted sentences often end without a stop.
-                            let stop = if e.user.ends_with(['.', '!', '?']) {
-                                ""
-                            } else {
-                                "."
-                            };
-                            e = Exchange {
-                                user: format!("{}{stop} {}", e.user, second.user),
-                                agent: second.agent.clone(),
-                            };
-                        }
-                    }
-                    exchanges.push((e, None));
-                }
-            }
-        }
-        if hangs_up {
-            let bye = *rng.pick(&goodbyes);
-            exchanges.push((used.pick(bye, rng).clone(), None));
-        }
+        let (body, hangs_up) = call_body(p, &per_call[c], &talk_per_call[c], rng);
+        let exchanges = exchanges(body, hangs_up, &small_talk, &mut used, rng);
         let mut at = start;
         let mut turns = Vec::with_capacity(exchanges.len());
         for (e, fact) in exchanges {
@@ -431,6 +352,133 @@ fn persona(p: &PersonaSpec, pool: &Pool, rng: &mut Rng) -> Result<PersonaLog, Ge
         calls,
         questions,
     })
+}
+
+/// Which call tells each fact (indexes into `p.facts`, per call): about
+/// where the file places it, after the fact it follows, at most
+/// FACTS_PER_CALL a call. Why not, when a fact finds no call.
+fn place_facts(p: &PersonaSpec, rng: &mut Rng) -> Result<Vec<Vec<usize>>, String> {
+    let n = p.calls;
+    let mut order: Vec<usize> = (0..p.facts.len()).collect();
+    order.sort_by(|&a, &b| p.facts[a].at.total_cmp(&p.facts[b].at));
+    let mut placed: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut per_call: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for i in order {
+        let f = &p.facts[i];
+        let target = (f.at * (n - 1) as f64).round() as i64 + rng.range(0, 4) as i64 - 2;
+        let lo = match &f.after {
+            Some(a) => placed.get(a.as_str()).map_or(0, |c| c + 1),
+            None => 0,
+        };
+        if lo >= n {
+            return Err(format!("no call left for fact {:?}", f.id));
+        }
+        let target = (target.max(0) as usize).clamp(lo, n - 1);
+        let call = (target..n)
+            .chain((lo..target).rev())
+            .find(|&c| per_call[c].len() < FACTS_PER_CALL)
+            .ok_or_else(|| format!("no room for fact {:?}", f.id))?;
+        per_call[call].push(i);
+        placed.insert(&f.id, call);
+    }
+    Ok(per_call)
+}
+
+/// A persona's topics of small talk, by the part of a call they fill.
+struct SmallTalk<'a> {
+    greetings: Vec<&'a Topic>,
+    goodbyes: Vec<&'a Topic>,
+    /// Never empty or alone: a call moves from one to another.
+    topics: Vec<&'a Topic>,
+}
+
+/// What a call tells between its greeting and its goodbye, in a random
+/// order: its facts (`facts`, indexes into `p.facts`), its blocks of the
+/// persona's own talk (`talk`, into `p.talk`) and small talk to fill it;
+/// and whether the caller hangs up (says goodbye) at the end.
+fn call_body<'a>(
+    p: &'a PersonaSpec,
+    facts: &[usize],
+    talk: &[usize],
+    rng: &mut Rng,
+) -> (Vec<Piece<'a>>, bool) {
+    let mut body: Vec<Piece> = Vec::new();
+    let mut told = 0;
+    for &i in facts {
+        body.push(Piece::Fact(&p.facts[i].id, &p.facts[i].turns));
+        told += p.facts[i].turns.len();
+    }
+    for &t in talk {
+        body.push(Piece::Talk(&p.talk[t]));
+        told += p.talk[t].len();
+    }
+    let hangs_up = rng.chance(0.8);
+    let frame = if hangs_up { 2 } else { 1 };
+    let size = rng.range(6, 20) as usize;
+    let small = size.saturating_sub(told + frame).max(1);
+    body.extend((0..small).map(|_| Piece::Small));
+    rng.shuffle(&mut body);
+    (body, hangs_up)
+}
+
+/// A call's exchanges, each with the fact it tells: a greeting, the body
+/// (small talk picked as it comes), and a goodbye if the caller hangs up.
+fn exchanges(
+    body: Vec<Piece>,
+    hangs_up: bool,
+    talk: &SmallTalk,
+    used: &mut Used,
+    rng: &mut Rng,
+) -> Vec<(Exchange, Option<String>)> {
+    let topics = &talk.topics;
+    let mut exchanges: Vec<(Exchange, Option<String>)> = Vec::new();
+    used.hang_up();
+    let hello = *rng.pick(&talk.greetings);
+    exchanges.push((used.pick(hello, rng).clone(), None));
+    // Small talk stays on a topic for a few turns, then moves on.
+    let mut topic = rng.range(0, topics.len() as u64 - 1) as usize;
+    let mut left_on_topic = 0;
+    for piece in body {
+        match piece {
+            Piece::Fact(id, turns) => {
+                exchanges.extend(turns.iter().map(|e| (e.clone(), Some(id.to_string()))))
+            }
+            Piece::Talk(turns) => exchanges.extend(turns.iter().map(|e| (e.clone(), None))),
+            Piece::Small => {
+                if left_on_topic == 0 {
+                    let next = rng.range(0, topics.len() as u64 - 2) as usize;
+                    topic = if next >= topic { next + 1 } else { next };
+                    left_on_topic = rng.range(1, 3);
+                }
+                left_on_topic -= 1;
+                let t = topics[topic];
+                let mut e = used.pick(t, rng).clone();
+                // Sometimes two things in one breath; the answer is to the
+                // last.
+                if rng.chance(0.35) {
+                    let second = used.pick(t, rng);
+                    if second.user != e.user {
+                        // Texted sentences often end without a stop.
+                        let stop = if e.user.ends_with(['.', '!', '?']) {
+                            ""
+                        } else {
+                            "."
+                        };
+                        e = Exchange {
+                            user: format!("{}{stop} {}", e.user, second.user),
+                            agent: second.agent.clone(),
+                        };
+                    }
+                }
+                exchanges.push((e, None));
+            }
+        }
+    }
+    if hangs_up {
+        let bye = *rng.pick(&talk.goodbyes);
+        exchanges.push((used.pick(bye, rng).clone(), None));
+    }
+    exchanges
 }
 
 /// How often each small-talk exchange has been used, so a persona goes

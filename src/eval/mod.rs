@@ -35,7 +35,9 @@ use recall_actors::context::{AssembledContext, CharEstimate, Tier, TokenCounter}
 use recall_actors::settings::{EmbedKind, ReflectorKind, Settings};
 use serde::Serialize;
 
-use crate::runtime::{RecallError, Runtime, RuntimeBuilder, StartupError};
+use crate::runtime::{
+    ContextOptions, EndOptions, RecallError, Runtime, RuntimeBuilder, StartupError, Turn,
+};
 use crate::simulate::Action;
 use baseline::{holds, normalize, Bm25};
 pub use data::{Category, Split};
@@ -434,12 +436,11 @@ async fn play(
             } => {
                 rt.record_turn(
                     connection_id,
-                    user_message.as_str(),
-                    agent_response.as_str(),
+                    Turn::new(user_message.as_str(), agent_response.as_str()),
                 )?;
             }
             Action::End { connection_id } => {
-                rt.end_session(connection_id)?;
+                rt.end_session(connection_id, EndOptions::default())?;
             }
             Action::Touch { .. } | Action::Context { .. } | Action::Search { .. } => {}
         }
@@ -504,7 +505,15 @@ async fn ask(rt: &Runtime, set: &Dataset, budgets: &[usize]) -> Result<Vec<Outco
             // context does.
             let reserved = counter.count(&q.text);
             for (b, &budget) in budgets.iter().enumerate() {
-                let ctx = rt.context(&p.agent, &p.user, &q.text, budget).await?;
+                let ctx = rt
+                    .context(
+                        &p.agent,
+                        &p.user,
+                        &q.text,
+                        budget,
+                        ContextOptions::default(),
+                    )
+                    .await?;
                 let tiers = context_text(&ctx);
                 let text = normalize(
                     &tiers

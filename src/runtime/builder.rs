@@ -94,34 +94,8 @@ impl RuntimeBuilder {
     pub async fn start(self) -> Result<Runtime, StartupError> {
         self.settings.validate()?;
         let prompts = Arc::new(self.prompts()?);
-        let reflect: Arc<dyn Reflect> = match (&self.reflect, self.settings.reflector.kind) {
-            (Some(r), _) => r.clone(),
-            (None, ReflectorKind::Extractive) => Arc::new(ExtractiveReflect),
-            (None, ReflectorKind::Openai) => {
-                let key = self.key_from(&self.settings.reflector.openai.api_key_env);
-                Arc::new(
-                    OpenAiReflect::new(&self.settings.reflector.openai, key)
-                        .map_err(StartupError::Reflector)?,
-                )
-            }
-        };
-        let embed: Arc<dyn Embed> = match (&self.embed, self.settings.embed.kind) {
-            (Some(e), _) => e.clone(),
-            (None, EmbedKind::Hashing) => {
-                Arc::new(HashingEmbed::new(self.settings.embed.dimensions))
-            }
-            (None, EmbedKind::Static) => {
-                Arc::new(StaticEmbed::builtin().map_err(StartupError::Embedder)?)
-            }
-            (None, EmbedKind::Openai) => {
-                let key = self.key_from(&self.settings.embed.openai.api_key_env);
-                Arc::new(
-                    OpenAiEmbed::new(&self.settings.embed.openai, key)
-                        .map_err(StartupError::Embedder)?,
-                )
-            }
-            (None, EmbedKind::Local) => local_embedder(&self.settings.embed.local).await?,
-        };
+        let reflect = self.reflector()?;
+        let embed = self.embedder().await?;
         // Related words (retrieval) read the built-in word table: parsed
         // now, once per process, not in the first read that asks.
         if self.settings.context.retrieval_related_words > 0 {
@@ -138,84 +112,172 @@ impl RuntimeBuilder {
                 })?,
             );
         let clock = self.clock.unwrap_or_else(Clock::system);
-        let settings = self.settings;
-        let dir = self.data_dir.clone();
-        let store_settings = settings.store.clone();
-        let fill_inbox = settings.rollup.enabled;
-        let backend: SharedBackend = match store_settings.kind {
-            StoreKind::Sled => tokio::task::spawn_blocking(move || {
-                let mut trees = Trees::open(&dir, &store_settings)?;
-                trees.fill_inbox = fill_inbox;
-                Ok::<_, StoreError>(Arc::new(trees))
-            })
-            .await
-            .map_err(|e| StartupError::Recovery(format!("opening the store panicked: {e}")))??,
-            StoreKind::Postgres => {
-                let mut pg = PgBackend::connect(&store_settings.postgres).await?;
-                pg.fill_inbox = fill_inbox;
-                Arc::new(pg)
-            }
-        };
+        let backend = open_store(&self.data_dir, &self.settings).await?;
         // Alive for the other instances sharing the store (if any) before
         // it takes anything over.
         backend.heartbeat().await?;
         let leases = cluster::Leases::for_backend(&backend);
-        // A forget a crash cut short is finished before any actor starts,
-        // so none of them reads (or sends out) what was to be forgotten.
-        {
-            let finished = read_blocking(backend.clone(), |b| {
-                Box::pin(async move {
-                    let mut n = 0;
-                    for (user_id, agent_id) in b.pending_forgets().await? {
-                        b.forget_user(&user_id, agent_id.as_deref()).await?;
-                        n += 1;
-                    }
-                    Ok(n)
-                })
-            })
-            .await?;
-            if finished > 0 {
-                info!(finished, "finished forgets a crash had cut short");
+        prepare_store(&backend, self.settings.rollup.enabled).await?;
+        let parts = Parts {
+            settings: self.settings,
+            seed: self.seed,
+            reflect,
+            embed,
+            prompts,
+            rollup_prompts,
+            clock,
+        };
+        let runtime = Runtime {
+            inner: Arc::new(parts.start_actors(backend, &leases).await?),
+            recovered: Vec::new(),
+        };
+        let runtime = runtime.recover().await?;
+        runtime.join_cluster(leases).await?;
+        runtime.warm_indexes();
+        runtime.start_reembedding();
+        Ok(runtime)
+    }
+
+    /// The `Reflect` given to the builder, else the one the settings name.
+    fn reflector(&self) -> Result<Arc<dyn Reflect>, StartupError> {
+        Ok(match (&self.reflect, self.settings.reflector.kind) {
+            (Some(r), _) => r.clone(),
+            (None, ReflectorKind::Extractive) => Arc::new(ExtractiveReflect),
+            (None, ReflectorKind::Openai) => {
+                let key = self.key_from(&self.settings.reflector.openai.api_key_env);
+                Arc::new(
+                    OpenAiReflect::new(&self.settings.reflector.openai, key)
+                        .map_err(StartupError::Reflector)?,
+                )
             }
+        })
+    }
+
+    /// The `Embed` given to the builder, else the one the settings name.
+    async fn embedder(&self) -> Result<Arc<dyn Embed>, StartupError> {
+        Ok(match (&self.embed, self.settings.embed.kind) {
+            (Some(e), _) => e.clone(),
+            (None, EmbedKind::Hashing) => {
+                Arc::new(HashingEmbed::new(self.settings.embed.dimensions))
+            }
+            (None, EmbedKind::Static) => {
+                Arc::new(StaticEmbed::builtin().map_err(StartupError::Embedder)?)
+            }
+            (None, EmbedKind::Openai) => {
+                let key = self.key_from(&self.settings.embed.openai.api_key_env);
+                Arc::new(
+                    OpenAiEmbed::new(&self.settings.embed.openai, key)
+                        .map_err(StartupError::Embedder)?,
+                )
+            }
+            (None, EmbedKind::Local) => local_embedder(&self.settings.embed.local).await?,
+        })
+    }
+}
+
+/// Opens the backend the settings name: sled in `dir` (on the blocking
+/// pool), or PostgreSQL.
+async fn open_store(dir: &Path, settings: &Settings) -> Result<SharedBackend, StartupError> {
+    let dir = dir.to_path_buf();
+    let store_settings = settings.store.clone();
+    let fill_inbox = settings.rollup.enabled;
+    Ok(match store_settings.kind {
+        StoreKind::Sled => tokio::task::spawn_blocking(move || {
+            let mut trees = Trees::open(&dir, &store_settings)?;
+            trees.fill_inbox = fill_inbox;
+            Ok::<_, StoreError>(Arc::new(trees))
+        })
+        .await
+        .map_err(|e| StartupError::Recovery(format!("opening the store panicked: {e}")))??,
+        StoreKind::Postgres => {
+            let mut pg = PgBackend::connect(&store_settings.postgres).await?;
+            pg.fill_inbox = fill_inbox;
+            Arc::new(pg)
         }
-        // An older version kept the latest reflection's `relationship` and
-        // `self_perception` as the agent's, over its operator's: they go
-        // back to their users before any context is read.
-        let repaired = read_blocking(backend.clone(), |b| Box::pin(repair_agent_blocks(b))).await?;
-        if !repaired.is_empty() {
+    })
+}
+
+/// Puts right what the store holds before any actor reads it: forgets a
+/// crash cut short, blocks an older version misplaced, and (with rollups)
+/// summaries stored before rollups queued for them.
+async fn prepare_store(backend: &SharedBackend, fill_inbox: bool) -> Result<(), StartupError> {
+    // A forget a crash cut short is finished before any actor starts, so
+    // none of them reads (or sends out) what was to be forgotten.
+    let finished = read_blocking(backend.clone(), |b| {
+        Box::pin(async move {
+            let mut n = 0;
+            for (user_id, agent_id) in b.pending_forgets().await? {
+                b.forget_user(&user_id, agent_id.as_deref()).await?;
+                n += 1;
+            }
+            Ok(n)
+        })
+    })
+    .await?;
+    if finished > 0 {
+        info!(finished, "finished forgets a crash had cut short");
+    }
+    // An older version kept the latest reflection's `relationship` and
+    // `self_perception` as the agent's, over its operator's: they go
+    // back to their users before any context is read.
+    let repaired = read_blocking(backend.clone(), |b| Box::pin(repair_agent_blocks(b))).await?;
+    if !repaired.is_empty() {
+        info!(
+            blocks = repaired.len(),
+            "moved agent-wide blocks drawn from users' calls to those users"
+        );
+    }
+    if fill_inbox {
+        // A folder from before rollups: its summaries join topics too.
+        let queued = read_blocking(backend.clone(), |b| Box::pin(b.backfill_inbox())).await?;
+        if queued > 0 {
             info!(
-                blocks = repaired.len(),
-                "moved agent-wide blocks drawn from users' calls to those users"
+                queued,
+                "queued stored summaries and facts for rollups and topics"
             );
         }
-        if fill_inbox {
-            // A folder from before rollups: its summaries join topics too.
-            let queued = read_blocking(backend.clone(), |b| Box::pin(b.backfill_inbox())).await?;
-            if queued > 0 {
-                info!(
-                    queued,
-                    "queued stored summaries and facts for rollups and topics"
-                );
-            }
-        }
+    }
+    Ok(())
+}
 
+/// What the actors are started with, made ready before any of them.
+struct Parts {
+    settings: Settings,
+    seed: Option<u64>,
+    reflect: Arc<dyn Reflect>,
+    embed: Arc<dyn Embed>,
+    prompts: Arc<Prompts>,
+    rollup_prompts: Arc<RollupPrompts>,
+    clock: Clock,
+}
+
+impl Parts {
+    /// Starts the actors on `backend`, in order: the Store, the rollups
+    /// (if on), the watchdog, then the session supervisor; the runtime's
+    /// state around them.
+    async fn start_actors(
+        self,
+        backend: SharedBackend,
+        leases: &cluster::Leases,
+    ) -> Result<Inner, StartupError> {
+        let Parts {
+            settings,
+            seed,
+            reflect,
+            embed,
+            prompts,
+            rollup_prompts,
+            clock,
+        } = self;
         let generations = Arc::new(Generations::default());
         let search = Arc::new(SearchIndex::new(&embed));
         // Readers that scan (context sources, index builds, retrieved
         // turns) read the backend off the Store actor, after a barrier when
         // they must see its earlier writes.
         let reader = recall_actors::store::Reader::new(backend.clone());
-        // A refused turn may try again once the backend's next write has
-        // had its answer: for PostgreSQL, a connection attempt's time.
-        let retry_after = match settings.store.kind {
-            StoreKind::Postgres => {
-                Duration::from_secs(settings.store.postgres.connect_timeout_secs.max(1))
-            }
-            StoreKind::Sled => Duration::from_secs(1),
-        };
         let backlog = Arc::new(Backlog::new(
             settings.store.max_unwritten_turns,
-            retry_after,
+            retry_after(&settings),
         ));
         let (store, _) = Actor::spawn(
             None,
@@ -232,141 +294,141 @@ impl RuntimeBuilder {
         .map_err(|e| StartupError::Spawn("store", e))?;
         let (rollup_stats_tx, rollup_stats) = watch::channel(RollupStats::default());
         let rollup = if settings.rollup.enabled {
-            let (rollup, _) = Actor::spawn(
-                None,
-                RollupActor,
-                RollupArgs {
-                    store: store.clone(),
-                    reader: reader.clone(),
-                    reflect: reflect.clone(),
-                    embed: embed.clone(),
-                    prompts: rollup_prompts,
-                    settings: settings.rollup.clone(),
-                    attempt_timeout: Duration::from_secs(settings.reflector.attempt_timeout_secs),
-                    clock,
-                    stats: rollup_stats_tx,
-                    lease: leases.rollup.clone(),
-                },
-            )
-            .await
-            .map_err(|e| StartupError::Spawn("rollup", e))?;
+            let args = RollupArgs {
+                store: store.clone(),
+                reader: reader.clone(),
+                reflect: reflect.clone(),
+                embed: embed.clone(),
+                prompts: rollup_prompts,
+                settings: settings.rollup.clone(),
+                attempt_timeout: Duration::from_secs(settings.reflector.attempt_timeout_secs),
+                clock,
+                stats: rollup_stats_tx,
+                lease: leases.rollup.clone(),
+            };
+            let (rollup, _) = Actor::spawn(None, RollupActor, args)
+                .await
+                .map_err(|e| StartupError::Spawn("rollup", e))?;
             Some(rollup)
         } else {
             None
         };
         let live_topics = Arc::new(LiveTopics::default());
-        let (watchdog, _) = Actor::spawn(
-            None,
-            WatchdogActor,
-            WatchdogArgs {
-                store: store.clone(),
-                settings: settings.watchdog.clone(),
-                block_limit: settings.blocks.background_context_limit,
-                clock,
-                embed: embed.clone(),
-                topic_threshold: settings.rollup.topic_threshold_for(embed.closeness()),
-                live_topics: live_topics.clone(),
-                lease: leases.watchdog.clone(),
-            },
-        )
-        .await
-        .map_err(|e| StartupError::Spawn("watchdog", e))?;
-        let registry = match self.seed {
+        let watchdog_args = WatchdogArgs {
+            store: store.clone(),
+            settings: settings.watchdog.clone(),
+            block_limit: settings.blocks.background_context_limit,
+            clock,
+            embed: embed.clone(),
+            topic_threshold: settings.rollup.topic_threshold_for(embed.closeness()),
+            live_topics: live_topics.clone(),
+            lease: leases.watchdog.clone(),
+        };
+        let (watchdog, _) = Actor::spawn(None, WatchdogActor, watchdog_args)
+            .await
+            .map_err(|e| StartupError::Spawn("watchdog", e))?;
+        let registry = match seed {
             Some(seed) => Registry::seeded(seed),
             None => Registry::new(),
         };
         let (stats_tx, stats_rx) = watch::channel(SupervisorStats::default());
         let (windows_tx, windows_in_flight) = watch::channel(0usize);
-        let (supervisor, _) = Actor::spawn(
-            None,
-            SessionSupervisor,
-            SupervisorArgs {
-                settings: settings.clone(),
-                registry: registry.clone(),
-                store: store.clone(),
-                reflect: reflect.clone(),
-                prompts: prompts.clone(),
-                clock,
-                stats: stats_tx,
-                rollup: rollup.clone(),
-                watchdog: Some(watchdog.clone()),
-                windows_in_flight: windows_tx,
-                backlog: backlog.clone(),
-            },
-        )
-        .await
-        .map_err(|e| StartupError::Spawn("supervisor", e))?;
+        let supervisor_args = SupervisorArgs {
+            settings: settings.clone(),
+            registry: registry.clone(),
+            store: store.clone(),
+            reflect: reflect.clone(),
+            prompts: prompts.clone(),
+            clock,
+            stats: stats_tx,
+            rollup: rollup.clone(),
+            watchdog: Some(watchdog.clone()),
+            windows_in_flight: windows_tx,
+            backlog: backlog.clone(),
+        };
+        let (supervisor, _) = Actor::spawn(None, SessionSupervisor, supervisor_args)
+            .await
+            .map_err(|e| StartupError::Spawn("supervisor", e))?;
 
         let query_vectors = Arc::new(context::QueryVectors::new(
             1024,
             settings.embed.max_query_jobs,
         ));
-        let runtime = Runtime {
-            inner: Arc::new(Inner {
-                reflect,
-                prompts,
-                context_cache: context::ContextCache::new(settings.context.cache_entries),
-                settings,
-                generations,
-                clock,
-                registry,
-                store,
-                backlog,
-                supervisor,
-                watchdog,
-                windows_in_flight,
-                rollup,
-                search,
-                reader,
-                embed,
-                query_vectors,
-                tokio: tokio::runtime::Handle::current(),
-                reembed: watch::Sender::new(reembed::ReembedProgress::default()),
-                live_topics,
-                rollup_stats,
-                stats: stats_rx,
-                cluster: cluster::Cluster::default(),
-            }),
-            recovered: Vec::new(),
-        };
-        let runtime = runtime.recover().await?;
-        {
-            let inner = &runtime.inner;
-            let (forgets, mut forgotten) = tokio::sync::mpsc::unbounded_channel();
-            let shared = cluster::Shared {
-                backend: runtime
-                    .reader()
-                    .map_err(|e| StartupError::Recovery(e.to_string()))?,
-                store: inner.store.clone(),
-                supervisor: inner.supervisor.clone(),
-                stats: inner.stats.clone(),
-                generations: inner.generations.clone(),
-                search: inner.search.clone(),
-                leases,
-                clock: inner.clock,
-                max_reflections: inner.settings.reflector.max_concurrent,
-                refresh: Duration::from_secs(inner.settings.store.postgres.refresh_secs),
-                forgets,
-            };
-            cluster::start(&inner.cluster, shared).await?;
-            // Forgets announced by other instances, one at a time (the
-            // task stops with the cluster's, at the runtime's stop).
-            let here = runtime.clone();
-            inner.cluster.add(tokio::spawn(async move {
-                while let Some(forgot) = forgotten.recv().await {
-                    here.forgot_elsewhere(forgot).await;
-                }
-            }));
+        Ok(Inner {
+            reflect,
+            prompts,
+            context_cache: context::ContextCache::new(settings.context.cache_entries),
+            settings,
+            generations,
+            clock,
+            registry,
+            store,
+            backlog,
+            supervisor,
+            watchdog,
+            windows_in_flight,
+            rollup,
+            search,
+            reader,
+            embed,
+            query_vectors,
+            tokio: tokio::runtime::Handle::current(),
+            reembed: watch::Sender::new(reembed::ReembedProgress::default()),
+            live_topics,
+            rollup_stats,
+            stats: stats_rx,
+            cluster: cluster::Cluster::default(),
+        })
+    }
+}
+
+/// How long a refused turn waits before it may try again: until the
+/// backend's next write has had its answer (for PostgreSQL, a connection
+/// attempt's time).
+fn retry_after(settings: &Settings) -> Duration {
+    match settings.store.kind {
+        StoreKind::Postgres => {
+            Duration::from_secs(settings.store.postgres.connect_timeout_secs.max(1))
         }
-        runtime.warm_indexes();
-        runtime.start_reembedding();
-        Ok(runtime)
+        StoreKind::Sled => Duration::from_secs(1),
     }
 }
 
 impl Runtime {
     pub fn builder(data_dir: impl AsRef<Path>) -> RuntimeBuilder {
         RuntimeBuilder::new(data_dir)
+    }
+
+    /// Starts this instance's share of a store others share (see
+    /// `cluster`), and the task that takes in the forgets they announce.
+    async fn join_cluster(&self, leases: cluster::Leases) -> Result<(), StartupError> {
+        let inner = &self.inner;
+        let (forgets, mut forgotten) = tokio::sync::mpsc::unbounded_channel();
+        let shared = cluster::Shared {
+            backend: self
+                .reader()
+                .map_err(|e| StartupError::Recovery(e.to_string()))?,
+            store: inner.store.clone(),
+            supervisor: inner.supervisor.clone(),
+            stats: inner.stats.clone(),
+            generations: inner.generations.clone(),
+            search: inner.search.clone(),
+            leases,
+            clock: inner.clock,
+            max_reflections: inner.settings.reflector.max_concurrent,
+            refresh: Duration::from_secs(inner.settings.store.postgres.refresh_secs),
+            forgets,
+        };
+        cluster::start(&inner.cluster, shared).await?;
+        // Forgets announced by other instances, one at a time (the task
+        // stops with the cluster's, at the runtime's stop).
+        let here = self.clone();
+        inner.cluster.add(tokio::spawn(async move {
+            while let Some(forgot) = forgotten.recv().await {
+                here.forgot_elsewhere(forgot).await;
+            }
+        }));
+        Ok(())
     }
 
     pub(super) async fn recover(mut self) -> Result<Self, StartupError> {

@@ -768,15 +768,14 @@ impl Runtime {
             .unwrap_or_default())
     }
 
-    /// Assembles a context; `cached: false` reads everything from the store
-    /// (what the cache must always agree with).
+    /// Assembles a context; `options.use_cache: false` reads everything
+    /// from the store (what the cache must always agree with).
     pub(super) async fn assemble_context(
         &self,
         agent_id: &str,
         user_id: &str,
         current_message: &str,
         budget_tokens: usize,
-        cached: bool,
         options: ContextOptions,
     ) -> Result<AssembledContext, RecallError> {
         recall_actors::model::validate_id("agent_id", agent_id)?;
@@ -784,7 +783,9 @@ impl Runtime {
         self.check_message("message", current_message)?;
         let counter: &dyn TokenCounter = &CharEstimate;
         let now = self.inner.clock.now();
-        let src = self.context_sources(agent_id, user_id, now, cached).await?;
+        let src = self
+            .context_sources(agent_id, user_id, now, options.use_cache)
+            .await?;
         // The live call: its rolling memory (the latest completed long
         // narrative and window summaries, never waited for) and the raw
         // turns after them.
@@ -899,7 +900,7 @@ impl Runtime {
                     live_words: &gap_queries,
                     skip_session: verbatim,
                     now,
-                    cached,
+                    cached: options.use_cache,
                 },
                 &src,
             )
@@ -1236,18 +1237,26 @@ fn names_of_fact(f: &recall_actors::model::Fact) -> Vec<(String, String)> {
     out
 }
 
-/// How a context is read.
+/// How [`Runtime::context`] reads a context. The default shows the live
+/// call and reads through the context cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ContextOptions {
     /// Show the live call (its window summaries and raw turns). Off for a
     /// caller that sends the call's messages to its LLM itself; the live
     /// call still sets the decay bands and sharpens retrieval.
     pub include_live: bool,
+    /// Read what is stored through the context cache. Off reads everything
+    /// from the store, bypassing the cache: what the cached read must
+    /// always equal, for tests and benchmarks that compare the two.
+    pub use_cache: bool,
 }
 
 impl Default for ContextOptions {
     fn default() -> Self {
-        ContextOptions { include_live: true }
+        ContextOptions {
+            include_live: true,
+            use_cache: true,
+        }
     }
 }
 
@@ -1309,7 +1318,9 @@ mod tests {
             .await
             .unwrap();
         let message = "Where did I say my sister lives?";
-        rt.context("kairix", "mark", message, 2_000).await.unwrap();
+        rt.context("kairix", "mark", message, 2_000, ContextOptions::default())
+            .await
+            .unwrap();
         assert!(rt.inner.query_vectors.get(message).is_some(), "held");
         rt.forget_user("mark", None).await.unwrap();
         assert!(rt.inner.query_vectors.get(message).is_none(), "let go");

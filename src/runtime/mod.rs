@@ -7,13 +7,26 @@
 //!
 //! # Layout
 //!
+//! - this file: the [`Runtime`] handle, `ask` (a call with a timeout),
+//!   and the queries' and reports' types ([`SessionQuery`],
+//!   [`SummaryQuery`], [`SessionStatus`], [`LiveContext`],
+//!   [`RuntimeStats`], [`ShutdownReport`]).
 //! - `builder`: [`RuntimeBuilder`], starting the actors, recovery.
-//! - `sessions`: the hot path and the live sessions.
+//! - `sessions`: the hot path and the live sessions: starting, recording
+//!   turns ([`Turn`]), touches ([`TouchOptions`]), ending
+//!   ([`EndOptions`]), owner checks, reading a context
+//!   ([`Runtime::context`]) and clearing the working context.
 //! - `queries`: stored sessions, turns, summaries, blocks, facts, dead
 //!   letters.
-//! - `context`: the assembled context and its cache.
-//! - `hierarchy`: rollups, topics, search; `replay`; `forget`; `reembed`.
-//! - `lifecycle`: stats, barriers, shutdown.
+//! - `context`: the assembled context ([`ContextOptions`]) and its cache,
+//!   and query vectors made ahead ([`Runtime::prepare_message`]).
+//! - `hierarchy`: rollups, topics, archival search and its indexes.
+//! - `replay`: re-deriving an agent's summaries and facts from the stored
+//!   turns.
+//! - `forget`: forgetting a user.
+//! - `reembed`: re-embedding what another embedder embedded.
+//! - `lifecycle`: stats, barriers, the watchdog's refresh, readiness,
+//!   shutdown.
 //! - `cluster`: the work instances sharing one PostgreSQL schema share
 //!   (heartbeats, leases, claimed reflections, the change feed, forgets
 //!   made elsewhere).
@@ -82,6 +95,7 @@ pub use error::{RecallError, StartupError};
 pub use hierarchy::TopicView;
 pub use reembed::ReembedProgress;
 pub use replay::{ReplayChange, ReplayFailure, ReplayProgress, ReplayReport, ReplayRequest};
+pub use sessions::{EndOptions, TouchOptions, Turn};
 
 /// Timeout of calls into the actors, in ms.
 const CALL_TIMEOUT_MS: u64 = 30_000;

@@ -1,5 +1,7 @@
 //! Sessions and the hot path: starting one, recording turns (plain and
-//! durable), touches, ending, and what the live sessions hold.
+//! durable), touches, ending, reading a context, and what the live
+//! sessions hold; the options those calls take ([`Turn`], [`EndOptions`],
+//! [`TouchOptions`]).
 
 use super::*;
 
@@ -39,51 +41,23 @@ impl Runtime {
     }
 
     /// Records a completed exchange. Non-blocking: validates, reads the
-    /// connection table and casts to the session actor. Returns the id of
-    /// the session the turn went to. A turn for a connection whose session
-    /// ended opens a new session there (and gets its id); a turn for a
-    /// connection never started is `UnknownConnection`.
-    pub fn record_turn(
-        &self,
-        connection_id: &str,
-        user_message: impl Into<String>,
-        agent_response: impl Into<String>,
-    ) -> Result<Uuid, RecallError> {
-        self.record_turn_inner(
-            connection_id,
-            None,
-            user_message.into(),
-            agent_response.into(),
-        )
-    }
-
-    /// [`record_turn`](Self::record_turn) only if the connection belongs to
-    /// this agent and user, checked atomically with the routing: for
-    /// callers (a WebSocket stream) that hold a connection id longer than
-    /// its session may last. Otherwise `NotOwner`, and nothing is recorded.
-    pub fn record_turn_as(
-        &self,
-        connection_id: &str,
-        agent_id: &str,
-        user_id: &str,
-        user_message: impl Into<String>,
-        agent_response: impl Into<String>,
-    ) -> Result<Uuid, RecallError> {
-        self.record_turn_inner(
-            connection_id,
-            Some((agent_id, user_id)),
-            user_message.into(),
-            agent_response.into(),
-        )
-    }
-
-    pub(super) fn record_turn_inner(
-        &self,
-        connection_id: &str,
-        owner: Option<(&str, &str)>,
-        user_message: String,
-        agent_response: String,
-    ) -> Result<Uuid, RecallError> {
+    /// connection table and casts to the session actor, so it is
+    /// acknowledged in microseconds. Returns the id of the session the turn
+    /// went to. A turn for a connection whose session ended opens a new
+    /// session there (and gets its id); a turn for a connection never
+    /// started is `UnknownConnection`.
+    ///
+    /// A turn built with [`Turn::owned_by`] is recorded only if the
+    /// connection belongs to that agent and user, checked atomically with
+    /// the routing: for callers (a WebSocket stream) that hold a connection
+    /// id longer than its session may last. Otherwise `NotOwner`, and
+    /// nothing is recorded.
+    pub fn record_turn(&self, connection_id: &str, turn: Turn<'_>) -> Result<Uuid, RecallError> {
+        let Turn {
+            user_message,
+            agent_response,
+            owner,
+        } = turn;
         if user_message.trim().is_empty() && agent_response.trim().is_empty() {
             return Err(InputError::EmptyTurn.into());
         }
@@ -118,36 +92,16 @@ impl Runtime {
         Ok(routed.session_id())
     }
 
-    /// Records a turn and returns once it is on disk (flushed), whatever
-    /// the flush policy: for callers that cannot afford the group-commit
-    /// window for this turn.
+    /// [`record_turn`](Self::record_turn), returning once the turn is on
+    /// disk (flushed), whatever the flush policy: for callers that cannot
+    /// afford the group-commit window for this turn. The turn's owner, if
+    /// it names one, is checked as `record_turn` checks it.
     pub async fn record_turn_durable(
         &self,
         connection_id: &str,
-        user_message: impl Into<String>,
-        agent_response: impl Into<String>,
+        turn: Turn<'_>,
     ) -> Result<Uuid, RecallError> {
-        let session_id = self.record_turn(connection_id, user_message, agent_response)?;
-        self.confirm_durable(connection_id, session_id).await
-    }
-
-    /// [`record_turn_durable`](Self::record_turn_durable) with the owner
-    /// check of [`record_turn_as`](Self::record_turn_as).
-    pub async fn record_turn_durable_as(
-        &self,
-        connection_id: &str,
-        agent_id: &str,
-        user_id: &str,
-        user_message: impl Into<String>,
-        agent_response: impl Into<String>,
-    ) -> Result<Uuid, RecallError> {
-        let session_id = self.record_turn_as(
-            connection_id,
-            agent_id,
-            user_id,
-            user_message,
-            agent_response,
-        )?;
+        let session_id = self.record_turn(connection_id, turn)?;
         self.confirm_durable(connection_id, session_id).await
     }
 
@@ -220,21 +174,12 @@ impl Runtime {
         true
     }
 
-    /// The user is speaking: defer the silence timeout.
-    pub fn touch(&self, connection_id: &str) -> Result<(), RecallError> {
-        self.touch_inner(connection_id, None)
-    }
-
-    /// [`touch`](Self::touch) only if the connection belongs to this agent
-    /// and user (`NotOwner` otherwise): what a caller that names the
+    /// The user is speaking: defer the silence timeout. With
+    /// [`TouchOptions::owned_by`], only if the connection belongs to that
+    /// agent and user (`NotOwner` otherwise): what a caller that names the
     /// connection's owner, such as the HTTP API, uses.
-    pub fn touch_as(
-        &self,
-        connection_id: &str,
-        agent_id: &str,
-        user_id: &str,
-    ) -> Result<(), RecallError> {
-        self.touch_inner(connection_id, Some((agent_id, user_id)))
+    pub fn touch(&self, connection_id: &str, options: TouchOptions<'_>) -> Result<(), RecallError> {
+        self.touch_inner(connection_id, options.owner)
     }
 
     fn touch_inner(
@@ -266,33 +211,19 @@ impl Runtime {
             })
     }
 
-    /// Ends the connection's live session (the call disconnected). Returns
-    /// its id, or `None` if it had already ended.
-    pub fn end_session(&self, connection_id: &str) -> Result<Option<Uuid>, RecallError> {
-        self.end_session_because(connection_id, EndReason::Disconnect)
-    }
-
-    /// Ends the connection's live session for `reason`: `disconnect` or
-    /// `cleared` (the reasons a caller can give). Idempotent.
-    pub fn end_session_because(
+    /// Ends the connection's live session. Returns its id, or `None` if it
+    /// had already ended. Idempotent.
+    ///
+    /// The options say why ([`EndOptions::because`]: `disconnect`, the
+    /// default, or `cleared`, the reasons a caller can give) and, with
+    /// [`EndOptions::owned_by`], end it only if the connection belongs to
+    /// that agent and user (`NotOwner` otherwise, and nothing ends).
+    pub fn end_session(
         &self,
         connection_id: &str,
-        reason: EndReason,
+        options: EndOptions<'_>,
     ) -> Result<Option<Uuid>, RecallError> {
-        self.end_inner(connection_id, None, reason)
-    }
-
-    /// [`end_session_because`](Self::end_session_because) only if the
-    /// connection belongs to this agent and user (`NotOwner` otherwise,
-    /// and nothing ends).
-    pub fn end_session_as(
-        &self,
-        connection_id: &str,
-        agent_id: &str,
-        user_id: &str,
-        reason: EndReason,
-    ) -> Result<Option<Uuid>, RecallError> {
-        self.end_inner(connection_id, Some((agent_id, user_id)), reason)
+        self.end_inner(connection_id, options.owner, options.reason)
     }
 
     fn end_inner(
@@ -432,26 +363,12 @@ impl Runtime {
     /// summaries, the live session's turns, then `current_message`, within
     /// `budget_tokens` (see [`recall_actors::context`]). Reads what is
     /// stored and what the live session holds; never waits on an LLM.
+    ///
+    /// [`ContextOptions::default`] shows the live call and reads through
+    /// the context cache; `include_live: false` leaves the live call out
+    /// (for a caller that sends the call's own messages to its LLM itself),
+    /// `use_cache: false` reads everything from the store.
     pub async fn context(
-        &self,
-        agent_id: &str,
-        user_id: &str,
-        current_message: &str,
-        budget_tokens: usize,
-    ) -> Result<AssembledContext, RecallError> {
-        self.context_with(
-            agent_id,
-            user_id,
-            current_message,
-            budget_tokens,
-            ContextOptions::default(),
-        )
-        .await
-    }
-
-    /// [`Runtime::context`] with options: e.g. without the live call, for
-    /// a caller that sends the call's own messages to its LLM itself.
-    pub async fn context_with(
         &self,
         agent_id: &str,
         user_id: &str,
@@ -459,36 +376,8 @@ impl Runtime {
         budget_tokens: usize,
         options: ContextOptions,
     ) -> Result<AssembledContext, RecallError> {
-        self.assemble_context(
-            agent_id,
-            user_id,
-            current_message,
-            budget_tokens,
-            true,
-            options,
-        )
-        .await
-    }
-
-    /// [`Runtime::context`] read entirely from the store, bypassing the
-    /// cache: what the cached read must always equal.
-    #[doc(hidden)]
-    pub async fn context_uncached(
-        &self,
-        agent_id: &str,
-        user_id: &str,
-        current_message: &str,
-        budget_tokens: usize,
-    ) -> Result<AssembledContext, RecallError> {
-        self.assemble_context(
-            agent_id,
-            user_id,
-            current_message,
-            budget_tokens,
-            false,
-            ContextOptions::default(),
-        )
-        .await
+        self.assemble_context(agent_id, user_id, current_message, budget_tokens, options)
+            .await
     }
 
     /// Entries, hits and misses of the context cache.
@@ -532,5 +421,90 @@ impl Runtime {
         };
         // An actor that ended meanwhile does not answer: report no session.
         Ok(call_t!(actor, SessionMsg::Inspect, CALL_TIMEOUT_MS).ok())
+    }
+}
+
+/// A completed exchange for [`Runtime::record_turn`] and
+/// [`Runtime::record_turn_durable`]: what a [`ConversationTurn`] stores
+/// once the runtime stamps it, and the owner the connection must have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Turn<'a> {
+    user_message: String,
+    agent_response: String,
+    owner: Option<(&'a str, &'a str)>,
+}
+
+impl<'a> Turn<'a> {
+    /// What the user said and what the agent answered; either may be empty,
+    /// not both. Recorded on whichever agent and user own the connection.
+    pub fn new(user_message: impl Into<String>, agent_response: impl Into<String>) -> Self {
+        Turn {
+            user_message: user_message.into(),
+            agent_response: agent_response.into(),
+            owner: None,
+        }
+    }
+
+    /// Records the turn only if the connection belongs to this agent and
+    /// user, checked atomically with the routing (`NotOwner` otherwise).
+    pub fn owned_by(self, agent_id: &'a str, user_id: &'a str) -> Self {
+        Turn {
+            owner: Some((agent_id, user_id)),
+            ..self
+        }
+    }
+}
+
+/// How [`Runtime::end_session`] ends a session. The default ends it for
+/// `disconnect` whoever owns the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndOptions<'a> {
+    reason: EndReason,
+    owner: Option<(&'a str, &'a str)>,
+}
+
+impl Default for EndOptions<'_> {
+    fn default() -> Self {
+        EndOptions {
+            reason: EndReason::Disconnect,
+            owner: None,
+        }
+    }
+}
+
+impl<'a> EndOptions<'a> {
+    /// Ends the session for `reason`: `disconnect` or `cleared`, the reasons
+    /// a caller can give; any other is refused as invalid input.
+    pub fn because(reason: EndReason) -> Self {
+        EndOptions {
+            reason,
+            ..EndOptions::default()
+        }
+    }
+
+    /// Ends it only if the connection belongs to this agent and user
+    /// (`NotOwner` otherwise, and nothing ends).
+    pub fn owned_by(self, agent_id: &'a str, user_id: &'a str) -> Self {
+        EndOptions {
+            owner: Some((agent_id, user_id)),
+            ..self
+        }
+    }
+}
+
+/// How [`Runtime::touch`] touches a connection. The default touches it
+/// whoever owns it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TouchOptions<'a> {
+    owner: Option<(&'a str, &'a str)>,
+}
+
+impl<'a> TouchOptions<'a> {
+    /// Touches it only if the connection belongs to this agent and user
+    /// (`NotOwner` otherwise).
+    pub fn owned_by(self, agent_id: &'a str, user_id: &'a str) -> Self {
+        TouchOptions {
+            owner: Some((agent_id, user_id)),
+        }
     }
 }

@@ -17,7 +17,7 @@ use super::auth::Access;
 use super::error::{ApiError, ApiPath, ApiQuery, ApiWebSocket};
 use super::AppState;
 use crate::api::{Id, StreamParams};
-use crate::runtime::RecallError;
+use crate::runtime::{EndOptions, RecallError, TouchOptions, Turn};
 
 /// A frame from the client: `{"type":"turn",…}`, `{"type":"touch"}` or
 /// `{"type":"heard","user_message":…}`.
@@ -99,7 +99,9 @@ pub async fn stream(
         .max_frame_size(app.max_body_bytes)
         .on_failed_upgrade(move |err| {
             warn!(connection_id = failed_conn, error = %err, "websocket upgrade failed; ending the session");
-            let _ = failed_app.runtime.end_session(&failed_conn);
+            let _ = failed_app
+                .runtime
+                .end_session(&failed_conn, EndOptions::default());
         })
         .on_upgrade(move |socket| run(socket, app, connection_id, q, rec.session_id)))
 }
@@ -223,12 +225,8 @@ async fn run(
     }
     // End the connection's session only if it is still this stream's
     // (checked with the end, atomically: another user may hold it by now).
-    if let Err(err) = app.runtime.end_session_as(
-        &connection_id,
-        &owner.agent_id,
-        &owner.user_id,
-        recall_actors::model::EndReason::Disconnect,
-    ) {
+    let options = EndOptions::default().owned_by(&owner.agent_id, &owner.user_id);
+    if let Err(err) = app.runtime.end_session(&connection_id, options) {
         debug!(connection_id, error = %err, "ending the session on close");
     }
 }
@@ -292,27 +290,14 @@ async fn handle_text(
                     id,
                 ));
             };
+            let turn = Turn::new(user_message, agent_response).owned_by(agent_id, user_id);
             if frame.durable {
                 app.runtime
-                    .record_turn_durable_as(
-                        connection_id,
-                        agent_id,
-                        user_id,
-                        user_message,
-                        agent_response,
-                    )
+                    .record_turn_durable(connection_id, turn)
                     .await
                     .map(Some)
             } else {
-                app.runtime
-                    .record_turn_as(
-                        connection_id,
-                        agent_id,
-                        user_id,
-                        user_message,
-                        agent_response,
-                    )
-                    .map(Some)
+                app.runtime.record_turn(connection_id, turn).map(Some)
             }
         }
         FrameKind::Touch if frame.user_message.is_some() || frame.agent_response.is_some() => {
@@ -327,7 +312,10 @@ async fn handle_text(
         }
         FrameKind::Touch => app
             .runtime
-            .touch_as(connection_id, agent_id, user_id)
+            .touch(
+                connection_id,
+                TouchOptions::default().owned_by(agent_id, user_id),
+            )
             .map(|()| None),
         FrameKind::Heard => {
             let (Some(heard), None) = (frame.user_message, frame.agent_response) else {
@@ -348,7 +336,10 @@ async fn handle_text(
                 // nothing.
                 app.runtime
                     .prepare_message(&heard)
-                    .and_then(|()| app.runtime.touch_as(connection_id, agent_id, user_id))
+                    .and_then(|()| {
+                        let options = TouchOptions::default().owned_by(agent_id, user_id);
+                        app.runtime.touch(connection_id, options)
+                    })
                     .map(|()| None)
             } else {
                 Err(RecallError::NotOwner(connection_id.to_string()))

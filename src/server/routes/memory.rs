@@ -339,10 +339,11 @@ pub async fn assemble_context(
     access.allow(&agent_id)?;
     let options = crate::ContextOptions {
         include_live: q.live,
+        ..Default::default()
     };
     let ctx = app
         .runtime
-        .context_with(&agent_id, &q.user_id, &q.message, q.budget_tokens, options)
+        .context(&agent_id, &q.user_id, &q.message, q.budget_tokens, options)
         .await?;
     Ok(Json(Context::new(agent_id, q.user_id, &ctx)))
 }

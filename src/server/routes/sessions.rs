@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::{optional_body, parse_id};
 use crate::api::*;
-use crate::runtime::{SessionQuery, SessionStatus};
+use crate::runtime::{EndOptions, SessionQuery, SessionStatus, TouchOptions, Turn};
 use crate::server::auth::Access;
 use crate::server::error::{ApiBytes, ApiError, ApiJson, ApiPath, ApiQuery};
 use crate::server::AppState;
@@ -180,16 +180,11 @@ pub async fn record_turn(
     ApiJson(body): ApiJson<TurnIn>,
 ) -> Result<(StatusCode, Json<TurnAck>), ApiError> {
     access.allow(&q.agent_id)?;
+    let turn = Turn::new(body.user_message, body.agent_response).owned_by(&q.agent_id, &q.user_id);
     if q.durable {
         let session_id = app
             .runtime
-            .record_turn_durable_as(
-                &connection_id,
-                &q.agent_id,
-                &q.user_id,
-                body.user_message,
-                body.agent_response,
-            )
+            .record_turn_durable(&connection_id, turn)
             .await?;
         let ack = TurnAck {
             session_id,
@@ -197,13 +192,7 @@ pub async fn record_turn(
         };
         Ok((StatusCode::CREATED, Json(ack)))
     } else {
-        let session_id = app.runtime.record_turn_as(
-            &connection_id,
-            &q.agent_id,
-            &q.user_id,
-            body.user_message,
-            body.agent_response,
-        )?;
+        let session_id = app.runtime.record_turn(&connection_id, turn)?;
         let ack = TurnAck {
             session_id,
             durable: false,
@@ -227,8 +216,8 @@ pub async fn touch(
     ApiQuery(q): ApiQuery<ConnectionOwner>,
 ) -> Result<(StatusCode, Json<Empty>), ApiError> {
     access.allow(&q.agent_id)?;
-    app.runtime
-        .touch_as(&connection_id, &q.agent_id, &q.user_id)?;
+    let options = TouchOptions::default().owned_by(&q.agent_id, &q.user_id);
+    app.runtime.touch(&connection_id, options)?;
     Ok((StatusCode::ACCEPTED, Json(Empty {})))
 }
 
@@ -253,9 +242,8 @@ pub async fn end(
     access.allow(&q.agent_id)?;
     let body: EndSession = optional_body(&body)?;
     let reason = body.reason.unwrap_or(EndReason::Disconnect);
-    let ended = app
-        .runtime
-        .end_session_as(&connection_id, &q.agent_id, &q.user_id, reason)?;
+    let options = EndOptions::because(reason).owned_by(&q.agent_id, &q.user_id);
+    let ended = app.runtime.end_session(&connection_id, options)?;
     Ok((
         StatusCode::ACCEPTED,
         Json(SessionEnded {

@@ -14,7 +14,25 @@ impl ForgetStore for PgBackend {
         self.write_turns().await?;
         let mut tx = self.pool.begin().await?;
         let mut left = std::collections::HashSet::new();
-        for table in ["turns", "sessions", "reflection_queue", "dead_letters"] {
+        // Turns first, for the ids of their vectors.
+        let turns: Vec<(Uuid, i64)> = sqlx::query_as(
+            "DELETE FROM turns WHERE session_id = ANY($1) RETURNING session_id, seq",
+        )
+        .bind(ids)
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut vectors: Vec<Uuid> = ids.to_vec();
+        for (session_id, seq) in turns {
+            left.insert(session_id);
+            vectors.push(
+                TurnRef {
+                    session_id,
+                    seq: seq as u32,
+                }
+                .doc_id(),
+            );
+        }
+        for table in ["sessions", "reflection_queue", "dead_letters"] {
             let gone: Vec<Uuid> = sqlx::query_scalar(&format!(
                 "DELETE FROM {table} WHERE session_id = ANY($1) RETURNING session_id"
             ))
@@ -23,8 +41,10 @@ impl ForgetStore for PgBackend {
             .await?;
             left.extend(gone);
         }
-        sqlx::query("DELETE FROM vectors WHERE item_id = ANY($1)")
-            .bind(ids)
+        // A session's own vector (its summary's id is the session's) and
+        // its turns'.
+        sqlx::query("DELETE FROM embeddings WHERE item_id = ANY($1)")
+            .bind(&vectors)
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;

@@ -388,6 +388,48 @@ async fn what_a_forget_removed_is_not_written_back_by_another_instance() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_is_left_of_calls_a_forget_ended_goes_with_their_turns_vectors() {
+    let schema = TestSchema::new();
+    let (a, b) = two(&schema).await;
+    // A call written after another instance removed its records: its
+    // turns, a re-written record and its turns' vectors are left.
+    let call = record(1, "zoe");
+    b.open_session(&call).await.unwrap();
+    for seq in 0..2 {
+        turn(&b, call.session_id, seq).await;
+    }
+    b.flush().await.unwrap();
+    let v = StoredVector {
+        embedder: "static".into(),
+        values: vec![0.5; 4],
+    };
+    let kept = b
+        .put_turn_vectors(call.session_id, &[(0, v.clone()), (1, v)])
+        .await
+        .unwrap();
+    assert_eq!(kept, vec![0, 1]);
+    let other = record(2, "mark");
+    b.open_session(&other).await.unwrap();
+    turn(&b, other.session_id, 0).await;
+    b.flush().await.unwrap();
+
+    assert_eq!(a.forget_sessions(&[call.session_id]).await.unwrap(), 1);
+    assert!(b.session(call.session_id).await.unwrap().is_none());
+    assert!(b.turns(call.session_id).await.unwrap().is_empty());
+    for seq in 0..2 {
+        let id = TurnRef {
+            session_id: call.session_id,
+            seq,
+        }
+        .doc_id();
+        assert!(b.vector(id).await.unwrap().is_none(), "turn {seq}'s vector");
+    }
+    // Another user's call is whole; nothing left is nothing done.
+    assert_eq!(b.turns(other.session_id).await.unwrap().len(), 1);
+    assert_eq!(a.forget_sessions(&[call.session_id]).await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_current_rollup_per_user_and_period_whoever_made_it() {
     let schema = TestSchema::new();
     let (a, b) = two(&schema).await;

@@ -1942,3 +1942,47 @@ fn no_cache() -> ContextOptions {
         ..ContextOptions::default()
     }
 }
+
+/// The Store's part of what a turn acknowledged without `durable` may lose
+/// in a crash: it flushes what it took one group-commit interval after
+/// taking it, not before, and without being asked. (The rest of the
+/// window, the time a write waits in the mailboxes, depends on the load;
+/// `tests/crash.rs` measures the whole window across processes.)
+#[tokio::test(start_paused = true)]
+async fn a_turn_the_store_took_is_flushed_one_group_commit_interval_later() -> Res {
+    const INTERVAL_MS: u64 = 50;
+    let mut settings = Settings::for_test();
+    settings.store.flush = recall::engine::settings::FlushPolicy::GroupCommit;
+    settings.store.flush_interval_ms = INTERVAL_MS;
+    let rt = TestRuntime::start_full(settings, Arc::new(ExtractiveReflect)).await?;
+    rt.start_session("kairix", "mark", "c1").await?;
+    // What the start and the session's start wrote is flushed, and no
+    // flush is under way.
+    advance(secs(1)).await;
+    rt.flush().await?;
+    let before = rt.stats().await?.store;
+    rt.record_turn("c1", Turn::new("I moved to Porto", "Lovely"))?;
+    // The session actor has handed it on; the Store takes its mailbox in
+    // order, so the stats asked after it count it.
+    rt.sync().await?;
+    let taken = rt.stats().await?.store;
+    assert_eq!(taken.turns_written, before.turns_written + 1);
+    advance(Duration::from_millis(INTERVAL_MS - 1)).await;
+    assert_eq!(
+        rt.stats().await?.store.flushes,
+        before.flushes,
+        "flushed before its window"
+    );
+    advance(Duration::from_millis(1)).await;
+    // The flush runs off the actor: its answer comes back as a message.
+    let mut flushed = before.flushes;
+    for _ in 0..100_000 {
+        flushed = rt.stats().await?.store.flushes;
+        if flushed > before.flushes {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(flushed, before.flushes + 1, "one flush at the window's end");
+    Ok(())
+}

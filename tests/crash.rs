@@ -325,7 +325,7 @@ async fn kill_9_at_random_moments_loses_no_acknowledged_turn_and_repeats_no_summ
     let log = std::mem::take(&mut *log.lock().unwrap());
 
     // Turns: stored = a prefix of what was sent; nothing acknowledged as
-    // durable is missing; other losses only just before a kill.
+    // durable is missing; other losses measured (their loss window).
     // How long before its round's kill something was acknowledged (zero if
     // the answer arrived as the kill was sent).
     let before_kill =

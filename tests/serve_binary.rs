@@ -535,8 +535,8 @@ fn three_instances_share_one_database_and_take_over_from_one_killed() -> Res {
     // where they run; taken over from the dead one. How soon (a lease and
     // a heartbeat, on an idle machine) is printed, not asserted: across
     // processes it is the machine's load as much as the lease's; the
-    // lease's own timing is tested against the database in the PostgreSQL
-    // backend's tests (a lease has one holder until it lapses).
+    // lease's mechanism (one holder, taken over once it lapses) is tested
+    // against the database in the PostgreSQL backend's tests.
     let since = Instant::now();
     let holder = rt.block_on(async {
         loop {

@@ -161,22 +161,32 @@ impl HierarchyStore for PgBackend {
         self.write_turns().await?;
         // The key is stored as the sled backend's (0001_records.sql), so
         // that both read the inbox in one order.
-        let after = after.map(|k| keys::inbox_key(k).to_vec());
-        let rows: Vec<(Vec<u8>, String)> = sqlx::query_as(
-            "SELECT key, agent_id FROM rollup_inbox WHERE $1::bytea IS NULL OR key > $1
-             ORDER BY key LIMIT $2",
-        )
-        .bind(after)
-        .bind(limit.min(i64::MAX as usize) as i64)
-        .fetch_all(&self.pool)
-        .await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for (key, agent_id) in rows {
-            let Some(key) = keys::inbox_key_of(&key) else {
-                warn!(key = ?key, "skipping malformed rollup inbox key");
-                continue;
+        let mut after = after.map(|k| keys::inbox_key(k).to_vec());
+        let mut out = Vec::with_capacity(limit);
+        // Up to `limit` entries that read: a key skipped never ends a
+        // batch early (the drain reads on from the last entry it got).
+        while out.len() < limit {
+            let rows: Vec<(Vec<u8>, String)> = sqlx::query_as(
+                "SELECT key, agent_id FROM rollup_inbox WHERE $1::bytea IS NULL OR key > $1
+                 ORDER BY key LIMIT $2",
+            )
+            .bind(&after)
+            .bind((limit - out.len()).min(i64::MAX as usize) as i64)
+            .fetch_all(&self.pool)
+            .await?;
+            let Some((last, _)) = rows.last() else {
+                break;
             };
-            out.push(InboxEntry::new(key, agent_id));
+            after = Some(last.clone());
+            for (key, agent_id) in rows {
+                // Malformed, or of a kind a newer version writes: kept
+                // for it.
+                let Some(key) = keys::inbox_key_of(&key) else {
+                    warn!(key = ?key, "skipping malformed rollup inbox key");
+                    continue;
+                };
+                out.push(InboxEntry::new(key, agent_id));
+            }
         }
         Ok(out)
     }

@@ -145,8 +145,14 @@ impl Trees {
             )),
             None => self.rollup_inbox.iter(),
         };
-        for item in iter.take(limit) {
+        // Up to `limit` entries that read: a key skipped never ends a
+        // batch early (the drain reads on from the last entry it got).
+        for item in iter {
+            if out.len() == limit {
+                break;
+            }
             let (k, v) = item?;
+            // Malformed, or of a kind a newer version writes: kept for it.
             let Some(key) = keys::inbox_key_of(&k) else {
                 tracing::warn!(key = ?k, "skipping malformed rollup inbox key");
                 continue;

@@ -400,3 +400,33 @@ fn a_folder_from_before_speakers_were_kept_is_upgraded_and_its_facts_are_the_use
     let f = trees.fact(id).unwrap().expect("read back");
     assert_eq!(f.speaker, crate::model::Speaker::User);
 }
+
+#[test]
+fn inbox_keys_that_do_not_read_never_end_a_batch_early() {
+    let dir = tempfile::tempdir().unwrap();
+    let trees = Trees::open(dir.path(), &StoreSettings::default()).unwrap();
+    let t = Utc.with_ymd_and_hms(2026, 1, 5, 9, 0, 0).unwrap();
+    // Keys of a kind no version of this build writes (a newer version's),
+    // and one too short, before a summary's entry.
+    for n in 0..10u128 {
+        let k = keys::inbox(t, 200, Uuid::from_u128(n));
+        trees.rollup_inbox.insert(&k[..], &b"kairix"[..]).unwrap();
+    }
+    let mut short = keys::inbox(t, 200, Uuid::nil()).to_vec();
+    short.truncate(9);
+    trees.rollup_inbox.insert(short, &b"kairix"[..]).unwrap();
+    let id = Uuid::from_u128(99);
+    let later = t + chrono::Duration::seconds(1);
+    trees
+        .rollup_inbox
+        .insert(
+            &keys::inbox(later, keys::INBOX_SUMMARY, id)[..],
+            &b"kairix"[..],
+        )
+        .unwrap();
+    let got = trees.inbox(None, 4).unwrap();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!((got[0].key.id, got[0].key.item), (id, InboxItem::Summary));
+    // The unreadable keys are kept, for the version that wrote them.
+    assert_eq!(trees.rollup_inbox.len(), 12);
+}

@@ -1,6 +1,7 @@
 //! The work of a rollup run, outside the actor: daily and weekly rollups
 //! per user, late summaries, topics and vectors, each step a call to the
-//! Store, the `Reflect` or the `Embed` port.
+//! Store, the `Reflect` or the `Embed` port (what a level of an agent
+//! reads, in one read off the Store actor through its `Reader`).
 
 use super::*;
 

@@ -718,3 +718,86 @@ async fn a_failed_rollup_is_tried_again_at_the_next_check_not_the_next_day() -> 
     assert_eq!(rt.topics("kairix", Some("mark")).await?.len(), 1);
     Ok(())
 }
+
+/// The offline summarizer, except that rollups of the agents named fail.
+#[derive(Clone)]
+struct RollupsFailFor(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl recall::Reflect for RollupsFailFor {
+    fn name(&self) -> &'static str {
+        "rollups-fail-for"
+    }
+
+    fn reflect(
+        &self,
+        request: recall::ReflectRequest,
+    ) -> recall::engine::reflect::BoxFuture<'static, Result<String, recall::ReflectError>> {
+        let failing = self.0.lock().unwrap().contains(&request.session.agent_id);
+        if !request.sources.is_empty() && failing {
+            return Box::pin(async {
+                Err(recall::ReflectError::Server {
+                    status: 503,
+                    body: "overloaded".into(),
+                })
+            });
+        }
+        ExtractiveReflect.reflect(request)
+    }
+}
+
+/// How many daily rollups each agent has.
+async fn dailies(rt: &TestRuntime, agents: &[String]) -> anyhow::Result<Vec<usize>> {
+    let mut n = Vec::new();
+    for a in agents {
+        n.push(rt.summaries(a, SummaryType::Daily).await?.len());
+    }
+    Ok(n)
+}
+
+#[tokio::test(start_paused = true)]
+async fn agents_rolled_up_together_fail_alone_and_each_is_rolled_up_once() -> Res {
+    // More agents than one pass takes, with one failing in the first pass
+    // and one in the second.
+    let agents: Vec<String> = (0..70).map(|i| format!("agent-{i:02}")).collect();
+    let failing = Arc::new(std::sync::Mutex::new(vec![
+        "agent-03".to_string(),
+        "agent-66".to_string(),
+    ]));
+    let rt = TestRuntime::start_at(
+        settings("UTC"),
+        Arc::new(RollupsFailFor(failing.clone())),
+        utc("2026-03-02T10:00:00Z"),
+    )
+    .await?;
+    for (i, agent) in agents.iter().enumerate() {
+        let conn = format!("c{i}");
+        rt.start_session(agent, "mark", &conn).await?;
+        rt.record_turn(&conn, Turn::new(format!("Plans with {agent}"), "ok"))?;
+        rt.end_session(&conn, EndOptions::default())?;
+    }
+    settle(&rt).await;
+    // due at 03:00 (no spread): two fail, the others are rolled up
+    run_until(&rt, utc("2026-03-03T03:01:00Z")).await;
+    settle(&rt).await;
+    let n = dailies(&rt, &agents).await?;
+    for (a, n) in agents.iter().zip(&n) {
+        let want = usize::from(a != "agent-03" && a != "agent-66");
+        assert_eq!(*n, want, "{a}");
+    }
+    let totals = rt.stats().await?.rollup.totals;
+    assert_eq!(totals.daily, 68);
+    // (their topic summaries fail too, at each wake)
+    assert!(totals.failures >= 2, "{totals:?}");
+    // the next check rolls the two up, and nothing twice
+    failing.lock().unwrap().clear();
+    run_until(&rt, utc("2026-03-03T03:11:00Z")).await;
+    settle(&rt).await;
+    assert!(dailies(&rt, &agents).await?.iter().all(|n| *n == 1));
+    let totals = rt.stats().await?.rollup.totals;
+    assert_eq!(totals.daily, 70);
+    // the next day, only that day is rolled up
+    run_until(&rt, utc("2026-03-04T03:01:00Z")).await;
+    settle(&rt).await;
+    assert!(dailies(&rt, &agents).await?.iter().all(|n| *n == 1));
+    Ok(())
+}

@@ -3,7 +3,7 @@
 //!
 //! Receives `Wake` from its own timer, `Poke` when a reflection stored a
 //! summary, and `RunNow`/`Stats` calls. It sends the Store everything it
-//! makes (`PutRollup`, `PutTopic`, `PutVectors`, `SetRollupCursor`,
+//! makes (`PutRollups`, `PutRollup`, `PutTopic`, `PutVectors`,
 //! `InboxDone`) and calls the `Reflect` and `Embed` ports.
 //!
 //! - **Daily and weekly**: each agent is due at `rollup.daily_hour` local
@@ -148,6 +148,7 @@ macro_rules! store_call {
     };
 }
 
+mod pass;
 mod periods;
 mod work;
 
@@ -208,17 +209,10 @@ impl RollupState {
     async fn roll(&mut self, agents: Vec<String>, now: DateTime<Utc>) -> RollupReport {
         let ctx = self.ctx.clone();
         let n = agents.len() as u64;
-        let reports: Vec<(String, RollupReport)> = futures::stream::iter(agents)
-            .map(|a| {
-                let ctx = ctx.clone();
-                async move {
-                    let r = ctx.roll_agent(&a, now).await;
-                    (a, r)
-                }
-            })
-            .buffer_unordered(ctx.settings.max_concurrent.max(1))
-            .collect()
-            .await;
+        let mut reports = Vec::with_capacity(agents.len());
+        for agents in agents.chunks(pass::PASS_AGENTS) {
+            reports.extend(ctx.roll_pass(agents, now).await);
+        }
         let retry = now + ChronoDuration::seconds(ctx.settings.check_interval_secs as i64);
         let mut total = RollupReport::default();
         for (agent, r) in reports {
@@ -272,7 +266,7 @@ impl RollupState {
             .map(|(a, _)| a.clone())
             .collect();
         // Agents due at the same instant start in name order; within an
-        // agent, periods then users go in order (`roll_level`).
+        // agent, periods then users go in order (`pass::make_level`).
         due.sort_unstable();
         if !due.is_empty() {
             debug!(agents = due.len(), "rollups due");

@@ -1,9 +1,10 @@
-//! The work of a rollup run, outside the actor: daily and weekly rollups
-//! per user, late summaries, topics and vectors, each step a call to the
-//! Store, the `Reflect` or the `Embed` port (what a level of an agent
-//! reads, in one read off the Store actor through its `Reader`).
+//! The work of a rollup run, outside the actor: a rollup itself, late
+//! summaries, topics and vectors, each step a call to the Store, the
+//! `Reflect` or the `Embed` port. The daily and weekly rollups of many
+//! agents at once are `pass`'s.
 
 use super::*;
+use crate::store::NewRollup;
 
 /// What a rollup run needs, shared by agents rolled up at once.
 #[derive(Clone)]
@@ -130,6 +131,34 @@ impl Ctx {
         existing: Option<&ConversationSummary>,
         now: DateTime<Utc>,
     ) -> Result<bool, RollupError> {
+        let Some(NewRollup {
+            summary,
+            supersedes,
+            ..
+        }) = self.prepare_rollup(target, members, existing, now).await?
+        else {
+            return Ok(false);
+        };
+        let vector = self.vector(embed::summary_text(&summary)).await;
+        let stored = store_call!(self.store, |reply| StoreMsg::PutRollup {
+            summary: Box::new(summary),
+            supersedes,
+            vector,
+            reply
+        })?;
+        Ok(stored)
+    }
+
+    /// The rollup of `level` for `user` over the period starting on
+    /// `period` from `members`, superseding `existing`, without its vector;
+    /// `None` when `existing` has the same sources (or there are none).
+    pub(super) async fn prepare_rollup(
+        &self,
+        target: Target<'_>,
+        members: &[&ConversationSummary],
+        existing: Option<&ConversationSummary>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<NewRollup>, RollupError> {
         let Target {
             agent_id,
             user_id,
@@ -139,7 +168,7 @@ impl Ctx {
         let ids: Vec<Uuid> = members.iter().map(|m| m.summary_id).collect();
         let id = rollup_id(agent_id, user_id, level, period, &ids);
         if existing.is_some_and(|e| e.summary_id == id) || members.is_empty() {
-            return Ok(false);
+            return Ok(None);
         }
         let tz = self.tz(agent_id);
         let (start, end) = period::bounds(&tz, level, period);
@@ -198,202 +227,11 @@ impl Ctx {
             superseded_by: None,
             derivation: None,
         };
-        let vector = self.vector(embed::summary_text(&summary)).await;
-        let supersedes = summary.supersedes;
-        let stored = store_call!(self.store, |reply| StoreMsg::PutRollup {
-            summary: Box::new(summary),
-            supersedes,
-            vector,
-            reply
-        })?;
-        Ok(stored)
-    }
-
-    /// What rolling `level` up to `today` (exclusive) reads, in one read
-    /// off the Store actor: the cursor, the current sources of the periods
-    /// after it that are complete, and the rollups of those periods
-    /// already stored. `None` when no period is due.
-    async fn level_inputs(
-        &self,
-        agent_id: &str,
-        level: Level,
-        today: NaiveDate,
-    ) -> Result<Option<LevelInputs>, RollupError> {
-        let tz = self.tz(agent_id);
-        let week_start = self.settings.week_start();
-        let agent = agent_id.to_string();
-        Ok(self
-            .reader
-            .read(move |b| {
-                Box::pin(async move {
-                    let cursor = b.rollup_cursor(&agent, level).await?;
-                    let step = ChronoDuration::days(level.days());
-                    // The last period that is complete today.
-                    let last = period::period_of(level, today, week_start) - step;
-                    let current_from = |all: Vec<ConversationSummary>, from| {
-                        all.into_iter()
-                            .filter(|s| s.is_current() && s.period_start >= from)
-                            .collect::<Vec<_>>()
-                    };
-                    // Never rolled: from the period of the oldest source
-                    // (whose listing is then the sources' too).
-                    let (first, all) = match cursor {
-                        Some(c) => (c + step, None),
-                        None => {
-                            let all = b.summaries(&agent, source_type(level), None).await?;
-                            let oldest = all
-                                .iter()
-                                .filter(|s| s.is_current())
-                                .map(|s| s.period_start)
-                                .min();
-                            match oldest {
-                                Some(t) => (
-                                    period::period_of(
-                                        level,
-                                        period::local_date(&tz, t),
-                                        week_start,
-                                    ),
-                                    Some(all),
-                                ),
-                                None => return Ok(None),
-                            }
-                        }
-                    };
-                    if first > last {
-                        return Ok(None);
-                    }
-                    let (from, _) = period::bounds(&tz, level, first);
-                    let (_, until) = period::bounds(&tz, level, last);
-                    let all = match all {
-                        Some(all) => all,
-                        None => b.summaries(&agent, source_type(level), Some(from)).await?,
-                    };
-                    let sources = current_from(all, from)
-                        .into_iter()
-                        .filter(|s| s.period_start < until)
-                        .collect();
-                    let existing = current_from(
-                        b.summaries(&agent, summary_type(level), Some(from)).await?,
-                        from,
-                    );
-                    Ok(Some(LevelInputs {
-                        cursor,
-                        last,
-                        sources,
-                        existing,
-                    }))
-                })
-            })
-            .await?)
-    }
-
-    /// Rolls every complete period of `level` after the cursor, up to
-    /// `today` (exclusive), and moves the cursor. Stops at the first
-    /// failure, with the cursor on the last period done.
-    pub(super) async fn roll_level(
-        &self,
-        agent_id: &str,
-        level: Level,
-        today: NaiveDate,
-        now: DateTime<Utc>,
-        report: &mut RollupReport,
-    ) -> Result<(), RollupError> {
-        let tz = self.tz(agent_id);
-        let week_start = self.settings.week_start();
-        let Some(LevelInputs {
-            cursor,
-            last,
-            sources,
-            existing,
-        }) = self.level_inputs(agent_id, level, today).await?
-        else {
-            return Ok(());
-        };
-        // period → user → members, in time order
-        let mut groups: BTreeMap<NaiveDate, BTreeMap<&str, Vec<&ConversationSummary>>> =
-            BTreeMap::new();
-        for s in &sources {
-            let p = period::period_of(level, period::local_date(&tz, s.period_start), week_start);
-            groups
-                .entry(p)
-                .or_default()
-                .entry(s.user_id.as_str())
-                .or_default()
-                .push(s);
-        }
-        let mut done = cursor;
-        for (p, users) in groups {
-            for (user, mut members) in users {
-                members.sort_by_key(|m| (m.period_start, m.summary_id));
-                let (start, _) = period::bounds(&tz, level, p);
-                let old = existing
-                    .iter()
-                    .find(|e| e.user_id == user && e.period_start == start);
-                match self
-                    .make_rollup(
-                        Target {
-                            agent_id,
-                            user_id: user,
-                            level,
-                            period: p,
-                        },
-                        &members,
-                        old,
-                        now,
-                    )
-                    .await
-                {
-                    Ok(true) => match level {
-                        Level::Daily => report.daily += 1,
-                        Level::Weekly => report.weekly += 1,
-                    },
-                    Ok(false) => {}
-                    Err(err) => {
-                        report.failures += 1;
-                        if let Some(d) = done {
-                            self.set_cursor(agent_id, level, d).await?;
-                        }
-                        return Err(err);
-                    }
-                }
-            }
-            done = Some(p);
-        }
-        if cursor.is_none_or(|c| c < last) {
-            self.set_cursor(agent_id, level, last).await?;
-        }
-        Ok(())
-    }
-
-    pub(super) async fn set_cursor(
-        &self,
-        agent_id: &str,
-        level: Level,
-        period: NaiveDate,
-    ) -> Result<(), RollupError> {
-        store_call!(self.store, |reply| StoreMsg::SetRollupCursor {
-            agent_id: agent_id.to_string(),
-            level,
-            period,
-            reply
-        })?;
-        Ok(())
-    }
-
-    /// Daily, then weekly (a week's rollup reads its days').
-    pub(super) async fn roll_agent(&self, agent_id: &str, now: DateTime<Utc>) -> RollupReport {
-        let mut report = RollupReport::default();
-        let today = period::local_date(&self.tz(agent_id), now);
-        for level in [Level::Daily, Level::Weekly] {
-            if let Err(err) = self
-                .roll_level(agent_id, level, today, now, &mut report)
-                .await
-            {
-                warn!(agent_id, level = level.as_str(), error = %err, source = ?std::error::Error::source(&err), "rollup failed; it is tried again at the next wake");
-                break;
-            }
-        }
-        report
+        Ok(Some(NewRollup {
+            supersedes: summary.supersedes,
+            summary,
+            vector: None,
+        }))
     }
 
     /// A late session summary: re-make its day's rollup (and its week's)
@@ -718,22 +556,13 @@ impl Ctx {
     }
 }
 
-/// What [`Ctx::level_inputs`] reads.
-struct LevelInputs {
-    cursor: Option<NaiveDate>,
-    /// The last period complete today.
-    last: NaiveDate,
-    sources: Vec<ConversationSummary>,
-    existing: Vec<ConversationSummary>,
-}
-
 /// The rollup one call makes: a user's period of a level.
 #[derive(Clone, Copy)]
 pub(super) struct Target<'a> {
-    agent_id: &'a str,
-    user_id: &'a str,
-    level: Level,
-    period: NaiveDate,
+    pub(super) agent_id: &'a str,
+    pub(super) user_id: &'a str,
+    pub(super) level: Level,
+    pub(super) period: NaiveDate,
 }
 
 pub(super) enum Item {

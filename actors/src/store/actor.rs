@@ -235,10 +235,7 @@ impl StoreState {
         if gone.is_empty() {
             return Some(msg);
         }
-        // Made from a forgotten summary, or is one.
-        let built_from_gone = |s: &ConversationSummary| {
-            gone.contains(&s.summary_id) || s.source_summary_ids.iter().any(|id| gone.contains(id))
-        };
+        let built_from_gone = |s: &ConversationSummary| self.built_from_forgotten(s);
         let backend = &self.backend;
         match msg {
             StoreMsg::AppendTurn { session_id, .. } if gone.contains(&session_id) => {
@@ -277,6 +274,12 @@ impl StoreState {
             msg => return Some(msg),
         }
         None
+    }
+
+    /// Whether a summary was forgotten, or made from one that was.
+    pub(super) fn built_from_forgotten(&self, s: &ConversationSummary) -> bool {
+        let gone = &self.forgotten;
+        gone.contains(&s.summary_id) || s.source_summary_ids.iter().any(|id| gone.contains(id))
     }
 
     /// Answers a read that scans from the blocking pool (see the module's
@@ -429,6 +432,7 @@ impl Actor for StoreActor {
             | StoreMsg::GetDeadLetter(..)
             | StoreMsg::CountDeadLetters(..)) => state.handle_jobs(&myself, msg).await,
             msg @ (StoreMsg::PutRollup { .. }
+            | StoreMsg::PutRollups { .. }
             | StoreMsg::RollupCursor { .. }
             | StoreMsg::SetRollupCursor { .. }
             | StoreMsg::Inbox { .. }

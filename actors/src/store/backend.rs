@@ -354,6 +354,26 @@ pub trait HierarchyStore: Send + Sync {
         supersedes: Option<Uuid>,
         vector: Option<&StoredVector>,
     ) -> Result<bool, StoreError>;
+    /// Stores a batch's rollups (as [`HierarchyStore::put_rollup`] each),
+    /// then moves its cursors (as [`HierarchyStore::set_rollup_cursor`]).
+    /// Returns, for each rollup in order, whether it was new. A failure
+    /// part-way may leave some rollups stored and the cursors unmoved,
+    /// never a cursor past a rollup that is not stored: the rollups are
+    /// made again (with the same ids) and stored once.
+    async fn put_rollups(&self, batch: &RollupBatch) -> Result<Vec<bool>, StoreError> {
+        let mut stored = Vec::with_capacity(batch.rollups.len());
+        for r in &batch.rollups {
+            stored.push(
+                self.put_rollup(&r.summary, r.supersedes, r.vector.as_ref())
+                    .await?,
+            );
+        }
+        for c in &batch.cursors {
+            self.set_rollup_cursor(&c.agent_id, c.level, c.period)
+                .await?;
+        }
+        Ok(stored)
+    }
     /// The last period of `level` rolled up for the agent (its first day).
     async fn rollup_cursor(
         &self,

@@ -1,10 +1,14 @@
-//! The summary hierarchy: what the Rollup actor's inbox holds.
+//! The summary hierarchy: what the Rollup actor's inbox holds, and the
+//! rollups and cursor moves a rollup pass writes at once.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::embed::StoredVector;
 use crate::keys;
+use crate::model::ConversationSummary;
+use crate::period::Level;
 
 /// What an inbox entry points at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -64,5 +68,38 @@ impl InboxEntry {
             kind: key.item,
             id: key.id,
         }
+    }
+}
+
+/// A daily or weekly rollup to store (once per id), marking the version it
+/// supersedes, with its vector if it has one.
+#[derive(Debug, Clone)]
+pub struct NewRollup {
+    pub summary: ConversationSummary,
+    pub supersedes: Option<Uuid>,
+    pub vector: Option<StoredVector>,
+}
+
+/// That an agent's periods of `level` up to the one starting on `period`
+/// are rolled up (a cursor only moves forward).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CursorMove {
+    pub agent_id: String,
+    pub level: Level,
+    pub period: NaiveDate,
+}
+
+/// What a rollup pass over several agents writes at once: their new
+/// rollups, then the cursors past them. A cursor is never written ahead
+/// of the rollups it passes.
+#[derive(Debug, Clone, Default)]
+pub struct RollupBatch {
+    pub rollups: Vec<NewRollup>,
+    pub cursors: Vec<CursorMove>,
+}
+
+impl RollupBatch {
+    pub fn is_empty(&self) -> bool {
+        self.rollups.is_empty() && self.cursors.is_empty()
     }
 }

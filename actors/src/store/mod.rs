@@ -96,7 +96,7 @@ pub use context::{ContextParts, ContextSources, CurrentFacts, StoredBlocks};
 pub use facts::{dedup_facts, plan_fact_changes, reconcile_facts, spoken_key, FactChanges};
 pub use forget::{user_hash, ForgetEntry, ForgetReport, PendingForget, FORGOTTEN_FOR};
 pub use generations::{Generations, Parts, Stamp};
-pub use hierarchy::{InboxEntry, InboxItem, InboxKey};
+pub use hierarchy::{CursorMove, InboxEntry, InboxItem, InboxKey, NewRollup, RollupBatch};
 pub use msg::{LoadedSession, StoreMsg, StoreStats};
 pub use reader::Reader;
 pub use replay::{revision_refused, Revision};

@@ -214,6 +214,14 @@ pub enum StoreMsg {
         vector: Option<StoredVector>,
         reply: RpcReplyPort<Result<bool, StoreError>>,
     },
+    /// Store rollups (each once per id, marking the version it
+    /// supersedes), then move cursors past them: a rollup pass's writes
+    /// for several agents, in one message and one write where the backend
+    /// can. Replies, for each rollup in order, whether it was new.
+    PutRollups {
+        batch: RollupBatch,
+        reply: RpcReplyPort<Result<Vec<bool>, StoreError>>,
+    },
     RollupCursor {
         agent_id: String,
         level: Level,

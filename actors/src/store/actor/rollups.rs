@@ -34,6 +34,52 @@ impl StoreState {
                 }
                 let _ = reply.send(res);
             }
+            StoreMsg::PutRollups { mut batch, reply } => {
+                // A rollup made from a forgotten summary is not stored (as
+                // `PutRollup`'s is not); the others are.
+                let kept: Vec<bool> = batch
+                    .rollups
+                    .iter()
+                    .map(|r| !self.built_from_forgotten(&r.summary))
+                    .collect();
+                let mut keep = kept.iter();
+                batch.rollups.retain(|_| *keep.next().unwrap_or(&true));
+                let res = t.put_rollups(&batch).await;
+                if let Ok(stored) = &res {
+                    let mut agents: HashMap<String, Vec<NewRollup>> = HashMap::new();
+                    for (r, new) in batch.rollups.into_iter().zip(stored) {
+                        if *new {
+                            // A rollup is one user's.
+                            self.generations.bump_user(
+                                &r.summary.agent_id,
+                                &r.summary.user_id,
+                                Parts::SUMMARIES,
+                            );
+                            agents.entry(r.summary.agent_id.clone()).or_default().push(r);
+                        }
+                    }
+                    for (agent_id, rollups) in agents {
+                        self.search.update(&agent_id, move |ix| {
+                            for r in rollups {
+                                if let Some(old) = r.supersedes {
+                                    ix.remove(old);
+                                }
+                                ix.put_summary(&r.summary, r.vector);
+                            }
+                        });
+                    }
+                    if !batch.cursors.is_empty() || stored.iter().any(|new| *new) {
+                        self.wrote(myself).await;
+                    }
+                }
+                // Aligned with the batch as sent: a dropped rollup was not new.
+                let _ = reply.send(res.map(|stored| {
+                    let mut it = stored.into_iter();
+                    kept.iter()
+                        .map(|k| *k && it.next().unwrap_or(false))
+                        .collect()
+                }));
+            }
             StoreMsg::RollupCursor {
                 agent_id,
                 level,

@@ -85,6 +85,160 @@ pub(super) async fn rollups_are_stored_once_and_supersede_their_older_version(h:
         .is_none());
 }
 
+pub(super) async fn a_batch_of_rollups_is_stored_once_each_then_its_cursors_move_forward(
+    h: &Harness,
+) {
+    let b = h.open().await;
+    let stored_before = daily("kairix", "mark", 1, &[Uuid::from_u128(1)], "day one");
+    assert!(b.put_rollup(&stored_before, None, None).await.unwrap());
+    let day = NaiveDate::from_ymd_opt(2026, 3, 2).unwrap();
+    b.set_rollup_cursor("nova", Level::Daily, day)
+        .await
+        .unwrap();
+    let mut later = daily(
+        "kairix",
+        "mark",
+        1,
+        &[Uuid::from_u128(1), Uuid::from_u128(2)],
+        "day one, later",
+    );
+    later.supersedes = Some(stored_before.summary_id);
+    let ada = daily("kairix", "ada", 1, &[Uuid::from_u128(3)], "Ada's day");
+    let nova = daily("nova", "mark", 1, &[Uuid::from_u128(4)], "Nova's day");
+    let new = |s: &ConversationSummary, v: Option<StoredVector>| NewRollup {
+        summary: s.clone(),
+        supersedes: s.supersedes,
+        vector: v,
+    };
+    let batch = RollupBatch {
+        rollups: vec![
+            new(&stored_before, None),
+            new(&later, Some(vector(0.25))),
+            new(&ada, None),
+            new(&ada, None),
+            new(&nova, None),
+        ],
+        cursors: vec![
+            CursorMove {
+                agent_id: "kairix".into(),
+                level: Level::Daily,
+                period: day,
+            },
+            // never back
+            CursorMove {
+                agent_id: "nova".into(),
+                level: Level::Daily,
+                period: day.pred_opt().unwrap(),
+            },
+        ],
+    };
+    assert_eq!(
+        b.put_rollups(&batch).await.unwrap(),
+        [false, true, true, false, true],
+        "what was stored already, or earlier in the batch, is not new"
+    );
+    let kairix = b
+        .summaries("kairix", SummaryType::Daily, None)
+        .await
+        .unwrap();
+    assert_eq!(kairix.len(), 3);
+    let old = kairix
+        .iter()
+        .find(|s| s.summary_id == stored_before.summary_id)
+        .unwrap();
+    assert_eq!(old.superseded_by, Some(later.summary_id));
+    assert_eq!(b.vector(later.summary_id).await.unwrap(), Some(vector(0.25)));
+    assert_eq!(b.vector(ada.summary_id).await.unwrap(), None);
+    assert_eq!(b.agent("kairix").await.unwrap().summary_version, 3);
+    assert_eq!(b.agent("nova").await.unwrap().summary_version, 1);
+    assert_eq!(
+        b.rollup_cursor("kairix", Level::Daily).await.unwrap(),
+        Some(day)
+    );
+    assert_eq!(
+        b.rollup_cursor("nova", Level::Daily).await.unwrap(),
+        Some(day)
+    );
+    // The same batch again stores nothing and moves nothing back.
+    assert_eq!(
+        b.put_rollups(&batch).await.unwrap(),
+        [false, false, false, false, false]
+    );
+    assert_eq!(
+        b.summaries("nova", SummaryType::Daily, None)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(b.put_rollups(&RollupBatch::default()).await.unwrap().is_empty());
+}
+
+/// A rollup pass that ran while a user was forgotten: the Store drops the
+/// batch's rollups made from that user's summaries and keeps the others.
+pub(super) async fn a_batch_keeps_no_rollup_of_a_user_forgotten_meanwhile(h: &Harness) {
+    let b = h.open().await;
+    let (_, mark) = call("mark", 1);
+    let (_, ada) = call("ada", 1);
+    b.complete_reflection(&mark, &[], &[]).await.unwrap();
+    b.complete_reflection(&ada, &[], &[]).await.unwrap();
+    let embed: Arc<dyn crate::embed::Embed> = Arc::new(crate::embed::HashingEmbed::default());
+    let (store, handle) = Actor::spawn(
+        None,
+        StoreActor,
+        StoreArgs {
+            backend: b.clone(),
+            settings: Default::default(),
+            generations: Default::default(),
+            search: Arc::new(SearchIndex::new(&embed)),
+            backlog: Default::default(),
+        },
+    )
+    .await
+    .unwrap();
+    ractor::call!(store, |reply| StoreMsg::Forget {
+        user_id: "mark".into(),
+        agent_id: None,
+        sessions: Vec::new(),
+        again: false,
+        reply
+    })
+    .unwrap()
+    .unwrap();
+    let of = |s: &ConversationSummary, text| NewRollup {
+        summary: daily("kairix", &s.user_id, 1, &[s.summary_id], text),
+        supersedes: None,
+        vector: None,
+    };
+    let day = NaiveDate::from_ymd_opt(2026, 3, 1).unwrap();
+    let batch = RollupBatch {
+        rollups: vec![of(&mark, "Mark's day."), of(&ada, "Ada's day.")],
+        cursors: vec![CursorMove {
+            agent_id: "kairix".into(),
+            level: Level::Daily,
+            period: day,
+        }],
+    };
+    let stored = ractor::call!(store, |reply| StoreMsg::PutRollups { batch, reply })
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored, [false, true]);
+    let kept: Vec<String> = b
+        .summaries("kairix", SummaryType::Daily, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.summary_text)
+        .collect();
+    assert_eq!(kept, ["Ada's day."]);
+    assert_eq!(
+        b.rollup_cursor("kairix", Level::Daily).await.unwrap(),
+        Some(day)
+    );
+    store.stop(None);
+    handle.await.unwrap();
+}
+
 pub(super) async fn the_inbox_is_read_in_order_after_a_key_and_emptied(h: &Harness) {
     let b = h.open().await;
     // stored out of order: read in the order they happened

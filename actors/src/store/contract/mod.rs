@@ -188,6 +188,8 @@ on_both!(
     storing_a_session_summary_twice_is_a_no_op,
     dead_letters_move_back_to_the_queue_and_not_for_a_summarized_session,
     rollups_are_stored_once_and_supersede_their_older_version,
+    a_batch_of_rollups_is_stored_once_each_then_its_cursors_move_forward,
+    a_batch_keeps_no_rollup_of_a_user_forgotten_meanwhile,
     the_inbox_is_read_in_order_after_a_key_and_emptied,
     summaries_from_before_the_inbox_are_queued_once,
     topics_replace_their_summary_and_vectors_need_their_item,

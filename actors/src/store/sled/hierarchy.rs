@@ -1,5 +1,7 @@
 //! The summary hierarchy's records in sled.
 
+use std::collections::BTreeMap;
+
 use super::*;
 
 impl Trees {
@@ -52,6 +54,111 @@ impl Trees {
             })?;
         self.note_summaries(std::iter::once(key).chain(old_row.map(|(k, _)| k)));
         Ok(true)
+    }
+
+    /// Stores a batch's new rollups and moves its cursors forward, in one
+    /// transaction (see [`HierarchyStore::put_rollups`]): a rollup pass
+    /// over many agents costs one write, not two an agent.
+    pub fn put_rollups(&self, batch: &RollupBatch) -> Result<Vec<bool>, StoreError> {
+        let mut stored = Vec::with_capacity(batch.rollups.len());
+        // The rows written, by key: a version the batch both adds and
+        // supersedes is written once, marked.
+        let mut rows: BTreeMap<Vec<u8>, ConversationSummary> = BTreeMap::new();
+        let mut key_of: HashMap<Uuid, Vec<u8>> = HashMap::new();
+        let mut vectors: Vec<(Uuid, Vec<u8>)> = Vec::new();
+        let mut metas: BTreeMap<String, AgentMeta> = BTreeMap::new();
+        for r in &batch.rollups {
+            let s = &r.summary;
+            let id = s.summary_id;
+            if key_of.contains_key(&id) || self.summary_index.get(id.as_bytes())?.is_some() {
+                stored.push(false);
+                continue;
+            }
+            stored.push(true);
+            if let Some(old_id) = r.supersedes {
+                let old = match key_of.get(&old_id) {
+                    Some(k) => rows.get(k).cloned(),
+                    None => self.summary(old_id)?,
+                };
+                if let Some(mut old) = old {
+                    old.superseded_by = Some(id);
+                    let k = keys::summary_of(&old);
+                    key_of.insert(old_id, k.clone());
+                    rows.insert(k, old);
+                }
+            }
+            let key = keys::summary_of(s);
+            key_of.insert(id, key.clone());
+            rows.insert(key, s.clone());
+            if let Some(v) = &r.vector {
+                vectors.push((id, v.encode()));
+            }
+            let meta = match metas.entry(s.agent_id.clone()) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => e.insert(self.agent(&s.agent_id)?),
+            };
+            meta.summary_version += 1;
+        }
+        let index: Vec<(Uuid, Vec<u8>)> = batch
+            .rollups
+            .iter()
+            .zip(&stored)
+            .filter(|(_, new)| **new)
+            .map(|(r, _)| (r.summary.summary_id, key_of[&r.summary.summary_id].clone()))
+            .collect();
+        let rows: Vec<(Vec<u8>, Vec<u8>)> = rows
+            .into_iter()
+            .map(|(k, s)| Ok::<_, StoreError>((k, encode(&s)?)))
+            .collect::<Result<_, _>>()?;
+        let metas: Vec<(Vec<u8>, Vec<u8>)> = metas
+            .iter()
+            .map(|(a, m)| Ok::<_, StoreError>((keys::agent(a).to_vec(), encode(m)?)))
+            .collect::<Result<_, _>>()?;
+        let cursors: Vec<(Vec<u8>, NaiveDate, Vec<u8>)> = batch
+            .cursors
+            .iter()
+            .map(|c| {
+                Ok::<_, StoreError>((
+                    keys::rollup_cursor(&c.agent_id, c.level),
+                    c.period,
+                    encode(&c.period)?,
+                ))
+            })
+            .collect::<Result<_, _>>()?;
+        (
+            &self.summaries,
+            &self.summary_index,
+            &self.agents,
+            &self.embeddings,
+            &self.rollup_cursors,
+        )
+            .transaction(|(summaries, index_tree, agents, embeddings, cursor_tree)| {
+                for (k, v) in &rows {
+                    summaries.insert(k.as_slice(), v.as_slice())?;
+                }
+                for (id, k) in &index {
+                    index_tree.insert(id.as_bytes(), k.as_slice())?;
+                }
+                for (id, v) in &vectors {
+                    embeddings.insert(&keys::embedding(*id), v.as_slice())?;
+                }
+                for (k, v) in &metas {
+                    agents.insert(k.as_slice(), v.as_slice())?;
+                }
+                // Forward only (see `HierarchyStore::set_rollup_cursor`); a
+                // stored value that does not decode is replaced.
+                for (k, period, v) in &cursors {
+                    let ahead = cursor_tree.get(k.as_slice())?.is_some_and(|old| {
+                        serde_json::from_slice::<NaiveDate>(&old).is_ok_and(|at| at > *period)
+                    });
+                    if !ahead {
+                        cursor_tree.insert(k.as_slice(), v.as_slice())?;
+                    }
+                }
+                Ok::<_, ConflictableTransactionError<StoreError>>(())
+            })?;
+        self.note_summaries(rows.into_iter().map(|(k, _)| k));
+        Ok(stored)
     }
 
     /// The last period of `level` rolled up for the agent (its first day).

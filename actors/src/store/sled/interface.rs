@@ -241,6 +241,9 @@ impl HierarchyStore for Trees {
     ) -> Result<bool, StoreError> {
         Trees::put_rollup(self, summary, supersedes, vector)
     }
+    async fn put_rollups(&self, batch: &RollupBatch) -> Result<Vec<bool>, StoreError> {
+        Trees::put_rollups(self, batch)
+    }
     async fn rollup_cursor(
         &self,
         agent_id: &str,

@@ -209,10 +209,22 @@ impl RollupState {
     async fn roll(&mut self, agents: Vec<String>, now: DateTime<Utc>) -> RollupReport {
         let ctx = self.ctx.clone();
         let n = agents.len() as u64;
-        let mut reports = Vec::with_capacity(agents.len());
-        for agents in agents.chunks(pass::PASS_AGENTS) {
-            reports.extend(ctx.roll_pass(agents, now).await);
-        }
+        // Two passes at once: one's reads and writes overlap the other's
+        // summaries (the agents summarizing at once stay within
+        // `max_concurrent`, across both).
+        let passes: Vec<Vec<String>> = agents
+            .chunks(pass::PASS_AGENTS)
+            .map(<[String]>::to_vec)
+            .collect();
+        let reports: Vec<(String, RollupReport)> = futures::stream::iter(passes)
+            .map(|agents| {
+                let ctx = ctx.clone();
+                async move { ctx.roll_pass(&agents, now).await }
+            })
+            .buffer_unordered(2)
+            .flat_map(futures::stream::iter)
+            .collect()
+            .await;
         let retry = now + ChronoDuration::seconds(ctx.settings.check_interval_secs as i64);
         let mut total = RollupReport::default();
         for (agent, r) in reports {
@@ -320,6 +332,9 @@ impl Actor for RollupActor {
                 reflect: args.reflect,
                 embed: args.embed,
                 prompts: args.prompts,
+                slots: Arc::new(tokio::sync::Semaphore::new(
+                    args.settings.max_concurrent.max(1),
+                )),
                 settings: Arc::new(args.settings),
                 attempt_timeout: args.attempt_timeout,
             },

@@ -2,7 +2,8 @@
 //!
 //! For each level, one read off the Store actor (through its `Reader`)
 //! gathers what every agent of the pass needs; their rollups are made, at
-//! most `rollup.max_concurrent` agents at once; their vectors come from one
+//! most `rollup.max_concurrent` agents at once across the passes under way
+//! (two at a time); their vectors come from one
 //! call to the `Embed` port; and the rollups and the cursors past them go
 //! to the Store in one `PutRollups`. A pass of many agents so costs a few
 //! hand-offs and one write a level, where rolling agents one by one cost
@@ -92,10 +93,7 @@ impl Ctx {
                 }
             }
         }
-        let made: Vec<AgentLevel> = futures::stream::iter(jobs)
-            .buffer_unordered(self.settings.max_concurrent.max(1))
-            .collect()
-            .await;
+        let made: Vec<AgentLevel> = futures::future::join_all(jobs).await;
         let mut batch = RollupBatch::default();
         let mut owners = Vec::new();
         for m in made {
@@ -140,6 +138,8 @@ impl Ctx {
         inputs: LevelInputs,
         now: DateTime<Utc>,
     ) -> AgentLevel {
+        // (The semaphore is never closed.)
+        let _slot = self.slots.acquire().await.ok();
         let tz = self.tz(&agent_id);
         let week_start = self.settings.week_start();
         let LevelInputs {

@@ -16,6 +16,9 @@ pub(super) struct Ctx {
     pub(super) prompts: Arc<RollupPrompts>,
     pub(super) settings: Arc<RollupSettings>,
     pub(super) attempt_timeout: Duration,
+    /// What bounds the agents being rolled up at once
+    /// (`rollup.max_concurrent`), across the passes under way.
+    pub(super) slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl Ctx {

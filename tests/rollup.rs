@@ -801,3 +801,61 @@ async fn agents_rolled_up_together_fail_alone_and_each_is_rolled_up_once() -> Re
     assert!(dailies(&rt, &agents).await?.iter().all(|n| *n == 1));
     Ok(())
 }
+
+/// The offline summarizer, taking a second per summary of summaries and
+/// counting those being made at once.
+#[derive(Clone, Default)]
+struct CountsAtOnce {
+    now: Arc<std::sync::atomic::AtomicUsize>,
+    most: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl recall::Reflect for CountsAtOnce {
+    fn name(&self) -> &'static str {
+        "counts-at-once"
+    }
+
+    fn reflect(
+        &self,
+        request: recall::ReflectRequest,
+    ) -> recall::engine::reflect::BoxFuture<'static, Result<String, recall::ReflectError>> {
+        use std::sync::atomic::Ordering::SeqCst;
+        // (Topic summaries have sources too; the Rollup actor makes them
+        // one at a time, before the rollups.)
+        let rollup = !request.sources.is_empty();
+        let (now, most) = (self.now.clone(), self.most.clone());
+        Box::pin(async move {
+            if rollup {
+                let n = now.fetch_add(1, SeqCst) + 1;
+                most.fetch_max(n, SeqCst);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                now.fetch_sub(1, SeqCst);
+            }
+            ExtractiveReflect.reflect(request).await
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn rollups_made_at_once_stay_within_max_concurrent_across_passes() -> Res {
+    let reflect = CountsAtOnce::default();
+    let mut s = settings("UTC");
+    s.rollup.max_concurrent = 3;
+    let rt =
+        TestRuntime::start_at(s, Arc::new(reflect.clone()), utc("2026-03-02T10:00:00Z")).await?;
+    // Enough agents for several passes.
+    let agents: Vec<String> = (0..150).map(|i| format!("agent-{i:03}")).collect();
+    for (i, agent) in agents.iter().enumerate() {
+        let conn = format!("c{i}");
+        rt.start_session(agent, "mark", &conn).await?;
+        rt.record_turn(&conn, Turn::new(format!("Plans with {agent}"), "ok"))?;
+        rt.end_session(&conn, EndOptions::default())?;
+    }
+    settle(&rt).await;
+    run_until(&rt, utc("2026-03-03T03:30:00Z")).await;
+    settle(&rt).await;
+    assert!(dailies(&rt, &agents).await?.iter().all(|n| *n == 1));
+    let most = reflect.most.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(most, 3, "rollups made at once");
+    Ok(())
+}

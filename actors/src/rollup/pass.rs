@@ -298,7 +298,10 @@ async fn read_level_inputs(
     let (_, until) = period::bounds(tz, level, last);
     let all = match all {
         Some(all) => all,
-        None => b.summaries(agent_id, source_type(level), Some(from)).await?,
+        None => {
+            b.summaries(agent_id, source_type(level), Some(from))
+                .await?
+        }
     };
     let sources = current_from(all, from)
         .into_iter()

@@ -55,7 +55,10 @@ impl StoreState {
                                 &r.summary.user_id,
                                 Parts::SUMMARIES,
                             );
-                            agents.entry(r.summary.agent_id.clone()).or_default().push(r);
+                            agents
+                                .entry(r.summary.agent_id.clone())
+                                .or_default()
+                                .push(r);
                         }
                     }
                     for (agent_id, rollups) in agents {

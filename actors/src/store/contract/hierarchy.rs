@@ -147,7 +147,10 @@ pub(super) async fn a_batch_of_rollups_is_stored_once_each_then_its_cursors_move
         .find(|s| s.summary_id == stored_before.summary_id)
         .unwrap();
     assert_eq!(old.superseded_by, Some(later.summary_id));
-    assert_eq!(b.vector(later.summary_id).await.unwrap(), Some(vector(0.25)));
+    assert_eq!(
+        b.vector(later.summary_id).await.unwrap(),
+        Some(vector(0.25))
+    );
     assert_eq!(b.vector(ada.summary_id).await.unwrap(), None);
     assert_eq!(b.agent("kairix").await.unwrap().summary_version, 3);
     assert_eq!(b.agent("nova").await.unwrap().summary_version, 1);
@@ -171,7 +174,11 @@ pub(super) async fn a_batch_of_rollups_is_stored_once_each_then_its_cursors_move
             .len(),
         1
     );
-    assert!(b.put_rollups(&RollupBatch::default()).await.unwrap().is_empty());
+    assert!(b
+        .put_rollups(&RollupBatch::default())
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 /// A rollup pass that ran while a user was forgotten: the Store drops the

@@ -604,7 +604,7 @@ impl AgentIndex {
             let cands = self.keyword_candidates(scores, &terms.common, keep, ranking.distinct, avg);
             self.blend(cands, &nearest, ranking, &query)
         };
-        self.hits(ranked, q.limit)
+        self.hits(ranked, q.limit, &query)
     }
 
     /// No word of the query is indexed: similarity alone, over every
@@ -655,12 +655,21 @@ impl AgentIndex {
             .map(|c| c.0)
             .fold(0.0f32, f32::max)
             .max(f32::MIN_POSITIVE);
+        // A similarity that weighs nothing in the score (keywords alone)
+        // is worked out for the hits shown only, in `hits` (NaN here: it
+        // adds nothing below, `f32::max` leaving it out).
+        let weighed = 1.0 - w != 0.0 || !nearest.is_empty();
         let scored: Vec<(f32, f32, f32, u32)> = cands
             .into_iter()
             .filter_map(|(bm25, slot)| {
                 let d = self.docs.get(slot as usize)?.as_ref()?;
                 let recent = ranking.recency.map_or(0.0, |r| r.bonus(d.end));
-                Some((bm25, query.similarity(d), recent, slot))
+                let sim = if weighed {
+                    query.similarity(d)
+                } else {
+                    f32::NAN
+                };
+                Some((bm25, sim, recent, slot))
             })
             .collect();
         // With the nearest by vector among the candidates, similarity
@@ -689,20 +698,37 @@ impl AgentIndex {
             .collect()
     }
 
-    /// The best `limit` of `ranked` as hits, best first.
-    fn hits(&self, mut ranked: Vec<(f32, f32, f32, u32)>, limit: usize) -> Vec<SearchHit> {
-        // Ties by time, newest first, then id: the order is total.
-        ranked.sort_by(|a, b| {
+    /// The best `limit` of `ranked` as hits, best first; a similarity
+    /// left out of the ranking (NaN) is worked out for them.
+    fn hits(
+        &self,
+        mut ranked: Vec<(f32, f32, f32, u32)>,
+        limit: usize,
+        query: &QueryVector,
+    ) -> Vec<SearchHit> {
+        // Ties by time, newest first, then id: the order is total, so the
+        // best `limit` are the same picked first and sorted after.
+        let order = |a: &(f32, f32, f32, u32), b: &(f32, f32, f32, u32)| {
             b.0.total_cmp(&a.0).then_with(|| {
                 let (da, db) = (self.doc(a.3), self.doc(b.3));
                 db.map(|d| (d.end, d.id)).cmp(&da.map(|d| (d.end, d.id)))
             })
-        });
+        };
+        if limit > 0 && ranked.len() > limit {
+            ranked.select_nth_unstable_by(limit - 1, order);
+            ranked.truncate(limit);
+        }
+        ranked.sort_by(order);
         ranked
             .into_iter()
             .take(limit)
             .filter_map(|(score, bm25, sim, slot)| {
                 let d = self.doc(slot)?;
+                let sim = if sim.is_nan() {
+                    query.similarity(d)
+                } else {
+                    sim
+                };
                 Some(SearchHit {
                     id: d.id,
                     kind: d.kind,
@@ -756,6 +782,55 @@ mod tests {
             conflicts_with: None,
             speaker: Default::default(),
         }
+    }
+
+    #[test]
+    fn ranked_by_keywords_alone_the_hits_still_carry_their_similarity() {
+        let mut ix = AgentIndex::default();
+        // Ties on the words, and more items than are shown.
+        for day in 0..30 {
+            let s = summary(
+                "mark",
+                &format!("Mark planned a sailing trip to Porto number {day}."),
+                &["sailing"],
+                day,
+            );
+            ix.put_summary(&s, vector(&s.summary_text));
+        }
+        let q = query("sailing trip to Porto", Some("mark"));
+        let qv = vector(&q.text);
+        let words_only = Ranking {
+            keyword_weight: 1.0,
+            ..RANK
+        };
+        let hits = ix.search(&q, qv.as_ref(), words_only);
+        assert_eq!(hits.len(), 10);
+        // The same items as a blend gives them their similarity.
+        let blended: HashMap<Uuid, f32> = ix
+            .search(
+                &SearchQuery {
+                    limit: 30,
+                    ..q.clone()
+                },
+                qv.as_ref(),
+                RANK,
+            )
+            .into_iter()
+            .map(|h| (h.id, h.similarity))
+            .collect();
+        for h in &hits {
+            assert!(h.similarity > 0.0, "{h:?}");
+            assert_eq!(Some(&h.similarity), blended.get(&h.id));
+        }
+        // Ties break newest first, as they always have.
+        let ends: Vec<_> = hits.iter().map(|h| h.period_end).collect();
+        let mut newest_first = ends.clone();
+        newest_first.sort_by(|a, b| b.cmp(a));
+        assert_eq!(ends, newest_first);
+        assert_eq!(
+            hits[0].period_end,
+            ix.search(&q, qv.as_ref(), RANK)[0].period_end
+        );
     }
 
     #[test]

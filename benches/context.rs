@@ -46,7 +46,8 @@ use std::time::{Duration, Instant};
 
 use common::results::{On, Recorder, Row, Run};
 use criterion::Criterion;
-use recall::engine::context::{assemble, CharEstimate, ContextInput};
+use recall::engine::assembly::{assemble, ContextInput};
+use recall::engine::context::CharEstimate;
 use recall::engine::model::{BlockLabel, SummaryType, Visibility};
 use recall::{ContextOptions, EndOptions, Runtime, RuntimeBuilder, Turn};
 use uuid::Uuid;

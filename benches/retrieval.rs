@@ -971,7 +971,7 @@ fn main() {
         let mut rng = Rng(0xbb67_ae85_84ca_a73b);
         for i in 0..TIMED {
             let question = rng.fill(QUESTION_FRAMES[i % QUESTION_FRAMES.len()]);
-            for w in recall::engine::search::tokens(&question) {
+            for w in recall::engine::lang::tokens(&question) {
                 black_box(related(&w));
             }
             let t = Instant::now();

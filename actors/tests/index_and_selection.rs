@@ -291,7 +291,7 @@ fn cut_text_fits_its_room_on_any_text() {
 
 #[test]
 fn framing_phrases_match_whole_words_only() {
-    use recall_actors::search::without_question_framing as w;
+    use recall_actors::lang::without_question_framing as w;
     assert_eq!(
         w("Was the loan refused today?"),
         "was the loan refused today?"

@@ -18,10 +18,12 @@ use std::sync::{Arc, RwLock};
 
 use chrono::{DateTime, Duration, Utc};
 use ractor::call_t;
+use recall_actors::assembly::{
+    distinct_summary_indices, live_summary_item, prepare_blocks, prepare_summary, prepare_turns,
+    user_view,
+};
 use recall_actors::context::{
-    distinct_summary_indices, fact_item, live_summary_item, prepare_blocks, prepare_summary,
-    prepare_turns, user_view, AssembledContext, CharEstimate, ContextItem, PreparedFacts, Source,
-    TokenCounter,
+    fact_item, AssembledContext, CharEstimate, ContextItem, PreparedFacts, Source, TokenCounter,
 };
 use recall_actors::embed::StoredVector;
 use recall_actors::model::{
@@ -1132,7 +1134,7 @@ impl Runtime {
             .is_ok();
         if settings.retrieval_related_words > 0 && admitted {
             let similarity = settings.retrieval_related_similarity;
-            let words: Vec<String> = recall_actors::search::tokens(message).collect();
+            let words: Vec<String> = recall_actors::lang::tokens(message).collect();
             // Counted out when the job is done, or if it panics.
             struct Done(Arc<QueryVectors>);
             impl Drop for Done {
@@ -1212,7 +1214,7 @@ fn names_of_fact(f: &recall_actors::model::Fact) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     let mut add = |what: &str, name: &str| {
         let pair = (
-            recall_actors::search::stem(&what.to_lowercase()),
+            recall_actors::lang::stem(&what.to_lowercase()),
             name.to_string(),
         );
         if !pair.0.is_empty() && !pair.1.is_empty() && !out.contains(&pair) {

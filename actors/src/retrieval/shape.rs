@@ -8,13 +8,13 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use super::excerpt::{stem_keys, summary_excerpt, SummarySentences};
+use super::excerpt::{summary_excerpt, SummarySentences};
 use super::query::SUMMARY_SENTENCES;
 use super::select::Retrieved;
-use super::turns::{Around, Shown};
 use crate::context::{ContextItem, PreparedFacts, Source, Tier, TokenCounter};
+use crate::lang::stem_keys;
 use crate::model::{ConversationSummary, Speaker};
-use crate::search::{DocKind, SearchHit, TurnRef};
+use crate::search::{Around, DocKind, SearchHit, Shown, TurnRef};
 
 /// A summary by id, with its sentences, as the caller holds them.
 pub type SummaryLookup<'a> =
@@ -253,7 +253,7 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
 mod tests {
     use super::*;
     use crate::model::ConversationTurn;
-    use crate::retrieval::{agent_label, prepare_around, Speakers};
+    use crate::search::{agent_label, prepare_around, Speakers};
     use chrono::{TimeZone, Utc};
 
     /// One-turn calls, each with its prepared turn, and a hit on each in

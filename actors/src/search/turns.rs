@@ -1,14 +1,16 @@
-//! A stored turn as a retrieved item, and what shaping reads of it.
+//! A stored turn as a retrieved item, and what shaping reads of it: made
+//! once, when the index takes the turn in, and kept by the index
+//! ([`AgentIndex::turns_around`](super::AgentIndex::turns_around)).
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Datelike, Timelike, Utc};
 use uuid::Uuid;
 
-use super::excerpt::stem_keys;
+use super::TurnRef;
 use crate::context::{CharEstimate, ContextItem, Source, Tier, TokenCounter};
+use crate::lang::stem_keys;
 use crate::model::{ConversationTurn, Speaker};
-use crate::search::TurnRef;
 
 /// A stored turn prepared as a retrieved item, with what retrieval asks
 /// of it. Its text is made once, when the turn is indexed (relative dates

@@ -23,6 +23,7 @@ use crate::model::{
     BlockLabel, ConversationSummary, ConversationTurn, Fact, MemoryBlock, SummaryType,
 };
 use crate::retrieval::{select, Selection};
+use crate::settings::RankingSettings;
 use crate::window::dedup_key;
 
 /// What the context is assembled from. Slices are in the caller's order:
@@ -220,7 +221,8 @@ pub fn prepare_turns(turns: &[ConversationTurn], counter: &dyn TokenCounter) -> 
     out
 }
 
-/// Assembles the context within `input.budget_tokens`.
+/// Assembles the context within `input.budget_tokens` (an item cut to
+/// fit where the default `context.ranking.min_cut_tokens` leave room).
 pub fn assemble(
     input: &ContextInput<'_>,
     counter: &dyn TokenCounter,
@@ -243,6 +245,7 @@ pub fn assemble(
             retrieval_share: 0.0,
             current_message: input.current_message,
             budget_tokens: input.budget_tokens,
+            min_cut_tokens: RankingSettings::DEFAULT.min_cut_tokens,
         },
         counter,
     )
@@ -251,12 +254,13 @@ pub fn assemble(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The default least room worth cutting an item down to.
+    const MIN_CUT: usize = RankingSettings::DEFAULT.min_cut_tokens;
     use crate::context::*;
     use crate::lang::stem_keys;
     use crate::model::{FactCategory, Speaker, Visibility};
-    use crate::retrieval::{
-        cut_text, summary_excerpt, Retrieved, SummarySentences, MIN_CUT_TOKENS,
-    };
+    use crate::retrieval::{cut_text, summary_excerpt, Retrieved, SummarySentences};
     use chrono::{DateTime, Duration, TimeZone, Utc};
     use uuid::Uuid;
 
@@ -611,25 +615,25 @@ mod tests {
         // 15 characters, then 80 more, then 7 more: 26 tokens in all
         let t = format!("First one here. {} Third?", "x".repeat(79) + ".");
         assert_eq!(
-            cut_text(&t, 13, &CharEstimate).as_deref(),
+            cut_text(&t, 13, MIN_CUT, &CharEstimate).as_deref(),
             Some("First one here. …")
         );
         assert_eq!(
-            cut_text(&t, 25, &CharEstimate),
+            cut_text(&t, 25, MIN_CUT, &CharEstimate),
             Some(format!("First one here. {}. …", "x".repeat(79)))
         );
         // the whole text fits (mark included): nothing to cut
-        assert_eq!(cut_text(&t, 27, &CharEstimate), None);
+        assert_eq!(cut_text(&t, 27, MIN_CUT, &CharEstimate), None);
         // a block whose first sentence does not fit keeps more than its
         // label line
         let block = format!("[persona]\n{}", "word ".repeat(100));
-        let c = cut_text(&block, 20, &CharEstimate).unwrap();
+        let c = cut_text(&block, 20, MIN_CUT, &CharEstimate).unwrap();
         assert!(c.len() > "[persona] …".len() + 20, "{c}");
         // below the least room worth cutting to
-        assert_eq!(cut_text(&t, MIN_CUT_TOKENS - 1, &CharEstimate), None);
+        assert_eq!(cut_text(&t, MIN_CUT - 1, MIN_CUT, &CharEstimate), None);
         // no sentence fits: a word boundary
         let run_on = "word ".repeat(200);
-        let c = cut_text(&run_on, 20, &CharEstimate).unwrap();
+        let c = cut_text(&run_on, 20, MIN_CUT, &CharEstimate).unwrap();
         assert!(c.ends_with("word …") && CharEstimate.count(&c) <= 20, "{c}");
     }
 
@@ -680,6 +684,7 @@ mod tests {
             retrieval_share: share,
             current_message: "what is my dog called?",
             budget_tokens: budget,
+            min_cut_tokens: MIN_CUT,
         };
         let c = select(&sel(10_000, 0.5), &CharEstimate).unwrap();
         // time order, whatever the rank
@@ -760,6 +765,7 @@ mod tests {
             retrieval_share: 0.0,
             current_message: message,
             budget_tokens: budget,
+            min_cut_tokens: MIN_CUT,
         };
         let c = select(&sel, &CharEstimate).unwrap();
         assert_eq!(
@@ -979,6 +985,7 @@ mod tests {
                 retrieval_share: share,
                 current_message: &message,
                 budget_tokens: budget,
+                min_cut_tokens: MIN_CUT,
             };
             let material: usize = p_blocks.iter().map(|i| i.tokens).sum::<usize>()
                 + p_facts.items.iter().map(|i| i.tokens).sum::<usize>()

@@ -917,6 +917,7 @@ impl Runtime {
                 retrieval_share: decay.retrieval_share,
                 current_message,
                 budget_tokens,
+                min_cut_tokens: decay.ranking.min_cut_tokens,
             },
             counter,
         )?)
@@ -992,6 +993,7 @@ impl Runtime {
                 about,
                 facts: &src.facts,
                 summary: &summary,
+                ranking: &settings.ranking,
             },
             counter,
         ))

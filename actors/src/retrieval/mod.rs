@@ -25,5 +25,5 @@ pub mod shape;
 
 pub use excerpt::{summary_excerpt, SummarySentences};
 pub use query::{query, ranking};
-pub use select::{cut_text, select, Retrieved, Selection, MIN_CUT_TOKENS};
+pub use select::{cut_text, select, Retrieved, Selection};
 pub use shape::{shape, turns_to_read, Shaping};

@@ -32,20 +32,25 @@ pub struct Selection<'a> {
     pub retrieval_share: f32,
     pub current_message: &'a str,
     pub budget_tokens: usize,
+    /// The least room worth cutting an item down to: less would show a
+    /// fragment, not a statement (`context.ranking.min_cut_tokens`).
+    pub min_cut_tokens: usize,
 }
-
-/// The least room worth cutting an item down to: less would show a
-/// fragment, not a statement.
-pub const MIN_CUT_TOKENS: usize = 12;
 
 /// What marks a cut item's end.
 const CUT_MARK: &str = " …";
 
 /// The longest start of `text`, ending at a sentence boundary (or, if no
 /// sentence fits, a word boundary), that fits `room` tokens with the cut
-/// mark. `None` when not even a word does.
-pub fn cut_text(text: &str, room: usize, counter: &dyn TokenCounter) -> Option<String> {
-    if room < MIN_CUT_TOKENS {
+/// mark. `None` when not even a word does, or `room` is under `min_tokens`
+/// (the least room worth cutting down to).
+pub fn cut_text(
+    text: &str,
+    room: usize,
+    min_tokens: usize,
+    counter: &dyn TokenCounter,
+) -> Option<String> {
+    if room < min_tokens {
         return None;
     }
     let fits = |end: usize| counter.count(&text[..end]) + counter.count(CUT_MARK) <= room;
@@ -95,6 +100,8 @@ pub fn cut_text(text: &str, room: usize, counter: &dyn TokenCounter) -> Option<S
 /// the end of the selection.
 struct Filler<'c> {
     room: usize,
+    /// The least room worth cutting an item down to.
+    min_cut: usize,
     counter: &'c dyn TokenCounter,
     trimmed: Vec<Trimmed>,
 }
@@ -113,7 +120,7 @@ impl Filler<'_> {
             return Placed::Whole;
         }
         if cut {
-            if let Some(text) = cut_text(&it.text, *room, self.counter) {
+            if let Some(text) = cut_text(&it.text, *room, self.min_cut, self.counter) {
                 let tokens = self.counter.count(&text);
                 *room -= tokens;
                 self.room -= tokens;
@@ -170,6 +177,7 @@ pub fn select(
     }
     let mut f = Filler {
         room: budget - message.tokens,
+        min_cut: sel.min_cut_tokens,
         counter,
         trimmed: Vec::new(),
     };

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::excerpt::{summary_excerpt, SummarySentences};
-use super::query::SUMMARY_SENTENCES;
 use super::select::Retrieved;
 use crate::context::{ContextItem, PreparedFacts, Source, Tier, TokenCounter};
 use crate::lang::stem_keys;
 use crate::model::{ConversationSummary, Speaker};
-use crate::search::{Around, DocKind, SearchHit, Shown, TurnRef};
+use crate::search::{AnswerLimits, Around, DocKind, SearchHit, Shown, TurnRef};
+use crate::settings::RankingSettings;
 
 /// A summary by id, with its sentences, as the caller holds them.
 pub type SummaryLookup<'a> =
@@ -38,6 +38,8 @@ pub struct Shaping<'a> {
     /// The facts the user may see, prepared.
     pub facts: &'a PreparedFacts,
     pub summary: &'a SummaryLookup<'a>,
+    /// How much of a retrieved turn or summary is shown.
+    pub ranking: &'a RankingSettings,
 }
 
 /// The turn hits whose surrounding turns [`shape`] needs, each once, in
@@ -99,7 +101,13 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
         about,
         facts,
         summary,
+        ranking,
     } = shaping;
+    let limits = AnswerLimits {
+        short_tokens: ranking.short_answer_tokens,
+        hit_tokens: ranking.hit_answer_tokens,
+        sentences: ranking.answer_sentences,
+    };
     let mut out = Vec::with_capacity(hits.len());
     // A day, week or topic of one call reads like its session summary:
     // show the words once.
@@ -178,6 +186,7 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
                                     } else {
                                         Shown::Beside
                                     },
+                                    limits,
                                 ),
                                 at: t.at,
                             },
@@ -195,7 +204,7 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
                 }
                 around.extend(sides);
                 out.push(Retrieved {
-                    item: t.item(&asked, Shown::Hit),
+                    item: t.item(&asked, Shown::Hit, limits),
                     at: h.period_start,
                 });
                 for (a, key) in attached {
@@ -221,7 +230,7 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
                     &s,
                     &sentences,
                     &asked,
-                    SUMMARY_SENTENCES,
+                    ranking.summary_sentences,
                     &mut seen_sentences,
                     &restated,
                     counter,

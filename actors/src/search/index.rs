@@ -593,7 +593,7 @@ impl AgentIndex {
         let avg = (self.total_len as f32 / n).max(1.0);
         let filter = self.filter(q);
         let terms = self.query_terms(&q.text, ranking);
-        let scores = self.keyword_scores(&terms.weighted, &filter, avg);
+        let scores = self.keyword_scores(&terms.weighted, &filter, avg, ranking.keyword.b);
         let query = QueryVector::new(vector, &self.embedders);
         // The items nearest the query's vector, beside the keyword hits.
         let nearest = self.nearest(&query, &filter, ranking);
@@ -601,7 +601,14 @@ impl AgentIndex {
             self.by_similarity(&query, &filter)
         } else {
             let keep = ranking.candidates.max(q.limit);
-            let cands = self.keyword_candidates(scores, &terms.common, keep, ranking.distinct, avg);
+            let cands = self.keyword_candidates(
+                scores,
+                &terms.common,
+                keep,
+                ranking.distinct,
+                avg,
+                ranking.keyword,
+            );
             self.blend(cands, &nearest, ranking, &query)
         };
         self.hits(ranked, q.limit)
@@ -988,7 +995,11 @@ mod tests {
         assert_eq!(seqs(&ix, r(a, 3)), None);
         // as the index's agent names it, its dates in the agent's zone
         let text = ix.turns_around(r(a, 1)).unwrap()[1]
-            .item(&[], crate::search::Shown::Beside)
+            .item(
+                &[],
+                crate::search::Shown::Beside,
+                crate::search::AnswerLimits::DEFAULT,
+            )
             .text;
         assert!(
             text.contains("mark: line 1, we sailed yesterday (Sunday 20 September 2026)"),

@@ -48,5 +48,9 @@ mod vector;
 
 pub use cache::{BuildError, SearchIndex};
 pub use index::{fact_text, AgentIndex};
-pub use query::{DocKind, Ranking, Recency, RelatedWords, SearchHit, SearchQuery, TurnRef};
-pub use turns::{agent_label, prepare, prepare_around, Around, PreparedTurn, Shown, Speakers};
+pub use query::{
+    DocKind, KeywordTuning, Ranking, Recency, RelatedWords, SearchHit, SearchQuery, TurnRef,
+};
+pub use turns::{
+    agent_label, prepare, prepare_around, AnswerLimits, Around, PreparedTurn, Shown, Speakers,
+};

@@ -28,7 +28,7 @@ use crate::window::dedup_key;
 
 /// What the context is assembled from. Slices are in the caller's order:
 /// summaries and turns oldest first, facts in any order (they are sorted).
-pub struct ContextInput<'a> {
+pub struct Sources<'a> {
     pub blocks: &'a [MemoryBlock],
     pub facts: &'a [Fact],
     /// The user the context is for: shared facts of other users are marked.
@@ -224,7 +224,7 @@ pub fn prepare_turns(turns: &[ConversationTurn], counter: &dyn TokenCounter) -> 
 /// Assembles the context within `input.budget_tokens` (an item cut to
 /// fit where the default `context.ranking.min_cut_tokens` leave room).
 pub fn assemble(
-    input: &ContextInput<'_>,
+    input: &Sources<'_>,
     counter: &dyn TokenCounter,
 ) -> Result<AssembledContext, ContextError> {
     check_budget(input.budget_tokens)?;
@@ -387,8 +387,8 @@ mod tests {
         }
     }
 
-    fn input<'a>(f: &'a Fixture, message: &'a str, budget: usize) -> ContextInput<'a> {
-        ContextInput {
+    fn input<'a>(f: &'a Fixture, message: &'a str, budget: usize) -> Sources<'a> {
+        Sources {
             blocks: &f.blocks,
             facts: &f.facts,
             user_id: "mark",

@@ -15,7 +15,8 @@ struct SummarySentence {
     /// Of the user's words quoted, their
     /// [`said_key`](crate::reflect::extractive::said_key).
     said: Option<u64>,
-    /// The stems of its words ([`stem_key`]), sorted, once each.
+    /// The stems of its words ([`stem_key`](crate::lang::stem_key)), sorted,
+    /// once each.
     stems: Box<[u64]>,
 }
 
@@ -50,7 +51,7 @@ impl SummarySentences {
 }
 
 /// A retrieved summary as the sentences of it that hold the words asked
-/// (`asked`: [`stem_keys`] of the question), at most
+/// (`asked`: [`stem_keys`](crate::lang::stem_keys) of the question), at most
 /// `most`, in their order, those holding the most words asked chosen
 /// first: a week or a topic holds the answer in one of its many
 /// sentences, and shown whole it takes the room of the turns that told

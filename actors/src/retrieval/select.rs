@@ -22,7 +22,8 @@ pub struct Retrieved {
 /// oldest first across and within them, so a caller can combine what it
 /// holds (stored summaries, a live call's window summary) without copying.
 pub struct Selection<'a> {
-    /// Most essential first, as [`prepare_blocks`] orders them.
+    /// Most essential first, as
+    /// [`prepare_blocks`](crate::assembly::prepare_blocks) orders them.
     pub blocks: &'a [ContextItem],
     pub facts: &'a PreparedFacts,
     pub summaries: &'a [&'a [ContextItem]],

@@ -41,7 +41,8 @@ pub struct PreparedTurn {
     answer: Box<[AnswerSentence]>,
     /// The answer's tokens.
     answer_tokens: u32,
-    /// The stems of words ([`stem_key`]), each part sorted, once each:
+    /// The stems of words ([`stem_key`](crate::lang::stem_key)), each part
+    /// sorted, once each:
     /// those of the user's sentences that tell of the user's own life
     /// ([`crate::text::of_itself`]) up to `own_end`, of the user's others
     /// up to `user_end`, then each answer sentence's.

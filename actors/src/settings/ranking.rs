@@ -127,3 +127,46 @@ impl RankingSettings {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_validate_and_nonsense_names_its_key() {
+        assert_eq!(RankingSettings::default().validate(), Ok(()));
+        let bad = |s: RankingSettings| s.validate().unwrap_err().key;
+        let d = RankingSettings::DEFAULT;
+        assert_eq!(
+            bad(RankingSettings { bm25_b: 1.5, ..d }),
+            "context.ranking.bm25_b"
+        );
+        assert_eq!(
+            bad(RankingSettings {
+                max_term_share: 0.0,
+                ..d
+            }),
+            "context.ranking.max_term_share"
+        );
+        assert_eq!(
+            bad(RankingSettings {
+                answer_sentences: 0,
+                ..d
+            }),
+            "context.ranking.answer_sentences"
+        );
+        assert_eq!(
+            bad(RankingSettings {
+                min_cut_tokens: 0,
+                ..d
+            }),
+            "context.ranking.min_cut_tokens"
+        );
+        let mut settings = Settings::default();
+        settings.context.ranking.common_rerank = 0;
+        assert_eq!(
+            settings.validate().unwrap_err().key,
+            "context.ranking.common_rerank"
+        );
+    }
+}

@@ -46,7 +46,8 @@ use std::time::{Duration, Instant};
 
 use common::results::{On, Recorder, Row, Run};
 use criterion::Criterion;
-use recall::engine::context::{assemble, CharEstimate, ContextInput};
+use recall::engine::assembly::{assemble, Sources};
+use recall::engine::context::CharEstimate;
 use recall::engine::model::{BlockLabel, SummaryType, Visibility};
 use recall::{ContextOptions, EndOptions, Runtime, RuntimeBuilder, Turn};
 use uuid::Uuid;
@@ -314,7 +315,7 @@ async fn mix(rt: &Runtime) -> Mix {
         let slot = step % CONCURRENT_CALLS;
         let words = user_words(step, calls[slot].turn);
         let user = calls[slot].user.clone();
-        let hits = rt.context_cache_stats().hits;
+        let hits = rt.source_cache_stats().hits;
         let (cached, uncached) = if step % 2 == 0 {
             let c = read(rt, &user, &words, true).await;
             (c, read(rt, &user, &words, false).await)
@@ -322,7 +323,7 @@ async fn mix(rt: &Runtime) -> Mix {
             let u = read(rt, &user, &words, false).await;
             (read(rt, &user, &words, true).await, u)
         };
-        if rt.context_cache_stats().hits > hits {
+        if rt.source_cache_stats().hits > hits {
             out.hits.push(cached);
         } else {
             out.misses.push(cached);
@@ -443,7 +444,7 @@ fn main() {
     };
     batch(CACHED_PER_ROUND, true);
     batch(UNCACHED_PER_ROUND / 4, false);
-    let before = rt.context_cache_stats();
+    let before = rt.source_cache_stats();
     let (mut cached, mut uncached) = (Vec::new(), Vec::new());
     for round in 0..ROUNDS {
         if round % 2 == 0 {
@@ -454,7 +455,7 @@ fn main() {
             cached.extend(batch(CACHED_PER_ROUND, true));
         }
     }
-    let after = rt.context_cache_stats();
+    let after = rt.source_cache_stats();
     let (cm, c50, c99) = percentiles(cached);
     let (um, u50, u99) = percentiles(uncached);
 
@@ -488,7 +489,7 @@ fn main() {
         let turns = rt.turns(previous.session_id).await.expect("turns");
         (blocks, facts, summaries, turns)
     });
-    let input = ContextInput {
+    let input = Sources {
         blocks: &blocks,
         facts: &facts,
         user_id: USER,
@@ -556,11 +557,11 @@ fn main() {
     g.finish();
     c.final_summary();
     // ---- the mix ----
-    let before = rt.context_cache_stats();
+    let before = rt.source_cache_stats();
     let t = Instant::now();
     let m = tokio.block_on(mix(&rt));
     let took = t.elapsed();
-    let after = rt.context_cache_stats();
+    let after = rt.source_cache_stats();
     let (_, m50, m99) = percentiles(m.cached.clone());
     let (_, n50, n99) = percentiles(m.uncached.clone());
     println!();

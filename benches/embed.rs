@@ -316,6 +316,7 @@ fn main() {
         distinct: false,
         changes: recall_actors::text::Subjects::NONE,
         expects: recall_actors::text::Answers::NONE,
+        keyword: recall_actors::search::KeywordTuning::DEFAULT,
     };
     let hybrid = Ranking {
         keyword_weight: 0.5,

@@ -12,7 +12,7 @@
 //! - **Three instances against one**: the same 50,000 turns through three
 //!   Store actors, each over a backend of its own (its own pool), on one
 //!   schema, a third of the sessions each, against one.
-//! - **A context read on a miss**: `context_sources` of one user with 40
+//! - **A context read on a miss**: `stored_sources` of one user with 40
 //!   session summaries, 10 rollups and 60 facts, on PostgreSQL and on
 //!   sled, alternated; p50 and p99 of 300 reads each. (A cache hit never
 //!   reaches the backend: it costs the same on both.)
@@ -293,7 +293,7 @@ fn main() {
                 let start = Instant::now();
                 // As the runtime reads it: off the async threads.
                 let ctx = recall_actors::store::read_blocking(b, |b| {
-                    Box::pin(b.context_sources("kairix", "mark"))
+                    Box::pin(b.stored_sources("kairix", "mark"))
                 })
                 .await
                 .expect("read");

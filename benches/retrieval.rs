@@ -560,7 +560,7 @@ async fn short_call(rt: &Runtime, rng: &mut Rng, conn: &str) {
 
 /// Times one `context` read, checking that it missed the cache.
 async fn missed_read(rt: &Runtime, message: &str) -> u64 {
-    let misses = rt.context_cache_stats().misses;
+    let misses = rt.source_cache_stats().misses;
     let t = Instant::now();
     black_box(
         rt.context(AGENT, USER, message, BUDGET, ContextOptions::default())
@@ -569,7 +569,7 @@ async fn missed_read(rt: &Runtime, message: &str) -> u64 {
     );
     let took = t.elapsed().as_nanos() as u64;
     assert_eq!(
-        rt.context_cache_stats().misses,
+        rt.source_cache_stats().misses,
         misses + 1,
         "the read missed the cache"
     );
@@ -971,7 +971,7 @@ fn main() {
         let mut rng = Rng(0xbb67_ae85_84ca_a73b);
         for i in 0..TIMED {
             let question = rng.fill(QUESTION_FRAMES[i % QUESTION_FRAMES.len()]);
-            for w in recall::engine::search::tokens(&question) {
+            for w in recall::engine::lang::tokens(&question) {
                 black_box(related(&w));
             }
             let t = Instant::now();
@@ -991,7 +991,7 @@ fn main() {
         }
         (prepared, without)
     });
-    let stats = rt.context_cache_stats();
+    let stats = rt.source_cache_stats();
     let (with, novel, without) = (figures(with), figures(novel), figures(without));
     let (prepared, prepared_without) = (figures(prepared), figures(prepared_without));
     line("context with a message (cached sources)", &with);

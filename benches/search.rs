@@ -24,7 +24,8 @@ use std::time::Instant;
 use criterion::Criterion;
 use recall::engine::embed::{cosine, HashingEmbed, StoredVector};
 use recall::engine::keys;
-use recall::engine::search::{tokens, SearchQuery};
+use recall::engine::lang::tokens;
+use recall::engine::search::SearchQuery;
 use recall::engine::store::Trees;
 use recall::{RuntimeBuilder, Settings};
 

@@ -28,7 +28,7 @@
 
 use std::io::Write;
 
-use recall::engine::search::stem;
+use recall::engine::lang::stem;
 use recall::engine::settings::LocalEmbedSettings;
 use recall::local_embed::LocalEmbed;
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use recall_actors::embed::{Embed, EmbedError};
-use recall_actors::reflect::BoxFuture;
+use recall_actors::port::BoxFuture;
 use recall_actors::settings::OpenAiEmbedSettings;
 use serde::{Deserialize, Serialize};
 

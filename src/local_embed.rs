@@ -32,7 +32,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
 use recall_actors::embed::{Embed, EmbedError};
-use recall_actors::reflect::BoxFuture;
+use recall_actors::port::BoxFuture;
 use recall_actors::settings::LocalEmbedSettings;
 use serde::Deserialize;
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};

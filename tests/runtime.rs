@@ -1186,10 +1186,10 @@ async fn a_full_context_cache_evicts_the_least_recently_used() -> Res {
     let hit = |user: &'static str| {
         let rt = &rt;
         async move {
-            let before = rt.context_cache_stats().hits;
+            let before = rt.source_cache_stats().hits;
             rt.context("kairix", user, "", 2000, ContextOptions::default())
                 .await?;
-            anyhow::Ok(rt.context_cache_stats().hits == before + 1)
+            anyhow::Ok(rt.source_cache_stats().hits == before + 1)
         }
     };
     for user in ["u1", "u2", "u3"] {
@@ -1198,7 +1198,7 @@ async fn a_full_context_cache_evicts_the_least_recently_used() -> Res {
     assert!(hit("u1").await?, "u1 held");
     // u2 was read longest ago: u4 takes its place.
     assert!(!hit("u4").await?);
-    assert_eq!(rt.context_cache_stats().entries, 3);
+    assert_eq!(rt.source_cache_stats().entries, 3);
     assert!(hit("u1").await?, "u1, put in first, read since: held");
     assert!(hit("u3").await?, "u3 held");
     assert!(hit("u4").await?, "u4 held");
@@ -1314,7 +1314,7 @@ async fn cached_equals_fresh(cache_entries: usize) -> Res {
         // trees'.
         assert!(rt.store_mirrors_match().await?, "step {step}");
     }
-    let stats = rt.context_cache_stats();
+    let stats = rt.source_cache_stats();
     assert_eq!(stats.entries, cache_entries.min(2));
     assert!(stats.hits + stats.misses >= 120 * 4);
     assert!(
@@ -1343,7 +1343,7 @@ async fn a_write_rereads_only_the_parts_it_changed() -> Res {
     let first = rt
         .context("kairix", "mark", ask, 4000, ContextOptions::default())
         .await?;
-    let stats = rt.context_cache_stats();
+    let stats = rt.source_cache_stats();
     assert_eq!(stats.partial_misses, 0, "a first read reads every part");
     // A block write: the next read keeps the facts, summaries and calls
     // and reads the blocks again.
@@ -1352,7 +1352,7 @@ async fn a_write_rereads_only_the_parts_it_changed() -> Res {
     let after = rt
         .context("kairix", "mark", ask, 4000, ContextOptions::default())
         .await?;
-    let stats2 = rt.context_cache_stats();
+    let stats2 = rt.source_cache_stats();
     assert_eq!(stats2.misses, stats.misses + 1);
     assert_eq!(stats2.partial_misses, 1);
     assert_eq!(stats2.parts_read - stats.parts_read, 1, "the blocks alone");
@@ -1377,7 +1377,7 @@ async fn a_write_rereads_only_the_parts_it_changed() -> Res {
     let c = rt
         .context("kairix", "mark", ask, 4000, ContextOptions::default())
         .await?;
-    let stats3 = rt.context_cache_stats();
+    let stats3 = rt.source_cache_stats();
     assert_eq!(stats3.partial_misses, 2);
     assert_eq!(stats3.parts_read - stats2.parts_read, 1, "the facts alone");
     assert_eq!(
@@ -1451,7 +1451,7 @@ async fn another_users_call_leaves_a_cached_context_current() -> Res {
     let ask = "what's my dog called?";
     rt.context("kairix", "mark", ask, 4000, ContextOptions::default())
         .await?;
-    let before = rt.context_cache_stats();
+    let before = rt.source_cache_stats();
     // Ada's next call ends and is reflected on: her summary, fact and
     // call are hers alone, and the offline summarizer writes no agent
     // block: Mark's cached context stays current.
@@ -1462,7 +1462,7 @@ async fn another_users_call_leaves_a_cached_context_current() -> Res {
     let c = rt
         .context("kairix", "mark", ask, 4000, ContextOptions::default())
         .await?;
-    let after = rt.context_cache_stats();
+    let after = rt.source_cache_stats();
     assert_eq!(after.misses, before.misses, "{before:?} {after:?}");
     assert_eq!(after.hits - before.hits, 1, "{before:?} {after:?}");
     assert_eq!(after.parts_read, before.parts_read, "{before:?} {after:?}");
@@ -1526,13 +1526,13 @@ async fn a_cached_context_lets_a_summary_age_out_of_the_background_context() -> 
         .context("kairix", "mark", "hi", 4000, ContextOptions::default())
         .await?;
     assert!(background(&c), "still within the look-back");
-    let misses = rt.context_cache_stats().misses;
+    let misses = rt.source_cache_stats().misses;
     advance(secs(1)).await;
     let c = rt
         .context("kairix", "mark", "hi", 4000, ContextOptions::default())
         .await?;
     assert!(!background(&c), "aged out");
-    assert_eq!(rt.context_cache_stats().misses, misses + 1);
+    assert_eq!(rt.source_cache_stats().misses, misses + 1);
     assert_eq!(
         c,
         rt.context("kairix", "mark", "hi", 4000, no_cache()).await?

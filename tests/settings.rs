@@ -547,6 +547,34 @@ fn related_word_settings_out_of_range_are_named() {
 }
 
 #[test]
+fn ranking_settings_load_from_a_file_and_the_environment_and_nonsense_is_named() {
+    let (_dir, path) = settings_file("[context.ranking]\nmin_cut_tokens = 20\nbm25_b = 0.5\n");
+    let s = load_from(
+        Some(&path),
+        env(&[("RECALL_CONTEXT__RANKING__ANSWER_SENTENCES", "4")]),
+    )
+    .expect("valid");
+    assert_eq!(s.context.ranking.min_cut_tokens, 20);
+    assert_eq!(s.context.ranking.bm25_b, 0.5);
+    assert_eq!(s.context.ranking.answer_sentences, 4);
+    assert_eq!(s.context.ranking.summary_sentences, 5);
+    for bad in ["-0.1", "1.5", "nan"] {
+        expect_file_key_error(
+            &format!("[context.ranking]\nbm25_b = {bad}\n"),
+            "context.ranking.bm25_b",
+        );
+    }
+    expect_file_key_error(
+        "[context.ranking]\nmax_term_share = 0.0\n",
+        "context.ranking.max_term_share",
+    );
+    expect_file_key_error(
+        "[context.ranking]\nhit_answer_tokens = 0\n",
+        "context.ranking.hit_answer_tokens",
+    );
+}
+
+#[test]
 fn a_postgres_store_needs_a_url_and_a_plain_schema_name() {
     let err = expect_file_key_error("[store]\nkind = \"postgres\"\n", "store.postgres.url");
     assert!(err.to_string().contains("is needed"), "{err}");

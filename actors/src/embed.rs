@@ -11,8 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::reflect::BoxFuture;
-use crate::text;
+use crate::port::BoxFuture;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
@@ -100,7 +99,7 @@ impl HashingEmbed {
     /// The vector of one text (all zeros when it has no content words).
     pub fn vector(&self, text: &str) -> Vec<f32> {
         let mut v = vec![0f32; self.dimensions];
-        let tf: BTreeMap<String, usize> = text::term_frequencies(text);
+        let tf: BTreeMap<String, usize> = crate::lang::term_frequencies(text);
         for (word, n) in &tf {
             let w = 1.0 + (*n as f32).ln();
             self.add(&mut v, word.as_bytes(), w);

@@ -289,11 +289,11 @@ pub fn tombstone_hash(normalized: &str) -> Uuid {
 /// A forget log key: the time (microseconds, as the entry keeps it,
 /// ordered), the user's hash, then the agent it was limited to (none:
 /// every agent). The value is the entry itself.
-pub fn forget_log(e: &crate::store::ForgetEntry) -> Vec<u8> {
-    let mut k = Vec::with_capacity(24 + e.agent_id.as_deref().map_or(0, str::len));
-    k.extend_from_slice(&((e.at.timestamp_micros() as u64) ^ (1 << 63)).to_be_bytes());
-    k.extend_from_slice(e.user_hash.as_bytes());
-    k.extend_from_slice(e.agent_id.as_deref().unwrap_or_default().as_bytes());
+pub fn forget_log(at: DateTime<Utc>, user_hash: Uuid, agent_id: Option<&str>) -> Vec<u8> {
+    let mut k = Vec::with_capacity(24 + agent_id.map_or(0, str::len));
+    k.extend_from_slice(&((at.timestamp_micros() as u64) ^ (1 << 63)).to_be_bytes());
+    k.extend_from_slice(user_hash.as_bytes());
+    k.extend_from_slice(agent_id.unwrap_or_default().as_bytes());
     k
 }
 
@@ -350,22 +350,6 @@ pub fn inbox_item(key: &[u8]) -> Option<(u8, Uuid)> {
     (key.len() == 25).then(|| (key[8], Uuid::from_slice(&key[9..]).unwrap_or_default()))
 }
 
-/// `rollup_inbox`: the key of an entry.
-pub fn inbox_key(k: &crate::store::InboxKey) -> [u8; 25] {
-    inbox(k.at, k.item.code(), k.id)
-}
-
-/// The entry a `rollup_inbox` key stands for (`None`: not an inbox key,
-/// or of a kind no version writes).
-pub fn inbox_key_of(key: &[u8]) -> Option<crate::store::InboxKey> {
-    let (at, code, id) = inbox_parts(key)?;
-    Some(crate::store::InboxKey {
-        at,
-        item: crate::store::InboxItem::from_code(code)?,
-        id,
-    })
-}
-
 /// The time, kind and id of a `rollup_inbox` key (the time to the
 /// millisecond, as the key holds it).
 pub fn inbox_parts(key: &[u8]) -> Option<(DateTime<Utc>, u8, Uuid)> {
@@ -414,42 +398,6 @@ mod tests {
             );
         }
         assert_eq!(inbox_parts(b"short"), None);
-    }
-
-    #[test]
-    fn inbox_keys_sort_as_the_entries_they_stand_for() {
-        use crate::store::{InboxItem, InboxKey};
-        let at = |millis| Utc.timestamp_millis_opt(millis).unwrap();
-        let entries = [
-            InboxKey {
-                at: at(-1_500),
-                item: InboxItem::Fact,
-                id: Uuid::from_u128(9),
-            },
-            InboxKey {
-                at: at(0),
-                item: InboxItem::Summary,
-                id: Uuid::from_u128(9),
-            },
-            InboxKey {
-                at: at(0),
-                item: InboxItem::Fact,
-                id: Uuid::from_u128(1),
-            },
-            InboxKey {
-                at: at(0),
-                item: InboxItem::Fact,
-                id: Uuid::from_u128(2),
-            },
-        ];
-        for pair in entries.windows(2) {
-            assert!(pair[0] < pair[1]);
-            assert!(inbox_key(&pair[0]) < inbox_key(&pair[1]));
-        }
-        for k in entries {
-            assert_eq!(inbox_key_of(&inbox_key(&k)), Some(k));
-        }
-        assert_eq!(inbox_key_of(&inbox(at(0), 7, Uuid::nil())), None);
     }
 
     #[test]

@@ -4,8 +4,11 @@
 //!
 //! - [`model`]: turns, sessions, summaries, blocks, background context.
 //! - [`clock`]: the runtime clock that follows tokio's (virtual) time.
-//! - [`context`]: assembling the next LLM call's context under a token
-//!   budget.
+//! - [`context`]: the context the agent's LLM sees next turn: its items,
+//!   tiers and budget, and its text as chat messages.
+//! - [`assembly`]: assembling a context from its sources (blocks, facts,
+//!   summaries, turns) under a token budget.
+//! - [`port`]: what the ports share (the boxed future a call returns).
 //! - [`embed`]: the `Embed` port and the offline hashing embedder.
 //! - [`static_embed`]: the offline embedder of static word vectors (the
 //!   default).
@@ -18,15 +21,18 @@
 //! - [`topics`]: incremental topic clustering.
 //! - [`retrieval`]: what a context read finds for the message (query,
 //!   ranking, hit shaping) and what fits the budget (selection).
-//! - [`lang`]: the tokenizer (tokens, stems) and the lexicon of word
-//!   tables that the search index, the word vectors and the text rules
-//!   share.
+//! - [`lang`]: the word splitting, the tokenizer (tokens, stems) and the
+//!   one lexicon of word tables (stopwords, short forms, irregular verbs,
+//!   the fact rules' words) that the search index, the word vectors and
+//!   the text rules share.
 //! - [`search`]: the archival search index: the query and its ranking,
 //!   one agent's index with its keyword (BM25) and vector (int8, sign
-//!   bits, IVF) sides, and the per-agent cache of built indexes.
+//!   bits, IVF) sides, the stored turns it keeps prepared as retrieved
+//!   items, and the per-agent cache of built indexes.
 //! - [`rollup`]: `RollupActor`, daily and weekly rollups and topics on
 //!   timers.
-//! - [`keys`]: every sled key the Store writes.
+//! - [`keys`]: every sled key the Store writes (it reads nothing of the
+//!   Store).
 //! - [`store`]: `StoreActor`, through which every write goes, and the
 //!   backends behind it (sled; PostgreSQL, shared by several instances).
 //! - [`store_error`]: `StoreError`, what reading or writing a record can
@@ -43,6 +49,7 @@
 //! - [`prompt`]: prompt templates.
 //! - [`text`]: the heuristics (sentences, keywords, entities, tone).
 
+pub mod assembly;
 pub mod background;
 pub mod clock;
 pub mod context;
@@ -52,6 +59,7 @@ pub mod lang;
 pub mod lease;
 pub mod model;
 pub mod period;
+pub mod port;
 pub mod prompt;
 pub mod reflect;
 pub mod reflector;

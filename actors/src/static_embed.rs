@@ -13,8 +13,7 @@ use std::sync::{Arc, LazyLock};
 
 use crate::embed::{Closeness, Embed, EmbedError};
 use crate::lang::{stem, SHORT_FORMS};
-use crate::reflect::BoxFuture;
-use crate::text;
+use crate::port::BoxFuture;
 
 /// The table: `RCSW1\n`, little-endian `u32` dimensions and words, then
 /// per word its length, bytes, scale (`f32`) and numbers (`i8`).
@@ -232,15 +231,15 @@ impl Table {
 
     fn vector(&self, text: &str) -> Vec<f32> {
         let mut v = vec![0f32; self.dims];
-        for w in text::words(text) {
+        for w in crate::lang::words(text) {
             // A stopword whole ("didn't"), then its parts ("cross-check"):
             // "didn" would pull every negated sentence together.
-            if !text::content_word(&w) {
+            if !crate::lang::content_word(&w) {
                 continue;
             }
             for part in w
                 .split(|c: char| !c.is_alphabetic())
-                .filter(|p| text::content_word(p))
+                .filter(|p| crate::lang::content_word(p))
             {
                 let Some(row) = self.row(part) else {
                     continue;

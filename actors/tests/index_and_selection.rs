@@ -8,6 +8,10 @@ use chrono::{DateTime, Utc};
 use recall_actors::context::{CharEstimate, ContextItem, PreparedFacts, Role, Source, Tier};
 use recall_actors::model::ConversationSummary;
 use recall_actors::retrieval::{cut_text, select, Retrieved, Selection};
+use recall_actors::settings::RankingSettings;
+
+/// The default least room worth cutting an item down to.
+const MIN_CUT: usize = RankingSettings::DEFAULT.min_cut_tokens;
 use recall_actors::search::{AgentIndex, DocKind, Ranking, SearchIndex, SearchQuery};
 use uuid::Uuid;
 
@@ -165,6 +169,7 @@ fn a_word_no_item_holds_does_not_prune_the_others() {
         candidates: 40,
         max_term_share: 0.2,
         recency: None,
+        keyword: recall_actors::search::KeywordTuning::DEFAULT,
     };
     assert!(
         !ix.search(&q("Biscuit"), None, r).is_empty(),
@@ -207,6 +212,7 @@ fn a_retrieved_item_too_long_for_its_share_still_fills_the_budget_whole() {
             retrieval_share: 0.5,
             current_message: "hi",
             budget_tokens: 400,
+            min_cut_tokens: MIN_CUT,
         },
         &CharEstimate,
     )
@@ -223,7 +229,7 @@ fn a_retrieved_item_too_long_for_its_share_still_fills_the_budget_whole() {
 #[test]
 fn a_cut_block_keeps_more_than_its_label() {
     let text = format!("[persona]\n{}", "word ".repeat(60));
-    let cut = cut_text(&text, 20, &CharEstimate).unwrap();
+    let cut = cut_text(&text, 20, MIN_CUT, &CharEstimate).unwrap();
     assert_ne!(
         cut, "[persona] …",
         "20 tokens of room, the label alone kept"
@@ -280,18 +286,18 @@ fn cut_text_fits_its_room_on_any_text() {
             s.push_str(parts[((seed >> 33) % parts.len() as u64) as usize]);
         }
         let room = ((seed >> 20) % 40) as usize;
-        if let Some(c) = cut_text(&s, room, &CharEstimate) {
+        if let Some(c) = cut_text(&s, room, MIN_CUT, &CharEstimate) {
             use recall_actors::context::TokenCounter;
             assert!(CharEstimate.count(&c) <= room, "{s:?} {room} {c:?}");
         }
     }
-    let _ = cut_text("abc", usize::MAX, &CharEstimate);
-    let _ = cut_text("", 100, &CharEstimate);
+    let _ = cut_text("abc", usize::MAX, MIN_CUT, &CharEstimate);
+    let _ = cut_text("", 100, MIN_CUT, &CharEstimate);
 }
 
 #[test]
 fn framing_phrases_match_whole_words_only() {
-    use recall_actors::search::without_question_framing as w;
+    use recall_actors::lang::without_question_framing as w;
     assert_eq!(
         w("Was the loan refused today?"),
         "was the loan refused today?"

@@ -350,14 +350,14 @@ impl Parts {
             .await
             .map_err(|e| StartupError::Spawn("supervisor", e))?;
 
-        let query_vectors = Arc::new(context::QueryVectors::new(
+        let query_vectors = Arc::new(assembly::QueryVectors::new(
             1024,
             settings.embed.max_query_jobs,
         ));
         Ok(Inner {
             reflect,
             prompts,
-            context_cache: context::ContextCache::new(settings.context.cache_entries),
+            source_cache: assembly::SourceCache::new(settings.context.cache_entries),
             settings,
             generations,
             clock,

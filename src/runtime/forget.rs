@@ -66,14 +66,14 @@ impl Runtime {
                     }
                 }
                 let mut held = self.inner.registry.owners();
-                held.extend(self.inner.context_cache.owners());
+                held.extend(self.inner.source_cache.owners());
                 held.sort();
                 held.dedup();
                 for (agent, user) in held {
                     let Some(e) = entries.iter().find(|e| e.covers(&agent, &user)) else {
                         continue;
                     };
-                    self.inner.context_cache.remove_user(&user, Some(&agent));
+                    self.inner.source_cache.remove_user(&user, Some(&agent));
                     self.inner.live_topics.remove_user(&user, Some(&agent));
                     if let Err(err) = self.end_calls_before(&agent, &user, e.at).await {
                         warn!(user_id = user, error = %err, "ending the calls of a user another instance forgot failed");
@@ -201,7 +201,7 @@ impl Runtime {
         })
         .await??;
         // Nothing of theirs stays in memory either.
-        self.inner.context_cache.remove_user(user_id, agent_id);
+        self.inner.source_cache.remove_user(user_id, agent_id);
         // Messages' vectors are held by their text, the user's words:
         // every one goes (they are remade on the next read).
         self.inner.query_vectors.clear();

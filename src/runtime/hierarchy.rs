@@ -185,6 +185,7 @@ impl Runtime {
             distinct: false,
             changes: recall_actors::text::Subjects::NONE,
             expects: recall_actors::text::Answers::NONE,
+            keyword: recall_actors::search::KeywordTuning::DEFAULT,
         };
         let mut hits = {
             let ix = index.read().unwrap_or_else(|p| p.into_inner());

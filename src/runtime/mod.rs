@@ -18,8 +18,9 @@
 //!   ([`Runtime::context`]) and clearing the working context.
 //! - `queries`: stored sessions, turns, summaries, blocks, facts, dead
 //!   letters.
-//! - `context`: the assembled context ([`ContextOptions`]) and its cache,
-//!   and query vectors made ahead ([`Runtime::prepare_message`]).
+//! - `assembly`: assembling a context ([`ContextOptions`]) from its
+//!   sources, the cache of prepared sources ([`SourceCacheStats`]), and
+//!   query vectors made ahead ([`Runtime::prepare_message`]).
 //! - `hierarchy`: rollups, topics, archival search and its indexes.
 //! - `replay`: re-deriving an agent's summaries and facts from the stored
 //!   turns.
@@ -74,9 +75,9 @@ use recall_actors::search::SearchIndex;
 use recall_actors::settings::EmbedKind;
 use recall_actors::static_embed::StaticEmbed;
 
+mod assembly;
 mod builder;
 mod cluster;
-mod context;
 mod error;
 mod forget;
 mod hierarchy;
@@ -88,8 +89,12 @@ mod sessions;
 #[cfg(any(test, feature = "testkit"))]
 mod testing;
 
+pub use assembly::{ContextOptions, SourceCacheStats};
 pub use builder::RuntimeBuilder;
-pub use context::{ContextCacheStats, ContextOptions};
+
+/// The old name of [`SourceCacheStats`].
+#[deprecated(note = "renamed to SourceCacheStats")]
+pub type ContextCacheStats = SourceCacheStats;
 use error::unavailable;
 pub use error::{RecallError, StartupError};
 pub use hierarchy::TopicView;
@@ -212,7 +217,7 @@ struct Inner {
     reflect: Arc<dyn Reflect>,
     prompts: Arc<Prompts>,
     generations: Arc<Generations>,
-    context_cache: context::ContextCache,
+    source_cache: assembly::SourceCache,
     clock: Clock,
     registry: Arc<Registry>,
     store: ActorRef<StoreMsg>,
@@ -231,7 +236,7 @@ struct Inner {
     reader: recall_actors::store::Reader,
     embed: Arc<dyn Embed>,
     /// Messages' vectors, for retrieval by meaning.
-    query_vectors: Arc<context::QueryVectors>,
+    query_vectors: Arc<assembly::QueryVectors>,
     /// The tokio runtime the actors run on: for work started from calls
     /// that may come from outside it ([`Runtime::prepare_message`]).
     tokio: tokio::runtime::Handle,

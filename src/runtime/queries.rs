@@ -152,7 +152,7 @@ impl Runtime {
     /// rendered now from the user's own summary hierarchy (the agent's
     /// stored block holds only its persistent context); another label is
     /// the agent's own value followed by what this user's conversations
-    /// added to it ([`recall_actors::context::user_view`]), either alone
+    /// added to it ([`recall_actors::assembly::user_view`]), either alone
     /// when there is one, never anything drawn from another user's. `None`
     /// when there is nothing.
     pub async fn user_block(
@@ -183,7 +183,7 @@ impl Runtime {
             })
             .await?;
         let agents = self.blocks(agent_id).await?;
-        Ok(recall_actors::context::user_view(&agents, &theirs)
+        Ok(recall_actors::assembly::user_view(&agents, &theirs)
             .into_iter()
             .find(|b| b.label == label))
     }

@@ -365,7 +365,7 @@ impl Runtime {
     /// stored and what the live session holds; never waits on an LLM.
     ///
     /// [`ContextOptions::default`] shows the live call and reads through
-    /// the context cache; `include_live: false` leaves the live call out
+    /// the source cache; `include_live: false` leaves the live call out
     /// (for a caller that sends the call's own messages to its LLM itself),
     /// `use_cache: false` reads everything from the store.
     pub async fn context(
@@ -380,9 +380,16 @@ impl Runtime {
             .await
     }
 
-    /// Entries, hits and misses of the context cache.
-    pub fn context_cache_stats(&self) -> ContextCacheStats {
-        self.inner.context_cache.stats()
+    /// Entries, hits and misses of the source cache (the prepared sources
+    /// of contexts).
+    pub fn source_cache_stats(&self) -> SourceCacheStats {
+        self.inner.source_cache.stats()
+    }
+
+    /// The old name of [`Runtime::source_cache_stats`].
+    #[deprecated(note = "renamed to source_cache_stats")]
+    pub fn context_cache_stats(&self) -> SourceCacheStats {
+        self.source_cache_stats()
     }
 
     /// Clears the working context of an agent with a user: ends their live

@@ -1,11 +1,12 @@
 //! The tokenizer: the tokens an item is indexed under and a query is
 //! split into, and the stems they are made of.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::LazyLock;
 
-use super::lexicon::{FRAMING_PHRASES, FRAMING_WORDS, IRREGULAR, SHORT_FORMS};
-use crate::text;
+use super::lexicon::{
+    is_stopword, FRAMING_PHRASES, FRAMING_WORDS, IRREGULAR, MONTHS, SHORT_FORMS, WEEKDAYS,
+};
 
 /// The English Snowball stemmer, shared: it holds no state.
 static STEMMER: LazyLock<rust_stemmers::Stemmer> =
@@ -16,8 +17,8 @@ static STEMMER: LazyLock<rust_stemmers::Stemmer> =
 /// ("interviewers" and "interview" meet).
 pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
     let mut after_grew = false;
-    text::words(text).flat_map(move |w| {
-        let keep = |w: &str| w.chars().count() >= 2 && !text::is_stopword(w);
+    words(text).flat_map(move |w| {
+        let keep = |w: &str| w.chars().count() >= 2 && !is_stopword(w);
         // "brought up" and "grew up" are said as "raised" too ("Born and
         // raised").
         let raised = after_grew && w == "up";
@@ -115,6 +116,76 @@ fn stem_anew(word: &str) -> String {
         .binary_search_by(|(form, _)| form.cmp(&word))
         .map_or(word, |i| SHORT_FORMS[i].1);
     STEMMER.stem(word).into_owned()
+}
+
+/// Lowercased word tokens (letters, digits, apostrophes and inner hyphens).
+pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-' || c == '’'))
+        .map(|w| {
+            let trimmed = w
+                .trim_matches(|c: char| c == '\'' || c == '-' || c == '’')
+                .replace('’', "'")
+                .to_lowercase();
+            // A dropped g, as speech is written down ("fishin'",
+            // "volunteerin'"): the word it stands for.
+            if dropped_g(w) {
+                trimmed + "g"
+            } else {
+                trimmed
+            }
+        })
+        .filter(|w| !w.is_empty())
+}
+
+/// Whether a word is written with its final g dropped: "-in'" after at
+/// least three letters ("goin'", "somethin'"; not "in'" itself).
+fn dropped_g(w: &str) -> bool {
+    let Some(stem) = w.strip_suffix("in'").or_else(|| w.strip_suffix("in’")) else {
+        return false;
+    };
+    stem.chars().count() >= 2
+        && stem.chars().all(|c| c.is_alphabetic())
+        && stem.chars().skip(1).all(|c| c.is_lowercase())
+}
+
+/// Whether a lowercased word is a content word: three letters or more,
+/// no stopword, number, month or weekday.
+pub(crate) fn content_word(w: &str) -> bool {
+    w.chars().count() >= 3
+        && !is_stopword(w)
+        && !w.starts_with(|c: char| c.is_ascii_digit())
+        && !MONTHS.contains(&w)
+        && !WEEKDAYS.contains(&w)
+}
+
+/// Term frequencies of content words.
+pub fn term_frequencies(text: &str) -> BTreeMap<String, usize> {
+    let mut tf = BTreeMap::new();
+    for w in words(text) {
+        if content_word(&w) {
+            *tf.entry(w).or_insert(0) += 1;
+        }
+    }
+    tf
+}
+
+/// A stem as a number, for a retrieved summary's sentences and the words asked
+/// (`retrieval::summary_excerpt`) (two stems share
+/// one with odds of one in 2^64).
+pub fn stem_key(stem: &str) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = foldhash::quality::FixedState::with_seed(0x7374_656d).build_hasher();
+    h.write(stem.as_bytes());
+    h.finish()
+}
+
+/// The [`stem_key`]s of a text's [`tokens`], sorted, once
+/// each: a summary sentence's words, or the words asked.
+pub fn stem_keys(text: &str) -> Vec<u64> {
+    let mut keys: Vec<u64> = tokens(text).map(|w| stem_key(&w)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
 }
 
 #[cfg(test)]

@@ -286,11 +286,13 @@ fn disclosure_with(sentence: &str, voice: Voice, has_fact: Option<bool>) -> f64 
     } else {
         text::without_media(sentence)
     };
-    let words: Vec<String> = text::words(&bare).collect();
+    let words: Vec<String> = crate::lang::words(&bare).collect();
     let content = words
         .iter()
         .filter(|w| {
-            w.chars().count() >= 3 && !text::is_stopword(w) && !SMALL_TALK.contains(&w.as_str())
+            w.chars().count() >= 3
+                && !crate::lang::is_stopword(w)
+                && !SMALL_TALK.contains(&w.as_str())
         })
         .count();
     if content == 0 {
@@ -428,7 +430,7 @@ fn names_written<'a>(texts: impl Iterator<Item = &'a str>) -> HashSet<String> {
                     && chars.clone().any(char::is_lowercase)
                     && chars.all(char::is_lowercase);
                 let lower = w.to_lowercase();
-                if capital && w.chars().count() > 2 && !text::is_stopword(&lower) {
+                if capital && w.chars().count() > 2 && !crate::lang::is_stopword(&lower) {
                     out.insert(lower);
                 }
             }
@@ -799,7 +801,7 @@ struct Unit {
 /// A key that is the same for the same sentence however it was quoted,
 /// cased or punctuated.
 fn sentence_key(text: &str) -> String {
-    text::words(text).collect::<Vec<_>>().join(" ")
+    crate::lang::words(text).collect::<Vec<_>>().join(" ")
 }
 
 /// [`sentence_key`] as a number: a user's sentence and its quote in a
@@ -808,7 +810,7 @@ fn sentence_key(text: &str) -> String {
 pub fn said_key(text: &str) -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = foldhash::quality::FixedState::with_seed(0x7361_6964).build_hasher();
-    for w in text::words(text) {
+    for w in crate::lang::words(text) {
         h.write(w.as_bytes());
         h.write_u8(b' ');
     }

@@ -7,13 +7,11 @@ pub mod parse;
 pub mod parts;
 
 use std::error::Error as StdError;
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
 use crate::model::{ConversationTurn, SessionRecord};
 
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use crate::port::BoxFuture;
 
 /// Everything an implementation may use: the rendered prompts and the
 /// session they were rendered from.

@@ -3,6 +3,7 @@
 //! and shown whole it would take the room of the turns that told it.
 
 use crate::context::{item, summary_kind, ContextItem, Role, Source, Tier, TokenCounter};
+use crate::lang::stem_keys;
 use crate::model::ConversationSummary;
 
 /// One sentence of a summary, as [`summary_excerpt`] reads it.
@@ -14,7 +15,8 @@ struct SummarySentence {
     /// Of the user's words quoted, their
     /// [`said_key`](crate::reflect::extractive::said_key).
     said: Option<u64>,
-    /// The stems of its words ([`stem_key`]), sorted, once each.
+    /// The stems of its words ([`stem_key`](crate::lang::stem_key)), sorted,
+    /// once each.
     stems: Box<[u64]>,
 }
 
@@ -48,26 +50,8 @@ impl SummarySentences {
     }
 }
 
-/// A stem as a number, for [`summary_excerpt`]'s `asked` (two stems share
-/// one with odds of one in 2^64).
-pub fn stem_key(stem: &str) -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = foldhash::quality::FixedState::with_seed(0x7374_656d).build_hasher();
-    h.write(stem.as_bytes());
-    h.finish()
-}
-
-/// The [`stem_key`]s of a text's [`crate::lang::tokens`], sorted, once
-/// each: a summary sentence's words, or the words asked.
-pub fn stem_keys(text: &str) -> Vec<u64> {
-    let mut keys: Vec<u64> = crate::lang::tokens(text).map(|w| stem_key(&w)).collect();
-    keys.sort_unstable();
-    keys.dedup();
-    keys
-}
-
 /// A retrieved summary as the sentences of it that hold the words asked
-/// (`asked`: [`stem_keys`] of the question), at most
+/// (`asked`: [`stem_keys`](crate::lang::stem_keys) of the question), at most
 /// `most`, in their order, those holding the most words asked chosen
 /// first: a week or a topic holds the answer in one of its many
 /// sentences, and shown whole it takes the room of the turns that told

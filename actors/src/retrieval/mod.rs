@@ -7,8 +7,6 @@
 //! # Layout
 //!
 //! - [`query`]: the search a message asks, and how its hits are ranked.
-//! - [`turns`]: a stored turn as a retrieved item, and what shaping
-//!   reads of it.
 //! - [`shape`]: hits to items — a turn with the turns beside it, an
 //!   agent's question with the answer to it, each exchange and summary
 //!   sentence once.
@@ -16,16 +14,16 @@
 //!   asked.
 //! - [`select`]: choosing what fits the budget, tier by tier.
 //!
-//! The keyword and vector index itself is [`crate::search`].
+//! The keyword and vector index itself is [`crate::search`], which also
+//! keeps each stored turn prepared as a retrieved item
+//! ([`crate::search::turns`]).
 
 pub mod excerpt;
 pub mod query;
 pub mod select;
 pub mod shape;
-pub mod turns;
 
-pub use excerpt::{stem_key, stem_keys, summary_excerpt, SummarySentences};
+pub use excerpt::{summary_excerpt, SummarySentences};
 pub use query::{query, ranking};
-pub use select::{cut_text, select, Retrieved, Selection, MIN_CUT_TOKENS};
+pub use select::{cut_text, select, Retrieved, Selection};
 pub use shape::{shape, turns_to_read, Shaping};
-pub use turns::{agent_label, prepare, prepare_around, Around, PreparedTurn, Shown, Speakers};

@@ -4,22 +4,9 @@
 use chrono::{DateTime, Utc};
 
 use crate::model::Speaker;
-use crate::search::{DocKind, Ranking, Recency, RelatedWords, SearchQuery};
+use crate::search::{DocKind, KeywordTuning, Ranking, Recency, RelatedWords, SearchQuery};
 use crate::settings::ContextSettings;
 use crate::text::Participants;
-
-/// The sentences of a retrieved summary shown at most (see
-/// [`super::summary_excerpt`]).
-pub const SUMMARY_SENTENCES: usize = 5;
-
-/// What the related words of a message may cost: the items holding them,
-/// in all, the rarest words taken first (at 100,000 turns it keeps their
-/// cost to a fraction of the read's).
-const RELATED_POSTINGS: usize = 5_000;
-
-/// A word in more than this share of the agent's items (said in passing
-/// in many calls) ranks little and costs the most.
-const MAX_TERM_SHARE: f32 = 0.05;
 
 /// The search for `message` over `user_id`'s memory: its words without
 /// the question's framing, the live call's latest words
@@ -77,7 +64,9 @@ pub fn query(
 }
 
 /// How the hits for `message` are ranked: by words and meaning when the
-/// message has a vector (`with_vector`), else by words alone.
+/// message has a vector (`with_vector`), else by words alone, tuned by
+/// `settings.ranking` (what the related words may cost: at 100,000 turns
+/// the default keeps it to a fraction of the read's).
 pub fn ranking(
     settings: &ContextSettings,
     message: &str,
@@ -85,6 +74,7 @@ pub fn ranking(
     now: DateTime<Utc>,
 ) -> Ranking {
     let limit = settings.retrieval_candidates;
+    let tuning = &settings.ranking;
     Ranking {
         keyword_weight: if with_vector {
             settings.retrieval_keyword_weight
@@ -96,18 +86,24 @@ pub fn ranking(
         related: Some(RelatedWords {
             per_word: settings.retrieval_related_words,
             min_similarity: settings.retrieval_related_similarity,
-            max_postings: RELATED_POSTINGS,
+            max_postings: tuning.related_postings,
         }),
         distinct: true,
         // "Where do I live now?": the turns that told a move.
         changes: crate::text::asked_in(message),
         expects: crate::text::expected_in(message),
         candidates: limit,
-        max_term_share: MAX_TERM_SHARE,
+        max_term_share: tuning.max_term_share,
         recency: Some(Recency {
             now,
             weight: settings.retrieval_recency_weight,
             half_life_days: settings.retrieval_half_life_days,
         }),
+        keyword: KeywordTuning {
+            b: tuning.bm25_b,
+            common_rerank: tuning.common_rerank,
+            repeats_widen: tuning.repeats_widen,
+            rare_related_df: tuning.rare_related_df,
+        },
     }
 }

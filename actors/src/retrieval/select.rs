@@ -2,6 +2,8 @@
 //! share first, then the other tiers by priority, an item that does not
 //! fit skipped or cut at a sentence, never the end of the selection.
 
+use std::collections::BTreeSet;
+
 use crate::context::{
     check_budget, item, AssembledContext, ContextError, ContextItem, PreparedFacts, Role, Source,
     Tier, TierUsage, TokenCounter, Trimmed,
@@ -20,7 +22,8 @@ pub struct Retrieved {
 /// oldest first across and within them, so a caller can combine what it
 /// holds (stored summaries, a live call's window summary) without copying.
 pub struct Selection<'a> {
-    /// Most essential first, as [`prepare_blocks`] orders them.
+    /// Most essential first, as
+    /// [`prepare_blocks`](crate::assembly::prepare_blocks) orders them.
     pub blocks: &'a [ContextItem],
     pub facts: &'a PreparedFacts,
     pub summaries: &'a [&'a [ContextItem]],
@@ -32,20 +35,25 @@ pub struct Selection<'a> {
     pub retrieval_share: f32,
     pub current_message: &'a str,
     pub budget_tokens: usize,
+    /// The least room worth cutting an item down to: less would show a
+    /// fragment, not a statement (`context.ranking.min_cut_tokens`).
+    pub min_cut_tokens: usize,
 }
-
-/// The least room worth cutting an item down to: less would show a
-/// fragment, not a statement.
-pub const MIN_CUT_TOKENS: usize = 12;
 
 /// What marks a cut item's end.
 const CUT_MARK: &str = " …";
 
 /// The longest start of `text`, ending at a sentence boundary (or, if no
 /// sentence fits, a word boundary), that fits `room` tokens with the cut
-/// mark. `None` when not even a word does.
-pub fn cut_text(text: &str, room: usize, counter: &dyn TokenCounter) -> Option<String> {
-    if room < MIN_CUT_TOKENS {
+/// mark. `None` when not even a word does, or `room` is under `min_tokens`
+/// (the least room worth cutting down to).
+pub fn cut_text(
+    text: &str,
+    room: usize,
+    min_tokens: usize,
+    counter: &dyn TokenCounter,
+) -> Option<String> {
+    if room < min_tokens {
         return None;
     }
     let fits = |end: usize| counter.count(&text[..end]) + counter.count(CUT_MARK) <= room;
@@ -95,6 +103,8 @@ pub fn cut_text(text: &str, room: usize, counter: &dyn TokenCounter) -> Option<S
 /// the end of the selection.
 struct Filler<'c> {
     room: usize,
+    /// The least room worth cutting an item down to.
+    min_cut: usize,
     counter: &'c dyn TokenCounter,
     trimmed: Vec<Trimmed>,
 }
@@ -113,7 +123,7 @@ impl Filler<'_> {
             return Placed::Whole;
         }
         if cut {
-            if let Some(text) = cut_text(&it.text, *room, self.counter) {
+            if let Some(text) = cut_text(&it.text, *room, self.min_cut, self.counter) {
                 let tokens = self.counter.count(&text);
                 *room -= tokens;
                 self.room -= tokens;
@@ -168,213 +178,288 @@ pub fn select(
             budget,
         });
     }
-    let mut f = Filler {
-        room: budget - message.tokens,
-        counter,
-        trimmed: Vec::new(),
-    };
+    let mut walk = Walk::new(sel, counter, budget - message.tokens);
+    walk.retrieved_within_share();
+    let mut room = walk.f.room;
+    walk.facts(&mut room);
+    walk.blocks(false, &mut room);
+    walk.turns(&mut room);
+    walk.rest_of_retrieved(&mut room);
+    walk.blocks(true, &mut room);
+    walk.summaries(&mut room);
+    let trimmed = walk.left_out();
+    Ok(walk.into_context(message, budget, trimmed))
+}
 
-    // Retrieved first, within their share; what they show is not shown
-    // again.
-    let share = sel.retrieval_share.clamp(0.0, 1.0);
-    let mut share_room = (f.room as f64 * share as f64).floor() as usize;
-    let mut retrieved: Vec<Option<ContextItem>> = vec![None; sel.retrieved.len()];
-    // What retrieval holds, sorted: the other tiers look only their items
-    // that retrieval also holds up in what is taken (a binary search, not
-    // a hash per fact and summary).
-    let mut retrieved_sources: Vec<Source> = sel.retrieved.iter().map(|r| r.item.source).collect();
-    retrieved_sources.sort_unstable();
-    retrieved_sources.dedup();
-    let also_retrieved = |s: &Source| retrieved_sources.binary_search(s).is_ok();
-    let mut taken: std::collections::BTreeSet<Source> = std::collections::BTreeSet::new();
-    for (slot, r) in retrieved.iter_mut().zip(sel.retrieved) {
-        if !taken.insert(r.item.source) {
-            continue;
+/// The walk [`select`] takes over the tiers: what each placed, by slot
+/// (`None`: left out), and what retrieval shows.
+struct Walk<'s, 'c> {
+    sel: &'s Selection<'s>,
+    f: Filler<'c>,
+    /// What retrieval holds, sorted: the other tiers look only their items
+    /// that retrieval also holds up in what is taken (a binary search, not
+    /// a hash per fact and summary).
+    retrieved_sources: Vec<Source>,
+    /// The sources shown, of the items retrieval also holds: not shown
+    /// again.
+    taken: BTreeSet<Source>,
+    retrieved: Vec<Option<ContextItem>>,
+    kept_facts: Vec<bool>,
+    blocks: Vec<Option<ContextItem>>,
+    turn_items: Vec<(Source, &'s ContextItem)>,
+    turns: Vec<Option<ContextItem>>,
+    summary_items: Vec<&'s ContextItem>,
+    summaries: Vec<Option<ContextItem>>,
+}
+
+impl<'s, 'c> Walk<'s, 'c> {
+    /// Nothing placed yet, `room` tokens to fill.
+    fn new(sel: &'s Selection<'s>, counter: &'c dyn TokenCounter, room: usize) -> Self {
+        let mut retrieved_sources: Vec<Source> =
+            sel.retrieved.iter().map(|r| r.item.source).collect();
+        retrieved_sources.sort_unstable();
+        retrieved_sources.dedup();
+        let turn_items: Vec<(Source, &ContextItem)> = numbered(sel.turns).collect();
+        let summary_items: Vec<&ContextItem> =
+            sel.summaries.iter().flat_map(|c| c.iter()).collect();
+        Walk {
+            sel,
+            f: Filler {
+                room,
+                min_cut: sel.min_cut_tokens,
+                counter,
+                trimmed: Vec::new(),
+            },
+            retrieved_sources,
+            taken: BTreeSet::new(),
+            retrieved: vec![None; sel.retrieved.len()],
+            kept_facts: vec![false; sel.facts.len()],
+            blocks: vec![None; sel.blocks.len()],
+            turns: vec![None; turn_items.len()],
+            turn_items,
+            summaries: vec![None; summary_items.len()],
+            summary_items,
         }
-        // Whole items only: one cut to the share could not grow back when
-        // the rest of the budget has room.
-        match f.place(&r.item, r.item.source, false, &mut share_room) {
-            Placed::Whole => *slot = Some(r.item.clone()),
-            Placed::Cut(c) => *slot = Some(c),
-            Placed::Left => {
-                taken.remove(&r.item.source);
+    }
+
+    fn also_retrieved(&self, s: &Source) -> bool {
+        self.retrieved_sources.binary_search(s).is_ok()
+    }
+
+    /// Retrieved first, within their share; what they show is not shown
+    /// again. Whole items only: one cut to the share could not grow back
+    /// when the rest of the budget has room.
+    fn retrieved_within_share(&mut self) {
+        let sel = self.sel;
+        let share = sel.retrieval_share.clamp(0.0, 1.0);
+        let mut share_room = (self.f.room as f64 * share as f64).floor() as usize;
+        for (slot, r) in self.retrieved.iter_mut().zip(sel.retrieved) {
+            if !self.taken.insert(r.item.source) {
+                continue;
+            }
+            match self.f.place(&r.item, r.item.source, false, &mut share_room) {
+                Placed::Whole => *slot = Some(r.item.clone()),
+                Placed::Cut(c) => *slot = Some(c),
+                Placed::Left => {
+                    self.taken.remove(&r.item.source);
+                }
             }
         }
     }
 
-    let mut room = f.room;
-    let facts = sel.facts;
-    let mut kept_facts = vec![false; facts.len()];
-    for &i in facts.by_age.iter().rev() {
-        let it = &facts.items[i as usize];
-        let also = also_retrieved(&it.source);
-        if also && taken.contains(&it.source) {
-            continue;
+    /// Facts, newest extracted first, never cut.
+    fn facts(&mut self, room: &mut usize) {
+        let facts = self.sel.facts;
+        for &i in facts.by_age.iter().rev() {
+            let it = &facts.items[i as usize];
+            let also = self.also_retrieved(&it.source);
+            if also && self.taken.contains(&it.source) {
+                continue;
+            }
+            if let Placed::Whole = self.f.place(it, it.source, false, room) {
+                self.kept_facts[i as usize] = true;
+                if also {
+                    self.taken.insert(it.source);
+                }
+            }
         }
-        if let Placed::Whole = f.place(it, it.source, false, &mut room) {
-            kept_facts[i as usize] = true;
+    }
+
+    /// The blocks, most essential first: those before the retrieved
+    /// items, or (`background`) the `background_context` block after
+    /// them. It tells of the user's latest days in general; with items
+    /// the message found, those come first, and the block takes what they
+    /// leave. The other blocks (who the agent is, whom it talks to) come
+    /// before.
+    fn blocks(&mut self, background: bool, room: &mut usize) {
+        let sel = self.sel;
+        let found = !sel.retrieved.is_empty();
+        for (slot, it) in self.blocks.iter_mut().zip(sel.blocks) {
+            let later = found && it.source == Source::Block(BlockLabel::BackgroundContext);
+            if later != background {
+                continue;
+            }
+            match self.f.place(it, it.source, true, room) {
+                Placed::Whole => *slot = Some(it.clone()),
+                Placed::Cut(c) => *slot = Some(c),
+                Placed::Left => {}
+            }
+        }
+    }
+
+    /// The turns, newest first.
+    fn turns(&mut self, room: &mut usize) {
+        for (slot, (source, it)) in self.turns.iter_mut().zip(&self.turn_items).rev() {
+            match self.f.place(it, *source, true, room) {
+                Placed::Whole => {
+                    *slot = Some(ContextItem {
+                        source: *source,
+                        ..(*it).clone()
+                    })
+                }
+                Placed::Cut(c) => *slot = Some(c),
+                Placed::Left => {}
+            }
+        }
+    }
+
+    /// What the facts, blocks and turns left: the rest of the retrieved
+    /// items (then the summaries). What the message found is worth more to
+    /// its answer than a summary it did not find (the user's latest calls
+    /// are in the `background_context` block already); a message that
+    /// retrieves nothing leaves the room to the summaries.
+    fn rest_of_retrieved(&mut self, room: &mut usize) {
+        let sel = self.sel;
+        for (slot, r) in self.retrieved.iter_mut().zip(sel.retrieved) {
+            if slot.is_some() || self.taken.contains(&r.item.source) {
+                continue;
+            }
+            self.taken.insert(r.item.source);
+            let cut = !matches!(r.item.source, Source::Fact(_));
+            match self.f.place(&r.item, r.item.source, cut, room) {
+                Placed::Whole => *slot = Some(r.item.clone()),
+                Placed::Cut(c) => *slot = Some(c),
+                Placed::Left => {
+                    self.taken.remove(&r.item.source);
+                }
+            }
+        }
+    }
+
+    /// The summaries, newest first, skipping what retrieval shows.
+    fn summaries(&mut self, room: &mut usize) {
+        for (slot, it) in self.summaries.iter_mut().zip(&self.summary_items).rev() {
+            let also = self.retrieved_sources.binary_search(&it.source).is_ok();
+            if also && self.taken.contains(&it.source) {
+                continue;
+            }
+            match self.f.place(it, it.source, true, room) {
+                Placed::Whole => *slot = Some((*it).clone()),
+                Placed::Cut(c) => *slot = Some(c),
+                Placed::Left => continue,
+            }
             if also {
-                taken.insert(it.source);
-            }
-        }
-    }
-    // The `background_context` block tells of the user's latest days in
-    // general; with items the message found, those come first, and the
-    // block takes what they leave. The other blocks (who the agent is,
-    // whom it talks to) come before.
-    let background_later = |it: &ContextItem| {
-        !sel.retrieved.is_empty() && it.source == Source::Block(BlockLabel::BackgroundContext)
-    };
-    let mut blocks: Vec<Option<ContextItem>> = vec![None; sel.blocks.len()];
-    for (slot, it) in blocks.iter_mut().zip(sel.blocks) {
-        if background_later(it) {
-            continue;
-        }
-        match f.place(it, it.source, true, &mut room) {
-            Placed::Whole => *slot = Some(it.clone()),
-            Placed::Cut(c) => *slot = Some(c),
-            Placed::Left => {}
-        }
-    }
-    let turn_items: Vec<(Source, &ContextItem)> = numbered(sel.turns).collect();
-    let mut turns: Vec<Option<ContextItem>> = vec![None; turn_items.len()];
-    for (slot, (source, it)) in turns.iter_mut().zip(&turn_items).rev() {
-        match f.place(it, *source, true, &mut room) {
-            Placed::Whole => {
-                *slot = Some(ContextItem {
-                    source: *source,
-                    ..(*it).clone()
-                })
-            }
-            Placed::Cut(c) => *slot = Some(c),
-            Placed::Left => {}
-        }
-    }
-    let summary_items: Vec<&ContextItem> = sel.summaries.iter().flat_map(|c| c.iter()).collect();
-    // What the facts, blocks and turns left: the rest of the retrieved
-    // items, then the summaries. What the message found is worth more to
-    // its answer than a summary it did not find (the user's latest calls
-    // are in the `background_context` block already); a message that
-    // retrieves nothing leaves the room to the summaries.
-    for (slot, r) in retrieved.iter_mut().zip(sel.retrieved) {
-        if slot.is_some() || taken.contains(&r.item.source) {
-            continue;
-        }
-        taken.insert(r.item.source);
-        let cut = !matches!(r.item.source, Source::Fact(_));
-        match f.place(&r.item, r.item.source, cut, &mut room) {
-            Placed::Whole => *slot = Some(r.item.clone()),
-            Placed::Cut(c) => *slot = Some(c),
-            Placed::Left => {
-                taken.remove(&r.item.source);
+                self.taken.insert(it.source);
             }
         }
     }
 
-    for (slot, it) in blocks.iter_mut().zip(sel.blocks) {
-        if !background_later(it) {
-            continue;
+    /// What was left out whole, lowest priority first (cut items were
+    /// reported as they were cut).
+    fn left_out(&mut self) -> Vec<Trimmed> {
+        let sel = self.sel;
+        let mut trimmed = std::mem::take(&mut self.f.trimmed);
+        let left = |it: &ContextItem, source: Source| Trimmed {
+            tier: it.tier,
+            source,
+            tokens: it.tokens,
+            cut: false,
+        };
+        let shown = &self.taken;
+        for (slot, it) in self.summaries.iter().zip(&self.summary_items) {
+            if slot.is_none() && !shown.contains(&it.source) {
+                trimmed.push(left(it, it.source));
+            }
         }
-        match f.place(it, it.source, true, &mut room) {
-            Placed::Whole => *slot = Some(it.clone()),
-            Placed::Cut(c) => *slot = Some(c),
-            Placed::Left => {}
+        for (slot, (source, it)) in self.turns.iter().zip(&self.turn_items) {
+            if slot.is_none() {
+                trimmed.push(left(it, *source));
+            }
         }
+        for (slot, it) in self.blocks.iter().zip(sel.blocks).rev() {
+            if slot.is_none() {
+                trimmed.push(left(it, it.source));
+            }
+        }
+        for &i in &sel.facts.by_age {
+            let it = &sel.facts.items[i as usize];
+            if !self.kept_facts[i as usize] && !shown.contains(&it.source) {
+                trimmed.push(left(it, it.source));
+            }
+        }
+        let mut seen_retrieved = std::collections::HashSet::new();
+        for (slot, r) in self.retrieved.iter().zip(sel.retrieved).rev() {
+            if slot.is_none()
+                && seen_retrieved.insert(r.item.source)
+                && !shown.contains(&r.item.source)
+            {
+                trimmed.push(left(&r.item, r.item.source));
+            }
+        }
+        trimmed
     }
 
-    let mut summaries: Vec<Option<ContextItem>> = vec![None; summary_items.len()];
-    for (slot, it) in summaries.iter_mut().zip(&summary_items).rev() {
-        let also = also_retrieved(&it.source);
-        if also && taken.contains(&it.source) {
-            continue;
-        }
-        match f.place(it, it.source, true, &mut room) {
-            Placed::Whole => *slot = Some((*it).clone()),
-            Placed::Cut(c) => *slot = Some(c),
-            Placed::Left => continue,
-        }
-        if also {
-            taken.insert(it.source);
-        }
-    }
-    // What was left out whole, lowest priority first (cut items were
-    // reported as they were cut).
-    let mut trimmed = std::mem::take(&mut f.trimmed);
-    let left = |it: &ContextItem, source: Source| Trimmed {
-        tier: it.tier,
-        source,
-        tokens: it.tokens,
-        cut: false,
-    };
-    let shown = &taken;
-    for (slot, it) in summaries.iter().zip(&summary_items) {
-        if slot.is_none() && !shown.contains(&it.source) {
-            trimmed.push(left(it, it.source));
-        }
-    }
-    for (slot, (source, it)) in turns.iter().zip(&turn_items) {
-        if slot.is_none() {
-            trimmed.push(left(it, *source));
-        }
-    }
-    for (slot, it) in blocks.iter().zip(sel.blocks).rev() {
-        if slot.is_none() {
-            trimmed.push(left(it, it.source));
-        }
-    }
-    for &i in &facts.by_age {
-        let it = &facts.items[i as usize];
-        if !kept_facts[i as usize] && !shown.contains(&it.source) {
-            trimmed.push(left(it, it.source));
-        }
-    }
-    let mut seen_retrieved = std::collections::HashSet::new();
-    for (slot, r) in retrieved.iter().zip(sel.retrieved).rev() {
-        if slot.is_none() && seen_retrieved.insert(r.item.source) && !shown.contains(&r.item.source)
-        {
-            trimmed.push(left(&r.item, r.item.source));
+    /// The context of what was placed: every tier, in order, the
+    /// retrieved items in time order (ties by rank): grouped by call.
+    fn into_context(
+        self,
+        message: ContextItem,
+        budget: usize,
+        trimmed: Vec<Trimmed>,
+    ) -> AssembledContext {
+        let sel = self.sel;
+        let tier = |tier, items: Vec<ContextItem>| TierUsage {
+            tier,
+            tokens: items.iter().map(|i| i.tokens).sum(),
+            items,
+        };
+        let mut shown_retrieved: Vec<(chrono::DateTime<chrono::Utc>, usize, ContextItem)> = self
+            .retrieved
+            .into_iter()
+            .zip(sel.retrieved)
+            .enumerate()
+            .filter_map(|(rank, (slot, r))| slot.map(|i| (r.at, rank, i)))
+            .collect();
+        shown_retrieved.sort_by_key(|(at, rank, _)| (*at, *rank));
+        let facts = sel
+            .facts
+            .items
+            .iter()
+            .zip(&self.kept_facts)
+            .filter(|(_, &k)| k)
+            .map(|(it, _)| it.clone())
+            .collect();
+        let tiers = vec![
+            tier(Tier::Blocks, self.blocks.into_iter().flatten().collect()),
+            tier(Tier::Facts, facts),
+            tier(
+                Tier::Summaries,
+                self.summaries.into_iter().flatten().collect(),
+            ),
+            tier(
+                Tier::Retrieved,
+                shown_retrieved.into_iter().map(|(_, _, i)| i).collect(),
+            ),
+            tier(Tier::Turns, self.turns.into_iter().flatten().collect()),
+            tier(Tier::Message, vec![message]),
+        ];
+        AssembledContext {
+            budget_tokens: budget,
+            total_tokens: budget - self.f.room,
+            tiers,
+            trimmed,
         }
     }
-
-    let tier = |tier, items: Vec<ContextItem>| TierUsage {
-        tier,
-        tokens: items.iter().map(|i| i.tokens).sum(),
-        items,
-    };
-    // Retrieved items in time order (ties by rank): grouped by call.
-    let mut shown_retrieved: Vec<(chrono::DateTime<chrono::Utc>, usize, ContextItem)> = retrieved
-        .into_iter()
-        .zip(sel.retrieved)
-        .enumerate()
-        .filter_map(|(rank, (slot, r))| slot.map(|i| (r.at, rank, i)))
-        .collect();
-    shown_retrieved.sort_by_key(|(at, rank, _)| (*at, *rank));
-    let tiers = vec![
-        tier(Tier::Blocks, blocks.into_iter().flatten().collect()),
-        tier(
-            Tier::Facts,
-            facts
-                .items
-                .iter()
-                .zip(&kept_facts)
-                .filter(|(_, &k)| k)
-                .map(|(it, _)| it.clone())
-                .collect(),
-        ),
-        tier(Tier::Summaries, summaries.into_iter().flatten().collect()),
-        tier(
-            Tier::Retrieved,
-            shown_retrieved.into_iter().map(|(_, _, i)| i).collect(),
-        ),
-        tier(Tier::Turns, turns.into_iter().flatten().collect()),
-        tier(Tier::Message, vec![message]),
-    ];
-    Ok(AssembledContext {
-        budget_tokens: budget,
-        total_tokens: budget - f.room,
-        tiers,
-        trimmed,
-    })
 }
 
 /// Turn items with their sources numbered across chunks.

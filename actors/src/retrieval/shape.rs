@@ -8,13 +8,13 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use super::excerpt::{stem_keys, summary_excerpt, SummarySentences};
-use super::query::SUMMARY_SENTENCES;
+use super::excerpt::{summary_excerpt, SummarySentences};
 use super::select::Retrieved;
-use super::turns::{Around, Shown};
 use crate::context::{ContextItem, PreparedFacts, Source, Tier, TokenCounter};
+use crate::lang::stem_keys;
 use crate::model::{ConversationSummary, Speaker};
-use crate::search::{DocKind, SearchHit, TurnRef};
+use crate::search::{AnswerLimits, Around, DocKind, SearchHit, Shown, TurnRef};
+use crate::settings::RankingSettings;
 
 /// A summary by id, with its sentences, as the caller holds them.
 pub type SummaryLookup<'a> =
@@ -38,6 +38,8 @@ pub struct Shaping<'a> {
     /// The facts the user may see, prepared.
     pub facts: &'a PreparedFacts,
     pub summary: &'a SummaryLookup<'a>,
+    /// How much of a retrieved turn or summary is shown.
+    pub ranking: &'a RankingSettings,
 }
 
 /// The turn hits whose surrounding turns [`shape`] needs, each once, in
@@ -99,8 +101,9 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
         about,
         facts,
         summary,
+        ranking,
     } = shaping;
-    let mut out = Vec::with_capacity(hits.len());
+    let out = Vec::with_capacity(hits.len());
     // A day, week or topic of one call reads like its session summary:
     // show the words once.
     let mut seen_sentences = HashSet::new();
@@ -109,103 +112,25 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
         Some(Speaker::User) => by_side(hits, &read_around, &asked),
         _ => hits,
     };
-    // Turns shown, as hits or as the turn either side of one.
-    let mut shown_turns = HashSet::new();
-    // What was said, once: the same exchange again in another call
-    // ("Hi, I'm on my break") would only take the room of something
-    // else. The best-ranked copy is the one shown.
-    let mut said = HashSet::new();
-    // The turns either side of each hit: the one before often holds
-    // what a reply is about ("little sister. she's fine" follows "mere
-    // rang. the wind took her trampoline"), the one after the rest of
-    // what was said (the name after "I had brunch with my oldest
-    // friend"). Where the agent asked and the user answered, the two
-    // turns are one statement and come together, right after the hit;
-    // the others after every hit, in the hits' order, if room is left.
-    // Each exchange once, like the hits.
-    let mut around: Vec<(Retrieved, Option<u64>)> = Vec::new();
-    let shown =
-        |r: TurnRef| skip_session.is_some_and(|(s, first)| s == r.session_id && r.seq >= first);
-    // The retrieved turns, and what their users said: a summary's
-    // quote of a turn retrieved too is left to the turn, which shows it
-    // with its date and the turns around it, where the turn ranks (a
-    // summary's quotes rank higher than the turn they quote: the
-    // summary says their words again in its headline, and it is newer
-    // than the call).
-    let mut turns_hit = read_around;
-    let mut restated = HashSet::new();
-    for (r, around) in &turns_hit {
-        if let Some(t) = around.iter().find(|t| t.seq == r.seq) {
-            restated.extend(t.said.iter().copied());
-        }
-    }
+    let restated = restated(&read_around);
+    let mut shaper = Shaper {
+        limits: AnswerLimits {
+            short_tokens: ranking.short_answer_tokens,
+            hit_tokens: ranking.hit_answer_tokens,
+            sentences: ranking.answer_sentences,
+        },
+        asked,
+        skip_session,
+        turns_hit: read_around,
+        shown_turns: HashSet::new(),
+        said: HashSet::new(),
+        around: Vec::new(),
+        out,
+    };
     for h in hits {
         let item = match (h.kind, h.turn) {
             (DocKind::Turn, Some(r)) => {
-                if shown(r) || !shown_turns.insert((r.session_id, r.seq)) {
-                    continue;
-                }
-                let mut hit = None;
-                let mut sides = Vec::with_capacity(2);
-                let Some(around_hit) = turns_hit.remove(&r) else {
-                    continue;
-                };
-                // The agent's question and the user's answer to it are
-                // one statement ("Is Oskar your roommate?" "ya since
-                // 2023"): a hit whose answer asks takes the user's next
-                // turn along, a hit that answers takes the turn that
-                // asked.
-                let hit_asks = around_hit.iter().any(|t| t.seq == r.seq && t.asks);
-                let mut attached = Vec::new();
-                for t in around_hit.iter() {
-                    let at = TurnRef {
-                        session_id: r.session_id,
-                        seq: t.seq,
-                    };
-                    if t.seq == r.seq {
-                        hit = Some(t);
-                    } else if !shown(at) {
-                        // (those in the turns tier already are not
-                        // shown again)
-                        let joined = if t.seq < r.seq { t.asks } else { hit_asks };
-                        let answers = t.seq > r.seq && hit_asks;
-                        (if joined { &mut attached } else { &mut sides }).push((
-                            Retrieved {
-                                item: t.item(
-                                    &asked,
-                                    if answers {
-                                        Shown::Answer
-                                    } else {
-                                        Shown::Beside
-                                    },
-                                ),
-                                at: t.at,
-                            },
-                            t.key,
-                        ));
-                    }
-                }
-                let Some(t) = hit else {
-                    continue;
-                };
-                // The agent's answer too: "Derek." said to two questions
-                // is two things.
-                if t.key.is_some_and(|k| !said.insert(k)) {
-                    continue;
-                }
-                around.extend(sides);
-                out.push(Retrieved {
-                    item: t.item(&asked, Shown::Hit),
-                    at: h.period_start,
-                });
-                for (a, key) in attached {
-                    if let Source::StoredTurn { session, seq } = a.item.source {
-                        if shown_turns.insert((session, seq)) && key.is_none_or(|k| said.insert(k))
-                        {
-                            out.push(a);
-                        }
-                    }
-                }
+                shaper.turn_hit(r, h.period_start);
                 continue;
             }
             (DocKind::Fact, _) => match facts.get(h.id) {
@@ -220,8 +145,8 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
                 Some((s, sentences)) => match summary_excerpt(
                     &s,
                     &sentences,
-                    &asked,
-                    SUMMARY_SENTENCES,
+                    &shaper.asked,
+                    ranking.summary_sentences,
                     &mut seen_sentences,
                     &restated,
                     counter,
@@ -232,28 +157,151 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
                 None => continue,
             },
         };
-        out.push(Retrieved {
+        shaper.out.push(Retrieved {
             item,
             at: h.period_start,
         });
     }
-    for (a, key) in around {
+    shaper.with_turns_beside()
+}
+
+/// What the users of the retrieved turns said ([`said_key`]s): a
+/// summary's quote of a turn retrieved too is left to the turn, which
+/// shows it with its date and the turns around it, where the turn ranks
+/// (a summary's quotes rank higher than the turn they quote: the summary
+/// says their words again in its headline, and it is newer than the
+/// call).
+///
+/// [`said_key`]: crate::reflect::extractive::said_key
+fn restated(turns_hit: &HashMap<TurnRef, Around>) -> HashSet<u64> {
+    let mut restated = HashSet::new();
+    for (r, around) in turns_hit {
+        if let Some(t) = around.iter().find(|t| t.seq == r.seq) {
+            restated.extend(t.said.iter().copied());
+        }
+    }
+    restated
+}
+
+/// What [`shape`] has shown so far, and what it shows the turns with.
+struct Shaper {
+    /// The stems asked ([`stem_keys`] of the query).
+    asked: Vec<u64>,
+    limits: AnswerLimits,
+    /// A call whose turns the context shows verbatim already, and the
+    /// first of them shown.
+    skip_session: Option<(Uuid, u32)>,
+    /// The turns either side of each turn hit not shown yet.
+    turns_hit: HashMap<TurnRef, Around>,
+    /// Turns shown, as hits or as the turn either side of one.
+    shown_turns: HashSet<(Uuid, u32)>,
+    /// What was said, once: the same exchange again in another call ("Hi,
+    /// I'm on my break") would only take the room of something else. The
+    /// best-ranked copy is the one shown.
+    said: HashSet<u64>,
+    /// The turns either side of each hit: the one before often holds what
+    /// a reply is about ("little sister. she's fine" follows "mere rang.
+    /// the wind took her trampoline"), the one after the rest of what was
+    /// said (the name after "I had brunch with my oldest friend"). Where
+    /// the agent asked and the user answered, the two turns are one
+    /// statement and come together, right after the hit; the others
+    /// after every hit, in the hits' order, if room is left. Each
+    /// exchange once, like the hits.
+    around: Vec<(Retrieved, Option<u64>)>,
+    out: Vec<Retrieved>,
+}
+
+impl Shaper {
+    /// Whether the turns tier shows the turn already.
+    fn shown(&self, r: TurnRef) -> bool {
+        self.skip_session
+            .is_some_and(|(s, first)| s == r.session_id && r.seq >= first)
+    }
+
+    /// The turn hit `r` (found as of `at`), with the turn that asked what
+    /// it answers or the answer to what it asks; the other turns beside
+    /// it are kept for after every hit.
+    fn turn_hit(&mut self, r: TurnRef, at: chrono::DateTime<chrono::Utc>) {
+        if self.shown(r) || !self.shown_turns.insert((r.session_id, r.seq)) {
+            return;
+        }
+        let mut hit = None;
+        let mut sides = Vec::with_capacity(2);
+        let Some(around_hit) = self.turns_hit.remove(&r) else {
+            return;
+        };
+        // The agent's question and the user's answer to it are one
+        // statement ("Is Oskar your roommate?" "ya since 2023"): a hit
+        // whose answer asks takes the user's next turn along, a hit that
+        // answers takes the turn that asked.
+        let hit_asks = around_hit.iter().any(|t| t.seq == r.seq && t.asks);
+        let mut attached = Vec::new();
+        for t in around_hit.iter() {
+            let beside = TurnRef {
+                session_id: r.session_id,
+                seq: t.seq,
+            };
+            if t.seq == r.seq {
+                hit = Some(t);
+            } else if !self.shown(beside) {
+                // (those in the turns tier already are not shown again)
+                let joined = if t.seq < r.seq { t.asks } else { hit_asks };
+                let shown_as = if t.seq > r.seq && hit_asks {
+                    Shown::Answer
+                } else {
+                    Shown::Beside
+                };
+                (if joined { &mut attached } else { &mut sides }).push((
+                    Retrieved {
+                        item: t.item(&self.asked, shown_as, self.limits),
+                        at: t.at,
+                    },
+                    t.key,
+                ));
+            }
+        }
+        let Some(t) = hit else {
+            return;
+        };
+        // The agent's answer too: "Derek." said to two questions is two
+        // things.
+        if t.key.is_some_and(|k| !self.said.insert(k)) {
+            return;
+        }
+        self.around.extend(sides);
+        self.out.push(Retrieved {
+            item: t.item(&self.asked, Shown::Hit, self.limits),
+            at,
+        });
+        for (a, key) in attached {
+            self.push_once(a, key);
+        }
+    }
+
+    /// `a` unless its turn or what it says (`key`) is shown already.
+    fn push_once(&mut self, a: Retrieved, key: Option<u64>) {
         if let Source::StoredTurn { session, seq } = a.item.source {
-            // A greeting said in every call comes beside many hits:
-            // once is enough.
-            if shown_turns.insert((session, seq)) && key.is_none_or(|k| said.insert(k)) {
-                out.push(a);
+            if self.shown_turns.insert((session, seq)) && key.is_none_or(|k| self.said.insert(k)) {
+                self.out.push(a);
             }
         }
     }
-    out
+
+    /// What was shown, then the turns beside the hits. A greeting said in
+    /// every call comes beside many hits: once is enough.
+    fn with_turns_beside(mut self) -> Vec<Retrieved> {
+        for (a, key) in std::mem::take(&mut self.around) {
+            self.push_once(a, key);
+        }
+        self.out
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::ConversationTurn;
-    use crate::retrieval::{agent_label, prepare_around, Speakers};
+    use crate::search::{agent_label, prepare_around, Speakers};
     use chrono::{TimeZone, Utc};
 
     /// One-turn calls, each with its prepared turn, and a hit on each in

@@ -85,7 +85,7 @@ struct TurnSpeakers {
 impl Default for TurnSpeakers {
     fn default() -> Self {
         TurnSpeakers {
-            agent_label: crate::retrieval::agent_label("agent"),
+            agent_label: super::turns::agent_label("agent"),
             zone: chrono_tz::UTC,
         }
     }
@@ -105,8 +105,8 @@ pub(super) struct Doc {
     text: Arc<str>,
     pub(super) vector: Option<Quantized>,
     /// A turn as a read shows it, made when it is indexed (`None` for the
-    /// other kinds; where it is stored is its [`PreparedTurn::turn`](crate::retrieval::PreparedTurn::turn)).
-    prepared: Option<Arc<crate::retrieval::PreparedTurn>>,
+    /// other kinds; where it is stored is its [`PreparedTurn::turn`](super::turns::PreparedTurn::turn)).
+    prepared: Option<Arc<super::turns::PreparedTurn>>,
     /// A hash of its indexed words in order (stems, stopwords left out):
     /// the same for two items that say the same thing, whatever their
     /// case and punctuation.
@@ -164,7 +164,7 @@ impl AgentIndex {
     pub fn new(agent_id: &str, zone: chrono_tz::Tz) -> AgentIndex {
         AgentIndex {
             speakers: TurnSpeakers {
-                agent_label: crate::retrieval::agent_label(agent_id),
+                agent_label: super::turns::agent_label(agent_id),
                 zone,
             },
             ..AgentIndex::default()
@@ -287,12 +287,12 @@ impl AgentIndex {
                 seq: *seq,
             };
             let body = format!("{}\n{}", t.user_message, t.agent_response);
-            let who = crate::retrieval::Speakers {
+            let who = super::turns::Speakers {
                 user_id: &user,
                 agent_label: &self.speakers.agent_label,
                 zone: self.speakers.zone,
             };
-            let prepared = Arc::new(crate::retrieval::prepare(who, r, t));
+            let prepared = Arc::new(super::turns::prepare(who, r, t));
             self.put(
                 Doc {
                     id: r.doc_id(),
@@ -318,7 +318,7 @@ impl AgentIndex {
     /// The stored turn `r` and those either side of it in its call, as a
     /// read shows them (prepared when they were indexed); `None` when the
     /// index does not hold `r`.
-    pub fn turns_around(&self, r: TurnRef) -> Option<crate::retrieval::Around> {
+    pub fn turns_around(&self, r: TurnRef) -> Option<super::turns::Around> {
         let at = |slot: u32, seq: u32| {
             let d = self.docs.get(slot as usize)?.as_ref()?;
             d.prepared
@@ -593,7 +593,7 @@ impl AgentIndex {
         let avg = (self.total_len as f32 / n).max(1.0);
         let filter = self.filter(q);
         let terms = self.query_terms(&q.text, ranking);
-        let scores = self.keyword_scores(&terms.weighted, &filter, avg);
+        let scores = self.keyword_scores(&terms.weighted, &filter, avg, ranking.keyword.b);
         let query = QueryVector::new(vector, &self.embedders);
         // The items nearest the query's vector, beside the keyword hits.
         let nearest = self.nearest(&query, &filter, ranking);
@@ -601,7 +601,14 @@ impl AgentIndex {
             self.by_similarity(&query, &filter)
         } else {
             let keep = ranking.candidates.max(q.limit);
-            let cands = self.keyword_candidates(scores, &terms.common, keep, ranking.distinct, avg);
+            let cands = self.keyword_candidates(
+                scores,
+                &terms.common,
+                keep,
+                ranking.distinct,
+                avg,
+                ranking.keyword,
+            );
             self.blend(cands, &nearest, ranking, &query)
         };
         self.hits(ranked, q.limit, &query)
@@ -1063,7 +1070,11 @@ mod tests {
         assert_eq!(seqs(&ix, r(a, 3)), None);
         // as the index's agent names it, its dates in the agent's zone
         let text = ix.turns_around(r(a, 1)).unwrap()[1]
-            .item(&[], crate::retrieval::Shown::Beside)
+            .item(
+                &[],
+                crate::search::Shown::Beside,
+                crate::search::AnswerLimits::DEFAULT,
+            )
             .text;
         assert!(
             text.contains("mark: line 1, we sailed yesterday (Sunday 20 September 2026)"),

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use super::index::AgentIndex;
-use super::query::{Filter, Ranking, RelatedWords};
+use super::query::{Filter, KeywordTuning, Ranking, RelatedWords};
 use crate::lang::tokens;
 
 thread_local! {
@@ -13,21 +13,8 @@ thread_local! {
     static SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// BM25 parameters (the usual ones).
+/// BM25's `k1` (the usual one); its `b` is [`KeywordTuning::b`].
 const K1: f32 = 1.2;
-const B: f32 = 0.75;
-
-/// How many times the candidates the words too common to score by
-/// re-rank (see [`Ranking::max_term_share`]).
-const COMMON_RERANK: usize = 4;
-
-/// How far past the candidates wanted [`Ranking::distinct`] looks for
-/// items that are not repeats.
-const REPEATS_WIDEN: usize = 4;
-
-/// A related word in at most this many of an agent's items counts as said
-/// once or twice (see `AgentIndex::add_related`).
-const RARE_RELATED_DF: u32 = 2;
 
 /// A query's terms as the scoring takes them.
 pub(super) struct QueryTerms {
@@ -73,7 +60,13 @@ impl AgentIndex {
             .filter_map(|t| Some((*self.term_ids.get(t.as_str())?, 1.0)))
             .collect();
         if let Some(rel) = ranking.related.filter(|r| r.per_word > 0) {
-            self.add_related(&mut weighted, &asked, rel, most);
+            self.add_related(
+                &mut weighted,
+                &asked,
+                rel,
+                ranking.keyword.rare_related_df,
+                most,
+            );
         }
         for t in ranking.changes.terms() {
             if let Some(&id) = self.term_ids.get(t) {
@@ -119,12 +112,14 @@ impl AgentIndex {
 
     /// Adds to `weighted` (the query's own terms) the words the index holds
     /// nearest each `asked` word in meaning, weighted by their similarity,
-    /// within `rel`'s limits.
+    /// within `rel`'s limits; a related word in at most `rare_df` items
+    /// counts as said once or twice.
     fn add_related(
         &self,
         weighted: &mut Vec<(u32, f32)>,
         asked: &[String],
         rel: RelatedWords,
+        rare_df: u32,
         most: f32,
     ) {
         let own = weighted.len();
@@ -155,7 +150,7 @@ impl AgentIndex {
                 if asked_ids.contains(&id) || df == 0 || df as f32 > most {
                     continue;
                 }
-                let left = if df <= RARE_RELATED_DF {
+                let left = if df <= rare_df {
                     &mut rare_left
                 } else {
                     &mut common_left
@@ -197,6 +192,7 @@ impl AgentIndex {
         weighted: &[(u32, f32)],
         filter: &Filter,
         avg: f32,
+        b: f32,
     ) -> Vec<(f32, u32)> {
         let n = self.live as f32;
         // Scores accumulate in a per-thread buffer indexed by slot (every
@@ -209,8 +205,8 @@ impl AgentIndex {
                 acc.resize(self.docs.len(), 0.0);
             }
             let mut touched: Vec<u32> = Vec::new();
-            // BM25's length norm, K1 * (1 - B + B * len / avg), as a + b * len.
-            let (norm_base, norm_per_word) = (K1 * (1.0 - B), K1 * B / avg);
+            // BM25's length norm, K1 * (1 - b + b * len / avg), as a + b' * len.
+            let (norm_base, norm_per_word) = (K1 * (1.0 - b), K1 * b / avg);
             let timed = filter.timed();
             for &(id, weight) in weighted {
                 let df = self.df[id as usize] as f32;
@@ -259,6 +255,7 @@ impl AgentIndex {
         keep: usize,
         distinct: bool,
         avg: f32,
+        tuning: KeywordTuning,
     ) -> Vec<(f32, u32)> {
         let mut cands = scores;
         // With words too common to score by, more are kept, for those
@@ -266,16 +263,16 @@ impl AgentIndex {
         let wide = if common.is_empty() {
             keep
         } else {
-            keep * COMMON_RERANK
+            keep * tuning.common_rerank
         };
         if distinct {
-            self.distinct_best(&mut cands, wide);
+            self.distinct_best(&mut cands, wide, tuning.repeats_widen);
         } else if cands.len() > wide {
             cands.select_nth_unstable_by(wide - 1, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
             cands.truncate(wide);
         }
         if !common.is_empty() {
-            self.rerank_by_common(&mut cands, common, keep, avg);
+            self.rerank_by_common(&mut cands, common, keep, avg, tuning.b);
         }
         cands
     }
@@ -290,6 +287,7 @@ impl AgentIndex {
         common: &[(u32, f32)],
         keep: usize,
         avg: f32,
+        b: f32,
     ) {
         // Each item and its terms asked of memory ahead of their
         // turn, as for the vectors (see `AgentIndex::nearest`).
@@ -311,7 +309,7 @@ impl AgentIndex {
             ) else {
                 continue;
             };
-            let norm = K1 * (1.0 - B + B * m.len as f32 / avg);
+            let norm = K1 * (1.0 - b + b * m.len as f32 / avg);
             for &(id, idf) in common {
                 // (counted once: an item keeps its distinct terms)
                 if doc.terms.binary_search(&id).is_ok() {
@@ -327,9 +325,9 @@ impl AgentIndex {
 
     /// The `keep` best of `cands` (score, slot) with different words: of
     /// items that say the same, the best scored, the newest on a tie
-    /// (the later slot). Looked for among the `keep * REPEATS_WIDEN` best.
-    fn distinct_best(&self, cands: &mut Vec<(f32, u32)>, keep: usize) {
-        let wide = keep.saturating_mul(REPEATS_WIDEN);
+    /// (the later slot). Looked for among the `keep * widen` best.
+    fn distinct_best(&self, cands: &mut Vec<(f32, u32)>, keep: usize, widen: usize) {
+        let wide = keep.saturating_mul(widen);
         // Keyword scores are positive, and a positive float's bits order as
         // it does: (score, slot) orders as one integer, which selects and
         // sorts in a fraction of the time of a float comparison.

@@ -31,10 +31,11 @@
 //!   the partition (IVF) a large index probes.
 //! - `cache`: [`SearchIndex`], every agent's index, built on its first
 //!   search and kept current by the Store actor.
+//! - [`turns`]: a stored turn as a retrieved item ([`PreparedTurn`]),
+//!   prepared once when the index takes it in, and what shaping reads of
+//!   it.
 //!
-//! The tokens items are indexed under are [`crate::lang`]'s: [`tokens`],
-//! [`stem`] and [`without_question_framing`] are re-exported here for the
-//! callers that read a text as the index does.
+//! The tokens items are indexed under are [`crate::lang`]'s.
 
 mod cache;
 mod index;
@@ -42,12 +43,14 @@ mod keyword;
 mod query;
 #[cfg(test)]
 mod testing;
+pub mod turns;
 mod vector;
 
 pub use cache::{BuildError, SearchIndex};
 pub use index::{fact_text, AgentIndex};
-pub use query::{DocKind, Ranking, Recency, RelatedWords, SearchHit, SearchQuery, TurnRef};
-
-pub use crate::lang::{stem, tokens, without_question_framing};
-// The text rules name these here.
-pub(crate) use crate::lang::{is_irregular_past, SHORT_FORMS};
+pub use query::{
+    DocKind, KeywordTuning, Ranking, Recency, RelatedWords, SearchHit, SearchQuery, TurnRef,
+};
+pub use turns::{
+    agent_label, prepare, prepare_around, AnswerLimits, Around, PreparedTurn, Shown, Speakers,
+};

@@ -172,6 +172,44 @@ pub struct Ranking {
     /// found, the items that hold one ([`held_in`](crate::text::held_in))
     /// are raised, as by one more word too common to find by.
     pub expects: Answers,
+    /// The keyword side's tuning.
+    pub keyword: KeywordTuning,
+}
+
+/// The keyword side's tuning: BM25's length normalization and how far it
+/// looks past the candidates wanted (a context read takes these from
+/// `context.ranking`; [`KeywordTuning::DEFAULT`] holds its defaults).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KeywordTuning {
+    /// BM25's `b`: how much an item's length scales its words' scores.
+    pub b: f32,
+    /// With words too common to score by ([`Ranking::max_term_share`]),
+    /// this many times the candidates wanted are kept for them to
+    /// re-rank.
+    pub common_rerank: usize,
+    /// How many times past the candidates wanted [`Ranking::distinct`]
+    /// looks for items that are not repeats.
+    pub repeats_widen: usize,
+    /// A related word in at most this many of an agent's items counts as
+    /// said once or twice ([`RelatedWords::per_word`]).
+    pub rare_related_df: u32,
+}
+
+impl KeywordTuning {
+    /// The usual BM25 `b`, four times the candidates for the common words
+    /// and for repeats, and "once or twice" as at most two items.
+    pub const DEFAULT: KeywordTuning = KeywordTuning {
+        b: 0.75,
+        common_rerank: 4,
+        repeats_widen: 4,
+        rare_related_df: 2,
+    };
+}
+
+impl Default for KeywordTuning {
+    fn default() -> Self {
+        KeywordTuning::DEFAULT
+    }
 }
 
 /// How a query's words are widened to the words near them in meaning.

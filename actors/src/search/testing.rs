@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{Ranking, SearchQuery};
+use super::{KeywordTuning, Ranking, SearchQuery};
 use crate::model::{ConversationSummary, ConversationTurn};
 use crate::text::{Answers, Subjects};
 
@@ -37,6 +37,7 @@ pub(super) const RANK: Ranking = Ranking {
     candidates: 200,
     max_term_share: 1.0,
     recency: None,
+    keyword: KeywordTuning::DEFAULT,
 };
 
 /// A turn of the user's words and the agent's answer, at a fixed time.

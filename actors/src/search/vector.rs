@@ -560,7 +560,7 @@ mod tests {
     use super::*;
     use crate::embed::HashingEmbed;
     use crate::model::ConversationTurn;
-    use crate::search::{DocKind, SearchQuery, TurnRef};
+    use crate::search::{DocKind, KeywordTuning, SearchQuery, TurnRef};
     use crate::text::{Answers, Subjects};
 
     #[test]
@@ -660,6 +660,7 @@ mod tests {
         distinct: false,
         changes: Subjects::NONE,
         expects: Answers::NONE,
+        keyword: KeywordTuning::DEFAULT,
     };
 
     /// Item `seed`'s vector, a little changed.

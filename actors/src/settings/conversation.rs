@@ -52,6 +52,9 @@ pub struct ContextSettings {
     /// How close a word must be to count as related (cosine of the static
     /// vectors; a related word weighs its similarity).
     pub retrieval_related_similarity: f32,
+    /// How the hits are ranked and how much of each is shown
+    /// (`[context.ranking]`).
+    pub ranking: RankingSettings,
 }
 
 impl Default for ContextSettings {
@@ -70,6 +73,7 @@ impl Default for ContextSettings {
             query_embed_timeout_ms: 50,
             retrieval_related_words: 10,
             retrieval_related_similarity: 0.3,
+            ranking: RankingSettings::default(),
         }
     }
 }
@@ -374,7 +378,7 @@ impl ContextSettings {
             });
         }
         positive("context.max_session_tokens", self.max_session_tokens as u64)?;
-        Ok(())
+        self.ranking.validate()
     }
 }
 

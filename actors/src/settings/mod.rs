@@ -11,6 +11,8 @@
 //! # Layout
 //!
 //! - `conversation`: session, context, watchdog, blocks, reflector.
+//! - `ranking`: how a context read ranks and shows what it finds
+//!   (`context.ranking`).
 //! - `memory`: rollup, embed, search.
 //! - `service`: server, log, store.
 
@@ -22,10 +24,12 @@ use crate::model::BlockLabel;
 
 mod conversation;
 mod memory;
+mod ranking;
 mod service;
 
 pub use conversation::*;
 pub use memory::*;
+pub use ranking::RankingSettings;
 pub use service::*;
 
 /// Every setting, by section.

@@ -469,23 +469,23 @@ pub trait ForgetStore: Send + Sync {
 
 /// The reads a context is assembled from.
 #[async_trait]
-pub trait ContextStore: Send + Sync {
+pub trait SourceStore: Send + Sync {
     /// The asked parts of an (agent, user)'s context sources.
-    async fn context_parts(
+    async fn source_parts(
         &self,
         agent_id: &str,
         user_id: &str,
         parts: Parts,
-    ) -> Result<ContextParts, StoreError>;
+    ) -> Result<SourceParts, StoreError>;
 
     /// Everything an (agent, user)'s context is assembled from.
-    async fn context_sources(
+    async fn stored_sources(
         &self,
         agent_id: &str,
         user_id: &str,
-    ) -> Result<ContextSources, StoreError> {
-        let parts = self.context_parts(agent_id, user_id, Parts::ALL).await?;
-        Ok(ContextSources::from(parts))
+    ) -> Result<StoredSources, StoreError> {
+        let parts = self.source_parts(agent_id, user_id, Parts::ALL).await?;
+        Ok(StoredSources::from(parts))
     }
 }
 
@@ -596,7 +596,7 @@ pub trait Backend:
     + JobStore
     + HierarchyStore
     + ForgetStore
-    + ContextStore
+    + SourceStore
     + ClusterStore
     + Send
     + Sync

@@ -48,6 +48,24 @@ pub struct InboxKey {
     pub id: Uuid,
 }
 
+impl InboxKey {
+    /// Its `rollup_inbox` key.
+    pub(crate) fn key(&self) -> [u8; 25] {
+        keys::inbox(self.at, self.item.code(), self.id)
+    }
+
+    /// The entry a `rollup_inbox` key stands for (`None`: not an inbox key,
+    /// or of a kind no version writes).
+    pub(crate) fn of_key(key: &[u8]) -> Option<InboxKey> {
+        let (at, code, id) = keys::inbox_parts(key)?;
+        Some(InboxKey {
+            at,
+            item: InboxItem::from_code(code)?,
+            id,
+        })
+    }
+}
+
 /// An item waiting in the Rollup actor's inbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InboxEntry {
@@ -101,5 +119,46 @@ pub struct RollupBatch {
 impl RollupBatch {
     pub fn is_empty(&self) -> bool {
         self.rollups.is_empty() && self.cursors.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inbox_keys_sort_as_the_entries_they_stand_for() {
+        use chrono::TimeZone;
+        let at = |millis| Utc.timestamp_millis_opt(millis).unwrap();
+        let entries = [
+            InboxKey {
+                at: at(-1_500),
+                item: InboxItem::Fact,
+                id: Uuid::from_u128(9),
+            },
+            InboxKey {
+                at: at(0),
+                item: InboxItem::Summary,
+                id: Uuid::from_u128(9),
+            },
+            InboxKey {
+                at: at(0),
+                item: InboxItem::Fact,
+                id: Uuid::from_u128(1),
+            },
+            InboxKey {
+                at: at(0),
+                item: InboxItem::Fact,
+                id: Uuid::from_u128(2),
+            },
+        ];
+        for pair in entries.windows(2) {
+            assert!(pair[0] < pair[1]);
+            assert!(pair[0].key() < pair[1].key());
+        }
+        for k in entries {
+            assert_eq!(InboxKey::of_key(&k.key()), Some(k));
+        }
+        assert_eq!(InboxKey::of_key(&keys::inbox(at(0), 7, Uuid::nil())), None);
     }
 }

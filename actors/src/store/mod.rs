@@ -29,7 +29,7 @@
 //!   subject's history), `blocks` (whose a block is, and the repair of
 //!   agent-wide blocks an older version let reflections write), `forget`,
 //!   `replay`, `hierarchy` (the inbox) and
-//!   `context` (what a context is assembled from); `generations`: which
+//!   `sources` (what a context is assembled from); `generations`: which
 //!   parts of a context a write changed.
 //! - `transfer`: an export of every record of a store, and its import
 //!   into an empty store of either backend.
@@ -67,7 +67,6 @@ mod actor;
 mod backend;
 mod backlog;
 mod blocks;
-mod context;
 #[cfg(test)]
 pub(crate) mod contract;
 mod facts;
@@ -79,6 +78,7 @@ mod postgres;
 mod reader;
 mod replay;
 mod sled;
+mod sources;
 pub mod transfer;
 
 pub use self::postgres::{PgBackend, PG_SCHEMA_VERSION};
@@ -86,13 +86,12 @@ pub use self::sled::mirror::{Mirror, Owned};
 pub use self::sled::{import_folder, Trees};
 pub use actor::{StoreActor, StoreArgs, StoreState};
 pub use backend::{
-    fact_vectors, index_facts, read_blocking, Backend, Change, ClusterStore, ContextStore,
-    FactStore, ForgetStore, HierarchyStore, JobStore, Reflected, RemoteChange, SessionListing,
-    SessionStore, SharedBackend, SummaryListing, SummaryStore,
+    fact_vectors, index_facts, read_blocking, Backend, Change, ClusterStore, FactStore,
+    ForgetStore, HierarchyStore, JobStore, Reflected, RemoteChange, SessionListing, SessionStore,
+    SharedBackend, SourceStore, SummaryListing, SummaryStore,
 };
 pub use backlog::{Backlog, BacklogFull};
 pub use blocks::{repair_agent_blocks, RepairedBlock, REFLECTION_LABELS};
-pub use context::{ContextParts, ContextSources, CurrentFacts, StoredBlocks};
 pub use facts::{dedup_facts, plan_fact_changes, reconcile_facts, spoken_key, FactChanges};
 pub use forget::{user_hash, ForgetEntry, ForgetReport, PendingForget, FORGOTTEN_FOR};
 pub use generations::{Generations, Parts, Stamp};
@@ -100,6 +99,7 @@ pub use hierarchy::{CursorMove, InboxEntry, InboxItem, InboxKey, NewRollup, Roll
 pub use msg::{LoadedSession, StoreMsg, StoreStats};
 pub use reader::Reader;
 pub use replay::{revision_refused, Revision};
+pub use sources::{CurrentFacts, SourceParts, StoredBlocks, StoredSources};
 
 pub use crate::store_error::StoreError;
 

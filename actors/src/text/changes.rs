@@ -499,7 +499,7 @@ mod tests {
         for t in all.terms() {
             // a token is letters and digits: none starts so
             assert!(t.starts_with('\u{1}'), "{t:?}");
-            assert!(crate::search::tokens(t).all(|w| w != t), "{t:?}");
+            assert!(crate::lang::tokens(t).all(|w| w != t), "{t:?}");
         }
         assert_eq!(all.terms().count(), 5);
     }

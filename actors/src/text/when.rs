@@ -216,7 +216,7 @@ fn tense(words: &[Word], sentence: Option<usize>) -> Option<bool> {
         .filter(|&(k, _)| !had(k))
         .any(|(_, w)| {
             PAST.contains(w)
-                || crate::search::is_irregular_past(w)
+                || crate::lang::is_irregular_past(w)
                 || (w.len() > 4 && w.ends_with("ed") && !w.ends_with("eed"))
         })
         .then_some(true)

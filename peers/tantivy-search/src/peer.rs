@@ -1,13 +1,13 @@
 //! The peer: a tantivy index over the same summaries, BM25 only.
 //!
 //! Its text field is split by recall's own tokenizer
-//! ([`recall::engine::search::tokens`], registered as a tantivy tokenizer),
+//! ([`recall::engine::lang::tokens`], registered as a tantivy tokenizer),
 //! so both sides score the same terms and a difference in the top 10 comes
 //! from the engines, not from stemming or stopwords. The index is one
 //! segment in RAM, built by one thread as recall builds its index.
 
 use recall::engine::model::ConversationSummary;
-use recall::engine::search::tokens;
+use recall::engine::lang::tokens;
 use tantivy::collector::TopDocs;
 use tantivy::columnar::Column;
 use tantivy::query::{

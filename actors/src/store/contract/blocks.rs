@@ -232,12 +232,12 @@ pub(super) async fn the_context_parts_are_those_the_records_give(h: &Harness) {
         .unwrap();
 
     let only = b
-        .context_parts("kairix", "mark", Parts::FACTS)
+        .source_parts("kairix", "mark", Parts::FACTS)
         .await
         .unwrap();
     assert!(only.summaries.is_none() && only.ended.is_none() && only.blocks.is_none());
     assert_eq!(only.facts.unwrap().len(), 1);
-    let ctx = b.context_sources("kairix", "mark").await.unwrap();
+    let ctx = b.stored_sources("kairix", "mark").await.unwrap();
     let texts: Vec<&str> = ctx
         .summaries
         .iter()
@@ -248,6 +248,6 @@ pub(super) async fn the_context_parts_are_those_the_records_give(h: &Harness) {
     assert_eq!(ctx.ended[0].session_id, rec.session_id);
     assert_eq!(ctx.persistent_context, ["Be kind."]);
     assert!(ctx.topics.is_empty());
-    let none = b.context_sources("kairix", "zoe").await.unwrap();
+    let none = b.stored_sources("kairix", "zoe").await.unwrap();
     assert!(none.summaries.is_empty() && none.facts.is_empty() && none.ended.is_empty());
 }

@@ -68,7 +68,7 @@ pub(super) async fn facts_are_deduplicated_superseded_conflicts_flagged_and_owne
     assert_eq!(b.agent_facts("kairix").await.unwrap().len(), 7);
 
     // the context holds current facts, and what each replaced
-    let ctx = b.context_sources("kairix", "mark").await.unwrap();
+    let ctx = b.stored_sources("kairix", "mark").await.unwrap();
     let mut current: Vec<&str> = ctx.facts.iter().map(|f| f.content.as_str()).collect();
     current.sort_unstable();
     assert_eq!(
@@ -94,7 +94,7 @@ pub(super) async fn facts_are_deduplicated_superseded_conflicts_flagged_and_owne
     assert_eq!(moved.len(), 1);
     assert!(b.fact(works.fact_id).await.unwrap().unwrap().is_current());
     assert!(b
-        .context_sources("kairix", "mark")
+        .stored_sources("kairix", "mark")
         .await
         .unwrap()
         .facts
@@ -137,7 +137,7 @@ pub(super) async fn facts_change_only_as_their_owner(
         ada_sees(b.clone()).await,
         ["Lives in Porto", "Prefers mornings"]
     );
-    let ada_ctx = b.context_sources("kairix", "ada").await.unwrap();
+    let ada_ctx = b.stored_sources("kairix", "ada").await.unwrap();
     assert_eq!(ada_ctx.facts.len(), 2, "a shared fact is in every context");
     b.set_fact_visibility(id, "mark", Visibility::Private)
         .await
@@ -202,7 +202,7 @@ pub(super) async fn the_agent_sides_facts_stay_its_own(h: &Harness) {
     assert_eq!(get(its_home.fact_id).subject.as_deref(), Some("agent:home"));
     assert_eq!(get(same_words.fact_id).speaker, Speaker::Agent);
     // and both are read back as whose they are, in the context too
-    let ctx = b.context_sources("kairix", "mark").await.unwrap();
+    let ctx = b.stored_sources("kairix", "mark").await.unwrap();
     let agent: Vec<&str> = ctx
         .facts
         .iter()

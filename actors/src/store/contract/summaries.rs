@@ -72,7 +72,7 @@ pub(super) async fn a_revision_replaces_the_current_version_and_never_brings_bac
         b.stamp_derivation(Uuid::new_v4(), "x").await,
         Err(StoreError::SummaryNotFound(_))
     ));
-    let ctx = b.context_sources("kairix", "mark").await.unwrap();
+    let ctx = b.stored_sources("kairix", "mark").await.unwrap();
     let texts: Vec<&str> = ctx
         .summaries
         .iter()

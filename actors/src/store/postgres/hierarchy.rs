@@ -161,7 +161,7 @@ impl HierarchyStore for PgBackend {
         self.write_turns().await?;
         // The key is stored as the sled backend's (0001_records.sql), so
         // that both read the inbox in one order.
-        let mut after = after.map(|k| keys::inbox_key(k).to_vec());
+        let mut after = after.map(|k| k.key().to_vec());
         let mut out = Vec::with_capacity(limit);
         // Up to `limit` entries that read: a key skipped never ends a
         // batch early (the drain reads on from the last entry it got).
@@ -181,7 +181,7 @@ impl HierarchyStore for PgBackend {
             for (key, agent_id) in rows {
                 // Malformed, or of a kind a newer version writes: kept
                 // for it.
-                let Some(key) = keys::inbox_key_of(&key) else {
+                let Some(key) = InboxKey::of_key(&key) else {
                     warn!(key = ?key, "skipping malformed rollup inbox key");
                     continue;
                 };
@@ -193,7 +193,7 @@ impl HierarchyStore for PgBackend {
 
     async fn inbox_done(&self, done: &[InboxKey]) -> Result<(), StoreError> {
         self.write_turns().await?;
-        let done: Vec<Vec<u8>> = done.iter().map(|k| keys::inbox_key(k).to_vec()).collect();
+        let done: Vec<Vec<u8>> = done.iter().map(|k| k.key().to_vec()).collect();
         sqlx::query("DELETE FROM rollup_inbox WHERE key = ANY($1)")
             .bind(&done)
             .execute(&self.pool)

@@ -40,12 +40,12 @@ use super::*;
 use crate::settings::PostgresSettings;
 
 mod cluster;
-mod context;
 mod facts;
 mod forget;
 mod hierarchy;
 mod jobs;
 mod sessions;
+mod sources;
 mod summaries;
 mod transfer;
 

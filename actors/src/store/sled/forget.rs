@@ -48,7 +48,10 @@ impl Trees {
     pub fn log_forgets(&self, entries: &[ForgetEntry]) -> Result<(), StoreError> {
         let mut batch = ::sled::Batch::default();
         for e in entries {
-            batch.insert(keys::forget_log(e), encode(e)?);
+            batch.insert(
+                keys::forget_log(e.at, e.user_hash, e.agent_id.as_deref()),
+                encode(e)?,
+            );
         }
         self.forget_log.apply_batch(batch)?;
         Ok(())

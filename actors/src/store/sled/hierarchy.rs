@@ -244,7 +244,7 @@ impl Trees {
         limit: usize,
     ) -> Result<Vec<InboxEntry>, StoreError> {
         let mut out = Vec::new();
-        let after = after.map(keys::inbox_key);
+        let after = after.map(InboxKey::key);
         let iter = match &after {
             Some(k) => self.rollup_inbox.range::<&[u8], _>((
                 std::ops::Bound::Excluded(&k[..]),
@@ -260,7 +260,7 @@ impl Trees {
             }
             let (k, v) = item?;
             // Malformed, or of a kind a newer version writes: kept for it.
-            let Some(key) = keys::inbox_key_of(&k) else {
+            let Some(key) = InboxKey::of_key(&k) else {
                 tracing::warn!(key = ?k, "skipping malformed rollup inbox key");
                 continue;
             };
@@ -275,7 +275,7 @@ impl Trees {
     pub fn inbox_done(&self, done: &[InboxKey]) -> Result<(), StoreError> {
         let mut batch = ::sled::Batch::default();
         for k in done {
-            batch.remove(&keys::inbox_key(k)[..]);
+            batch.remove(&k.key()[..]);
         }
         self.rollup_inbox.apply_batch(batch)?;
         Ok(())

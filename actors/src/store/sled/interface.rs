@@ -329,14 +329,14 @@ impl ForgetStore for Trees {
 }
 
 #[async_trait]
-impl ContextStore for Trees {
-    async fn context_parts(
+impl SourceStore for Trees {
+    async fn source_parts(
         &self,
         agent_id: &str,
         user_id: &str,
         parts: Parts,
-    ) -> Result<ContextParts, StoreError> {
-        Trees::context_parts(self, agent_id, user_id, parts)
+    ) -> Result<SourceParts, StoreError> {
+        Trees::source_parts(self, agent_id, user_id, parts)
     }
 }
 

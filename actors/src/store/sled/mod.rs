@@ -7,7 +7,7 @@
 //! per-agent bookkeeping), `facts`, `jobs` (the reflection queue, dead
 //! letters and what a finished reflection stores), `hierarchy` (rollups,
 //! cursors, the Rollup actor's inbox, topics and vectors), `forget`,
-//! `replay` and `context` (the reads a context is assembled from, through
+//! `replay` and `sources` (the reads a context is assembled from, through
 //! the in-memory mirrors of `mirror`); `listing` reads the pages of
 //! sessions, summaries and dead letters, stopping at their limit. Writes that span trees run in one
 //! sled transaction.
@@ -17,7 +17,6 @@ use std::collections::BTreeSet;
 use super::facts::sorted_facts;
 use super::*;
 
-mod context;
 mod facts;
 mod forget;
 mod hierarchy;
@@ -26,6 +25,7 @@ mod jobs;
 mod listing;
 pub(crate) mod mirror;
 mod sessions;
+mod sources;
 mod summaries;
 mod transfer;
 

@@ -50,15 +50,15 @@ fn context_parts_reads_only_what_is_asked() {
             &[fact("mark", "Has a dog called Biscuit", Some("dog"), id)],
         )
         .unwrap();
-    let only = trees.context_parts("kairix", "mark", Parts::FACTS).unwrap();
+    let only = trees.source_parts("kairix", "mark", Parts::FACTS).unwrap();
     assert_eq!(only.facts.as_ref().map(CurrentFacts::len), Some(1));
     assert!(only.summaries.is_none() && only.blocks.is_none());
     assert!(only.ended.is_none() && only.topics.is_none());
-    let all = trees.context_parts("kairix", "mark", Parts::ALL).unwrap();
+    let all = trees.source_parts("kairix", "mark", Parts::ALL).unwrap();
     assert_eq!(all.summaries.map(|s| s.len()), Some(1));
     assert!(all.blocks.is_some() && all.ended.is_some() && all.topics.is_some());
     let summaries = trees
-        .context_parts("kairix", "mark", Parts::SUMMARIES)
+        .source_parts("kairix", "mark", Parts::SUMMARIES)
         .unwrap();
     assert!(summaries.summaries.is_some() && summaries.facts.is_none());
 }
@@ -136,7 +136,7 @@ fn facts_planned_against_the_mirror_are_those_of_the_tree() {
     // not built yet: read from the tree
     assert!(Trees::mirror_if_built(&trees.mirror_facts, &[("kairix", "mark")]).is_none());
     // a context read builds it (and the other mirrors)
-    trees.context_parts("kairix", "mark", Parts::ALL).unwrap();
+    trees.source_parts("kairix", "mark", Parts::ALL).unwrap();
     let held = Trees::mirror_if_built(&trees.mirror_facts, &[("kairix", "mark")]);
     assert_eq!(held.map(|h| h.len()), Some(1));
     // the same fact again adds nothing; a new home supersedes the old

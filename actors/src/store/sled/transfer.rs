@@ -303,7 +303,11 @@ impl Trees {
                 once(&self.rollup_inbox, &key, agent_id.into_bytes())?;
             }
             Record::Forget(e) => {
-                once(&self.forget_log, &keys::forget_log(&e), encode(&e)?)?;
+                once(
+                    &self.forget_log,
+                    &keys::forget_log(e.at, e.user_hash, e.agent_id.as_deref()),
+                    encode(&e)?,
+                )?;
             }
         }
         Ok(())

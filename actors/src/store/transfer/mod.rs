@@ -222,7 +222,7 @@ impl Record {
     /// An inbox entry as a record, from its key and agent (`None` for a
     /// key that is not an inbox key).
     pub(crate) fn inbox(key: &[u8], agent_id: String) -> Option<Record> {
-        let key = keys::inbox_key_of(key)?;
+        let key = InboxKey::of_key(key)?;
         Some(Record::Inbox {
             at: key.at,
             item: key.item,

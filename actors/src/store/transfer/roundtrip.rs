@@ -246,8 +246,8 @@ fn reader(bytes: &[u8]) -> ExportReader<&[u8]> {
 /// What the backend's reads give of the filled records, as text: the
 /// same on every backend the records were moved to.
 async fn reads(b: &dyn Backend, f: &Filled) -> String {
-    let sources = b.context_sources("kairix", "mark").await.unwrap();
-    let ada = b.context_sources("kairix", "ada").await.unwrap();
+    let sources = b.stored_sources("kairix", "mark").await.unwrap();
+    let ada = b.stored_sources("kairix", "ada").await.unwrap();
     let mut inbox = b.inbox(None, 100).await.unwrap();
     inbox.sort_by_key(|e| e.key);
     // a session summary's id is its session's

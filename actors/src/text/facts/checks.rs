@@ -5,11 +5,11 @@
 
 use super::pattern::{capture, Captures};
 use super::tokens::Tok;
-use super::words::{
+use crate::lang::fact_words::{
     is_occupation, is_relation_word, CHATTY_VERBS, NOT_NAMES, ROLE_JUDGEMENTS, SAYING, SOMEONE,
     WORKPLACES,
 };
-use crate::text::is_stopword;
+use crate::lang::is_stopword;
 
 fn first_word(caps: &Captures, key: &str) -> String {
     capture(caps, key)
@@ -222,7 +222,7 @@ pub(super) fn medicine(caps: &Captures) -> bool {
         !v.contains(' ')
             && v.chars().count() > 3
             && !is_stopword(v)
-            && crate::static_embed::stem_row(&crate::search::stem(v))
+            && crate::static_embed::stem_row(&crate::lang::stem(v))
                 .is_none_or(|row| row >= COMMON_WORDS)
     })
 }

@@ -3,8 +3,8 @@
 //! digits ("3/8"), a year.
 
 use super::tokens::Tok;
-use super::words::ORDINAL_WORDS;
-use crate::text::MONTHS;
+use crate::lang::fact_words::ORDINAL_WORDS;
+use crate::lang::MONTHS;
 
 fn is_ordinal_day(w: &str) -> bool {
     if ORDINAL_WORDS.contains(&w)

@@ -7,12 +7,12 @@ use super::dates::date_end;
 use super::pattern::{Captures, El, Slot};
 use super::phrasing::upper_first;
 use super::tokens::{name_token, render, render_third_person, Tok};
-use super::words::{
+use crate::lang::fact_words::{
     BOOKISH, CLAUSE_STOPS, DOG_BREEDS, MANY_RELATIONS, NUMBER_WORDS, OPENERS, PETS,
     REJECT_ANYWHERE, REJECT_START, REJECT_START_PAIRS, SINGLE_RELATIONS, SKIPPABLE, SUBJECT_WORDS,
     TRAILING,
 };
-use crate::text::{MONTHS, WEEKDAYS};
+use crate::lang::{MONTHS, WEEKDAYS};
 
 pub(super) fn clause_start(toks: &[Tok], i: usize) -> bool {
     i == 0 || toks[i - 1].punct || OPENERS.contains(&toks[i - 1].lower.as_str())

@@ -25,7 +25,8 @@
 //! - [`phrasing`]: how a fact found reads.
 //! - [`names`]: the user's relations and pets spoken of, and the names
 //!   given of them.
-//! - [`words`]: every word table the above read.
+//! - the word tables the above read are the lexicon's
+//!   ([`crate::lang::fact_words`]).
 //!
 //! This file runs the rules over a text, sentence by sentence.
 
@@ -37,7 +38,6 @@ mod pattern;
 mod phrasing;
 mod rules;
 mod tokens;
-mod words;
 
 use std::ops::Range;
 
@@ -47,14 +47,14 @@ use self::pattern::capture;
 use self::phrasing::{fill, fix_articles, upper_first};
 use self::rules::COMPILED;
 use self::tokens::{tokenize, Tok};
-use self::words::{ELIDED_PAST, NOT_DOING, QUESTION_STARTS, SKIPPABLE};
 use super::sentences;
+use crate::lang::fact_words::{ELIDED_PAST, NOT_DOING, QUESTION_STARTS, SKIPPABLE};
 use crate::model::{normalize_fact, FactCandidate};
 
 pub(super) use self::dates::is_day_number;
 pub use self::names::{answered_name, named, pronoun_named};
-pub use self::words::is_relation_word;
-pub(crate) use self::words::OCCUPATIONS;
+pub use crate::lang::fact_words::is_relation_word;
+pub(crate) use crate::lang::fact_words::OCCUPATIONS;
 
 fn is_question(toks: &[Tok], sentence: &str) -> bool {
     sentence.trim_end().ends_with('?')

@@ -7,12 +7,13 @@ use super::matching::relation;
 use super::pattern::Slot;
 use super::phrasing::{fix_articles, upper_first};
 use super::tokens::{name_token, render, tokenize, Tok};
-use super::words::{
+use crate::lang::fact_words::{
     relation_subject, AFTER_IS, DOG_BREEDS, FEMALE_RELATIONS, FILLERS, MALE_RELATIONS, NOT_NAMES,
     PETS, SOMEONE_ELSE,
 };
+use crate::lang::{is_stopword, MONTHS, WEEKDAYS};
 use crate::model::{FactCandidate, FactCategory};
-use crate::text::{is_stopword, sentences, MONTHS, WEEKDAYS};
+use crate::text::sentences;
 
 /// The user's own relation or pet spoken of last ("my boyfriend", "our
 /// son", "my own dog"), which a sentence that opens on "he" or "she" is

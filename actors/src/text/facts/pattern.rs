@@ -3,7 +3,7 @@
 //! adjectives, `$` for the end of a clause and `{slot}` placeholders for
 //! the values it captures ("my ~adj {pet} is called {name}").
 
-use super::words::ADJECTIVES;
+use crate::lang::fact_words::ADJECTIVES;
 
 /// One place of a pattern.
 #[derive(Debug, Clone)]

@@ -2,7 +2,7 @@
 //! "a" made "an" before a vowel, the first letter a capital.
 
 use super::pattern::Captures;
-use super::words::relation_subject;
+use crate::lang::fact_words::relation_subject;
 
 /// Fills `{slot}` placeholders; `subject` lower-cases the values and files
 /// one-valued relations under their subject (`wife` → `partner`).

@@ -9,7 +9,7 @@ use super::checks::{
     not_a_person, occupation, past_role, plan, played, standalone_role, vehicle, workplace,
 };
 use super::pattern::{compile, Captures, El};
-use super::words::AWAY;
+use crate::lang::fact_words::AWAY;
 use crate::model::FactCategory::{self, *};
 
 /// A rule: where its pattern may start, what it finds and how it reads.

@@ -2,8 +2,8 @@
 //! expanded (with or without their apostrophe), short forms written out,
 //! and tokens rendered back as they were written or in the third person.
 
-use super::words::{NOT_NAMES, SPECIAL, SUFFIXES, THIRD_PERSON, UNMARKED};
-use crate::text::{is_stopword, MONTHS, WEEKDAYS};
+use crate::lang::fact_words::{NOT_NAMES, SPECIAL, SUFFIXES, THIRD_PERSON, UNMARKED};
+use crate::lang::{is_stopword, MONTHS, WEEKDAYS};
 
 /// One word or punctuation mark of a sentence.
 #[derive(Debug, Clone)]
@@ -50,8 +50,8 @@ fn push_word(word: &str, out: &mut Vec<Tok>) {
         }
         return;
     }
-    if let Ok(i) = crate::search::SHORT_FORMS.binary_search_by(|(w, _)| w.cmp(&lower.as_str())) {
-        let word = crate::search::SHORT_FORMS[i].1;
+    if let Ok(i) = crate::lang::SHORT_FORMS.binary_search_by(|(w, _)| w.cmp(&lower.as_str())) {
+        let word = crate::lang::SHORT_FORMS[i].1;
         out.push(Tok::word(word, word, false));
         return;
     }

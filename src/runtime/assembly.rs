@@ -18,10 +18,12 @@ use std::sync::{Arc, RwLock};
 
 use chrono::{DateTime, Duration, Utc};
 use ractor::call_t;
+use recall_actors::assembly::{
+    distinct_summary_indices, live_summary_item, prepare_blocks, prepare_summary, prepare_turns,
+    user_view,
+};
 use recall_actors::context::{
-    distinct_summary_indices, fact_item, live_summary_item, prepare_blocks, prepare_summary,
-    prepare_turns, user_view, AssembledContext, CharEstimate, ContextItem, PreparedFacts, Source,
-    TokenCounter,
+    fact_item, AssembledContext, CharEstimate, ContextItem, PreparedFacts, Source, TokenCounter,
 };
 use recall_actors::embed::StoredVector;
 use recall_actors::model::{
@@ -30,7 +32,7 @@ use recall_actors::model::{
 };
 use recall_actors::retrieval::{self, select, Retrieved, Selection, Shaping, SummarySentences};
 use recall_actors::session::SessionMsg;
-use recall_actors::store::{read_blocking, ContextParts, CurrentFacts, Parts, Stamp, StoredBlocks};
+use recall_actors::store::{read_blocking, CurrentFacts, Parts, SourceParts, Stamp, StoredBlocks};
 use recall_actors::watchdog::{render_context, topic_order, Hierarchy};
 use uuid::Uuid;
 
@@ -133,7 +135,7 @@ impl<K: std::hash::Hash + Eq, V> Prepared<K, V> {
 }
 
 /// Prepared sources per agent and user, least recently used evicted.
-pub(super) struct ContextCache {
+pub(super) struct SourceCache {
     /// By the address of the record (held, so the address is not reused).
     prepared: std::sync::Mutex<Prepared<usize, PreparedSummary>>,
     /// By the address of the record and whether the viewer is another
@@ -277,9 +279,9 @@ type SummarySplits = Held<Uuid, (Arc<ConversationSummary>, Arc<SummarySentences>
 /// How many summaries' sentences are held.
 const SUMMARY_SPLITS_HELD: usize = 4_096;
 
-/// How the context cache is doing.
+/// How the source cache (the prepared sources of contexts) is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-pub struct ContextCacheStats {
+pub struct SourceCacheStats {
     /// (agent, user) pairs held.
     pub entries: usize,
     /// Reads served from prepared sources.
@@ -294,9 +296,9 @@ pub struct ContextCacheStats {
     pub parts_read: u64,
 }
 
-impl ContextCache {
+impl SourceCache {
     pub(super) fn new(capacity: usize) -> Self {
-        ContextCache {
+        SourceCache {
             prepared: Default::default(),
             prepared_facts: Default::default(),
             splits: SummarySplits::new(if capacity == 0 {
@@ -487,9 +489,9 @@ impl ContextCache {
         (PreparedFacts::from_items(items), names)
     }
 
-    pub(super) fn stats(&self) -> ContextCacheStats {
+    pub(super) fn stats(&self) -> SourceCacheStats {
         let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
-        ContextCacheStats {
+        SourceCacheStats {
             entries: entries.values().map(HashMap::len).sum(),
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
@@ -503,7 +505,7 @@ impl Runtime {
     /// The stored sources of a context, from the cache while the agent's
     /// parts have not moved and the background context still holds; after
     /// a write, only the parts it changed are read again.
-    async fn context_sources(
+    async fn stored_sources(
         &self,
         agent_id: &str,
         user_id: &str,
@@ -515,19 +517,16 @@ impl Runtime {
         let stamp = self.inner.generations.get(agent_id, user_id);
         let mut kept = None;
         if cached {
-            if let Some(s) = self.inner.context_cache.get(agent_id, user_id) {
+            if let Some(s) = self.inner.source_cache.get(agent_id, user_id) {
                 if s.stamp == stamp && s.valid_until.is_none_or(|t| now <= t) {
-                    self.inner
-                        .context_cache
-                        .hits
-                        .fetch_add(1, Ordering::Relaxed);
+                    self.inner.source_cache.hits.fetch_add(1, Ordering::Relaxed);
                     metrics::counter!("recall_context_cache_hits_total").increment(1);
                     return Ok(s);
                 }
                 kept = Some(s);
             }
             self.inner
-                .context_cache
+                .source_cache
                 .misses
                 .fetch_add(1, Ordering::Relaxed);
             metrics::counter!("recall_context_cache_misses_total").increment(1);
@@ -543,7 +542,7 @@ impl Runtime {
             None => Parts::ALL,
         };
         if cached {
-            let cache = &self.inner.context_cache;
+            let cache = &self.inner.source_cache;
             if parts != Parts::ALL {
                 cache.partial_misses.fetch_add(1, Ordering::Relaxed);
             }
@@ -553,12 +552,12 @@ impl Runtime {
         }
         let stored = if parts.is_empty() {
             // Only time moved: the background context is rendered again.
-            ContextParts::default()
+            SourceParts::default()
         } else {
             let trees = self.reader()?;
             let (a, u) = (agent_id.to_string(), user_id.to_string());
             read_blocking(trees, move |b| {
-                Box::pin(async move { b.context_parts(&a, &u, parts).await })
+                Box::pin(async move { b.source_parts(&a, &u, parts).await })
             })
             .await?
         };
@@ -568,7 +567,7 @@ impl Runtime {
         );
         if cached {
             self.inner
-                .context_cache
+                .source_cache
                 .insert(agent_id, user_id, sources.clone());
         }
         Ok(sources)
@@ -581,10 +580,10 @@ impl Runtime {
         user_id: &str,
         now: DateTime<Utc>,
         stamp: Stamp,
-        stored: ContextParts,
+        stored: SourceParts,
         kept: Option<&Sources>,
     ) -> Result<Sources, RecallError> {
-        let ContextParts {
+        let SourceParts {
             blocks: stored_blocks,
             facts,
             summaries: stored_summaries,
@@ -609,7 +608,7 @@ impl Runtime {
             ),
             (list, _) => {
                 let list = list.unwrap_or_default();
-                let items = self.inner.context_cache.prepare_summaries(&list);
+                let items = self.inner.source_cache.prepare_summaries(&list);
                 let at = list
                     .iter()
                     .enumerate()
@@ -622,7 +621,7 @@ impl Runtime {
             (None, Some(k)) => (k.facts.clone(), k.names.clone()),
             (f, _) => {
                 let f = f.unwrap_or_default();
-                let (facts, names) = self.inner.context_cache.prepare_facts(&f, user_id);
+                let (facts, names) = self.inner.source_cache.prepare_facts(&f, user_id);
                 (Arc::new(facts), Arc::new(names))
             }
         };
@@ -758,7 +757,7 @@ impl Runtime {
         recall_actors::model::validate_id("agent_id", agent_id)?;
         recall_actors::model::validate_id("user_id", user_id)?;
         let now = self.inner.clock.now();
-        let src = self.context_sources(agent_id, user_id, now, true).await?;
+        let src = self.stored_sources(agent_id, user_id, now, true).await?;
         let header = format!("[{}]\n", BlockLabel::BackgroundContext);
         Ok(src
             .blocks
@@ -784,7 +783,7 @@ impl Runtime {
         let counter: &dyn TokenCounter = &CharEstimate;
         let now = self.inner.clock.now();
         let src = self
-            .context_sources(agent_id, user_id, now, options.use_cache)
+            .stored_sources(agent_id, user_id, now, options.use_cache)
             .await?;
         // The live call: its rolling memory (the latest completed long
         // narrative and window summaries, never waited for) and the raw
@@ -915,6 +914,7 @@ impl Runtime {
                 retrieval_share: decay.retrieval_share,
                 current_message,
                 budget_tokens,
+                min_cut_tokens: decay.ranking.min_cut_tokens,
             },
             counter,
         )?)
@@ -990,6 +990,7 @@ impl Runtime {
                 about,
                 facts: &src.facts,
                 summary: &summary,
+                ranking: &settings.ranking,
             },
             counter,
         ))
@@ -1132,7 +1133,7 @@ impl Runtime {
             .is_ok();
         if settings.retrieval_related_words > 0 && admitted {
             let similarity = settings.retrieval_related_similarity;
-            let words: Vec<String> = recall_actors::search::tokens(message).collect();
+            let words: Vec<String> = recall_actors::lang::tokens(message).collect();
             // Counted out when the job is done, or if it panics.
             struct Done(Arc<QueryVectors>);
             impl Drop for Done {
@@ -1168,7 +1169,7 @@ impl Runtime {
         if !cached {
             return Arc::new(SummarySentences::new(s));
         }
-        let held = &self.inner.context_cache.splits;
+        let held = &self.inner.source_cache.splits;
         let generation = match held.get(&s.summary_id) {
             Ok((record, split)) if Arc::ptr_eq(&record, s) => return split,
             // (another record of the summary: split and held in its place)
@@ -1212,7 +1213,7 @@ fn names_of_fact(f: &recall_actors::model::Fact) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     let mut add = |what: &str, name: &str| {
         let pair = (
-            recall_actors::search::stem(&what.to_lowercase()),
+            recall_actors::lang::stem(&what.to_lowercase()),
             name.to_string(),
         );
         if !pair.0.is_empty() && !pair.1.is_empty() && !out.contains(&pair) {
@@ -1238,14 +1239,14 @@ fn names_of_fact(f: &recall_actors::model::Fact) -> Vec<(String, String)> {
 }
 
 /// How [`Runtime::context`] reads a context. The default shows the live
-/// call and reads through the context cache.
+/// call and reads through the source cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ContextOptions {
     /// Show the live call (its window summaries and raw turns). Off for a
     /// caller that sends the call's messages to its LLM itself; the live
     /// call still sets the decay bands and sharpens retrieval.
     pub include_live: bool,
-    /// Read what is stored through the context cache. Off reads everything
+    /// Read what is stored through the source cache. Off reads everything
     /// from the store, bypassing the cache: what the cached read must
     /// always equal, for tests and benchmarks that compare the two.
     pub use_cache: bool,

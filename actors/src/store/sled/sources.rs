@@ -4,32 +4,32 @@ use super::*;
 
 impl Trees {
     /// Everything an (agent, user)'s context is assembled from.
-    pub fn context_sources(
+    pub fn stored_sources(
         &self,
         agent_id: &str,
         user_id: &str,
-    ) -> Result<ContextSources, StoreError> {
-        let parts = self.context_parts(agent_id, user_id, Parts::ALL)?;
-        Ok(ContextSources::from(parts))
+    ) -> Result<StoredSources, StoreError> {
+        let parts = self.source_parts(agent_id, user_id, Parts::ALL)?;
+        Ok(StoredSources::from(parts))
     }
 
     /// The asked parts of an (agent, user)'s context sources: a read after
     /// a write reads again only what the write changed.
-    pub fn context_parts(
+    pub fn source_parts(
         &self,
         agent_id: &str,
         user_id: &str,
         parts: Parts,
-    ) -> Result<ContextParts, StoreError> {
+    ) -> Result<SourceParts, StoreError> {
         if !parts.contains(Parts::SUMMARIES) {
-            return self.context_parts_but_summaries(agent_id, user_id, parts);
+            return self.source_parts_but_summaries(agent_id, user_id, parts);
         }
         // The summaries (the largest records) are scanned on a thread of
         // their own while this one reads the other parts: a read after a
         // write waits for the longer of the two, not both. (Inline when no
         // thread can be had, or nothing else is asked.)
         if parts == Parts::SUMMARIES {
-            return Ok(ContextParts {
+            return Ok(SourceParts {
                 summaries: Some(self.user_summaries(agent_id, user_id)?),
                 ..Default::default()
             });
@@ -38,7 +38,7 @@ impl Trees {
             let summaries = std::thread::Builder::new()
                 .name("recall-context".into())
                 .spawn_scoped(scope, || self.user_summaries(agent_id, user_id));
-            let rest = self.context_parts_but_summaries(agent_id, user_id, parts);
+            let rest = self.source_parts_but_summaries(agent_id, user_id, parts);
             let summaries = match summaries {
                 // A panic there is a panic here, as it would be inline.
                 Ok(handle) => handle
@@ -48,7 +48,7 @@ impl Trees {
             };
             (summaries, rest)
         });
-        Ok(ContextParts {
+        Ok(SourceParts {
             summaries: Some(summaries?),
             ..rest?
         })
@@ -80,14 +80,14 @@ impl Trees {
         Ok(summaries)
     }
 
-    /// [`ContextStore::context_parts`] without the summaries.
-    pub(super) fn context_parts_but_summaries(
+    /// [`SourceStore::source_parts`] without the summaries.
+    pub(super) fn source_parts_but_summaries(
         &self,
         agent_id: &str,
         user_id: &str,
         parts: Parts,
-    ) -> Result<ContextParts, StoreError> {
-        let mut out = ContextParts::default();
+    ) -> Result<SourceParts, StoreError> {
+        let mut out = SourceParts::default();
         if parts.contains(Parts::SESSIONS) {
             let mut ended = self.mirrored(
                 &self.mirror_sessions,

@@ -1,12 +1,12 @@
-//! The word tables the fact rules read: short forms and contractions,
-//! the words that open, end or trim a clause, relations and pets, names
-//! that are no names, occupations, and the words the rules' checks
-//! refuse. Data only (and the lookups that are no more than a table's),
-//! kept together so that one lexicon can later hold them beside the
-//! other modules' lists.
+//! The lexicon's tables the fact rules (`text::facts`) read:
+//! contractions, the words that open, end or trim a clause, relations and
+//! pets, names that are no names, occupations, and the words the rules'
+//! checks refuse. Data only (and the lookups that are no more than a
+//! table's); the short forms of relations and days, the stopwords, months
+//! and weekdays are the lexicon's shared tables (`lexicon`).
 
 /// Contractions whose parts are not the word minus a suffix.
-pub(super) const SPECIAL: &[(&str, &str, &str)] = &[
+pub(crate) const SPECIAL: &[(&str, &str, &str)] = &[
     ("can't", "can", "not"),
     ("cannot", "can", "not"),
     ("won't", "will", "not"),
@@ -16,7 +16,7 @@ pub(super) const SPECIAL: &[(&str, &str, &str)] = &[
 ];
 
 /// Suffixes split off a word, with what they stand for.
-pub(super) const SUFFIXES: &[(&str, &str)] = &[
+pub(crate) const SUFFIXES: &[(&str, &str)] = &[
     ("n't", "not"),
     ("'m", "am"),
     ("'re", "are"),
@@ -30,10 +30,10 @@ pub(super) const SUFFIXES: &[(&str, &str)] = &[
 /// transcripts give them ("im", "shes", "dont"): the words they stand for.
 /// Only forms that are not words of their own ("its", "were", "ill",
 /// "id", "lets" and "hell" are left as they are). The short forms of
-/// relations and days ("gf", "bday") are search's
-/// [`SHORT_FORMS`](crate::search::SHORT_FORMS).
+/// relations and days ("gf", "bday") are the lexicon's
+/// [`SHORT_FORMS`](super::SHORT_FORMS).
 #[rustfmt::skip]
-pub(super) const UNMARKED: &[(&str, &[&str])] = &[
+pub(crate) const UNMARKED: &[(&str, &[&str])] = &[
     ("arent", &["are", "not"]),
     ("cant", &["can", "not"]), ("couldnt", &["could", "not"]), ("didnt", &["did", "not"]),
     ("doesnt", &["does", "not"]), ("dont", &["do", "not"]),
@@ -48,7 +48,7 @@ pub(super) const UNMARKED: &[(&str, &[&str])] = &[
 
 /// Words after which a new clause starts.
 #[rustfmt::skip]
-pub(super) const OPENERS: &[&str] = &[
+pub(crate) const OPENERS: &[&str] = &[
     "and", "but", "so", "because", "cause", "since", "also", "actually", "well", "oh", "yeah",
     "yes", "now", "plus", "anyway", "though", "ok", "okay", "um", "uh", "honestly", "basically",
     "btw", "then", "that", "hey", "hi", "hello", "guess", "see", "fyi", "ps", "sorry", "listen",
@@ -57,7 +57,7 @@ pub(super) const OPENERS: &[&str] = &[
 
 /// Adverbs a pattern steps over between its words ("I just moved to").
 #[rustfmt::skip]
-pub(super) const SKIPPABLE: &[&str] = &[
+pub(crate) const SKIPPABLE: &[&str] = &[
     "just", "really", "recently", "finally", "actually", "now", "also", "still", "currently",
     "already", "officially", "totally", "definitely", "usually", "often", "always", "sometimes",
     "normally", "basically", "literally", "absolutely", "seriously", "honestly", "mostly",
@@ -66,20 +66,20 @@ pub(super) const SKIPPABLE: &[&str] = &[
 ];
 
 /// Words that always end a value: another clause begins.
-pub(super) const CLAUSE_STOPS: &[&str] = &[
+pub(crate) const CLAUSE_STOPS: &[&str] = &[
     "but", "because", "cause", "cuz", "so", "since", "although", "though", "while", "whereas",
     "which", "who", "whom", "where", "when", "if", "unless", "until", "like", "then", "plus",
     "anyway", "whenever", "cos",
 ];
 
 /// After "and"/"or", these start a new statement ("… and I love it").
-pub(super) const SUBJECT_WORDS: &[&str] = &[
+pub(crate) const SUBJECT_WORDS: &[&str] = &[
     "i", "my", "we", "our", "he", "she", "they", "it", "you", "his", "her", "their", "then",
     "also", "that", "this", "there", "now",
 ];
 
 /// Trailing words that only say when ("right now", "these days").
-pub(super) const TRAILING: &[&[&str]] = &[
+pub(crate) const TRAILING: &[&[&str]] = &[
     &["right", "now"],
     &["these", "days"],
     &["at", "the", "moment"],
@@ -109,7 +109,7 @@ pub(super) const TRAILING: &[&[&str]] = &[
 /// A value starting with one of these is not a fact ("I love it", "I'm
 /// learning a lot", "I hate that").
 #[rustfmt::skip]
-pub(super) const REJECT_START: &[&str] = &[
+pub(crate) const REJECT_START: &[&str] = &[
     "not", "no", "never", "it", "that", "this", "these", "those", "them", "him", "her", "so",
     "such", "much", "lot", "lots", "sure", "something", "anything", "nothing", "everything",
     "what", "how", "why", "when", "where", "whether", "if", "too", "very", "some", "more", "less",
@@ -118,7 +118,7 @@ pub(super) const REJECT_START: &[&str] = &[
 ];
 
 /// Two-word starts refused the same way.
-pub(super) const REJECT_START_PAIRS: &[[&str; 2]] = &[
+pub(crate) const REJECT_START_PAIRS: &[[&str; 2]] = &[
     ["a", "lot"],
     ["a", "bit"],
     ["a", "little"],
@@ -130,10 +130,10 @@ pub(super) const REJECT_START_PAIRS: &[[&str; 2]] = &[
 
 /// Pronouns that make a value speak to the agent or about someone the
 /// third-person reading cannot name.
-pub(super) const REJECT_ANYWHERE: &[&str] = &["you", "your", "yours", "yourself", "i"];
+pub(crate) const REJECT_ANYWHERE: &[&str] = &["you", "your", "yours", "yourself", "i"];
 
 /// First-person words and what they become in the third person.
-pub(super) const THIRD_PERSON: &[(&str, &str)] = &[
+pub(crate) const THIRD_PERSON: &[(&str, &str)] = &[
     ("my", "their"),
     ("me", "them"),
     ("myself", "themselves"),
@@ -146,7 +146,7 @@ pub(super) const THIRD_PERSON: &[(&str, &str)] = &[
 ];
 
 /// Sentences opening like this are questions, even without a `?`.
-pub(super) const QUESTION_STARTS: &[&str] = &[
+pub(crate) const QUESTION_STARTS: &[&str] = &[
     "do", "does", "did", "is", "are", "was", "were", "can", "could", "would", "will", "should",
     "shall", "what", "where", "when", "why", "how", "who", "whom", "which", "have", "has", "am",
     "might", "whose",
@@ -154,7 +154,7 @@ pub(super) const QUESTION_STARTS: &[&str] = &[
 
 /// Capitalized words that are not names.
 #[rustfmt::skip]
-pub(super) const NOT_NAMES: &[&str] = &[
+pub(crate) const NOT_NAMES: &[&str] = &[
     "mom", "mum", "dad", "god", "lol", "idk", "dunno", "tbd", "undecided", "secret", "anyway", "sorry", "please", "listen", "look", "wow", "man",
     "dude", "guys", "sir", "madam", "buddy", "everyone", "everybody", "nobody", "somebody", "hmm",
     "um", "uh", "ah", "ha", "haha", "alright", "cool", "nice", "awesome", "amazing", "christmas",
@@ -173,7 +173,7 @@ pub(super) const NOT_NAMES: &[&str] = &[
 
 /// Relations a person has one of at a time, and the subject a fact about
 /// their name is filed under.
-pub(super) const SINGLE_RELATIONS: &[(&str, &str)] = &[
+pub(crate) const SINGLE_RELATIONS: &[(&str, &str)] = &[
     ("wife", "partner"),
     ("husband", "partner"),
     ("spouse", "partner"),
@@ -210,7 +210,7 @@ pub(super) const SINGLE_RELATIONS: &[(&str, &str)] = &[
 
 /// Relations a person may have several of.
 #[rustfmt::skip]
-pub(super) const MANY_RELATIONS: &[&str] = &[
+pub(crate) const MANY_RELATIONS: &[&str] = &[
     "sister", "brother", "son", "daughter", "kid", "child", "baby", "friend", "cousin", "aunt",
     "uncle", "niece", "nephew", "grandma", "grandmother", "grandpa", "grandfather",
     "granddaughter", "grandson", "coworker", "co-worker", "colleague", "neighbor", "neighbour",
@@ -219,7 +219,7 @@ pub(super) const MANY_RELATIONS: &[&str] = &[
     "stepbrother", "sister-in-law", "brother-in-law", "godmother", "godfather", "doctor",
 ];
 
-pub(super) const PETS: &[&str] = &[
+pub(crate) const PETS: &[&str] = &[
     "dog",
     "puppy",
     "pup",
@@ -248,7 +248,7 @@ pub(super) const PETS: &[&str] = &[
 /// Dog breeds, which name a pet as well as "dog" does ("Rusty, our
 /// beagle"): read as "beagle (dog)", so a question about the dog finds it.
 #[rustfmt::skip]
-pub(super) const DOG_BREEDS: &[&str] = &[
+pub(crate) const DOG_BREEDS: &[&str] = &[
     "beagle", "corgi", "labrador", "poodle", "labradoodle", "cockapoo", "terrier",
     "spaniel", "collie", "retriever", "dachshund", "husky", "pug", "greyhound", "whippet",
     "lurcher", "schnauzer", "chihuahua", "rottweiler", "dalmatian", "bulldog",
@@ -256,14 +256,14 @@ pub(super) const DOG_BREEDS: &[&str] = &[
 ];
 
 /// Adjectives allowed between "my" and a relation or pet.
-pub(super) const ADJECTIVES: &[&str] = &[
+pub(crate) const ADJECTIVES: &[&str] = &[
     "older", "younger", "little", "big", "baby", "twin", "new", "old", "eldest", "oldest",
     "youngest", "middle", "elder", "late", "sweet", "lovely", "rescue", "first", "second", "third",
 ];
 
 /// Words that mark a value as a book or the like.
 #[rustfmt::skip]
-pub(super) const BOOKISH: &[&str] = &[
+pub(crate) const BOOKISH: &[&str] = &[
     "book", "books", "novel", "memoir", "biography", "series", "trilogy", "poetry", "comic",
     "comics", "manga", "autobiography",
 ];
@@ -271,7 +271,7 @@ pub(super) const BOOKISH: &[&str] = &[
 /// Starts refused after "I want to" / "I'm going to" and the like: talk
 /// about the conversation, not plans.
 #[rustfmt::skip]
-pub(super) const CHATTY_VERBS: &[&str] = &[
+pub(crate) const CHATTY_VERBS: &[&str] = &[
     "be", "go", "have", "say", "tell", "ask", "try", "need", "do", "get", "make", "take", "see",
     "think", "let", "check", "look", "grab", "call", "talk", "head", "give", "keep", "put", "know",
     "thank", "hear", "understand", "share", "mention", "clarify", "confirm", "focus", "add",
@@ -282,7 +282,7 @@ pub(super) const CHATTY_VERBS: &[&str] = &[
 
 /// Words that put a "here in …" somewhere other than home.
 #[rustfmt::skip]
-pub(super) const AWAY: &[&str] = &[
+pub(crate) const AWAY: &[&str] = &[
     "holiday", "vacation", "trip", "visiting", "visit", "staying", "hotel", "conference",
     "honeymoon", "travelling", "traveling", "layover", "stopover", "wedding", "funeral",
     "interview", "anymore", "not", "never", "passing",
@@ -291,14 +291,14 @@ pub(super) const AWAY: &[&str] = &[
 /// Verbs after "I like to" or "I hate to" that say something rather than
 /// a taste ("I like to think she inspired him").
 #[rustfmt::skip]
-pub(super) const SAYING: &[&str] = &[
+pub(crate) const SAYING: &[&str] = &[
     "think", "believe", "imagine", "say", "admit", "tell", "bother", "interrupt", "complain",
     "ask",
 ];
 
 /// Someone, as what is loved or hated: no taste.
 #[rustfmt::skip]
-pub(super) const SOMEONE: &[&str] = &[
+pub(crate) const SOMEONE: &[&str] = &[
     "myself", "yourself", "himself", "herself", "ourselves", "themselves", "you", "him", "her",
     "me", "us",
 ];
@@ -306,7 +306,7 @@ pub(super) const SOMEONE: &[&str] = &[
 /// Kinds of place one works at, named without a capital ("the hospital",
 /// "the care home").
 #[rustfmt::skip]
-pub(super) const WORKPLACES: &[&str] = &[
+pub(crate) const WORKPLACES: &[&str] = &[
     "hospital", "clinic", "surgery", "home", "school", "factory", "plant", "mine", "mill",
     "store", "shop", "supermarket", "restaurant", "cafe", "café", "bakery", "hotel", "bank",
     "office", "warehouse", "lodge", "library", "garage", "farm", "airport", "university",
@@ -343,13 +343,13 @@ pub(crate) const OCCUPATIONS: &[&str] = &[
 ];
 
 /// Whether a word names an occupation ([`OCCUPATIONS`], sorted).
-pub(super) fn is_occupation(word: &str) -> bool {
+pub(crate) fn is_occupation(word: &str) -> bool {
     OCCUPATIONS.binary_search(&word).is_ok()
 }
 
 /// Words that judge how one does a thing, not what one does for a living
 /// ("I'm a terrible teacher").
-pub(super) const ROLE_JUDGEMENTS: &[&str] = &[
+pub(crate) const ROLE_JUDGEMENTS: &[&str] = &[
     "good", "bad", "terrible", "great", "awful", "better", "worse", "lousy", "horrible", "natural",
     "born", "hopeless", "useless", "decent", "proper", "real", "total",
 ];
@@ -357,7 +357,7 @@ pub(super) const ROLE_JUDGEMENTS: &[&str] = &[
 /// A day's ordinal spelled out, as speech is written down ("the twelfth of
 /// June"; "twenty-first" is "twenty-" and one of the first nine).
 #[rustfmt::skip]
-pub(super) const ORDINAL_WORDS: &[&str] = &[
+pub(crate) const ORDINAL_WORDS: &[&str] = &[
     "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth",
     "tenth", "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth",
     "seventeenth", "eighteenth", "nineteenth", "twentieth", "thirtieth",
@@ -365,7 +365,7 @@ pub(super) const ORDINAL_WORDS: &[&str] = &[
 
 /// Numbers spelled out, as a `{num}` slot takes them.
 #[rustfmt::skip]
-pub(super) const NUMBER_WORDS: &[&str] = &[
+pub(crate) const NUMBER_WORDS: &[&str] = &[
     "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
     "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen",
     "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
@@ -374,7 +374,7 @@ pub(super) const NUMBER_WORDS: &[&str] = &[
 /// Verbs a sentence often opens with, its subject ("I") left out: "Quit
 /// the café!", "Moved to Leeds last month".
 #[rustfmt::skip]
-pub(super) const ELIDED_PAST: &[&str] = &[
+pub(crate) const ELIDED_PAST: &[&str] = &[
     "moved", "relocated", "quit", "started", "signed", "registered", "bought", "got", "switched",
     "adopted", "rescued", "joined", "went", "took", "gave", "graduated", "retired", "traded",
     "lost", "left", "booked", "applied", "landed", "accepted", "finished",
@@ -383,7 +383,7 @@ pub(super) const ELIDED_PAST: &[&str] = &[
 /// Words in -ing that open a sentence without being what the speaker is
 /// doing.
 #[rustfmt::skip]
-pub(super) const NOT_DOING: &[&str] = &[
+pub(crate) const NOT_DOING: &[&str] = &[
     "thing", "something", "anything", "nothing", "everything", "morning", "evening", "during",
     "spring", "string", "sibling", "bring", "wedding", "feeling", "being", "according",
     "raining", "snowing", "pouring", "amazing", "boring", "interesting", "building", "ceiling",
@@ -392,13 +392,13 @@ pub(super) const NOT_DOING: &[&str] = &[
 
 /// Relations that are a man's; [`FEMALE_RELATIONS`] a woman's.
 #[rustfmt::skip]
-pub(super) const MALE_RELATIONS: &[&str] = &[
+pub(crate) const MALE_RELATIONS: &[&str] = &[
     "husband", "boyfriend", "fiance", "dad", "father", "daddy", "stepdad", "stepfather",
     "father-in-law", "brother", "son", "uncle", "nephew", "grandpa", "grandfather", "grandson",
     "landlord",
 ];
 #[rustfmt::skip]
-pub(super) const FEMALE_RELATIONS: &[&str] = &[
+pub(crate) const FEMALE_RELATIONS: &[&str] = &[
     "wife", "girlfriend", "fiancee", "fiancée", "mom", "mother", "mum", "mommy", "mam", "mammy",
     "mummy", "stepmom", "stepmother", "mother-in-law", "sister", "daughter", "aunt", "niece",
     "grandma", "grandmother", "granddaughter", "landlady",
@@ -406,7 +406,7 @@ pub(super) const FEMALE_RELATIONS: &[&str] = &[
 
 /// Someone spoken of who is not the user's relation.
 #[rustfmt::skip]
-pub(super) const SOMEONE_ELSE: &[&str] = &[
+pub(crate) const SOMEONE_ELSE: &[&str] = &[
     "lady", "guy", "man", "woman", "client", "customer", "girl", "boy", "someone", "somebody",
     "fellow", "bloke", "gentleman", "stranger",
 ];
@@ -415,7 +415,7 @@ pub(super) const SOMEONE_ELSE: &[&str] = &[
 /// mum's not well"), where another word makes it a possessive ("my
 /// neighbour's goat").
 #[rustfmt::skip]
-pub(super) const AFTER_IS: &[&str] = &[
+pub(crate) const AFTER_IS: &[&str] = &[
     "a", "an", "the", "been", "got", "gone", "going", "not", "so", "very", "really", "just",
     "always", "never", "still", "also", "now", "finally", "in", "at", "from", "on", "back",
     "home", "off", "out", "over", "up", "like", "um", "uh", "doing", "getting", "coming",
@@ -424,7 +424,7 @@ pub(super) const AFTER_IS: &[&str] = &[
 ];
 
 /// Words a spoken sentence may open on before its subject.
-pub(super) const FILLERS: &[&str] = &["so", "um", "uh", "oh", "and", "well", "yeah", "like", "but"];
+pub(crate) const FILLERS: &[&str] = &["so", "um", "uh", "oh", "and", "well", "yeah", "like", "but"];
 
 /// Whether a word names a relation or a pet (for scoring what a sentence
 /// discloses).
@@ -436,7 +436,7 @@ pub fn is_relation_word(word: &str) -> bool {
 }
 
 /// The subject a one-valued relation's name is filed under.
-pub(super) fn relation_subject(rel: &str) -> &str {
+pub(crate) fn relation_subject(rel: &str) -> &str {
     SINGLE_RELATIONS
         .iter()
         .find(|(w, _)| *w == rel)

@@ -91,13 +91,13 @@ async fn part<T>(
 }
 
 #[async_trait::async_trait]
-impl ContextStore for PgBackend {
-    async fn context_parts(
+impl SourceStore for PgBackend {
+    async fn source_parts(
         &self,
         agent_id: &str,
         user_id: &str,
         parts: Parts,
-    ) -> Result<ContextParts, StoreError> {
+    ) -> Result<SourceParts, StoreError> {
         self.write_turns().await?;
         let (summaries, ended, facts, blocks, topics) = futures::try_join!(
             part(
@@ -123,7 +123,7 @@ impl ContextStore for PgBackend {
                 self.topics(agent_id, Some(user_id))
             ),
         )?;
-        Ok(ContextParts {
+        Ok(SourceParts {
             blocks,
             facts,
             summaries,

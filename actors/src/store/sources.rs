@@ -4,7 +4,7 @@ use super::*;
 
 /// What is stored for an (agent, user)'s context, read in one go.
 #[derive(Debug, Clone, Default)]
-pub struct ContextSources {
+pub struct StoredSources {
     /// The agent-wide blocks.
     pub agent_blocks: Vec<MemoryBlock>,
     /// The blocks drawn from this user's conversations.
@@ -77,24 +77,24 @@ pub struct StoredBlocks {
 }
 
 /// The parts of an (agent, user)'s context sources that were asked for
-/// ([`Trees::context_parts`]); `None` where not asked.
+/// ([`Trees::source_parts`]); `None` where not asked.
 #[derive(Debug, Default)]
-pub struct ContextParts {
+pub struct SourceParts {
     pub blocks: Option<StoredBlocks>,
-    /// As [`ContextSources::facts`].
+    /// As [`StoredSources::facts`].
     pub facts: Option<CurrentFacts>,
-    /// As [`ContextSources::summaries`].
+    /// As [`StoredSources::summaries`].
     pub summaries: Option<Vec<std::sync::Arc<ConversationSummary>>>,
-    /// As [`ContextSources::ended`].
+    /// As [`StoredSources::ended`].
     pub ended: Option<Vec<std::sync::Arc<SessionRecord>>>,
     pub topics: Option<Vec<Topic>>,
 }
 
-impl From<ContextParts> for ContextSources {
+impl From<SourceParts> for StoredSources {
     /// Every part read (a part not asked for is empty).
-    fn from(parts: ContextParts) -> ContextSources {
+    fn from(parts: SourceParts) -> StoredSources {
         let blocks = parts.blocks.unwrap_or_default();
-        ContextSources {
+        StoredSources {
             agent_blocks: blocks.agent_blocks,
             user_blocks: blocks.user_blocks,
             persistent_context: blocks.persistent_context,

@@ -1,14 +1,16 @@
-//! A stored turn as a retrieved item, and what shaping reads of it.
+//! A stored turn as a retrieved item, and what shaping reads of it: made
+//! once, when the index takes the turn in, and kept by the index
+//! ([`AgentIndex::turns_around`](super::AgentIndex::turns_around)).
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Datelike, Timelike, Utc};
 use uuid::Uuid;
 
-use super::excerpt::stem_keys;
+use super::TurnRef;
 use crate::context::{CharEstimate, ContextItem, Source, Tier, TokenCounter};
+use crate::lang::stem_keys;
 use crate::model::{ConversationTurn, Speaker};
-use crate::search::TurnRef;
 
 /// A stored turn prepared as a retrieved item, with what retrieval asks
 /// of it. Its text is made once, when the turn is indexed (relative dates
@@ -39,7 +41,8 @@ pub struct PreparedTurn {
     answer: Box<[AnswerSentence]>,
     /// The answer's tokens.
     answer_tokens: u32,
-    /// The stems of words ([`stem_key`]), each part sorted, once each:
+    /// The stems of words ([`stem_key`](crate::lang::stem_key)), each part
+    /// sorted, once each:
     /// those of the user's sentences that tell of the user's own life
     /// ([`crate::text::of_itself`]) up to `own_end`, of the user's others
     /// up to `user_end`, then each answer sentence's.
@@ -76,18 +79,37 @@ struct AnswerSentence {
     own: bool,
 }
 
-/// An answer of at most this many tokens is one statement: shown whole
-/// whenever its turn is shown.
-const SHORT_ANSWER_TOKENS: usize = 30;
+/// How much of a turn's answer [`PreparedTurn::item`] shows (a context
+/// read takes these from `context.ranking`; [`AnswerLimits::DEFAULT`]
+/// holds its defaults).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerLimits {
+    /// An answer of at most this many tokens is one statement: shown whole
+    /// whenever its turn is shown.
+    pub short_tokens: usize,
+    /// The answer of the turn a search hit, of at most this many tokens,
+    /// is shown whole: the exchange the words asked were found in is where
+    /// the answer most likely is, whichever side said it.
+    pub hit_tokens: usize,
+    /// The sentences of a longer answer that hold the words asked, shown
+    /// at most.
+    pub sentences: usize,
+}
 
-/// The answer of the turn a search hit, of at most this many tokens, is
-/// shown whole: the exchange the words asked were found in is where the
-/// answer most likely is, whichever side said it.
-const HIT_ANSWER_TOKENS: usize = 80;
+impl AnswerLimits {
+    /// 30 tokens for a short answer, 80 for the hit's, three sentences.
+    pub const DEFAULT: AnswerLimits = AnswerLimits {
+        short_tokens: 30,
+        hit_tokens: 80,
+        sentences: 3,
+    };
+}
 
-/// The sentences of a longer answer that hold the words asked, shown at
-/// most.
-const ANSWER_SENTENCES: usize = 3;
+impl Default for AnswerLimits {
+    fn default() -> Self {
+        AnswerLimits::DEFAULT
+    }
+}
 
 impl PreparedTurn {
     /// Where it is stored.
@@ -146,16 +168,16 @@ impl PreparedTurn {
     /// of its query), shown as `shown`: what the user said, and of the
     /// agent side's answer all of it when it is short (or, for the turn a
     /// search hit, not long), else the sentences that hold a word asked
-    /// (the most words first, at most three, in their order) and the
+    /// (the most words first, at most `limits.sentences`, in their order) and the
     /// question it ends on, which the user's next turn answers. Where none
     /// of the answer's sentences holds a word asked but the user's words
     /// do, or the turn is the user's answer to the hit's question, the
     /// answer is the reply to them: its opening sentences are shown.
-    pub fn item(&self, asked: &[u64], shown_as: Shown) -> ContextItem {
+    pub fn item(&self, asked: &[u64], shown_as: Shown, limits: AnswerLimits) -> ContextItem {
         let limit = if shown_as == Shown::Hit {
-            HIT_ANSWER_TOKENS
+            limits.hit_tokens
         } else {
-            SHORT_ANSWER_TOKENS
+            limits.short_tokens
         };
         let holds = |stems: &[u64]| {
             stems
@@ -174,14 +196,14 @@ impl PreparedTurn {
                 .filter(|&(_, n)| n > 0)
                 .collect();
             ranked.sort_by_key(|&(i, n)| (std::cmp::Reverse(n), i));
-            ranked.truncate(ANSWER_SENTENCES);
+            ranked.truncate(limits.sentences);
             let mut shown: Vec<usize> = ranked.into_iter().map(|(i, _)| i).collect();
             let user_holds = holds(self.user_own()) + holds(self.user_rest()) > 0;
             if shown.is_empty() && (user_holds || shown_as == Shown::Answer) {
                 let mut used = 0;
                 for i in 0..self.answer.len() {
                     used += CharEstimate.count(self.sentence(i).0);
-                    if i > 0 && used > SHORT_ANSWER_TOKENS {
+                    if i > 0 && used > limits.short_tokens {
                         break;
                     }
                     shown.push(i);
@@ -426,6 +448,7 @@ mod tests {
             .item(
                 &stem_keys("what did she fix in the greenhouse"),
                 Shown::Beside,
+                AnswerLimits::DEFAULT,
             )
             .text;
         assert!(text.starts_with("- [2024-03-12 18:00] hanna: How was your week?"));
@@ -435,14 +458,20 @@ mod tests {
         assert!(!text.contains("drill"), "{text}");
         // other words asked, other sentences
         let text = p
-            .item(&stem_keys("who lent her a drill"), Shown::Beside)
+            .item(
+                &stem_keys("who lent her a drill"),
+                Shown::Beside,
+                AnswerLimits::DEFAULT,
+            )
             .text;
         assert!(
             text.contains("lent me his drill") && !text.contains("greenhouse"),
             "{text}"
         );
         // the answer's sentences, each with the date its time words mean
-        let text = p.item(&stem_keys("tomatoes"), Shown::Beside).text;
+        let text = p
+            .item(&stem_keys("tomatoes"), Shown::Beside, AnswerLimits::DEFAULT)
+            .text;
         assert!(text.contains("on Sunday (Sunday 10 March 2024)"), "{text}");
     }
 
@@ -452,7 +481,7 @@ mod tests {
         let at = Utc.with_ymd_and_hms(2024, 3, 11, 23, 30, 0).unwrap();
         let t = turn(at, "I sailed yesterday!", "Lovely. Which boat?");
         let text = prepared(chrono_tz::Europe::Warsaw, &t)
-            .item(&[], Shown::Beside)
+            .item(&[], Shown::Beside, AnswerLimits::DEFAULT)
             .text;
         assert!(
             text.contains("I sailed yesterday (Monday 11 March 2024)!"),
@@ -460,7 +489,7 @@ mod tests {
         );
         assert!(text.ends_with("\n  ruth: Lovely. Which boat?"), "{text}");
         let text = prepared(chrono_tz::Tz::UTC, &t)
-            .item(&[], Shown::Beside)
+            .item(&[], Shown::Beside, AnswerLimits::DEFAULT)
             .text;
         assert!(text.contains("yesterday (Sunday 10 March 2024)"), "{text}");
     }
@@ -480,11 +509,11 @@ mod tests {
         let p = prepared(chrono_tz::Tz::UTC, &t);
         let asked = stem_keys("what did you tell me to do about the car inspection");
         // as the answer to the hit's question: the reply's opening
-        let text = p.item(&asked, Shown::Answer).text;
+        let text = p.item(&asked, Shown::Answer, AnswerLimits::DEFAULT).text;
         assert!(text.contains("Ring Hamid at the garage"), "{text}");
         assert!(text.contains("how's the new job going?"), "{text}");
         // said beside a hit, none of its words asked: only its question
-        let text = p.item(&asked, Shown::Beside).text;
+        let text = p.item(&asked, Shown::Beside, AnswerLimits::DEFAULT).text;
         assert!(!text.contains("Hamid"), "{text}");
         assert!(text.contains("how's the new job going?"), "{text}");
     }
@@ -493,7 +522,7 @@ mod tests {
     fn an_empty_answer_shows_the_user_alone() {
         let at = Utc.with_ymd_and_hms(2024, 3, 11, 9, 0, 0).unwrap();
         let text = prepared(chrono_tz::Tz::UTC, &turn(at, "Hello?", "  "))
-            .item(&[], Shown::Beside)
+            .item(&[], Shown::Beside, AnswerLimits::DEFAULT)
             .text;
         assert_eq!(&*text, "- [2024-03-11 09:00] hanna: Hello?");
     }

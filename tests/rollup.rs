@@ -656,10 +656,12 @@ async fn a_topic_shift_in_a_live_call_refreshes_the_block_early() -> Res {
 }
 
 /// The offline summarizer, except that summaries of summaries (rollups,
-/// topic summaries) fail with a 503 while `down` is set.
+/// topic summaries) fail with a 503 while `down` is set, or always for
+/// the agents in `agents`.
 #[derive(Clone, Default)]
 struct RollupsDown {
     down: Arc<std::sync::atomic::AtomicBool>,
+    agents: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl recall::Reflect for RollupsDown {
@@ -671,7 +673,13 @@ impl recall::Reflect for RollupsDown {
         &self,
         request: recall::ReflectRequest,
     ) -> recall::engine::reflect::BoxFuture<'static, Result<String, recall::ReflectError>> {
-        if !request.sources.is_empty() && self.down.load(std::sync::atomic::Ordering::SeqCst) {
+        let failing = self.down.load(std::sync::atomic::Ordering::SeqCst)
+            || self
+                .agents
+                .lock()
+                .unwrap()
+                .contains(&request.session.agent_id);
+        if !request.sources.is_empty() && failing {
             return Box::pin(async {
                 Err(recall::ReflectError::Server {
                     status: 503,
@@ -719,32 +727,6 @@ async fn a_failed_rollup_is_tried_again_at_the_next_check_not_the_next_day() -> 
     Ok(())
 }
 
-/// The offline summarizer, except that rollups of the agents named fail.
-#[derive(Clone)]
-struct RollupsFailFor(Arc<std::sync::Mutex<Vec<String>>>);
-
-impl recall::Reflect for RollupsFailFor {
-    fn name(&self) -> &'static str {
-        "rollups-fail-for"
-    }
-
-    fn reflect(
-        &self,
-        request: recall::ReflectRequest,
-    ) -> recall::engine::reflect::BoxFuture<'static, Result<String, recall::ReflectError>> {
-        let failing = self.0.lock().unwrap().contains(&request.session.agent_id);
-        if !request.sources.is_empty() && failing {
-            return Box::pin(async {
-                Err(recall::ReflectError::Server {
-                    status: 503,
-                    body: "overloaded".into(),
-                })
-            });
-        }
-        ExtractiveReflect.reflect(request)
-    }
-}
-
 /// How many daily rollups each agent has.
 async fn dailies(rt: &TestRuntime, agents: &[String]) -> anyhow::Result<Vec<usize>> {
     let mut n = Vec::new();
@@ -759,13 +741,11 @@ async fn agents_rolled_up_together_fail_alone_and_each_is_rolled_up_once() -> Re
     // More agents than one pass takes, with one failing in the first pass
     // and one in the second.
     let agents: Vec<String> = (0..70).map(|i| format!("agent-{i:02}")).collect();
-    let failing = Arc::new(std::sync::Mutex::new(vec![
-        "agent-03".to_string(),
-        "agent-66".to_string(),
-    ]));
+    let reflect = RollupsDown::default();
+    *reflect.agents.lock().unwrap() = vec!["agent-03".to_string(), "agent-66".to_string()];
     let rt = TestRuntime::start_at(
         settings("UTC"),
-        Arc::new(RollupsFailFor(failing.clone())),
+        Arc::new(reflect.clone()),
         utc("2026-03-02T10:00:00Z"),
     )
     .await?;
@@ -789,7 +769,7 @@ async fn agents_rolled_up_together_fail_alone_and_each_is_rolled_up_once() -> Re
     // (their topic summaries fail too, at each wake)
     assert!(totals.failures >= 2, "{totals:?}");
     // the next check rolls the two up, and nothing twice
-    failing.lock().unwrap().clear();
+    reflect.agents.lock().unwrap().clear();
     run_until(&rt, utc("2026-03-03T03:11:00Z")).await;
     settle(&rt).await;
     assert!(dailies(&rt, &agents).await?.iter().all(|n| *n == 1));

@@ -189,20 +189,7 @@ pub(super) async fn a_batch_keeps_no_rollup_of_a_user_forgotten_meanwhile(h: &Ha
     let (_, ada) = call("ada", 1);
     b.complete_reflection(&mark, &[], &[]).await.unwrap();
     b.complete_reflection(&ada, &[], &[]).await.unwrap();
-    let embed: Arc<dyn crate::embed::Embed> = Arc::new(crate::embed::HashingEmbed::default());
-    let (store, handle) = Actor::spawn(
-        None,
-        StoreActor,
-        StoreArgs {
-            backend: b.clone(),
-            settings: Default::default(),
-            generations: Default::default(),
-            search: Arc::new(SearchIndex::new(&embed)),
-            backlog: Default::default(),
-        },
-    )
-    .await
-    .unwrap();
+    let (store, handle) = spawn_store(b.clone()).await;
     ractor::call!(store, |reply| StoreMsg::Forget {
         user_id: "mark".into(),
         agent_id: None,

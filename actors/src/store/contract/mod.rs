@@ -293,3 +293,23 @@ pub(crate) fn daily(
     s.source_summary_ids = sources.to_vec();
     s
 }
+
+/// A Store actor over `b`, with default settings.
+pub(crate) async fn spawn_store(
+    b: SharedBackend,
+) -> (ActorRef<StoreMsg>, tokio::task::JoinHandle<()>) {
+    let embed: Arc<dyn crate::embed::Embed> = Arc::new(crate::embed::HashingEmbed::default());
+    Actor::spawn(
+        None,
+        StoreActor,
+        StoreArgs {
+            backend: b,
+            settings: Default::default(),
+            generations: Default::default(),
+            search: Arc::new(SearchIndex::new(&embed)),
+            backlog: Default::default(),
+        },
+    )
+    .await
+    .unwrap()
+}

@@ -120,20 +120,7 @@ pub(super) async fn ending_a_session_queues_its_reflection_with_its_turns(h: &Ha
 /// written yet among them).
 pub(super) async fn a_read_off_the_writer_sees_the_writes_sent_before_it(h: &Harness) {
     let b = h.open().await;
-    let embed: Arc<dyn crate::embed::Embed> = Arc::new(crate::embed::HashingEmbed::default());
-    let (store, handle) = Actor::spawn(
-        None,
-        StoreActor,
-        StoreArgs {
-            backend: b,
-            settings: Default::default(),
-            generations: Default::default(),
-            search: Arc::new(SearchIndex::new(&embed)),
-            backlog: Default::default(),
-        },
-    )
-    .await
-    .unwrap();
+    let (store, handle) = spawn_store(b).await;
     let rec = opened(7, "kairix", "mark", 0);
     let id = rec.session_id;
     store.cast(StoreMsg::OpenSession(rec.clone())).unwrap();

@@ -775,10 +775,17 @@ async fn agents_rolled_up_together_fail_alone_and_each_is_rolled_up_once() -> Re
     assert!(dailies(&rt, &agents).await?.iter().all(|n| *n == 1));
     let totals = rt.stats().await?.rollup.totals;
     assert_eq!(totals.daily, 70);
-    // the next day, only that day is rolled up
+    // the next day, only that day is rolled up: one agent had a call
+    rt.start_session("agent-00", "mark", "next-day").await?;
+    rt.record_turn("next-day", Turn::new("More plans", "ok"))?;
+    rt.end_session("next-day", EndOptions::default())?;
+    settle(&rt).await;
     run_until(&rt, utc("2026-03-04T03:01:00Z")).await;
     settle(&rt).await;
-    assert!(dailies(&rt, &agents).await?.iter().all(|n| *n == 1));
+    let n = dailies(&rt, &agents).await?;
+    assert_eq!(n[0], 2, "agent-00");
+    assert!(n[1..].iter().all(|n| *n == 1));
+    assert_eq!(rt.stats().await?.rollup.totals.daily, 71);
     Ok(())
 }
 

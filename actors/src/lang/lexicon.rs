@@ -154,7 +154,7 @@ pub(crate) const FRAMING_WORDS: [&str; 6] = [
 ];
 
 /// Words too common to index or to read as a topic (sorted by nothing:
-/// looked up by scan).
+/// looked up through a set, see `is_stopword`).
 pub(crate) const STOPWORDS: &[&str] = &[
     "a",
     "about",

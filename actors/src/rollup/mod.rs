@@ -123,8 +123,8 @@ pub struct RollupStats {
 
 pub struct RollupArgs {
     pub store: ActorRef<StoreMsg>,
-    /// Where an agent's rollup reads its cursor and summaries, in one
-    /// read off the Store actor (its writes go through the actor).
+    /// Where a rollup pass reads its agents' cursors and summaries, in one
+    /// read a level off the Store actor (its writes go through the actor).
     pub reader: crate::store::Reader,
     pub reflect: Arc<dyn Reflect>,
     pub embed: Arc<dyn Embed>,
@@ -203,7 +203,8 @@ impl RollupState {
         Ok(())
     }
 
-    /// Rolls up `agents` as of `now`, `max_concurrent` at a time. An agent
+    /// Rolls up `agents` as of `now`, in passes of 64 agents, two passes at
+    /// once, at most `max_concurrent` agents summarizing at once. An agent
     /// that failed is due again after the check interval (its cursor stayed
     /// on the last period done), the others at their next local hour.
     async fn roll(&mut self, agents: Vec<String>, now: DateTime<Utc>) -> RollupReport {

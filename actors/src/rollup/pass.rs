@@ -54,15 +54,19 @@ impl Ctx {
             if going.is_empty() {
                 break;
             }
-            match self.roll_level(&going, level, now, &mut reports).await {
-                Ok(failed) => going.retain(|a| !failed.contains(a)),
-                Err(err) => {
-                    warn!(agents = going.len(), level = level.as_str(), error = %err, source = ?std::error::Error::source(&err), "rollups failed; they are tried again at the next check");
-                    for a in &going {
-                        reports.entry(a.clone()).or_default().failures += 1;
-                    }
-                    break;
+            let mut failed = BTreeSet::new();
+            let res = self
+                .roll_level(&going, level, now, &mut reports, &mut failed)
+                .await;
+            going.retain(|a| !failed.contains(a));
+            if let Err(err) = res {
+                // The pass's own read or write: every agent of it not
+                // counted already failed.
+                warn!(agents = going.len(), level = level.as_str(), error = %err, source = ?std::error::Error::source(&err), "rollups failed; they are tried again at the next check");
+                for a in &going {
+                    reports.entry(a.clone()).or_default().failures += 1;
                 }
+                break;
             }
         }
         reports
@@ -70,24 +74,25 @@ impl Ctx {
 
     /// Rolls every complete period of `level` after each agent's cursor up
     /// to its today (exclusive), and moves the cursors. An agent stops at
-    /// its first failure, with its cursor on the last period it finished.
-    /// Returns the agents that failed; an error is the pass's own (the read
-    /// or the write), which no agent of it got past.
+    /// its first failure, with its cursor on the last period it finished,
+    /// and is put in `failed` (its report counting the failure). An error
+    /// is the pass's own (the read or the write), which no agent of it got
+    /// past.
     async fn roll_level(
         &self,
         agents: &[String],
         level: Level,
         now: DateTime<Utc>,
         reports: &mut BTreeMap<String, RollupReport>,
-    ) -> Result<BTreeSet<String>, RollupError> {
-        let mut failed = BTreeSet::new();
+        failed: &mut BTreeSet<String>,
+    ) -> Result<(), RollupError> {
         let mut jobs = Vec::new();
         for (agent_id, read) in self.level_inputs(agents, level, now).await? {
             match read {
                 Ok(Some(inputs)) => jobs.push(self.make_level(agent_id, level, inputs, now)),
                 Ok(None) => {}
                 Err(err) => {
-                    warn!(%agent_id, level = level.as_str(), error = %err, "rollup inputs not read; tried again at the next check");
+                    warn!(%agent_id, level = level.as_str(), error = %err, source = ?std::error::Error::source(&err), "rollup inputs not read; tried again at the next check");
                     reports.entry(agent_id.clone()).or_default().failures += 1;
                     failed.insert(agent_id);
                 }
@@ -113,10 +118,11 @@ impl Ctx {
             batch.rollups.extend(m.rollups);
         }
         if batch.is_empty() {
-            return Ok(failed);
+            return Ok(());
         }
         self.add_vectors(&mut batch.rollups).await;
         let stored = store_call!(self.store, |reply| StoreMsg::PutRollups { batch, reply })?;
+        debug_assert_eq!(owners.len(), stored.len());
         for (agent_id, new) in owners.into_iter().zip(stored) {
             if new {
                 let r = reports.entry(agent_id).or_default();
@@ -126,7 +132,7 @@ impl Ctx {
                 }
             }
         }
-        Ok(failed)
+        Ok(())
     }
 
     /// Makes an agent's rollups of `level` from what was read: per period

@@ -665,7 +665,7 @@ impl AgentIndex {
         // A similarity that weighs nothing in the score (keywords alone)
         // is worked out for the hits shown only, in `hits` (NaN here: it
         // adds nothing below, `f32::max` leaving it out).
-        let weighed = 1.0 - w != 0.0 || !nearest.is_empty();
+        let weighed = w != 1.0 || !nearest.is_empty();
         let scored: Vec<(f32, f32, f32, u32)> = cands
             .into_iter()
             .filter_map(|(bm25, slot)| {

@@ -25,7 +25,8 @@ pub struct RollupSettings {
     /// Seconds between looks at agents and summaries not seen yet: a
     /// safety net, since a finished reflection wakes the actor at once.
     pub check_interval_secs: u64,
-    /// Agents rolled up at once.
+    /// Agents whose rollups are being made at once (across the passes
+    /// under way).
     pub max_concurrent: usize,
     /// A summary joins the closest topic at or above this cosine
     /// similarity, else it starts a new topic.

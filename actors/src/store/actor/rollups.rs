@@ -45,6 +45,21 @@ impl StoreState {
                 let mut keep = kept.iter();
                 batch.rollups.retain(|_| *keep.next().unwrap_or(&true));
                 let res = t.put_rollups(&batch).await;
+                if res.is_err() {
+                    // A backend that writes a batch in parts (PostgreSQL's
+                    // rollups, one transaction each) may have stored some:
+                    // nothing held in memory is trusted for its agents and
+                    // users (their indexes are built again on the next
+                    // search, their contexts read again).
+                    for r in &batch.rollups {
+                        self.generations.bump_user(
+                            &r.summary.agent_id,
+                            &r.summary.user_id,
+                            Parts::SUMMARIES,
+                        );
+                        self.search.clear_agent(&r.summary.agent_id);
+                    }
+                }
                 if let Ok(stored) = &res {
                     let mut agents: HashMap<String, Vec<NewRollup>> = HashMap::new();
                     for (r, new) in batch.rollups.into_iter().zip(stored) {

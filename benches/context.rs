@@ -399,8 +399,24 @@ fn main() {
     let rt = tokio
         .block_on(RuntimeBuilder::new(dir.path()).start())
         .expect("runtime start");
+    fill_and_describe(&tokio, &rt);
+    let repeated = repeated_reads(&tokio, &rt);
+    let pure = pure_assembler(&tokio, &rt);
+    print_repeated_reads(&repeated, pure);
+
+    criterion_group(&tokio, &rt);
+    let mixed = the_mix(&tokio, &rt);
+    record_rows(&results, &repeated, pure, &mixed);
+
+    tokio.block_on(async {
+        let _ = rt.shutdown().await;
+    });
+}
+
+/// Fills the store and prints what the heavy user's context holds.
+fn fill_and_describe(tokio: &tokio::runtime::Runtime, rt: &Runtime) {
     let started = Instant::now();
-    tokio.block_on(fill(&rt));
+    tokio.block_on(fill(rt));
     let (facts, summaries) = tokio.block_on(async {
         let facts = rt.facts(AGENT, USER).await.expect("facts").len();
         let summaries = rt
@@ -431,13 +447,28 @@ fn main() {
             t.tokens
         );
     }
+}
 
+/// The repeated reads' figures: cached (mean, p50, p99), uncached, and the
+/// cache's hits and misses meanwhile.
+struct Repeated {
+    cm: f64,
+    c50: u64,
+    c99: u64,
+    um: f64,
+    u50: u64,
+    u99: u64,
+    hits: u64,
+    misses: u64,
+}
+
+fn repeated_reads(tokio: &tokio::runtime::Runtime, rt: &Runtime) -> Repeated {
     // ---- repeated reads: cached against uncached, alternating ----
     let batch = |n: usize, cached: bool| -> Vec<u64> {
         tokio.block_on(async {
             let mut out = Vec::with_capacity(n);
             for _ in 0..n {
-                out.push(read(&rt, USER, MESSAGE, cached).await);
+                out.push(read(rt, USER, MESSAGE, cached).await);
             }
             out
         })
@@ -458,7 +489,20 @@ fn main() {
     let after = rt.source_cache_stats();
     let (cm, c50, c99) = percentiles(cached);
     let (um, u50, u99) = percentiles(uncached);
+    Repeated {
+        cm,
+        c50,
+        c99,
+        um,
+        u50,
+        u99,
+        hits: after.hits - before.hits,
+        misses: after.misses - before.misses,
+    }
+}
 
+/// The pure assembler over the same data, unprepared: (mean, p50, p99).
+fn pure_assembler(tokio: &tokio::runtime::Runtime, rt: &Runtime) -> (f64, u64, u64) {
     // ---- the pure assembler over the same data, unprepared ----
     let (blocks, facts, summaries, turns) = tokio.block_on(async {
         let blocks = rt.blocks(AGENT).await.expect("blocks");
@@ -506,7 +550,20 @@ fn main() {
         })
         .collect();
     let (am, a50, a99) = percentiles(assembled);
+    (am, a50, a99)
+}
 
+fn print_repeated_reads(r: &Repeated, (am, a50, a99): (f64, u64, u64)) {
+    let Repeated {
+        cm,
+        c50,
+        c99,
+        um,
+        u50,
+        u99,
+        hits,
+        misses,
+    } = *r;
     println!();
     println!(
         "repeated reads of the heavy user ({ROUNDS} rounds, cached and uncached batches \
@@ -517,8 +574,8 @@ fn main() {
         cm / 1e3,
         us(c50),
         us(c99),
-        after.hits - before.hits,
-        after.misses - before.misses
+        hits,
+        misses
     );
     println!(
         "  context_uncached (same inputs): mean {:.1} µs, p50 {:.1} µs, p99 {:.1} µs",
@@ -538,7 +595,10 @@ fn main() {
         us(a50),
         us(a99)
     );
+}
 
+/// The criterion group: the read cached and uncached.
+fn criterion_group(tokio: &tokio::runtime::Runtime, rt: &Runtime) {
     let mut c = Criterion::default()
         .configure_from_args()
         .sample_size(20)
@@ -556,10 +616,22 @@ fn main() {
     });
     g.finish();
     c.final_summary();
+}
+
+/// The mix and its figures: the cached reads' p50 and p99, the uncached.
+struct Mixed {
+    m: Mix,
+    m50: u64,
+    m99: u64,
+    n50: u64,
+    n99: u64,
+}
+
+fn the_mix(tokio: &tokio::runtime::Runtime, rt: &Runtime) -> Mixed {
     // ---- the mix ----
     let before = rt.source_cache_stats();
     let t = Instant::now();
-    let m = tokio.block_on(mix(&rt));
+    let m = tokio.block_on(mix(rt));
     let took = t.elapsed();
     let after = rt.source_cache_stats();
     let (_, m50, m99) = percentiles(m.cached.clone());
@@ -601,7 +673,26 @@ fn main() {
         m50 as f64 / n50.max(1) as f64,
     );
     println!();
+    Mixed {
+        m,
+        m50,
+        m99,
+        n50,
+        n99,
+    }
+}
 
+/// Rows 7 to 9.
+fn record_rows(results: &Recorder, r: &Repeated, (_, a50, a99): (f64, u64, u64), mixed: &Mixed) {
+    let (c50, c99, u50, u99) = (r.c50, r.c99, r.u50, r.u99);
+    let Mixed {
+        m,
+        m50,
+        m99,
+        n50,
+        n99,
+    } = mixed;
+    let (m50, m99, n50, n99) = (*m50, *m99, *n50, *n99);
     let ms = |ns: u64| ns as f64 / 1e6;
     let ratio = |a: u64, b: u64| a as f64 / b.max(1) as f64;
     let load = format!("load average {}", common::load_average());
@@ -673,10 +764,6 @@ fn main() {
             .figure("p99", ms(a99), "ms")
             .note(&load),
     );
-
-    tokio.block_on(async {
-        let _ = rt.shutdown().await;
-    });
 }
 
 /// The read `Runtime::context` makes past its cache: every source read

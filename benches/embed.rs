@@ -116,6 +116,9 @@ fn line(what: &str, f: (f64, f64, f64)) {
 const COMMAND: &str = "scripts/fetch-model && cargo bench --features local-embed --bench embed";
 const HASHING: &str = "the hashing embedder on the same sentences";
 
+/// (p50, p99, mean) in microseconds, as `figures` gives them.
+type Fig = (f64, f64, f64);
+
 fn main() {
     let results = Recorder::bench();
     // The numeric kernels on one thread: the figures are per core.
@@ -137,10 +140,44 @@ fn main() {
         common::load_average()
     );
 
+    let (model, loaded) = model_load(&settings);
+    let (words, parse_ms, parse_mib) = static_table();
+    let hashing = HashingEmbed::default();
+    let one = one_sentence(&model, &hashing, &words);
+    let rates = batch_of_64(&model, &hashing, &words);
+    let scanned = index_of_100k_turns(&model);
+    let found = searches(&model, &scanned.ix);
+    context_reads(&dir, &model, &results);
+    let load = common::load_average();
+    println!("load average after: {load}");
+    let load = format!("load average {load}");
+
+    record_rows(
+        &results,
+        &load,
+        loaded,
+        one,
+        rates,
+        (parse_ms, parse_mib),
+        found,
+    );
+}
+
+/// The first model load and the memory it and its first forward pass add;
+/// the p50 of five more loads.
+struct Load {
+    first_load: std::time::Duration,
+    l: Fig,
+    rss0: u64,
+    rss_loaded: u64,
+    rss_ran: u64,
+}
+
+fn model_load(settings: &LocalEmbedSettings) -> (LocalEmbed, Load) {
     // Load time and memory.
     let rss0 = common::rss_kib();
     let t = Instant::now();
-    let model = LocalEmbed::load(&settings).expect("the model loads (scripts/fetch-model)");
+    let model = LocalEmbed::load(settings).expect("the model loads (scripts/fetch-model)");
     let first_load = t.elapsed();
     let rss_loaded = common::rss_kib();
     model
@@ -150,7 +187,7 @@ fn main() {
     let mut loads = Vec::new();
     for _ in 0..5 {
         let t = Instant::now();
-        black_box(LocalEmbed::load(&settings).expect("loads"));
+        black_box(LocalEmbed::load(settings).expect("loads"));
         loads.push(t.elapsed().as_nanos() as u64);
     }
     let l = figures(loads);
@@ -161,7 +198,20 @@ fn main() {
         rss_loaded.saturating_sub(rss0) as f64 / 1024.0,
         rss_ran.saturating_sub(rss0) as f64 / 1024.0
     );
+    (
+        model,
+        Load {
+            first_load,
+            l,
+            rss0,
+            rss_loaded,
+            rss_ran,
+        },
+    )
+}
 
+/// The static table, the milliseconds its parse takes and the MiB it adds.
+fn static_table() -> (StaticEmbed, f64, f64) {
     // The static table's parse (once per process) and its memory.
     let rss_before = common::rss_kib();
     let t = Instant::now();
@@ -173,9 +223,19 @@ fn main() {
     println!(
         "static word vectors: table parsed in {parse_ms:.1} ms, resident memory +{parse_mib:.1} MiB"
     );
+    (words, parse_ms, parse_mib)
+}
 
+/// One 20-word sentence on the local model, the hashing embedder and the
+/// static word vectors.
+struct Sentence {
+    lf: Fig,
+    hf: Fig,
+    sf: Fig,
+}
+
+fn one_sentence(model: &LocalEmbed, hashing: &HashingEmbed, words: &StaticEmbed) -> Sentence {
     // One 20-word sentence, one thread.
-    let hashing = HashingEmbed::default();
     let texts: Vec<String> = (0..400).map(|i| sentence(i * 7, 20)).collect();
     let (mut local_ns, mut hash_ns, mut static_ns) = (Vec::new(), Vec::new(), Vec::new());
     for (i, text) in texts.iter().enumerate() {
@@ -209,7 +269,17 @@ fn main() {
         lf.0 / hf.0,
         lf.1 / hf.1
     );
+    Sentence { lf, hf, sf }
+}
 
+/// Texts per second in a batch of 64, on each embedder.
+struct Rates {
+    local_rate: f64,
+    hash_rate: f64,
+    static_rate: f64,
+}
+
+fn batch_of_64(model: &LocalEmbed, hashing: &HashingEmbed, words: &StaticEmbed) -> Rates {
     // A batch of 64.
     let batch: Vec<String> = (0..64).map(|i| sentence(i * 13 + 3, 10 + i % 21)).collect();
     let rounds = 10;
@@ -237,7 +307,23 @@ fn main() {
         "batch of 64 (10–30 words): local {local_rate:.0} texts/s, hashing {hash_rate:.0} texts/s (ratio {:.0}x)",
         hash_rate / local_rate
     );
+    Rates {
+        local_rate,
+        hash_rate,
+        static_rate,
+    }
+}
 
+/// An agent index of 100,000 turns with the model's vectors, and what it
+/// was built from (kept as long as the index).
+struct Scanned {
+    ix: AgentIndex,
+    _distinct: Vec<String>,
+    _vectors: Vec<Vec<f32>>,
+    _turns: Vec<(u32, ConversationTurn)>,
+}
+
+fn index_of_100k_turns(model: &LocalEmbed) -> Scanned {
     // Retrieval's vector scan over 100,000 turns.
     let distinct: Vec<String> = (0..2000).map(|i| sentence(i, 8 + i % 17)).collect();
     let t = Instant::now();
@@ -269,7 +355,7 @@ fn main() {
         ix.set_vector(
             id,
             StoredVector {
-                embedder: model_name(&model),
+                embedder: model_name(model),
                 values: vectors[i as usize % 2000].clone(),
             },
         );
@@ -279,32 +365,17 @@ fn main() {
         "index of 100,000 turns with vectors: resident memory {:.1} MiB in all",
         rss_ix as f64 / 1024.0
     );
-    let questions = [
-        "What did the mechanic say was wrong with my car?",
-        "Which race did I sign up for?",
-        "What language am I learning?",
-        "Where do we play football now?",
-        "What's my dog like?",
-        "What recipe takes all afternoon?",
-        "Who keeps complaining about the dishwasher?",
-        "What happened at the planning meeting?",
-    ];
-    let qv: Vec<StoredVector> = model
-        .embed_blocking(&questions.map(String::from))
-        .expect("embeds")
-        .into_iter()
-        .map(|values| StoredVector {
-            embedder: model_name(&model),
-            values,
-        })
-        .collect();
-    let q = |text: &str| SearchQuery {
-        text: text.to_string(),
-        kinds: vec![DocKind::Turn],
-        user_id: Some("mark".into()),
-        limit: 40,
-        ..Default::default()
-    };
+    Scanned {
+        ix,
+        _distinct: distinct,
+        _vectors: vectors,
+        _turns: turns,
+    }
+}
+
+/// The rankings searched: by words alone, by words and vector (dense 40),
+/// and the latter reading every item's bits.
+fn rankings() -> [Ranking; 3] {
     let words = Ranking {
         keyword_weight: 1.0,
         candidates: 40,
@@ -333,6 +404,48 @@ fn main() {
         expects: recall_actors::text::Answers::NONE,
         ..hybrid
     };
+    [words, hybrid, full_scan]
+}
+
+/// The searches' figures (row 31) before their baselines are added, the
+/// baselines, the message's embedding and how many of the partition's
+/// results the full scan shares.
+struct Searches {
+    search: Run,
+    words_alone: Vec<(&'static str, Fig)>,
+    embedding: Fig,
+    same: usize,
+    compared: usize,
+}
+
+fn searches(model: &LocalEmbed, ix: &AgentIndex) -> Searches {
+    let questions = [
+        "What did the mechanic say was wrong with my car?",
+        "Which race did I sign up for?",
+        "What language am I learning?",
+        "Where do we play football now?",
+        "What's my dog like?",
+        "What recipe takes all afternoon?",
+        "Who keeps complaining about the dishwasher?",
+        "What happened at the planning meeting?",
+    ];
+    let qv: Vec<StoredVector> = model
+        .embed_blocking(&questions.map(String::from))
+        .expect("embeds")
+        .into_iter()
+        .map(|values| StoredVector {
+            embedder: model_name(model),
+            values,
+        })
+        .collect();
+    let q = |text: &str| SearchQuery {
+        text: text.to_string(),
+        kinds: vec![DocKind::Turn],
+        user_id: Some("mark".into()),
+        limit: 40,
+        ..Default::default()
+    };
+    let [words, hybrid, full_scan] = rankings();
     // Two regimes, 300 rounds each: right after the message's embedding
     // (a context read whose vector was not cached: the model's forward
     // pass has just run on the same core, so the index is out of cache),
@@ -421,11 +534,45 @@ fn main() {
     );
     let embedding = figures(query_embed);
     line("the message's embedding (a cache miss adds it)", embedding);
-    context_reads(&dir, &model, &results);
-    let load = common::load_average();
-    println!("load average after: {load}");
-    let load = format!("load average {load}");
+    Searches {
+        search,
+        words_alone,
+        embedding,
+        same,
+        compared,
+    }
+}
 
+/// Rows 28 to 32.
+fn record_rows(
+    results: &Recorder,
+    load: &str,
+    loaded: Load,
+    one: Sentence,
+    rates: Rates,
+    (parse_ms, parse_mib): (f64, f64),
+    found: Searches,
+) {
+    let Load {
+        first_load,
+        l,
+        rss0,
+        rss_loaded,
+        rss_ran,
+    } = loaded;
+    let Sentence { lf, hf, sf } = one;
+    let Rates {
+        local_rate,
+        hash_rate,
+        static_rate,
+    } = rates;
+    let Searches {
+        mut search,
+        words_alone,
+        embedding,
+        same,
+        compared,
+    } = found;
     results.record(
         &Row::new(
             28,
@@ -440,7 +587,7 @@ fn main() {
             .base("p99", hf.1, "µs")
             .ratio("p50", lf.0 / hf.0)
             .ratio("p99", lf.1 / hf.1)
-            .note(&load),
+            .note(load),
     );
     results.record(
         &Row::new(
@@ -453,7 +600,7 @@ fn main() {
             .figure("", local_rate, "texts/s")
             .base("", hash_rate, "texts/s")
             .ratio("hashing / local", hash_rate / local_rate)
-            .note(&load),
+            .note(load),
     );
     results.record(
         &Row::new(
@@ -475,7 +622,7 @@ fn main() {
                 rss_ran.saturating_sub(rss0) as f64 / 1024.0,
                 "MiB",
             )
-            .note(&load),
+            .note(load),
     );
     for (name, wo) in words_alone {
         let (p50, p99) = (format!("{name} p50"), format!("{name} p99"));
@@ -502,7 +649,7 @@ fn main() {
                 100.0 * same as f64 / compared.max(1) as f64,
                 "%",
             )
-            .note(&load),
+            .note(load),
     );
     results.record(
         &Row::new(
@@ -524,7 +671,7 @@ fn main() {
             .ratio("p50", sf.0 / hf.0)
             .ratio("p99", sf.1 / hf.1)
             .ratio("batch time", hash_rate / static_rate)
-            .note(&load),
+            .note(load),
     );
 }
 
@@ -544,45 +691,7 @@ fn context_reads(dir: &str, model: &LocalEmbed, results: &Recorder) {
         "Where is the weekly football game now",
         "Which recipe takes the whole afternoon",
     ];
-    let tokio = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    let data = tempfile::tempdir().expect("temp dir");
-    let mut settings = recall::Settings::default();
-    settings.embed.kind = recall::engine::settings::EmbedKind::Local;
-    settings.embed.local.model_dir = dir.to_string();
-    let started = Instant::now();
-    let rt = tokio
-        .block_on(
-            recall::RuntimeBuilder::new(data.path())
-                .settings(settings)
-                .start(),
-        )
-        .expect("runtime start");
-    tokio.block_on(async {
-        for c in 0..100 {
-            let conn = format!("call-{c}");
-            rt.start_session("kairix", "mark", &conn)
-                .await
-                .expect("start");
-            for t in 0..10 {
-                rt.record_turn(&conn, Turn::new(sentence(c * 10 + t, 12 + t), "I see."))
-                    .expect("turn");
-            }
-            rt.end_session(&conn, EndOptions::default()).expect("end");
-        }
-        rt.wait_idle().await.expect("idle");
-        black_box(
-            rt.context("kairix", "mark", "hello", 2000, ContextOptions::default())
-                .await
-                .expect("context"),
-        );
-    });
-    println!(
-        "context on the local model: 100 calls of 10 turns stored and embedded in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
+    let (tokio, _data, rt) = stored_calls(dir);
     let (mut made, mut kept, mut none, mut embed) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut prepared, mut at_once) = (Vec::new(), Vec::new());
@@ -683,6 +792,51 @@ fn context_reads(dir: &str, model: &LocalEmbed, results: &Recorder) {
             .note(&format!("load average {}", common::load_average())),
     );
     let _ = tokio.block_on(rt.shutdown());
+}
+
+/// A runtime on the local model holding 100 ended calls of ten turns, its
+/// tokio runtime and its data folder.
+fn stored_calls(dir: &str) -> (tokio::runtime::Runtime, tempfile::TempDir, recall::Runtime) {
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let data = tempfile::tempdir().expect("temp dir");
+    let mut settings = recall::Settings::default();
+    settings.embed.kind = recall::engine::settings::EmbedKind::Local;
+    settings.embed.local.model_dir = dir.to_string();
+    let started = Instant::now();
+    let rt = tokio
+        .block_on(
+            recall::RuntimeBuilder::new(data.path())
+                .settings(settings)
+                .start(),
+        )
+        .expect("runtime start");
+    tokio.block_on(async {
+        for c in 0..100 {
+            let conn = format!("call-{c}");
+            rt.start_session("kairix", "mark", &conn)
+                .await
+                .expect("start");
+            for t in 0..10 {
+                rt.record_turn(&conn, Turn::new(sentence(c * 10 + t, 12 + t), "I see."))
+                    .expect("turn");
+            }
+            rt.end_session(&conn, EndOptions::default()).expect("end");
+        }
+        rt.wait_idle().await.expect("idle");
+        black_box(
+            rt.context("kairix", "mark", "hello", 2000, ContextOptions::default())
+                .await
+                .expect("context"),
+        );
+    });
+    println!(
+        "context on the local model: 100 calls of 10 turns stored and embedded in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    (tokio, data, rt)
 }
 
 fn model_name(m: &LocalEmbed) -> String {

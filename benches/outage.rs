@@ -312,6 +312,45 @@ fn kinds(first: usize, n: usize) -> String {
         .join(", ")
 }
 
+/// Each phase's figures, and the LLM requests it served.
+fn print_phases(measured: &[Measured]) {
+    println!();
+    for (i, m) in measured.iter().enumerate() {
+        let (p50, p99) = common::p50_p99(&m.plain);
+        let (d50, d99) = common::p50_p99(&m.durable);
+        println!(
+            "phase {} {} ({:.1} s): record_turn ×{} p50 {:.1} µs, p99 {:.1} µs; \
+             record_turn_durable ×{} p50 {:.2} ms, p99 {:.2} ms",
+            i + 1,
+            m.phase.name(),
+            m.seconds,
+            m.plain.len(),
+            us(p50),
+            us(p99),
+            m.durable.len(),
+            ms(d50),
+            ms(d99),
+        );
+        let served = match m.phase {
+            Phase::Healthy => "all answered".to_string(),
+            Phase::Outage => format!(
+                "every one failed; faults served: {}",
+                kinds(m.first_request, m.requests)
+            ),
+        };
+        println!(
+            "  LLM requests while timed: {} ({served}); summaries stored {}, dead-lettered {}, \
+             window summaries completed {}, failed {}; reflections queued or running at the end {}",
+            m.requests,
+            m.summaries_stored,
+            m.dead_lettered,
+            m.windows_completed,
+            m.windows_failed,
+            m.backlog,
+        );
+    }
+}
+
 fn main() {
     let results = Recorder::bench();
     // The LLM server runs apart from the runtime under test, as it would.
@@ -353,41 +392,7 @@ fn main() {
         out
     });
 
-    println!();
-    for (i, m) in measured.iter().enumerate() {
-        let (p50, p99) = common::p50_p99(&m.plain);
-        let (d50, d99) = common::p50_p99(&m.durable);
-        println!(
-            "phase {} {} ({:.1} s): record_turn ×{} p50 {:.1} µs, p99 {:.1} µs; \
-             record_turn_durable ×{} p50 {:.2} ms, p99 {:.2} ms",
-            i + 1,
-            m.phase.name(),
-            m.seconds,
-            m.plain.len(),
-            us(p50),
-            us(p99),
-            m.durable.len(),
-            ms(d50),
-            ms(d99),
-        );
-        let served = match m.phase {
-            Phase::Healthy => "all answered".to_string(),
-            Phase::Outage => format!(
-                "every one failed; faults served: {}",
-                kinds(m.first_request, m.requests)
-            ),
-        };
-        println!(
-            "  LLM requests while timed: {} ({served}); summaries stored {}, dead-lettered {}, \
-             window summaries completed {}, failed {}; reflections queued or running at the end {}",
-            m.requests,
-            m.summaries_stored,
-            m.dead_lettered,
-            m.windows_completed,
-            m.windows_failed,
-            m.backlog,
-        );
-    }
+    print_phases(&measured);
 
     let pooled = |phase: Phase, durable: bool| -> Vec<u64> {
         measured

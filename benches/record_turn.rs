@@ -404,6 +404,65 @@ fn main() {
         .block_on(RuntimeBuilder::new(dir.path()).start())
         .expect("runtime start");
 
+    let conns = start_sessions(&rt, &runtime);
+
+    let mut raw = Raw::start(&rt, runtime.clock());
+    let mut recall = Recall {
+        rt: &rt,
+        runtime: runtime.clone(),
+        conns,
+        next: 0,
+        sent: 0,
+        user: USER_MESSAGE.to_string(),
+        agent: AGENT_RESPONSE.to_string(),
+    };
+
+    // ---- explicit figures ----
+    let runs = {
+        let _ctx = rt.enter();
+        let m = measure(&rt, &runtime, &mut raw, &mut recall);
+        print_figures(&rt, &runtime, &m);
+        let runs = runs_of(&m);
+        print_targets(&m);
+        runs
+    };
+
+    criterion_groups(&rt, &mut raw, &mut recall);
+
+    // Criterion's estimates of this run, beside row 27's own figures.
+    let recorded = results.criterion_ns("record_turn", "record_turn");
+    let raw_recorded = results.criterion_ns("record_turn", "raw_mpsc_send");
+    for (n, mut run) in runs {
+        if let (27, Some(rec), Some(raw)) = (n, recorded, raw_recorded) {
+            run = run
+                .figure("criterion", rec / 1e3, "µs")
+                .base("criterion", raw / 1e3, "µs")
+                .ratio("criterion", rec / raw);
+        }
+        results.record(
+            &row(n),
+            run.note(&format!("load average {}", common::load_average())),
+        );
+    }
+
+    println!(
+        "{} turns recorded and {} raw payloads sent in total; shutting down",
+        recall.sent, raw.sent
+    );
+    drop(raw);
+    let report = rt
+        .block_on(runtime.shutdown_with_grace(Duration::from_millis(200)))
+        .expect("shutdown");
+    println!(
+        "shutdown: {} sessions ended, {} reflections left queued",
+        report.sessions_ended, report.reflections_left
+    );
+    drop(recall);
+    rt.shutdown_timeout(Duration::from_secs(5));
+}
+
+/// Starts `SESSIONS` sessions; their connections.
+fn start_sessions(rt: &tokio::runtime::Runtime, runtime: &Runtime) -> Vec<String> {
     let started = Instant::now();
     let conns: Vec<String> = (0..SESSIONS).map(|i| format!("bench-conn-{i}")).collect();
     rt.block_on(async {
@@ -420,190 +479,261 @@ fn main() {
         started.elapsed().as_secs_f64(),
         rt.metrics().num_workers()
     );
+    conns
+}
 
-    let mut raw = Raw::start(&rt, runtime.clock());
-    let mut recall = Recall {
-        rt: &rt,
-        runtime: runtime.clone(),
-        conns,
-        next: 0,
-        sent: 0,
-        user: USER_MESSAGE.to_string(),
-        agent: AGENT_RESPONSE.to_string(),
-    };
+/// The explicit figures: back to back (means and individually timed),
+/// paced, and the raw fan-out beside them.
+struct Measured {
+    overhead: u64,
+    raw_mean: Mean,
+    rec_mean: Mean,
+    windows_mean: u64,
+    end_to_end: Duration,
+    windows_wait: Duration,
+    raw_p: Summary,
+    rec_p: Summary,
+    windows_timed: u64,
+    raw_paced: Summary,
+    rec_paced: Summary,
+    fan_mean: Mean,
+    fan_p: Summary,
+}
 
-    // ---- explicit figures ----
+/// Times raw sends and `record_turn` calls (with the runtime entered).
+fn measure(
+    rt: &tokio::runtime::Runtime,
+    runtime: &Runtime,
+    raw: &mut Raw,
+    recall: &mut Recall,
+) -> Measured {
+    let overhead = timer_overhead();
+
+    mean_of(WARMUP_CALLS, || raw.send());
+    raw.settle();
+    mean_of(WARMUP_CALLS, || recall.record());
+    recall.settle();
+
+    let raw_mean = mean_of(TIMED_CALLS, || raw.send());
+    raw.settle();
+    let windows_before = recall.windows_started();
+    let burst = Instant::now();
+    let rec_mean = mean_of(TIMED_CALLS, || recall.record());
+    let windows_mean = recall.windows_started() - windows_before;
+    recall.settle_turns();
+    let end_to_end = burst.elapsed();
+    let windows_wait = Instant::now();
+    recall.settle();
+    let windows_wait = windows_wait.elapsed();
+
+    let raw_p = percentiles(timed(TIMED_CALLS, None, || raw.send()), raw_mean.wall_ns);
+    raw.settle();
+    let windows_before = recall.windows_started();
+    let rec_p = percentiles(
+        timed(TIMED_CALLS, None, || recall.record()),
+        rec_mean.wall_ns,
+    );
+    let windows_timed = recall.windows_started() - windows_before;
+    recall.settle();
+
+    let raw_paced = timed(PACED_CALLS, Some(PACE), || raw.send());
+    raw.settle();
+    let rec_paced = timed(PACED_CALLS, Some(PACE), || recall.record());
+    recall.settle();
+    let paced_mean = |v: &Vec<u64>| v.iter().sum::<u64>() as f64 / v.len() as f64;
+    let raw_paced = percentiles(raw_paced.clone(), paced_mean(&raw_paced));
+    let rec_paced = percentiles(rec_paced.clone(), paced_mean(&rec_paced));
+
+    // Informational: the same sends fanned out to 10,000 receivers.
+    let mut fanout = RawFanout::start(rt, runtime.clock(), SESSIONS);
+    mean_of(WARMUP_CALLS, || fanout.send());
+    fanout.settle();
+    let fan_mean = mean_of(TIMED_CALLS, || fanout.send());
+    fanout.settle();
+    let fan_p = percentiles(timed(TIMED_CALLS, None, || fanout.send()), fan_mean.wall_ns);
+    fanout.settle();
+    drop(fanout);
+    Measured {
+        overhead,
+        raw_mean,
+        rec_mean,
+        windows_mean,
+        end_to_end,
+        windows_wait,
+        raw_p,
+        rec_p,
+        windows_timed,
+        raw_paced,
+        rec_paced,
+        fan_mean,
+        fan_p,
+    }
+}
+
+/// Prints the figures measured and the window summaries started meanwhile.
+fn print_figures(rt: &tokio::runtime::Runtime, runtime: &Runtime, m: &Measured) {
+    let Measured {
+        overhead,
+        raw_mean,
+        rec_mean,
+        windows_mean,
+        end_to_end,
+        windows_wait,
+        raw_p,
+        rec_p,
+        windows_timed,
+        raw_paced,
+        rec_paced,
+        fan_mean,
+        fan_p,
+    } = m;
+    println!();
+    println!(
+        "per-call timings include the Instant::now() pair overhead (~{overhead} ns); \
+         means come from untimed back-to-back loops of {TIMED_CALLS} calls"
+    );
+    println!("back-to-back, {TIMED_CALLS} calls in one untimed-per-call loop (calling thread):");
+    println!("  {}", mean_line("record_turn", rec_mean));
+    println!("  {}", mean_line("raw mpsc   ", raw_mean));
+    println!("  {}", mean_line("raw fan-out", fan_mean));
+    println!("back-to-back, {TIMED_CALLS} individually timed calls:");
+    println!("  {}", line("record_turn", rec_p));
+    println!("  {}", line("raw mpsc   ", raw_p));
+    println!("  {}", line("raw fan-out", fan_p));
+    println!(
+        "paced (one call every {} µs, {PACED_CALLS} calls):",
+        PACE.as_micros()
+    );
+    println!("  {}", line("record_turn", rec_paced));
+    println!("  {}", line("raw mpsc   ", raw_paced));
+    println!(
+        "end to end: {TIMED_CALLS} turns recorded and persisted by the Store in {:.1} ms \
+         ({:.0} turns/s)",
+        end_to_end.as_secs_f64() * 1e3,
+        TIMED_CALLS as f64 / end_to_end.as_secs_f64()
+    );
+    println!(
+        "then the window summaries still in flight came back in {:.1} ms (untimed)",
+        windows_wait.as_secs_f64() * 1e3
+    );
+    let s = rt
+        .block_on(async {
+            runtime.wait_idle().await?;
+            runtime.stats().await
+        })
+        .expect("stats")
+        .supervisor;
+    println!(
+        "in-session window summaries started during the timed record_turn calls: \
+         {windows_mean} in the back-to-back loop, {windows_timed} in the individually \
+         timed one; in all so far {} started, {} completed, {} folds into long narratives",
+        s.windows_started, s.windows_completed, s.folds_completed
+    );
+}
+
+/// The runs of rows 1 to 5 and 27 from the figures measured.
+fn runs_of(m: &Measured) -> Vec<(u32, Run)> {
+    let Measured {
+        raw_mean,
+        rec_mean,
+        raw_p,
+        rec_p,
+        fan_mean,
+        ..
+    } = m;
     let mut runs: Vec<(u32, Run)> = Vec::new();
     {
-        let _ctx = rt.enter();
-        let overhead = timer_overhead();
-
-        mean_of(WARMUP_CALLS, || raw.send());
-        raw.settle();
-        mean_of(WARMUP_CALLS, || recall.record());
-        recall.settle();
-
-        let raw_mean = mean_of(TIMED_CALLS, || raw.send());
-        raw.settle();
-        let windows_before = recall.windows_started();
-        let burst = Instant::now();
-        let rec_mean = mean_of(TIMED_CALLS, || recall.record());
-        let windows_mean = recall.windows_started() - windows_before;
-        recall.settle_turns();
-        let end_to_end = burst.elapsed();
-        let windows_wait = Instant::now();
-        recall.settle();
-        let windows_wait = windows_wait.elapsed();
-
-        let raw_p = percentiles(timed(TIMED_CALLS, None, || raw.send()), raw_mean.wall_ns);
-        raw.settle();
-        let windows_before = recall.windows_started();
-        let rec_p = percentiles(
-            timed(TIMED_CALLS, None, || recall.record()),
-            rec_mean.wall_ns,
-        );
-        let windows_timed = recall.windows_started() - windows_before;
-        recall.settle();
-
-        let raw_paced = timed(PACED_CALLS, Some(PACE), || raw.send());
-        raw.settle();
-        let rec_paced = timed(PACED_CALLS, Some(PACE), || recall.record());
-        recall.settle();
-        let paced_mean = |v: &Vec<u64>| v.iter().sum::<u64>() as f64 / v.len() as f64;
-        let raw_paced = percentiles(raw_paced.clone(), paced_mean(&raw_paced));
-        let rec_paced = percentiles(rec_paced.clone(), paced_mean(&rec_paced));
-
-        // Informational: the same sends fanned out to 10,000 receivers.
-        let mut fanout = RawFanout::start(&rt, runtime.clock(), SESSIONS);
-        mean_of(WARMUP_CALLS, || fanout.send());
-        fanout.settle();
-        let fan_mean = mean_of(TIMED_CALLS, || fanout.send());
-        fanout.settle();
-        let fan_p = percentiles(timed(TIMED_CALLS, None, || fanout.send()), fan_mean.wall_ns);
-        fanout.settle();
-        drop(fanout);
-
-        println!();
-        println!(
-            "per-call timings include the Instant::now() pair overhead (~{overhead} ns); \
-             means come from untimed back-to-back loops of {TIMED_CALLS} calls"
-        );
-        println!(
-            "back-to-back, {TIMED_CALLS} calls in one untimed-per-call loop (calling thread):"
-        );
-        println!("  {}", mean_line("record_turn", &rec_mean));
-        println!("  {}", mean_line("raw mpsc   ", &raw_mean));
-        println!("  {}", mean_line("raw fan-out", &fan_mean));
-        println!("back-to-back, {TIMED_CALLS} individually timed calls:");
-        println!("  {}", line("record_turn", &rec_p));
-        println!("  {}", line("raw mpsc   ", &raw_p));
-        println!("  {}", line("raw fan-out", &fan_p));
-        println!(
-            "paced (one call every {} µs, {PACED_CALLS} calls):",
-            PACE.as_micros()
-        );
-        println!("  {}", line("record_turn", &rec_paced));
-        println!("  {}", line("raw mpsc   ", &raw_paced));
-        println!(
-            "end to end: {TIMED_CALLS} turns recorded and persisted by the Store in {:.1} ms \
-             ({:.0} turns/s)",
-            end_to_end.as_secs_f64() * 1e3,
-            TIMED_CALLS as f64 / end_to_end.as_secs_f64()
-        );
-        println!(
-            "then the window summaries still in flight came back in {:.1} ms (untimed)",
-            windows_wait.as_secs_f64() * 1e3
-        );
-        let s = rt
-            .block_on(async {
-                runtime.wait_idle().await?;
-                runtime.stats().await
-            })
-            .expect("stats")
-            .supervisor;
-        println!(
-            "in-session window summaries started during the timed record_turn calls: \
-             {windows_mean} in the back-to-back loop, {windows_timed} in the individually \
-             timed one; in all so far {} started, {} completed, {} folds into long narratives",
-            s.windows_started, s.windows_completed, s.folds_completed
-        );
-        {
-            let us = |ns: f64| ns / 1e3;
-            let (mean, raw) = (us(rec_mean.wall_ns), us(raw_mean.wall_ns));
-            let (p99, raw_p99) = (us(rec_p.p99 as f64), us(raw_p.p99 as f64));
-            let fan = us(fan_mean.wall_ns);
-            let mean_p99 = || {
-                Run::new()
-                    .figure("mean", mean, "µs")
-                    .figure("p99", p99, "µs")
-                    .base("mean", raw, "µs")
-                    .base("p99", raw_p99, "µs")
-                    .ratio("mean", mean / raw)
-                    .ratio("p99", p99 / raw_p99)
-            };
-            runs.push((
-                1,
-                Run::new()
-                    .figure("mean", mean, "µs")
-                    .base("mean", raw, "µs")
-                    .ratio("mean", mean / raw),
-            ));
-            runs.push((
-                2,
-                Run::new()
-                    .figure("mean", mean, "µs")
-                    .base("mean", fan, "µs")
-                    .ratio("mean", mean / fan),
-            ));
-            runs.push((
-                3,
-                Run::new()
-                    .figure("p99", p99, "µs")
-                    .figure("p50", us(rec_p.p50 as f64), "µs")
-                    .base("p99", raw_p99, "µs")
-                    .base("p50", us(raw_p.p50 as f64), "µs")
-                    .ratio("p99", p99 / raw_p99),
-            ));
-            runs.push((4, mean_p99()));
-            runs.push((5, mean_p99()));
-            runs.push((
-                27,
-                Run::new()
-                    .figure("mean", mean, "µs")
-                    .figure("on a CPU", us(rec_mean.cpu_ns), "µs")
-                    .figure("p50", us(rec_p.p50 as f64), "µs")
-                    .figure("p99", p99, "µs")
-                    .figure("max", rec_p.max as f64 / 1e6, "ms")
-                    .base("mean", raw, "µs")
-                    .base("on a CPU", us(raw_mean.cpu_ns), "µs")
-                    .base("p99", raw_p99, "µs")
-                    .ratio("mean", mean / raw)
-                    .ratio("on a CPU", rec_mean.cpu_ns / raw_mean.cpu_ns.max(1.0)),
-            ));
-        }
-        let (rec_mean, raw_mean) = (rec_mean.wall_ns, raw_mean.wall_ns);
-        let ratio = rec_mean / raw_mean;
-        println!(
-            "raw fan-out = the same payload sent round-robin on {SESSIONS} channels, one \
-             draining task each (record_turn / raw fan-out = {:.2})",
-            rec_mean / fan_mean.wall_ns
-        );
-        println!();
-        println!(
-            "record_turn: mean {rec_mean:.0} ns, p99 {} ns; raw mpsc: mean {raw_mean:.0} ns, \
-             p99 {} ns; ratio {ratio:.2} at the mean, {:.2} at p99",
-            rec_p.p99,
-            raw_p.p99,
-            rec_p.p99 as f64 / raw_p.p99.max(1) as f64
-        );
-        println!(
-            "targets: ratio <= 1.5 {}; p99 < 5 µs {}",
-            if ratio <= 1.5 { "met" } else { "MISSED" },
-            if rec_p.p99 < 5_000 { "met" } else { "MISSED" }
-        );
-        println!();
+        let us = |ns: f64| ns / 1e3;
+        let (mean, raw) = (us(rec_mean.wall_ns), us(raw_mean.wall_ns));
+        let (p99, raw_p99) = (us(rec_p.p99 as f64), us(raw_p.p99 as f64));
+        let fan = us(fan_mean.wall_ns);
+        let mean_p99 = || {
+            Run::new()
+                .figure("mean", mean, "µs")
+                .figure("p99", p99, "µs")
+                .base("mean", raw, "µs")
+                .base("p99", raw_p99, "µs")
+                .ratio("mean", mean / raw)
+                .ratio("p99", p99 / raw_p99)
+        };
+        runs.push((
+            1,
+            Run::new()
+                .figure("mean", mean, "µs")
+                .base("mean", raw, "µs")
+                .ratio("mean", mean / raw),
+        ));
+        runs.push((
+            2,
+            Run::new()
+                .figure("mean", mean, "µs")
+                .base("mean", fan, "µs")
+                .ratio("mean", mean / fan),
+        ));
+        runs.push((
+            3,
+            Run::new()
+                .figure("p99", p99, "µs")
+                .figure("p50", us(rec_p.p50 as f64), "µs")
+                .base("p99", raw_p99, "µs")
+                .base("p50", us(raw_p.p50 as f64), "µs")
+                .ratio("p99", p99 / raw_p99),
+        ));
+        runs.push((4, mean_p99()));
+        runs.push((5, mean_p99()));
+        runs.push((
+            27,
+            Run::new()
+                .figure("mean", mean, "µs")
+                .figure("on a CPU", us(rec_mean.cpu_ns), "µs")
+                .figure("p50", us(rec_p.p50 as f64), "µs")
+                .figure("p99", p99, "µs")
+                .figure("max", rec_p.max as f64 / 1e6, "ms")
+                .base("mean", raw, "µs")
+                .base("on a CPU", us(raw_mean.cpu_ns), "µs")
+                .base("p99", raw_p99, "µs")
+                .ratio("mean", mean / raw)
+                .ratio("on a CPU", rec_mean.cpu_ns / raw_mean.cpu_ns.max(1.0)),
+        ));
     }
+    runs
+}
 
+/// Prints the ratios to the raw baselines and whether the targets are met.
+fn print_targets(m: &Measured) {
+    let Measured {
+        raw_mean,
+        rec_mean,
+        raw_p,
+        rec_p,
+        fan_mean,
+        ..
+    } = m;
+    let (rec_mean, raw_mean) = (rec_mean.wall_ns, raw_mean.wall_ns);
+    let ratio = rec_mean / raw_mean;
+    println!(
+        "raw fan-out = the same payload sent round-robin on {SESSIONS} channels, one \
+         draining task each (record_turn / raw fan-out = {:.2})",
+        rec_mean / fan_mean.wall_ns
+    );
+    println!();
+    println!(
+        "record_turn: mean {rec_mean:.0} ns, p99 {} ns; raw mpsc: mean {raw_mean:.0} ns, \
+         p99 {} ns; ratio {ratio:.2} at the mean, {:.2} at p99",
+        rec_p.p99,
+        raw_p.p99,
+        rec_p.p99 as f64 / raw_p.p99.max(1) as f64
+    );
+    println!(
+        "targets: ratio <= 1.5 {}; p99 < 5 µs {}",
+        if ratio <= 1.5 { "met" } else { "MISSED" },
+        if rec_p.p99 < 5_000 { "met" } else { "MISSED" }
+    );
+    println!();
+}
+
+/// The criterion groups: raw sends, then `record_turn`.
+fn criterion_groups(rt: &tokio::runtime::Runtime, raw: &mut Raw, recall: &mut Recall) {
     // ---- criterion groups ----
     // Each sample settles only the turns: waiting for the window summaries
     // (a barrier over 10,000 sessions) after every sample would make
@@ -645,35 +775,4 @@ fn main() {
         group.finish();
     }
     c.final_summary();
-
-    // Criterion's estimates of this run, beside row 27's own figures.
-    let recorded = results.criterion_ns("record_turn", "record_turn");
-    let raw_recorded = results.criterion_ns("record_turn", "raw_mpsc_send");
-    for (n, mut run) in runs {
-        if let (27, Some(rec), Some(raw)) = (n, recorded, raw_recorded) {
-            run = run
-                .figure("criterion", rec / 1e3, "µs")
-                .base("criterion", raw / 1e3, "µs")
-                .ratio("criterion", rec / raw);
-        }
-        results.record(
-            &row(n),
-            run.note(&format!("load average {}", common::load_average())),
-        );
-    }
-
-    println!(
-        "{} turns recorded and {} raw payloads sent in total; shutting down",
-        recall.sent, raw.sent
-    );
-    drop(raw);
-    let report = rt
-        .block_on(runtime.shutdown_with_grace(Duration::from_millis(200)))
-        .expect("shutdown");
-    println!(
-        "shutdown: {} sessions ended, {} reflections left queued",
-        report.sessions_ended, report.reflections_left
-    );
-    drop(recall);
-    rt.shutdown_timeout(Duration::from_secs(5));
 }

@@ -710,8 +710,38 @@ fn main() {
     let builder = RuntimeBuilder::new(dir.path()).settings(settings);
     let rt = tokio.block_on(builder.start()).expect("runtime start");
     let flush_window = rt.settings().store.flush_interval_ms;
+    let turns = fill_and_count(&tokio, &rt);
+    if profile(&tokio, &rt) {
+        return;
+    }
+    let builds = index_builds(&tokio, &rt, turns);
+    related_words(&rt);
+    context_tiers(&tokio, &rt);
+    let cached = cached_reads(&tokio, &rt);
+    let (real_with, real_without) = miss_reads(&tokio, &rt);
+    let writes = writes_under_load(&tokio, &rt, flush_window);
+    let (summary_with, summary_without) = reads_after_a_new_summary(&tokio, &rt);
+    println!("load average at the end: {}", common::load_average());
+
+    criterion_group(&tokio, &rt);
+
+    let load = format!("load average {}", common::load_average());
+    record_reads(
+        &results,
+        &load,
+        &cached,
+        [&real_with, &real_without],
+        [&summary_with, &summary_without],
+    );
+    record_builds_and_writes(&results, &load, &builds, &writes, flush_window);
+    let _ = tokio.block_on(rt.shutdown());
+}
+
+/// Fills the store, prints what it holds and checks nothing built the
+/// index meanwhile; returns the number of turns written.
+fn fill_and_count(tokio: &tokio::runtime::Runtime, rt: &Runtime) -> u64 {
     let started = Instant::now();
-    tokio.block_on(fill(&rt));
+    tokio.block_on(fill(rt));
     let (facts, sessions, summaries, turns) = tokio.block_on(async {
         let facts = rt.facts(AGENT, USER).await.expect("facts").len();
         let mut summaries = 0;
@@ -738,7 +768,12 @@ fn main() {
         0,
         "nothing built the index during the fill"
     );
+    turns
+}
 
+/// With `RETRIEVAL_PROFILE_SECS` set, reads in a loop for a profiler, shuts
+/// the runtime down and returns true.
+fn profile(tokio: &tokio::runtime::Runtime, rt: &Runtime) -> bool {
     if let Some(secs) = std::env::var("RETRIEVAL_PROFILE_SECS")
         .ok()
         .and_then(|s| s.parse::<u64>().ok())
@@ -772,7 +807,7 @@ fn main() {
                             .await
                     }
                     "summary" => {
-                        short_call(&rt, &mut rng, &format!("profile-{n}")).await;
+                        short_call(rt, &mut rng, &format!("profile-{n}")).await;
                         rt.context(AGENT, USER, m, BUDGET, ContextOptions::default())
                             .await
                     }
@@ -782,11 +817,25 @@ fn main() {
                 n += 1;
             }
             println!("profile: {n} reads");
-            let _ = rt.shutdown().await;
+            let _ = rt.clone().shutdown().await;
         });
-        return;
+        return true;
     }
+    false
+}
 
+/// The index builds' times and heap kept, and the resident memory around
+/// the first.
+struct Builds {
+    times: Vec<u64>,
+    heaps: Vec<isize>,
+    items: usize,
+    rss_before: u64,
+    rss_after: u64,
+}
+
+/// Reads every stored record once, then times `BUILDS` index builds.
+fn index_builds(tokio: &tokio::runtime::Runtime, rt: &Runtime, turns: u64) -> Builds {
     // Every stored turn, summary and session read once, so the store's
     // page cache holds what the build reads before it is timed.
     tokio.block_on(async {
@@ -800,7 +849,7 @@ fn main() {
         );
     });
     let rss_before = common::rss_kib();
-    let (first, first_heap) = tokio.block_on(build(&rt));
+    let (first, first_heap) = tokio.block_on(build(rt));
     let rss_after = common::rss_kib();
     let items = tokio
         .block_on(rt.indexed_items(AGENT))
@@ -809,7 +858,7 @@ fn main() {
     let mut times = vec![first.as_nanos() as u64];
     let mut heaps = vec![first_heap];
     for _ in 1..BUILDS {
-        let (t, h) = tokio.block_on(build(&rt));
+        let (t, h) = tokio.block_on(build(rt));
         times.push(t.as_nanos() as u64);
         heaps.push(h);
     }
@@ -840,7 +889,18 @@ fn main() {
         rss_after.saturating_sub(rss_before) as f64 / 1024.0,
         rss_after.saturating_sub(rss_before) * 1024 / items.max(1) as u64
     );
+    Builds {
+        times,
+        heaps,
+        items,
+        rss_before,
+        rss_after,
+    }
+}
 
+/// The words related to a message word: what working them out costs the
+/// first time, against what it costs once kept.
+fn related_words(rt: &Runtime) {
     // A message word's related words are worked out the first time the
     // word is asked (a pass over the static table) and kept: timed here
     // for words no read has asked yet, against the same words again.
@@ -899,7 +959,10 @@ fn main() {
         "  ratio first/kept: mean {:.0}x",
         first.mean / again.mean.max(1.0)
     );
+}
 
+/// The tiers of a context with a message and without.
+fn context_tiers(tokio: &tokio::runtime::Runtime, rt: &Runtime) {
     for (label, m) in [("with a message", MESSAGES[0]), ("without a message", "")] {
         let ctx = tokio
             .block_on(rt.context(AGENT, USER, m, BUDGET, ContextOptions::default()))
@@ -918,7 +981,22 @@ fn main() {
             );
         }
     }
+}
 
+/// The cached reads' figures: with a message (cycling), never asked before,
+/// without one, never asked before with its words prepared, and the read
+/// without a message beside those.
+struct Cached {
+    with: Figures,
+    novel: Figures,
+    without: Figures,
+    prepared: Figures,
+    prepared_without: Figures,
+}
+
+fn cached_reads(tokio: &tokio::runtime::Runtime, rt: &Runtime) -> Cached {
+    let threshold = rt.settings().context.retrieval_related_similarity;
+    let related = |w: &str| recall::engine::static_embed::related_stems(w, threshold).len();
     // Cached reads, with a message (one of eight, cycling), with one never
     // asked before, and without one, interleaved.
     let (with, novel, without) = tokio.block_on(async {
@@ -1025,7 +1103,18 @@ fn main() {
         prepared.p50 as f64 / prepared_without.p50.max(1) as f64,
         verdict(&prepared),
     );
+    Cached {
+        with,
+        novel,
+        without,
+        prepared,
+        prepared_without,
+    }
+}
 
+/// The miss path and real misses (after a block write); returns the real
+/// misses with a message and without.
+fn miss_reads(tokio: &tokio::runtime::Runtime, rt: &Runtime) -> (Figures, Figures) {
     // The miss path, with and without a message, interleaved.
     let [miss_with, miss_without, real_with, real_without] = tokio.block_on(async {
         let mut out: [Vec<u64>; 4] = Default::default();
@@ -1097,7 +1186,17 @@ fn main() {
             "MISSED"
         }
     );
+    (real_with, real_without)
+}
 
+/// Durable writes' figures: alone, during index builds, during miss reads.
+struct Writes {
+    alone: Figures,
+    during_builds: Figures,
+    during_misses: Figures,
+}
+
+fn writes_under_load(tokio: &tokio::runtime::Runtime, rt: &Runtime, flush_window: u64) -> Writes {
     // Durable turn writes: alone, during index builds, during miss reads,
     // in alternating rounds (a fresh call each), so that what else runs on
     // the machine weighs on all three alike.
@@ -1111,7 +1210,7 @@ fn main() {
             Instant::now(),
         ));
         alone.extend(writes.into_iter().map(|(_, l)| l));
-        let (w, b) = tokio.block_on(writes_under(&rt, &format!("probe-builds-{round}"), || {
+        let (w, b) = tokio.block_on(writes_under(rt, &format!("probe-builds-{round}"), || {
             let rt = rt.clone();
             async move {
                 build(&rt).await;
@@ -1119,7 +1218,7 @@ fn main() {
         }));
         during_builds.extend(w);
         build_times.extend(b);
-        let (w, m) = tokio.block_on(writes_under(&rt, &format!("probe-misses-{round}"), || {
+        let (w, m) = tokio.block_on(writes_under(rt, &format!("probe-misses-{round}"), || {
             let rt = rt.clone();
             async move {
                 black_box(
@@ -1168,7 +1267,16 @@ fn main() {
             verdict(max_added),
         );
     }
+    Writes {
+        alone,
+        during_builds,
+        during_misses,
+    }
+}
 
+/// Misses after a new session summary lands; returns those with a message
+/// and without.
+fn reads_after_a_new_summary(tokio: &tokio::runtime::Runtime, rt: &Runtime) -> (Figures, Figures) {
     // A miss after a new session summary lands: what the next call's first
     // read costs once the previous call is reflected on. The block-write
     // miss beside it, in the same state, changes nothing the read decodes
@@ -1185,14 +1293,14 @@ fn main() {
         for i in 0..SUMMARY_MISSES + 2 {
             let mut timed = [0u64; 3];
             for (j, m) in [(0, MESSAGES[i % MESSAGES.len()]), (1, "")] {
-                short_call(&rt, &mut rng, &format!("short-{i}-{j}")).await;
+                short_call(rt, &mut rng, &format!("short-{i}-{j}")).await;
                 calls += 1;
-                timed[j] = missed_read(&rt, m).await;
+                timed[j] = missed_read(rt, m).await;
             }
             rt.set_block(AGENT, BlockLabel::Human, &format!("Mark, short {i}."))
                 .await
                 .expect("block");
-            timed[2] = missed_read(&rt, MESSAGES[i % MESSAGES.len()]).await;
+            timed[2] = missed_read(rt, MESSAGES[i % MESSAGES.len()]).await;
             if i >= 2 {
                 for (v, x) in out.iter_mut().zip(timed) {
                     v.push(x);
@@ -1232,8 +1340,11 @@ fn main() {
             "MISSED"
         }
     );
-    println!("load average at the end: {}", common::load_average());
+    (summary_with, summary_without)
+}
 
+/// The criterion group: cached reads with a message and without.
+fn criterion_group(tokio: &tokio::runtime::Runtime, rt: &Runtime) {
     let mut c = Criterion::default()
         .configure_from_args()
         .sample_size(20)
@@ -1258,8 +1369,23 @@ fn main() {
     });
     g.finish();
     c.final_summary();
+}
 
-    let load = format!("load average {}", common::load_average());
+/// Rows 23 and 24: cached reads, and misses after a write.
+fn record_reads(
+    results: &Recorder,
+    load: &str,
+    cached: &Cached,
+    [real_with, real_without]: [&Figures; 2],
+    [summary_with, summary_without]: [&Figures; 2],
+) {
+    let Cached {
+        with,
+        novel,
+        without,
+        prepared,
+        prepared_without,
+    } = cached;
     let ratio = |a: u64, b: u64| a as f64 / b.max(1) as f64;
     results.record(
         &Row::new(
@@ -1286,7 +1412,7 @@ fn main() {
             .ratio("p99", ratio(with.p99, without.p99))
             .ratio("never asked p99", ratio(novel.p99, without.p99))
             .ratio("prepared p99", ratio(prepared.p99, prepared_without.p99))
-            .note(&load),
+            .note(load),
     );
     results.record(
         &Row::new(
@@ -1311,13 +1437,37 @@ fn main() {
                 "new summary p99",
                 ratio(summary_with.p99, summary_without.p99),
             )
-            .note(&load),
+            .note(load),
     );
+}
+
+/// Rows 25 and 26: the index builds, and durable writes under load.
+fn record_builds_and_writes(
+    results: &Recorder,
+    load: &str,
+    builds: &Builds,
+    writes: &Writes,
+    flush_window: u64,
+) {
+    let Builds {
+        times,
+        heaps,
+        items,
+        rss_before,
+        rss_after,
+    } = builds;
+    let (items, rss_before, rss_after) = (*items, *rss_before, *rss_after);
+    let Writes {
+        alone,
+        during_builds,
+        during_misses,
+    } = writes;
+    let ratio = |a: u64, b: u64| a as f64 / b.max(1) as f64;
     let mut build_run = Run::new();
-    for t in &times {
+    for t in times {
         build_run = build_run.figure("build", *t as f64 / 1e9, "s");
     }
-    for h in &heaps {
+    for h in heaps {
         build_run = build_run.figure("heap kept", *h as f64 / 1_048_576.0, "MiB");
     }
     results.record(
@@ -1366,15 +1516,14 @@ fn main() {
             .figure("builds max", ms(during_builds.max), "ms")
             .figure("misses p99", ms(during_misses.p99), "ms")
             .figure("misses max", ms(during_misses.max), "ms")
-            .figure("builds, added at p99", added(&during_builds), "ms")
-            .figure("misses, added at p99", added(&during_misses), "ms")
+            .figure("builds, added at p99", added(during_builds), "ms")
+            .figure("misses, added at p99", added(during_misses), "ms")
             .base("p99", ms(alone.p99), "ms")
             .base("max", ms(alone.max), "ms")
             .ratio("builds p99", ratio(during_builds.p99, alone.p99))
             .ratio("misses p99", ratio(during_misses.p99, alone.p99))
-            .note(&load),
+            .note(load),
     );
-    let _ = tokio.block_on(rt.shutdown());
 }
 
 /// The read `Runtime::context` makes past its cache: every source read

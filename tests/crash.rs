@@ -282,18 +282,73 @@ async fn kill_9_at_random_moments_loses_no_acknowledged_turn_and_repeats_no_summ
     let seeded = seed_past_days(&data).await?;
 
     let log = Arc::new(Mutex::new(Log::default()));
+    let starts = kill_9_rounds_then_a_clean_stop(&data, rounds, &mut rng, &log).await?;
+
+    let mut settings = Settings::default();
+    settings.reflector.max_attempts = 1;
+    let rt = RuntimeBuilder::new(&data)
+        .settings(settings)
+        .start()
+        .await?;
+    rt.wait_idle().await?;
+    rt.run_rollups().await?;
+    let log = std::mem::take(&mut *log.lock().unwrap());
+
+    let Losses {
+        sent_total,
+        acked_durable,
+        lost,
+        window,
+    } = stored_turns_are_a_prefix_and_no_durable_one_is_lost(&rt, &log, rounds).await?;
+    let rollups = one_summary_per_session_and_one_rollup_per_period(&rt, seeded).await?;
+    assert!(rt.dead_letters().await?.is_empty());
+    rt.shutdown().await?;
+
+    let windows: Vec<Duration> = window.into_iter().flatten().collect();
+    eprintln!(
+        "crash test: {rounds} kills, {} sessions ({} ended by the client), {sent_total} turns sent, \
+         {acked_durable} durable acknowledged (all kept), {} acknowledged non-durable lost \
+         (acknowledged before their kill: {}); loss window of the {} kills that lost a turn \
+         (the latest such acknowledgement): {}; {} rollups ({} rollup runs asked for during \
+         the load, {} answered), starts {:?}",
+        log.sessions.len(),
+        log.ended.len(),
+        lost.len(),
+        spread(lost.clone()),
+        windows.len(),
+        spread(windows.clone()),
+        rollups,
+        log.rollup_runs.0,
+        log.rollup_runs.1,
+        starts
+    );
+    if std::env::var_os("RECALL_CRASH_ROUNDS").is_some() {
+        record(rounds, sent_total, lost.len(), windows.len(), windows);
+    }
+    Ok(())
+}
+
+/// `rounds` starts of `recall serve` on `data`, each killed (`kill -9`) at
+/// a random moment of the load; then a last start that runs the rollups
+/// and stops cleanly. How long each start took.
+async fn kill_9_rounds_then_a_clean_stop(
+    data: &std::path::Path,
+    rounds: usize,
+    rng: &mut Rng,
+    log: &Arc<Mutex<Log>>,
+) -> anyhow::Result<Vec<Duration>> {
     let mut starts = Vec::new();
     for round in 0..rounds {
         let t0 = Instant::now();
-        let (mut child, base) = serve(&data)?;
+        let (mut child, base) = serve(data)?;
         starts.push(t0.elapsed());
         let mut workers: Vec<_> = (0..WORKERS)
-            .map(|w| tokio::spawn(worker(base.clone(), round, w, rng.next(), Arc::clone(&log))))
+            .map(|w| tokio::spawn(worker(base.clone(), round, w, rng.next(), Arc::clone(log))))
             .collect();
         workers.push(tokio::spawn(roller(
             base.clone(),
             rng.next(),
-            Arc::clone(&log),
+            Arc::clone(log),
         )));
         // Somewhere between a moment after the start and well into the load.
         tokio::time::sleep(Duration::from_millis(50 + rng.below(1_200))).await;
@@ -307,23 +362,32 @@ async fn kill_9_at_random_moments_loses_no_acknowledged_turn_and_repeats_no_summ
     // A last start: the folder opens, recovery ends what was open, the
     // rollups catch up; then a clean stop.
     let t0 = Instant::now();
-    let (mut child, base) = serve(&data)?;
+    let (mut child, base) = serve(data)?;
     starts.push(t0.elapsed());
     let http = reqwest::Client::new();
     let resp = http.post(format!("{base}/v1/rollups/run")).send().await?;
     anyhow::ensure!(resp.status().is_success(), "rollups: {}", resp.status());
     sigterm(&mut child)?;
+    Ok(starts)
+}
 
-    let mut settings = Settings::default();
-    settings.reflector.max_attempts = 1;
-    let rt = RuntimeBuilder::new(&data)
-        .settings(settings)
-        .start()
-        .await?;
-    rt.wait_idle().await?;
-    rt.run_rollups().await?;
-    let log = std::mem::take(&mut *log.lock().unwrap());
+/// What the kills cost of the turns sent: how many were sent and
+/// acknowledged durable, how long before its kill each lost acknowledged
+/// turn was acknowledged, and each kill's loss window.
+struct Losses {
+    sent_total: usize,
+    acked_durable: usize,
+    lost: Vec<Duration>,
+    window: Vec<Option<Duration>>,
+}
 
+/// Turns: stored = a prefix of what was sent; nothing acknowledged as
+/// durable is missing; no session is left open.
+async fn stored_turns_are_a_prefix_and_no_durable_one_is_lost(
+    rt: &recall::Runtime,
+    log: &Log,
+    rounds: usize,
+) -> anyhow::Result<Losses> {
     // Turns: stored = a prefix of what was sent; nothing acknowledged as
     // durable is missing; other losses measured (their loss window).
     // How long before its round's kill something was acknowledged (zero if
@@ -381,7 +445,21 @@ async fn kill_9_at_random_moments_loses_no_acknowledged_turn_and_repeats_no_summ
             *w = Some(w.map_or(before, |w: Duration| w.max(before)));
         }
     }
+    Ok(Losses {
+        sent_total,
+        acked_durable,
+        lost,
+        window,
+    })
+}
 
+/// Summaries: one per session with turns, none for an empty one; one
+/// current rollup per period, every seeded day's among them. The number of
+/// rollups.
+async fn one_summary_per_session_and_one_rollup_per_period(
+    rt: &recall::Runtime,
+    seeded: usize,
+) -> anyhow::Result<usize> {
     // Summaries: one per session with turns, none for an empty one.
     let mut session_summaries: HashMap<Uuid, usize> = HashMap::new();
     let mut rollups: HashMap<(String, String, SummaryType, chrono::DateTime<Utc>), usize> =
@@ -427,31 +505,7 @@ async fn kill_9_at_random_moments_loses_no_acknowledged_turn_and_repeats_no_summ
         dailies >= seeded,
         "{dailies} dailies for {seeded} seeded days"
     );
-    assert!(rt.dead_letters().await?.is_empty());
-    rt.shutdown().await?;
-
-    let windows: Vec<Duration> = window.into_iter().flatten().collect();
-    eprintln!(
-        "crash test: {rounds} kills, {} sessions ({} ended by the client), {sent_total} turns sent, \
-         {acked_durable} durable acknowledged (all kept), {} acknowledged non-durable lost \
-         (acknowledged before their kill: {}); loss window of the {} kills that lost a turn \
-         (the latest such acknowledgement): {}; {} rollups ({} rollup runs asked for during \
-         the load, {} answered), starts {:?}",
-        log.sessions.len(),
-        log.ended.len(),
-        lost.len(),
-        spread(lost.clone()),
-        windows.len(),
-        spread(windows.clone()),
-        rollups.len(),
-        log.rollup_runs.0,
-        log.rollup_runs.1,
-        starts
-    );
-    if std::env::var_os("RECALL_CRASH_ROUNDS").is_some() {
-        record(rounds, sent_total, lost.len(), windows.len(), windows);
-    }
-    Ok(())
+    Ok(rollups.len())
 }
 
 /// Row 20, from a run that passed (every durable turn kept, every loss

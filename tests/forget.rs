@@ -96,13 +96,32 @@ async fn a_forgotten_user_leaves_no_copy_and_the_others_keep_theirs() -> Res {
         utc("2026-03-02T10:00:00Z"),
     )
     .await?;
+    three_days_of_calls_rolled_up_into_topics(&rt).await?;
+    let (zoe_ids, ada_before) = zoe_is_known_and_ada_remembered_before_the_forget(&rt).await?;
+    // One of her calls is live when she asks to be forgotten.
+    rt.start_session("kairix", ZOE, "live").await?;
+    rt.record_turn("live", Turn::new("Zanzibar visa questions", "Let's check."))?;
+    one_agent_forgets_her_and_the_other_still_knows_her(&rt).await?;
+    every_agent_forgets_her_live_call_and_all(&rt).await?;
+    nothing_of_hers_shows_and_adas_memory_is_whole(&rt, ada_before).await?;
+
+    // No copy in any tree: no key or value holds her id, her words or one
+    // of her sessions' ids.
+    let dir = rt.data_dir().to_path_buf();
+    rt.runtime().clone().shutdown().await?;
+    no_tree_holds_a_copy_of_her(&dir, &zoe_ids)
+}
+
+/// Three days of calls of Zoe and Ada with Kairix, and of Zoe with Nova,
+/// rolled up past the next Monday's rollup hour and joined into topics.
+async fn three_days_of_calls_rolled_up_into_topics(rt: &TestRuntime) -> Res {
     // The search index is built before the writes, so the forget has to
     // change a live index.
     rt.search("kairix", query("garden")).await?;
     for day in 2..5 {
-        run_until(&rt, utc(&format!("2026-03-0{day}T11:00:00Z"))).await;
+        run_until(rt, utc(&format!("2026-03-0{day}T11:00:00Z"))).await;
         call(
-            &rt,
+            rt,
             "kairix",
             ZOE,
             &format!("zk{day}"),
@@ -113,7 +132,7 @@ async fn a_forgotten_user_leaves_no_copy_and_the_others_keep_theirs() -> Res {
         )
         .await?;
         call(
-            &rt,
+            rt,
             "kairix",
             "ada",
             &format!("ak{day}"),
@@ -124,7 +143,7 @@ async fn a_forgotten_user_leaves_no_copy_and_the_others_keep_theirs() -> Res {
         )
         .await?;
         call(
-            &rt,
+            rt,
             "nova",
             ZOE,
             &format!("zn{day}"),
@@ -133,10 +152,18 @@ async fn a_forgotten_user_leaves_no_copy_and_the_others_keep_theirs() -> Res {
         .await?;
     }
     // Past the next Monday's rollup hour: three dailies each and a weekly.
-    run_until(&rt, utc("2026-03-09T04:00:00Z")).await;
-    settle(&rt).await;
+    run_until(rt, utc("2026-03-09T04:00:00Z")).await;
+    settle(rt).await;
     rt.process_new_summaries().await?;
     rt.refresh_background_context().await?;
+    Ok(())
+}
+
+/// Zoe's rollups, topic and background context are there before the
+/// forget; her six sessions' ids and Ada's summaries of every layer.
+async fn zoe_is_known_and_ada_remembered_before_the_forget(
+    rt: &TestRuntime,
+) -> anyhow::Result<(HashSet<Uuid>, Vec<recall::ConversationSummary>)> {
     for kind in [SummaryType::Daily, SummaryType::Weekly, SummaryType::Topic] {
         let of_zoe = rt
             .summaries("kairix", kind)
@@ -174,16 +201,18 @@ async fn a_forgotten_user_leaves_no_copy_and_the_others_keep_theirs() -> Res {
         block.is_some_and(|b| mentions_her(&b.value)),
         "her topic is in her background context"
     );
-    // One of her calls is live when she asks to be forgotten.
-    rt.start_session("kairix", ZOE, "live").await?;
-    rt.record_turn("live", Turn::new("Zanzibar visa questions", "Let's check."))?;
+    Ok((zoe_ids, ada_before))
+}
 
+/// With one agent first: Nova forgets her, Kairix still knows her and her
+/// live Kairix call goes on; the store's in-memory records are its trees'.
+async fn one_agent_forgets_her_and_the_other_still_knows_her(rt: &TestRuntime) -> Res {
     // With one agent first: Nova forgets her, Kairix still knows her.
     let nova = rt.forget_user(ZOE, Some("nova")).await?;
     assert_eq!(nova.sessions, 3);
     assert_eq!(nova.agents, ["nova".to_string()].into());
-    assert_eq!(shown(&rt, "nova", ZOE).await?, 0);
-    assert!(shown(&rt, "kairix", ZOE).await? > 0);
+    assert_eq!(shown(rt, "nova", ZOE).await?, 0);
+    assert!(shown(rt, "kairix", ZOE).await? > 0);
     assert!(
         rt.live_session("live").await?.is_some(),
         "her Kairix call goes on"
@@ -199,10 +228,15 @@ async fn a_forgotten_user_leaves_no_copy_and_the_others_keep_theirs() -> Res {
     )
     .await?;
     assert!(rt.store_mirrors_match().await?);
+    Ok(())
+}
 
+/// Then with every agent: her sessions (the live one too), summaries of
+/// every layer, topics and facts are removed; the live call is ended.
+async fn every_agent_forgets_her_live_call_and_all(rt: &TestRuntime) -> Res {
     // Then with every agent.
     let all = rt.forget_user(ZOE, None).await?;
-    settle(&rt).await;
+    settle(rt).await;
     assert_eq!(all.sessions, 4, "three ended calls and the live one");
     // The live call ended by the forget was not summarized: three
     // summaries, of the calls that had ended before.
@@ -217,10 +251,18 @@ async fn a_forgotten_user_leaves_no_copy_and_the_others_keep_theirs() -> Res {
     );
     assert_eq!(all.agents, ["kairix".to_string()].into());
     assert!(rt.live_session("live").await?.is_none());
+    Ok(())
+}
 
+/// Nothing of hers through any door, nor after a second forget and the
+/// next rollups; Ada's memory (`ada_before`) is whole and still found.
+async fn nothing_of_hers_shows_and_adas_memory_is_whole(
+    rt: &TestRuntime,
+    ada_before: Vec<recall::ConversationSummary>,
+) -> Res {
     // Nothing of hers through any door.
     for agent in ["kairix", "nova"] {
-        assert_eq!(shown(&rt, agent, ZOE).await?, 0, "{agent} still shows her");
+        assert_eq!(shown(rt, agent, ZOE).await?, 0, "{agent} still shows her");
         for s in rt.sessions(Some(agent)).await? {
             assert_ne!(s.user_id, ZOE);
         }
@@ -264,15 +306,16 @@ async fn a_forgotten_user_leaves_no_copy_and_the_others_keep_theirs() -> Res {
     // A second forget finds nothing more.
     assert!(rt.forget_user(ZOE, None).await?.is_empty());
     // The rollups and the watchdog run on without bringing her back.
-    run_until(&rt, utc("2026-03-10T04:00:00Z")).await;
-    settle(&rt).await;
-    assert_eq!(shown(&rt, "kairix", ZOE).await?, 0);
+    run_until(rt, utc("2026-03-10T04:00:00Z")).await;
+    settle(rt).await;
+    assert_eq!(shown(rt, "kairix", ZOE).await?, 0);
+    Ok(())
+}
 
-    // No copy in any tree: no key or value holds her id, her words or one
-    // of her sessions' ids.
-    let dir = rt.data_dir().to_path_buf();
-    rt.runtime().clone().shutdown().await?;
-    let trees = Trees::open(&dir, &Settings::default().store)?;
+/// No key or value of any tree in the data folder `dir` holds her id, her
+/// words or one of her sessions' ids (`zoe_ids`).
+fn no_tree_holds_a_copy_of_her(dir: &std::path::Path, zoe_ids: &HashSet<Uuid>) -> Res {
+    let trees = Trees::open(dir, &Settings::default().store)?;
     let needles: Vec<Vec<u8>> = HERS
         .iter()
         .flat_map(|w| [w.as_bytes().to_vec(), w.to_lowercase().into_bytes()])

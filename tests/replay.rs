@@ -109,13 +109,51 @@ fn request(user: Option<&str>) -> ReplayRequest {
 #[tokio::test(start_paused = true)]
 async fn a_replay_makes_linked_versions_revises_rollups_and_changes_nothing_twice() -> Res {
     let dir = tempfile::tempdir()?;
-    // Monday 2 March 2026: three days of calls, summarized offline.
+    let dailies_before =
+        three_days_of_calls_a_replay_by_their_summarizer_leaves(dir.path()).await?;
+
+    // Today's summarizer.
+    let revised = Revised::named("revised");
     let rt = start(
         dir.path(),
-        Arc::new(ExtractiveReflect),
-        "2026-03-02T10:00:00Z",
+        Arc::new(revised.clone()),
+        "2026-03-09T05:00:00Z",
     )
     .await?;
+    let report = a_replay_links_each_new_version_to_the_old(&rt, &revised).await?;
+    let (new_ids, old_ids) =
+        marks_rollups_and_topics_follow_the_new_versions(&rt, &report, dailies_before).await?;
+    let facts =
+        the_new_fact_is_kept_once_and_search_finds_the_new_text(&rt, &new_ids, &old_ids).await?;
+
+    // The store's in-memory records kept up with every write since.
+    assert!(rt.store_mirrors_match().await?);
+
+    // Twice: nothing changes and nothing is asked.
+    let again = rt.replay(&request(Some("mark")), |_| true).await?;
+    assert_eq!((again.progress.unchanged, again.changed.len()), (3, 0));
+    assert_eq!(revised.calls(), 3);
+
+    // Mark deletes the new fact; a later replay that finds it again does
+    // not bring it back.
+    let window = facts
+        .iter()
+        .find(|f| f.content == "Prefers window seats")
+        .expect("the fact");
+    rt.delete_fact(window.fact_id, "mark").await?;
+    rt.shutdown().await?;
+    let third = a_later_replay_does_not_bring_a_deleted_fact_back(dir.path()).await?;
+    a_summarizer_answering_in_prose_replaces_no_summary(dir.path(), &third).await
+}
+
+/// Three days of calls of mark and ada, summarized offline and rolled up;
+/// a replay with the summarizer that made them changes nothing. The daily
+/// rollups before any other replay.
+async fn three_days_of_calls_a_replay_by_their_summarizer_leaves(
+    dir: &std::path::Path,
+) -> anyhow::Result<Vec<recall::ConversationSummary>> {
+    // Monday 2 March 2026: three days of calls, summarized offline.
+    let rt = start(dir, Arc::new(ExtractiveReflect), "2026-03-02T10:00:00Z").await?;
     // The store's in-memory records are built first, so every write after
     // (rollups, topics, the replay's versions) must keep them.
     rt.context(
@@ -154,15 +192,15 @@ async fn a_replay_makes_linked_versions_revises_rollups_and_changes_nothing_twic
     assert!(same.changed.is_empty() && same.rollups.is_none());
     let dailies_before = rt.summaries("kairix", SummaryType::Daily).await?;
     rt.shutdown().await?;
+    Ok(dailies_before)
+}
 
-    // Today's summarizer.
-    let revised = Revised::named("revised");
-    let rt = start(
-        dir.path(),
-        Arc::new(revised.clone()),
-        "2026-03-09T05:00:00Z",
-    )
-    .await?;
+/// Replays mark's three sessions with `revised`: each gets a new version
+/// linked to the old, which is kept; the new fact is added once.
+async fn a_replay_links_each_new_version_to_the_old(
+    rt: &Runtime,
+    revised: &Revised,
+) -> anyhow::Result<recall::runtime::ReplayReport> {
     // The store's in-memory records, built before the replay writes.
     rt.context(
         "kairix",
@@ -205,9 +243,20 @@ async fn a_replay_makes_linked_versions_revises_rollups_and_changes_nothing_twic
         .flat_map(|c| c.facts_added.clone())
         .collect();
     assert_eq!(added, ["Prefers window seats"]);
+    Ok(report)
+}
+
+/// Mark's day and week rollups are revised and his topics hold the new
+/// versions; ada's rollups are as they were. The new versions' ids and the
+/// old ones'.
+async fn marks_rollups_and_topics_follow_the_new_versions(
+    rt: &Runtime,
+    report: &recall::runtime::ReplayReport,
+    dailies_before: Vec<recall::ConversationSummary>,
+) -> anyhow::Result<(Vec<uuid::Uuid>, Vec<uuid::Uuid>)> {
     // Mark's day and week rollups were revised from the new versions; Ada's
     // are as they were.
-    let rollups = report.rollups.expect("rollups ran");
+    let rollups = report.rollups.as_ref().expect("rollups ran");
     assert!(rollups.revised >= 4, "{rollups:?}");
     let current: Vec<_> = rt
         .summaries("kairix", SummaryType::Daily)
@@ -246,6 +295,16 @@ async fn a_replay_makes_linked_versions_revises_rollups_and_changes_nothing_twic
         old_ids.iter().all(|id| !members.contains(id)),
         "{members:?}"
     );
+    Ok((new_ids, old_ids))
+}
+
+/// Mark's facts hold the new one once and keep those found before; search
+/// finds the new versions' text, not the old. Mark's facts.
+async fn the_new_fact_is_kept_once_and_search_finds_the_new_text(
+    rt: &Runtime,
+    new_ids: &[uuid::Uuid],
+    old_ids: &[uuid::Uuid],
+) -> anyhow::Result<Vec<recall::engine::model::FactRecord>> {
     // Facts: the new one, once; the ones found before stay (a replay
     // takes no fact away: it may rest on other sessions too).
     let facts = rt.facts("kairix", "mark").await?;
@@ -278,25 +337,16 @@ async fn a_replay_makes_linked_versions_revises_rollups_and_changes_nothing_twic
         .await?;
     assert!(hits.iter().all(|h| !old_ids.contains(&h.id)), "{hits:?}");
     assert!(hits.iter().any(|h| new_ids.contains(&h.id)), "{hits:?}");
+    Ok(facts)
+}
 
-    // The store's in-memory records kept up with every write since.
-    assert!(rt.store_mirrors_match().await?);
-
-    // Twice: nothing changes and nothing is asked.
-    let again = rt.replay(&request(Some("mark")), |_| true).await?;
-    assert_eq!((again.progress.unchanged, again.changed.len()), (3, 0));
-    assert_eq!(revised.calls(), 3);
-
-    // Mark deletes the new fact; a later replay that finds it again does
-    // not bring it back.
-    let window = facts
-        .iter()
-        .find(|f| f.content == "Prefers window seats")
-        .expect("the fact");
-    rt.delete_fact(window.fact_id, "mark").await?;
-    rt.shutdown().await?;
+/// After mark deleted the new fact, a replay with another summarizer
+/// changes his three sessions and adds no fact; the replay's report.
+async fn a_later_replay_does_not_bring_a_deleted_fact_back(
+    dir: &std::path::Path,
+) -> anyhow::Result<recall::runtime::ReplayReport> {
     let later = Revised::named("revised-again");
-    let rt = start(dir.path(), Arc::new(later.clone()), "2026-03-09T06:00:00Z").await?;
+    let rt = start(dir, Arc::new(later.clone()), "2026-03-09T06:00:00Z").await?;
     let third = rt.replay(&request(Some("mark")), |_| true).await?;
     assert_eq!(third.changed.len(), 3);
     assert!(
@@ -313,17 +363,21 @@ async fn a_replay_makes_linked_versions_revises_rollups_and_changes_nothing_twic
         !contents.iter().any(|c| c == "Prefers window seats"),
         "{contents:?}"
     );
+    rt.shutdown().await?;
+    Ok(third)
+}
 
+/// A summarizer that answers in prose never replaces a real summary: the
+/// sessions are reported as failed and tried again next time; the versions
+/// of the `third` replay stay current.
+async fn a_summarizer_answering_in_prose_replaces_no_summary(
+    dir: &std::path::Path,
+    third: &recall::runtime::ReplayReport,
+) -> Res {
     // A summarizer that answers in prose never replaces a real summary:
     // the sessions are reported as failed and tried again next time.
-    rt.shutdown().await?;
     let refuses = Revised::named("refuses");
-    let rt = start(
-        dir.path(),
-        Arc::new(refuses.clone()),
-        "2026-03-09T07:00:00Z",
-    )
-    .await?;
+    let rt = start(dir, Arc::new(refuses.clone()), "2026-03-09T07:00:00Z").await?;
     let fourth = rt.replay(&request(Some("mark")), |_| true).await?;
     assert_eq!(
         (fourth.progress.failed, fourth.changed.len()),

@@ -314,15 +314,18 @@ fn serve_over_postgres_migrates_reports_the_database_and_keeps_memory_across_res
     Ok(())
 }
 
+/// The rollup lease and the change feed's refresh of the instances sharing
+/// one database.
+const LEASE_SECS: u64 = 3;
+const REFRESH_SECS: u64 = 2;
+
 /// Three `recall serve` instances over one PostgreSQL schema, behind a
 /// client that spreads each user's calls over them; one is killed
 /// (`kill -9`) in the middle of the load, with calls open on it.
 #[test]
 fn three_instances_share_one_database_and_take_over_from_one_killed() -> Res {
     use std::sync::{Arc, Mutex};
-    use std::time::{Duration, Instant};
-    const LEASE_SECS: u64 = 3;
-    const REFRESH_SECS: u64 = 2;
+    use std::time::Duration;
     let schema = TestSchema::new();
     let dir = tempfile::tempdir()?;
     let spawn = |n: usize| {
@@ -357,46 +360,79 @@ fn three_instances_share_one_database_and_take_over_from_one_killed() -> Res {
     // (session id, user message) of every turn acknowledged durable.
     let durable: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
 
-    /// One call: start, `turns` turns (the second durable), end unless
-    /// `leave_open`. Stops at the first failure (its instance died).
-    async fn call(
-        http: &reqwest::Client,
-        base: &str,
-        user: &str,
-        conn: &str,
-        turns: usize,
-        leave_open: bool,
-        durable: &Mutex<Vec<(String, String)>>,
-    ) -> anyhow::Result<String> {
-        let sid = start_call(http, base, user, conn).await?;
-        for t in 0..turns {
-            let said = format!("{user} in call {conn} says thing {t} about Lisbon");
-            let durable_turn = t == 1;
-            say(http, base, user, conn, &said, "noted", durable_turn).await?;
-            if durable_turn {
-                durable.lock().unwrap().push((sid.clone(), said));
-            }
-        }
-        if !leave_open {
-            end_call(http, base, user, conn).await?;
-        }
-        Ok(sid)
-    }
+    let left_open = calls_while_one_instance_is_killed(&rt, &http, &bases, &killed, &durable)?;
+    killed.lock().unwrap().wait()?;
+    let live = &bases[1..];
 
-    let left_open: Vec<String> = rt.block_on(async {
+    let pool = test_pool(&rt, &schema)?;
+    let settled = settle(&rt, &pool)?;
+    no_acknowledged_turn_is_lost_nor_reflected_twice(
+        &rt, &pool, &http, live, &left_open, &durable,
+    )?;
+    one_living_instance_takes_the_rollup_lease(&rt, &http, live)?;
+    let delay = a_call_on_one_instance_reaches_another(&rt, &http, live)?;
+    eprintln!(
+        "settled {settled:?} after the kill; a call on one instance was in another's context {delay:?} after its own (bound: refresh_secs = {REFRESH_SECS} s)"
+    );
+    for mut child in children {
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        assert!(child.wait()?.success());
+    }
+    Ok(())
+}
+
+/// One call: start, `turns` turns (the second durable), end unless
+/// `leave_open`. Stops at the first failure (its instance died).
+async fn call(
+    http: &reqwest::Client,
+    base: &str,
+    user: &str,
+    conn: &str,
+    turns: usize,
+    leave_open: bool,
+    durable: &std::sync::Mutex<Vec<(String, String)>>,
+) -> anyhow::Result<String> {
+    let sid = start_call(http, base, user, conn).await?;
+    for t in 0..turns {
+        let said = format!("{user} in call {conn} says thing {t} about Lisbon");
+        let durable_turn = t == 1;
+        say(http, base, user, conn, &said, "noted", durable_turn).await?;
+        if durable_turn {
+            durable.lock().unwrap().push((sid.clone(), said));
+        }
+    }
+    if !leave_open {
+        end_call(http, base, user, conn).await?;
+    }
+    Ok(sid)
+}
+
+/// Calls left open on the instance about to die (their session ids), then
+/// six users' calls spread over the instances while the first is killed.
+fn calls_while_one_instance_is_killed(
+    rt: &tokio::runtime::Runtime,
+    http: &reqwest::Client,
+    bases: &[String],
+    killed: &std::sync::Mutex<std::process::Child>,
+    durable: &std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
+) -> anyhow::Result<Vec<String>> {
+    use std::time::Duration;
+    rt.block_on(async {
         // Calls left open on the instance about to die.
         let mut open = Vec::new();
         for u in 0..2 {
             let user = format!("open-{u}");
             open.push(
                 call(
-                    &http,
+                    http,
                     &bases[0],
                     &user,
                     &format!("{user}-c"),
                     3,
                     true,
-                    &durable,
+                    durable,
                 )
                 .await?,
             );
@@ -406,7 +442,7 @@ fn three_instances_share_one_database_and_take_over_from_one_killed() -> Res {
         // gone goes to the next (as a load balancer would).
         let mut tasks = Vec::new();
         for u in 0..6 {
-            let (http, bases, durable) = (http.clone(), bases.clone(), durable.clone());
+            let (http, bases, durable) = (http.clone(), bases.to_vec(), durable.clone());
             tasks.push(tokio::spawn(async move {
                 for c in 0..4 {
                     let user = format!("user-{u}");
@@ -429,12 +465,12 @@ fn three_instances_share_one_database_and_take_over_from_one_killed() -> Res {
             t.await?;
         }
         anyhow::Ok(open)
-    })?;
-    killed.lock().unwrap().wait()?;
-    let live = &bases[1..];
+    })
+}
 
-    // The database, as the test sees it.
-    let pool = rt.block_on(
+/// A pool on the test's schema: the database, as the test sees it.
+fn test_pool(rt: &tokio::runtime::Runtime, schema: &TestSchema) -> anyhow::Result<sqlx::PgPool> {
+    Ok(rt.block_on(
         sqlx::postgres::PgPoolOptions::new()
             .max_connections(2)
             .after_connect({
@@ -452,10 +488,21 @@ fn three_instances_share_one_database_and_take_over_from_one_killed() -> Res {
                 }
             })
             .connect(&schema.url),
-    )?;
-    let scalar = |sql: &str| -> anyhow::Result<i64> {
-        Ok(rt.block_on(sqlx::query_scalar::<_, i64>(sql).fetch_one(&pool))?)
-    };
+    )?)
+}
+
+/// One number the database answers.
+fn scalar_of(rt: &tokio::runtime::Runtime, pool: &sqlx::PgPool, sql: &str) -> anyhow::Result<i64> {
+    Ok(rt.block_on(sqlx::query_scalar::<_, i64>(sql).fetch_one(pool))?)
+}
+
+/// Waits until everything settles; how long it took.
+fn settle(
+    rt: &tokio::runtime::Runtime,
+    pool: &sqlx::PgPool,
+) -> anyhow::Result<std::time::Duration> {
+    use std::time::{Duration, Instant};
+    let scalar = |sql: &str| scalar_of(rt, pool, sql);
     // Everything settles: the dead instance's open calls are ended by
     // another, and every reflection is done.
     let started = Instant::now();
@@ -475,17 +522,30 @@ fn three_instances_share_one_database_and_take_over_from_one_killed() -> Res {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let settled = started.elapsed();
+    Ok(started.elapsed())
+}
 
+/// The calls left open on the dead instance were recovered with their
+/// durable turns; no durable turn is lost; each session with turns has one
+/// summary; nothing was reflected twice on the living instances.
+fn no_acknowledged_turn_is_lost_nor_reflected_twice(
+    rt: &tokio::runtime::Runtime,
+    pool: &sqlx::PgPool,
+    http: &reqwest::Client,
+    live: &[String],
+    left_open: &[String],
+    durable: &std::sync::Mutex<Vec<(String, String)>>,
+) -> Res {
+    let scalar = |sql: &str| scalar_of(rt, pool, sql);
     // The calls left open on the dead instance were ended by another
     // (recovered), with their durable turns.
-    for sid in &left_open {
+    for sid in left_open {
         let reason: String = rt.block_on(
             sqlx::query_scalar(
                 "SELECT body->>'end_reason' FROM sessions WHERE session_id = $1::uuid",
             )
             .bind(sid)
-            .fetch_one(&pool),
+            .fetch_one(pool),
         )?;
         assert_eq!(reason, "recovered", "session {sid}");
     }
@@ -503,7 +563,7 @@ fn three_instances_share_one_database_and_take_over_from_one_killed() -> Res {
             )
             .bind(sid)
             .bind(said)
-            .fetch_one(&pool),
+            .fetch_one(pool),
         )?;
         assert_eq!(n, 1, "durable turn {said:?} of {sid}");
     }
@@ -530,7 +590,16 @@ fn three_instances_share_one_database_and_take_over_from_one_killed() -> Res {
         }
         anyhow::Ok(())
     })?;
+    Ok(())
+}
 
+/// One living instance runs rollups, the other is told where they run.
+fn one_living_instance_takes_the_rollup_lease(
+    rt: &tokio::runtime::Runtime,
+    http: &reqwest::Client,
+    live: &[String],
+) -> Res {
+    use std::time::{Duration, Instant};
     // The leases: one living instance runs rollups, the other is told
     // where they run; taken over from the dead one. How soon (a lease and
     // a heartbeat, on an idle machine) is printed, not asserted: across
@@ -563,7 +632,17 @@ fn three_instances_share_one_database_and_take_over_from_one_killed() -> Res {
         }
     })?;
     let _ = holder;
+    Ok(())
+}
 
+/// A call recorded on one instance, and how long after it was in its own
+/// context it was in the context another serves.
+fn a_call_on_one_instance_reaches_another(
+    rt: &tokio::runtime::Runtime,
+    http: &reqwest::Client,
+    live: &[String],
+) -> anyhow::Result<std::time::Duration> {
+    use std::time::{Duration, Instant};
     // A call recorded on one instance is in the context another serves:
     // with the change feed, far sooner than the documented bound
     // (refresh_secs), which is printed beside it rather than asserted
@@ -573,9 +652,9 @@ fn three_instances_share_one_database_and_take_over_from_one_killed() -> Res {
         let ctx = format!("{b}/v1/agents/kairix/users/late/context");
         // B has the user's context cached.
         http.get(&ctx).send().await?.error_for_status()?;
-        start_call(&http, a, "late", "late-1").await?;
+        start_call(http, a, "late", "late-1").await?;
         say(
-            &http,
+            http,
             a,
             "late",
             "late-1",
@@ -584,7 +663,7 @@ fn three_instances_share_one_database_and_take_over_from_one_killed() -> Res {
             false,
         )
         .await?;
-        end_call(&http, a, "late", "late-1").await?;
+        end_call(http, a, "late", "late-1").await?;
         // Stored on A: its own context has it.
         let stored = Instant::now();
         loop {
@@ -616,16 +695,7 @@ fn three_instances_share_one_database_and_take_over_from_one_killed() -> Res {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })?;
-    eprintln!(
-        "settled {settled:?} after the kill; a call on one instance was in another's context {delay:?} after its own (bound: refresh_secs = {REFRESH_SECS} s)"
-    );
-    for mut child in children {
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        assert!(child.wait()?.success());
-    }
-    Ok(())
+    Ok(delay)
 }
 
 /// A user's history moves with `recall export` and `recall import`: from

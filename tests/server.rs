@@ -224,6 +224,19 @@ fn error_code(v: &Value) -> &str {
 #[tokio::test]
 async fn every_endpoint_works() -> Res {
     let srv = start().await?;
+    let (sid, gen) = health_sessions_turns_and_touch_work(&srv).await?;
+    the_context_and_blocks_work(&srv, &sid).await?;
+    ending_reflects_once_and_the_summary_is_listed(&srv, &sid).await?;
+    clearing_a_context_ends_its_session_and_no_letter_is_dead(&srv, &gen).await?;
+    the_document_and_metrics_name_everything(&srv).await?;
+    srv.stop().await?;
+    Ok(())
+}
+
+/// Health, a session with a connection id and one generated, turns (one
+/// durable), touch and the live sessions listed: the first session's id
+/// and the generated session.
+async fn health_sessions_turns_and_touch_work(srv: &Server) -> anyhow::Result<(String, Value)> {
     // health
     assert_eq!(srv.get("/healthz").await?.0, StatusCode::OK);
     let (s, v) = srv.get("/readyz").await?;
@@ -294,13 +307,18 @@ async fn every_endpoint_works() -> Res {
     );
     let (_, list) = srv.get("/v1/sessions?user_id=mark").await?;
     assert_eq!(list["sessions"].as_array().map(Vec::len), Some(1));
+    Ok((sid, gen))
+}
 
+/// The working context of session `sid`'s user, and a block written and
+/// read back.
+async fn the_context_and_blocks_work(srv: &Server, sid: &str) -> Res {
     // the working context
     let (s, ctx) = srv.get("/v1/agents/kairix/users/mark/context").await?;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(ctx["turn_count"], 2);
     assert!(ctx["token_estimate"].as_u64().unwrap_or(0) > 10, "{ctx}");
-    assert_eq!(ctx["sessions"][0]["session"]["session_id"], sid.as_str());
+    assert_eq!(ctx["sessions"][0]["session"]["session_id"], sid);
 
     // blocks
     let (s, b) = srv.get("/v1/agents/kairix/blocks/persona").await?;
@@ -317,7 +335,12 @@ async fn every_endpoint_works() -> Res {
     assert_eq!(b["value"], "I am Kairix, a career coach.");
     let (_, all) = srv.get("/v1/agents/kairix/blocks").await?;
     assert_eq!(all["blocks"].as_array().map(Vec::len), Some(5));
+    Ok(())
+}
 
+/// Ending connection c1 twice ends session `sid` once; its summary is
+/// listed, filtered and read.
+async fn ending_reflects_once_and_the_summary_is_listed(srv: &Server, sid: &str) -> Res {
     // end (idempotent) and the reflection
     let (s, v) = srv.post("/v1/connections/c1/end", json!({})).await?;
     assert_eq!(
@@ -344,7 +367,7 @@ async fn every_endpoint_works() -> Res {
     assert_eq!(s, StatusCode::OK);
     let sums = list["summaries"].as_array().expect("summaries");
     assert_eq!(sums.len(), 1, "{list}");
-    assert_eq!(sums[0]["summary_id"], sid.as_str());
+    assert_eq!(sums[0]["summary_id"], sid);
     let (_, none) = srv
         .get("/v1/agents/kairix/summaries?user_id=someone-else")
         .await?;
@@ -358,7 +381,15 @@ async fn every_endpoint_works() -> Res {
     let archival = one["archival_text"].as_str().expect("archival text");
     assert!(archival.starts_with("[SUMMARY:SESSION]"), "{archival}");
     assert!(archival.to_lowercase().contains("stripe"), "{archival}");
+    Ok(())
+}
 
+/// Clearing kairix/ada's context ends the generated session `gen`; no
+/// letter is dead.
+async fn clearing_a_context_ends_its_session_and_no_letter_is_dead(
+    srv: &Server,
+    gen: &Value,
+) -> Res {
     // context clear ends the other live session of kairix/ada
     let (s, v) = srv
         .call(
@@ -384,7 +415,11 @@ async fn every_endpoint_works() -> Res {
         (s, v["dead_letters"].as_array().map(Vec::len)),
         (StatusCode::OK, Some(0))
     );
+    Ok(())
+}
 
+/// The OpenAPI document names every route and `/metrics` every metric.
+async fn the_document_and_metrics_name_everything(srv: &Server) -> Res {
     // the OpenAPI document names every route
     let (s, doc) = srv.get("/v1/openapi.json").await?;
     assert_eq!(s, StatusCode::OK);
@@ -440,8 +475,6 @@ async fn every_endpoint_works() -> Res {
     ] {
         assert!(text.contains(name), "/metrics lacks {name}:\n{text}");
     }
-
-    srv.stop().await?;
     Ok(())
 }
 
@@ -526,7 +559,6 @@ fn newest_first(items: &[(String, i64)]) -> bool {
 
 #[tokio::test]
 async fn listings_have_a_default_and_a_maximum_limit_stay_newest_first_and_page_on() -> Res {
-    use recall::{LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT};
     let mut settings = Settings::for_test();
     settings.server.token = "root-token".into();
     settings.server.tokens = vec![TokenGrant {
@@ -535,7 +567,21 @@ async fn listings_have_a_default_and_a_maximum_limit_stay_newest_first_and_page_
     }];
     let mut srv = start_with(settings, None, None).await?;
     srv.token = Some("root-token".into());
+    every_listing_documents_its_limits(&srv).await?;
+    let (kairix, total) = two_of_kairixs_sessions_then_a_page_of_newer_ones(&srv).await?;
+    let last = sessions_page_on_newest_first(&srv, &kairix, total).await?;
+    limits_out_of_bounds_and_unknown_cursors_are_typed_errors(&srv).await?;
+    srv.token = Some("kairix-token".into());
+    a_scoped_token_pages_only_its_agents_sessions(&srv, &kairix, &last).await?;
+    srv.token = Some("root-token".into());
+    summaries_page_on_newest_first(&srv).await?;
+    srv.stop().await?;
+    Ok(())
+}
 
+/// The document states the bounds the server keeps, on every listing.
+async fn every_listing_documents_its_limits(srv: &Server) -> Res {
+    use recall::{LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT};
     // The document states the bounds the server keeps, on every listing.
     let (_, doc) = srv.get("/v1/openapi.json").await?;
     for path in [
@@ -561,7 +607,15 @@ async fn listings_have_a_default_and_a_maximum_limit_stay_newest_first_and_page_
             "{path}"
         );
     }
+    Ok(())
+}
 
+/// Kairix's two sessions' ids, oldest first, and the number of sessions
+/// in all.
+async fn two_of_kairixs_sessions_then_a_page_of_newer_ones(
+    srv: &Server,
+) -> anyhow::Result<(Vec<String>, usize)> {
+    use recall::LIST_DEFAULT_LIMIT;
     // Two of kairix's sessions first, then more of another agent's than a
     // page holds, newer.
     let mut kairix = Vec::new();
@@ -582,7 +636,17 @@ async fn listings_have_a_default_and_a_maximum_limit_stay_newest_first_and_page_
             .await?;
     }
     let total = others + 2;
+    Ok((kairix, total))
+}
 
+/// The default page and the next, newest first, every session once; the
+/// maximum limit and a filtered page. The last id of the first page.
+async fn sessions_page_on_newest_first(
+    srv: &Server,
+    kairix: &[String],
+    total: usize,
+) -> anyhow::Result<String> {
+    use recall::{LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT};
     // Left out, the default; newest first.
     let (s, v) = srv.get("/v1/sessions").await?;
     assert_eq!(s, StatusCode::OK, "{v}");
@@ -591,7 +655,7 @@ async fn listings_have_a_default_and_a_maximum_limit_stay_newest_first_and_page_
     assert!(newest_first(&page), "{page:?}");
     assert!(page.iter().all(|(id, _)| !kairix.contains(id)), "older");
     // The next page goes on after the last one, to the end.
-    let last = &page[page.len() - 1].0;
+    let last = page[page.len() - 1].0.clone();
     let (s, v) = srv.get(&format!("/v1/sessions?before={last}")).await?;
     assert_eq!(s, StatusCode::OK, "{v}");
     let rest = listed(&v["sessions"], "started_at", "session_id");
@@ -618,6 +682,13 @@ async fn listings_have_a_default_and_a_maximum_limit_stay_newest_first_and_page_
     let theirs = listed(&v["sessions"], "started_at", "user_id");
     assert_eq!(theirs.len(), 3);
     assert!(theirs.iter().all(|(u, _)| u == "u1") && newest_first(&theirs));
+    Ok(last)
+}
+
+/// A limit of 0 or past the maximum is a typed 400 on every listing, a
+/// cursor naming nothing a 404; the maximum is allowed on every listing.
+async fn limits_out_of_bounds_and_unknown_cursors_are_typed_errors(srv: &Server) -> Res {
+    use recall::LIST_MAX_LIMIT;
     let over = LIST_MAX_LIMIT + 1;
     let unknown = uuid::Uuid::new_v4();
     for path in [
@@ -670,11 +741,20 @@ async fn listings_have_a_default_and_a_maximum_limit_stay_newest_first_and_page_
         let (s, v) = srv.get(&format!("{path}?limit={LIST_MAX_LIMIT}")).await?;
         assert_eq!(s, StatusCode::OK, "{path}: {v}");
     }
+    Ok(())
+}
 
+/// With a token for kairix alone: the limit counts only the sessions it
+/// may see (every newer one is another agent's), and another agent's
+/// session (`last`) names no page of its listing.
+async fn a_scoped_token_pages_only_its_agents_sessions(
+    srv: &Server,
+    kairix: &[String],
+    last: &str,
+) -> Res {
     // A token for kairix alone: the limit counts only the sessions it may
     // see (every newer one is another agent's), and another agent's
     // session names no page of its listing.
-    srv.token = Some("kairix-token".into());
     let (s, v) = srv.get("/v1/sessions?limit=1").await?;
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(
@@ -694,9 +774,12 @@ async fn listings_have_a_default_and_a_maximum_limit_stay_newest_first_and_page_
         (StatusCode::NOT_FOUND, "unknown_session"),
         "{v}"
     );
+    Ok(())
+}
 
+/// Three session summaries: newest first by period end, a page at a time.
+async fn summaries_page_on_newest_first(srv: &Server) -> Res {
     // Summaries: newest first by period end, a page at a time.
-    srv.token = Some("root-token".into());
     for n in 0..3 {
         let conn = format!("s{n}");
         srv.start_session("kairix", "ada", &conn).await?;
@@ -724,7 +807,6 @@ async fn listings_have_a_default_and_a_maximum_limit_stay_newest_first_and_page_
     let (_, v) = srv.get("/v1/agents/kairix/summaries").await?;
     let all = listed(&v["summaries"], "period_end", "summary_id");
     assert!(all.len() >= 3 && newest_first(&all), "{all:?}");
-    srv.stop().await?;
     Ok(())
 }
 
@@ -871,7 +953,20 @@ async fn bad_requests_get_typed_errors_and_change_nothing() -> Res {
     let started = srv.start_session("kairix", "mark", "c1").await?;
     let sid = started["session_id"].as_str().expect("id").to_string();
     srv.turn("c1", "first", "one").await?;
+    bad_bodies_are_400_422_or_413_and_store_no_turn(&srv, &sid).await?;
+    unknown_names_are_404_and_bad_ids_and_queries_400(&srv).await?;
+    a_busy_connection_is_409_and_its_session_intact(&srv, &sid).await?;
+    bad_blocks_and_end_reasons_change_nothing(&srv, &sid).await?;
 
+    // the server still works
+    assert_eq!(srv.get("/readyz").await?.0, StatusCode::OK);
+    srv.stop().await?;
+    Ok(())
+}
+
+/// Malformed, mistyped, incomplete or unknown JSON (400), an empty turn
+/// (422) and a body over the limit (413): session `sid` keeps its one turn.
+async fn bad_bodies_are_400_422_or_413_and_store_no_turn(srv: &Server, sid: &str) -> Res {
     // 400: malformed JSON, wrong types, missing fields, unknown fields
     for body in [
         r#"{"user_message": "x", "agent_response": "#,
@@ -902,7 +997,7 @@ async fn bad_requests_get_typed_errors_and_change_nothing() -> Res {
         (s, error_code(&v)),
         (StatusCode::BAD_REQUEST, "empty_field")
     );
-    assert_eq!(srv.turn_count(&sid).await?, 1);
+    assert_eq!(srv.turn_count(sid).await?, 1);
 
     // 422: a turn with both messages empty
     let (s, v) = srv
@@ -915,7 +1010,7 @@ async fn bad_requests_get_typed_errors_and_change_nothing() -> Res {
         (s, error_code(&v)),
         (StatusCode::UNPROCESSABLE_ENTITY, "empty_turn")
     );
-    assert_eq!(srv.turn_count(&sid).await?, 1);
+    assert_eq!(srv.turn_count(sid).await?, 1);
 
     // 413: a body over the limit
     let big = "x".repeat(10_000);
@@ -929,8 +1024,13 @@ async fn bad_requests_get_typed_errors_and_change_nothing() -> Res {
         (s, error_code(&v)),
         (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large")
     );
-    assert_eq!(srv.turn_count(&sid).await?, 1);
+    assert_eq!(srv.turn_count(sid).await?, 1);
+    Ok(())
+}
 
+/// Unknown connections, sessions, summaries and endpoints are typed 404s
+/// that start nothing; ids, labels and queries that cannot be, 400s.
+async fn unknown_names_are_404_and_bad_ids_and_queries_400(srv: &Server) -> Res {
     // 404: unknown connection, session, summary, endpoint
     let (s, v) = srv
         .post(
@@ -987,7 +1087,12 @@ async fn bad_requests_get_typed_errors_and_change_nothing() -> Res {
         (s, error_code(&v)),
         (StatusCode::BAD_REQUEST, "invalid_query")
     );
+    Ok(())
+}
 
+/// A session on connection c1, live with session `sid`, is a 409; `sid`
+/// still takes turns.
+async fn a_busy_connection_is_409_and_its_session_intact(srv: &Server, sid: &str) -> Res {
     // 409: a connection with a live session; the first session is intact
     let (s, v) = srv
         .post(
@@ -1001,8 +1106,14 @@ async fn bad_requests_get_typed_errors_and_change_nothing() -> Res {
     );
     assert_eq!(srv.runtime.sessions(None).await?.len(), 1);
     let t = srv.turn("c1", "second", "two").await?;
-    assert_eq!(t["session_id"], sid.as_str());
+    assert_eq!(t["session_id"], sid);
+    Ok(())
+}
 
+/// A block over its limit or a managed block is refused and unchanged; an
+/// end with a reason a client may not give ends nothing: session `sid`
+/// stays live with its two turns.
+async fn bad_blocks_and_end_reasons_change_nothing(srv: &Server, sid: &str) -> Res {
     // blocks: over the limit (422) and the managed block (409) change nothing
     srv.put("/v1/agents/kairix/blocks/human", json!({"value": "Mark"}))
         .await?;
@@ -1041,10 +1152,6 @@ async fn bad_requests_get_typed_errors_and_change_nothing() -> Res {
     let (_, v) = srv.get(&format!("/v1/sessions/{sid}")).await?;
     assert_eq!(v["live"], true);
     assert_eq!(v["turn_count"], 2);
-
-    // the server still works
-    assert_eq!(srv.get("/readyz").await?.0, StatusCode::OK);
-    srv.stop().await?;
     Ok(())
 }
 

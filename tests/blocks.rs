@@ -6,7 +6,7 @@
 //! and in no one else's. A store an older version left with a user's
 //! reflection in an agent-wide block is repaired at start.
 
-mod common;
+use crate::common;
 #[path = "common/fake_llm.rs"]
 mod fake_llm;
 

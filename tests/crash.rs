@@ -27,7 +27,7 @@ use recall::{EndOptions, RuntimeBuilder, Settings, SummaryType, Turn};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-mod common;
+use crate::common;
 use common::{listening, recall};
 
 #[path = "../benches/common/results.rs"]
@@ -525,7 +525,7 @@ fn record(kills: usize, sent: usize, lost: usize, losing: usize, mut windows: Ve
             "`kill -9` of `recall serve` under six concurrent API clients, 40 kills: \
              acknowledged non-durable turns lost of those sent, and the loss window (how long \
              before its kill the latest lost turn was acknowledged), median / max over the kills",
-            "RECALL_CRASH_ROUNDS=40 cargo test --test crash -- --nocapture",
+            "RECALL_CRASH_ROUNDS=40 cargo test --test integration crash:: -- --nocapture",
         )
         .baseline(
             "the Store's window: one group-commit interval (5 ms) plus one flush, plus mailbox \

@@ -18,7 +18,7 @@ use recall::{
 };
 use serde_json::json;
 
-mod common;
+use crate::common;
 use common::run_until;
 
 type Res = anyhow::Result<()>;

@@ -17,7 +17,7 @@ use recall::testkit::{ScriptedReflect, Step, TestRuntime};
 use recall::{BlockLabel, ContextOptions, EndOptions, Settings, SummaryType, Turn};
 use uuid::Uuid;
 
-mod common;
+use crate::common;
 use common::{run_until, settle};
 
 type Res = anyhow::Result<()>;

@@ -14,7 +14,7 @@ use recall::runtime::RuntimeBuilder;
 use recall::runtime::StartupError;
 use recall::{ContextOptions, EndOptions, Settings, Turn};
 
-mod common;
+use crate::common;
 
 #[cfg(feature = "local-embed")]
 mod with_model {

@@ -14,7 +14,7 @@ use recall::engine::search::{DocKind, SearchQuery};
 use recall::testkit::TestRuntime;
 use recall::{ContextOptions, EndOptions, Runtime, Settings, Turn};
 
-mod common;
+use crate::common;
 use common::{settle, tier_text, CHATTER};
 
 type Res = anyhow::Result<()>;

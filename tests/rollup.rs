@@ -14,7 +14,7 @@ use recall::{
     ContextOptions, ConversationSummary, EndOptions, RecallError, Settings, SummaryType, Turn,
 };
 
-mod common;
+use crate::common;
 use common::{run_until, settle};
 
 type Res = anyhow::Result<()>;

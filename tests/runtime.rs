@@ -12,7 +12,7 @@ use recall::{
 };
 use tokio::time::advance;
 
-mod common;
+use crate::common;
 use common::settle;
 
 type Res = anyhow::Result<()>;

@@ -8,7 +8,7 @@
 use std::io::Read;
 use std::process::{Command, Stdio};
 
-mod common;
+use crate::common;
 use common::{listening, recall, TestSchema};
 
 type Res = anyhow::Result<()>;

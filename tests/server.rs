@@ -3,7 +3,7 @@
 //! and nothing was half-stored), the WebSocket stream and graceful
 //! shutdown.
 
-mod common;
+use crate::common;
 #[path = "common/openapi.rs"]
 mod openapi;
 

@@ -1,6 +1,6 @@
 //! `recall simulate`: the Kairix script through the library and the binary.
 
-mod common;
+use crate::common;
 
 use recall::simulate::{self, Action, SimOptions};
 use recall::{EndReason, Settings, SummaryType};

@@ -132,6 +132,13 @@ pub struct UnknownConnection(pub String);
 #[derive(Default)]
 pub struct Registry {
     conns: RwLock<HashMap<String, Conn>>,
+    /// Moves on every change of `conns` (under its write lock).
+    changes: std::sync::atomic::AtomicU64,
+    /// The live sessions of the (agent, user) pairs read since the last
+    /// change of `conns` ([`Registry::live_of`]), with the change count
+    /// they hold for: a context read does not scan every connection of
+    /// the reopen window again while none changed.
+    live_seen: Mutex<LiveSeen>,
     /// Sessions marked ended whose actor has not reported its final record
     /// to the supervisor yet.
     ending: Mutex<HashSet<Uuid>>,
@@ -157,6 +164,17 @@ fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
 }
+
+/// What [`Registry::live_of`] found since the change count it holds.
+#[derive(Default)]
+struct LiveSeen {
+    changes: u64,
+    by_owner: HashMap<(String, String), Vec<LiveSession>>,
+}
+
+/// How many (agent, user) pairs' live sessions are kept between changes at
+/// most (past it, the kept ones start again).
+const LIVE_SEEN_PAIRS: usize = 1_024;
 
 impl Registry {
     pub fn new() -> Arc<Self> {
@@ -200,8 +218,13 @@ impl Registry {
         self.conns.read().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The connections to change: every change goes through here, which
+    /// moves the change count (what `live_of` found before is stale).
     fn write(&self) -> RwLockWriteGuard<'_, HashMap<String, Conn>> {
-        self.conns.write().unwrap_or_else(|p| p.into_inner())
+        let conns = self.conns.write().unwrap_or_else(|p| p.into_inner());
+        self.changes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        conns
     }
 
     /// Routes a turn: the hot path.
@@ -601,9 +624,24 @@ impl Registry {
             .collect()
     }
 
-    /// Live sessions of one agent with one user.
+    /// Live sessions of one agent with one user: found once per change of
+    /// the connections (a scan of every connection, ended ones of the
+    /// reopen window too), then kept until the next change.
     pub fn live_of(&self, agent_id: &str, user_id: &str) -> Vec<LiveSession> {
-        self.read()
+        let conns = self.read();
+        // Under the read lock: no change can come between this count and
+        // the scan below.
+        let changes = self.changes.load(std::sync::atomic::Ordering::Relaxed);
+        let mut seen = self.live_seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.changes != changes || seen.by_owner.len() >= LIVE_SEEN_PAIRS {
+            seen.changes = changes;
+            seen.by_owner.clear();
+        }
+        let key = (agent_id.to_string(), user_id.to_string());
+        if let Some(live) = seen.by_owner.get(&key) {
+            return live.clone();
+        }
+        let live: Vec<LiveSession> = conns
             .iter()
             .filter_map(|(c, conn)| match conn {
                 Conn::Live {
@@ -621,7 +659,9 @@ impl Registry {
                 }
                 _ => None,
             })
-            .collect()
+            .collect();
+        seen.by_owner.insert(key, live.clone());
+        live
     }
 
     /// Connections of one agent with one user whose session is being
@@ -702,5 +742,83 @@ mod tests {
         assert!(a.iter().all(|id| !b.contains(id)));
         // random by default
         assert_ne!(draw(&Registry::default()), draw(&Registry::default()));
+    }
+
+    /// A session actor that takes no message.
+    struct Idle;
+
+    impl ractor::Actor for Idle {
+        type Msg = SessionMsg;
+        type State = ();
+        type Arguments = ();
+
+        async fn pre_start(
+            &self,
+            _myself: ActorRef<SessionMsg>,
+            _args: (),
+        ) -> Result<(), ractor::ActorProcessingErr> {
+            Ok(())
+        }
+    }
+
+    /// The live sessions found are kept only until the connections change:
+    /// a session opened, ended or reopened, on this connection or another,
+    /// shows in the next read.
+    #[tokio::test]
+    async fn live_sessions_kept_between_reads_follow_every_change() {
+        let registry = Registry::new();
+        let (actor, handle) = ractor::Actor::spawn(None, Idle, ()).await.unwrap();
+        let owner = |agent: &str, user: &str| Owner {
+            agent_id: agent.into(),
+            user_id: user.into(),
+        };
+        let live = |r: &Registry| -> Vec<(String, Uuid)> {
+            let mut v: Vec<_> = r
+                .live_of("kairix", "mark")
+                .into_iter()
+                .map(|l| (l.connection_id, l.session_id))
+                .collect();
+            v.sort();
+            v
+        };
+        assert!(live(&registry).is_empty());
+        let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        registry.insert_live(
+            "c1",
+            owner("kairix", "mark"),
+            a,
+            actor.clone(),
+            Default::default(),
+        );
+        assert_eq!(live(&registry), [("c1".to_string(), a)]);
+        assert_eq!(live(&registry), [("c1".to_string(), a)]);
+        // another pair's session is not theirs, and is found for its own
+        registry.insert_live(
+            "c2",
+            owner("kairix", "ana"),
+            b,
+            actor.clone(),
+            Default::default(),
+        );
+        assert_eq!(live(&registry), [("c1".to_string(), a)]);
+        assert_eq!(registry.live_of("kairix", "ana").len(), 1);
+        registry.insert_live(
+            "c3",
+            owner("kairix", "mark"),
+            b,
+            actor.clone(),
+            Default::default(),
+        );
+        assert_eq!(
+            live(&registry),
+            [("c1".to_string(), a), ("c3".to_string(), b)]
+        );
+        assert!(registry.mark_ended("c1", a));
+        assert_eq!(live(&registry), [("c3".to_string(), b)]);
+        registry.forget_ended("mark", None);
+        assert!(registry.mark_ended("c3", b));
+        assert!(live(&registry).is_empty());
+        actor.stop(None);
+        handle.await.unwrap();
     }
 }

@@ -51,21 +51,26 @@ pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
 pub fn without_question_framing(question: &str) -> String {
     let lower = question.to_lowercase();
     let words: Vec<&str> = lower.split_whitespace().collect();
-    let bare = |w: &str| -> String { w.trim_matches(|c: char| !c.is_alphanumeric()).to_string() };
+    // Each word without the punctuation around it, once (a read asks
+    // every phrase at every word).
+    let bare: Vec<&str> = words
+        .iter()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
+        .collect();
     let mut out: Vec<&str> = Vec::with_capacity(words.len());
     let mut i = 0;
     while i < words.len() {
         // A phrase matches whole words only ("kind of", never "mankind of").
         let phrase = FRAMING_PHRASES.iter().find_map(|p| {
             let n = p.split(' ').count();
-            let here: Vec<String> = words.get(i..i + n)?.iter().map(|w| bare(w)).collect();
-            (here.join(" ") == *p).then_some(n)
+            let here = bare.get(i..i + n)?;
+            p.split(' ').eq(here.iter().copied()).then_some(n)
         });
         if let Some(n) = phrase {
             i += n;
             continue;
         }
-        if !FRAMING_WORDS.contains(&bare(words[i]).as_str()) {
+        if !FRAMING_WORDS.contains(&bare[i]) {
             out.push(words[i]);
         }
         i += 1;

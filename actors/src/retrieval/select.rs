@@ -2,8 +2,6 @@
 //! share first, then the other tiers by priority, an item that does not
 //! fit skipped or cut at a sentence, never the end of the selection.
 
-use std::collections::BTreeSet;
-
 use crate::context::{
     check_budget, item, AssembledContext, ContextError, ContextItem, PreparedFacts, Role, Source,
     Tier, TierUsage, TokenCounter, Trimmed,
@@ -191,8 +189,18 @@ pub fn select(
     Ok(walk.into_context(message, budget, trimmed))
 }
 
-/// The walk [`select`] takes over the tiers: what each placed, by slot
-/// (`None`: left out), and what retrieval shows.
+/// Where the walk put an item: left out, whole, or cut (its index in the
+/// walk's `cuts`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Left,
+    Whole,
+    Cut(usize),
+}
+
+/// The walk [`select`] takes over the tiers: where each item went, by
+/// slot, and which of the sources retrieval holds are shown. Only the
+/// chosen items are copied (handles), once, into the context at the end.
 struct Walk<'s, 'c> {
     sel: &'s Selection<'s>,
     f: Filler<'c>,
@@ -200,16 +208,18 @@ struct Walk<'s, 'c> {
     /// that retrieval also holds up in what is taken (a binary search, not
     /// a hash per fact and summary).
     retrieved_sources: Vec<Source>,
-    /// The sources shown, of the items retrieval also holds: not shown
-    /// again.
-    taken: BTreeSet<Source>,
-    retrieved: Vec<Option<ContextItem>>,
+    /// By `retrieved_sources`' order: shown (in whatever tier), so not
+    /// shown again.
+    taken: Vec<bool>,
+    retrieved: Vec<Slot>,
     kept_facts: Vec<bool>,
-    blocks: Vec<Option<ContextItem>>,
+    blocks: Vec<Slot>,
     turn_items: Vec<(Source, &'s ContextItem)>,
-    turns: Vec<Option<ContextItem>>,
+    turns: Vec<Slot>,
     summary_items: Vec<&'s ContextItem>,
-    summaries: Vec<Option<ContextItem>>,
+    summaries: Vec<Slot>,
+    /// The items cut to fit, by [`Slot::Cut`] index.
+    cuts: Vec<Option<ContextItem>>,
 }
 
 impl<'s, 'c> Walk<'s, 'c> {
@@ -230,20 +240,48 @@ impl<'s, 'c> Walk<'s, 'c> {
                 counter,
                 trimmed: Vec::new(),
             },
+            taken: vec![false; retrieved_sources.len()],
             retrieved_sources,
-            taken: BTreeSet::new(),
-            retrieved: vec![None; sel.retrieved.len()],
+            retrieved: vec![Slot::Left; sel.retrieved.len()],
             kept_facts: vec![false; sel.facts.len()],
-            blocks: vec![None; sel.blocks.len()],
-            turns: vec![None; turn_items.len()],
+            blocks: vec![Slot::Left; sel.blocks.len()],
+            turns: vec![Slot::Left; turn_items.len()],
             turn_items,
-            summaries: vec![None; summary_items.len()],
+            summaries: vec![Slot::Left; summary_items.len()],
             summary_items,
+            cuts: Vec::new(),
         }
     }
 
-    fn also_retrieved(&self, s: &Source) -> bool {
-        self.retrieved_sources.binary_search(s).is_ok()
+    /// Where retrieval holds `s` too, its place in `retrieved_sources`.
+    fn also_retrieved(&self, s: &Source) -> Option<usize> {
+        self.retrieved_sources.binary_search(s).ok()
+    }
+
+    /// Whether `s` is shown, of the sources retrieval holds.
+    fn is_taken(&self, s: &Source) -> bool {
+        self.also_retrieved(s).is_some_and(|i| self.taken[i])
+    }
+
+    /// Marks `s` (a source retrieval holds) shown or not; whether it was
+    /// shown before.
+    fn set_taken(&mut self, s: &Source, shown: bool) -> bool {
+        match self.also_retrieved(s) {
+            Some(i) => std::mem::replace(&mut self.taken[i], shown),
+            None => false,
+        }
+    }
+
+    /// The slot for what the filler made of an item.
+    fn slot(cuts: &mut Vec<Option<ContextItem>>, placed: Placed) -> Slot {
+        match placed {
+            Placed::Whole => Slot::Whole,
+            Placed::Cut(c) => {
+                cuts.push(Some(c));
+                Slot::Cut(cuts.len() - 1)
+            }
+            Placed::Left => Slot::Left,
+        }
     }
 
     /// Retrieved first, within their share; what they show is not shown
@@ -253,16 +291,14 @@ impl<'s, 'c> Walk<'s, 'c> {
         let sel = self.sel;
         let share = sel.retrieval_share.clamp(0.0, 1.0);
         let mut share_room = (self.f.room as f64 * share as f64).floor() as usize;
-        for (slot, r) in self.retrieved.iter_mut().zip(sel.retrieved) {
-            if !self.taken.insert(r.item.source) {
+        for (k, r) in sel.retrieved.iter().enumerate() {
+            if self.set_taken(&r.item.source, true) {
                 continue;
             }
-            match self.f.place(&r.item, r.item.source, false, &mut share_room) {
-                Placed::Whole => *slot = Some(r.item.clone()),
-                Placed::Cut(c) => *slot = Some(c),
-                Placed::Left => {
-                    self.taken.remove(&r.item.source);
-                }
+            let placed = self.f.place(&r.item, r.item.source, false, &mut share_room);
+            self.retrieved[k] = Self::slot(&mut self.cuts, placed);
+            if self.retrieved[k] == Slot::Left {
+                self.set_taken(&r.item.source, false);
             }
         }
     }
@@ -273,13 +309,13 @@ impl<'s, 'c> Walk<'s, 'c> {
         for &i in facts.by_age.iter().rev() {
             let it = &facts.items[i as usize];
             let also = self.also_retrieved(&it.source);
-            if also && self.taken.contains(&it.source) {
+            if also.is_some_and(|k| self.taken[k]) {
                 continue;
             }
             if let Placed::Whole = self.f.place(it, it.source, false, room) {
                 self.kept_facts[i as usize] = true;
-                if also {
-                    self.taken.insert(it.source);
+                if let Some(k) = also {
+                    self.taken[k] = true;
                 }
             }
         }
@@ -294,32 +330,22 @@ impl<'s, 'c> Walk<'s, 'c> {
     fn blocks(&mut self, background: bool, room: &mut usize) {
         let sel = self.sel;
         let found = !sel.retrieved.is_empty();
-        for (slot, it) in self.blocks.iter_mut().zip(sel.blocks) {
+        for (k, it) in sel.blocks.iter().enumerate() {
             let later = found && it.source == Source::Block(BlockLabel::BackgroundContext);
             if later != background {
                 continue;
             }
-            match self.f.place(it, it.source, true, room) {
-                Placed::Whole => *slot = Some(it.clone()),
-                Placed::Cut(c) => *slot = Some(c),
-                Placed::Left => {}
-            }
+            let placed = self.f.place(it, it.source, true, room);
+            self.blocks[k] = Self::slot(&mut self.cuts, placed);
         }
     }
 
     /// The turns, newest first.
     fn turns(&mut self, room: &mut usize) {
-        for (slot, (source, it)) in self.turns.iter_mut().zip(&self.turn_items).rev() {
-            match self.f.place(it, *source, true, room) {
-                Placed::Whole => {
-                    *slot = Some(ContextItem {
-                        source: *source,
-                        ..(*it).clone()
-                    })
-                }
-                Placed::Cut(c) => *slot = Some(c),
-                Placed::Left => {}
-            }
+        for k in (0..self.turn_items.len()).rev() {
+            let (source, it) = self.turn_items[k];
+            let placed = self.f.place(it, source, true, room);
+            self.turns[k] = Self::slot(&mut self.cuts, placed);
         }
     }
 
@@ -330,36 +356,31 @@ impl<'s, 'c> Walk<'s, 'c> {
     /// retrieves nothing leaves the room to the summaries.
     fn rest_of_retrieved(&mut self, room: &mut usize) {
         let sel = self.sel;
-        for (slot, r) in self.retrieved.iter_mut().zip(sel.retrieved) {
-            if slot.is_some() || self.taken.contains(&r.item.source) {
+        for (k, r) in sel.retrieved.iter().enumerate() {
+            if self.retrieved[k] != Slot::Left || self.set_taken(&r.item.source, true) {
                 continue;
             }
-            self.taken.insert(r.item.source);
             let cut = !matches!(r.item.source, Source::Fact(_));
-            match self.f.place(&r.item, r.item.source, cut, room) {
-                Placed::Whole => *slot = Some(r.item.clone()),
-                Placed::Cut(c) => *slot = Some(c),
-                Placed::Left => {
-                    self.taken.remove(&r.item.source);
-                }
+            let placed = self.f.place(&r.item, r.item.source, cut, room);
+            self.retrieved[k] = Self::slot(&mut self.cuts, placed);
+            if self.retrieved[k] == Slot::Left {
+                self.set_taken(&r.item.source, false);
             }
         }
     }
 
     /// The summaries, newest first, skipping what retrieval shows.
     fn summaries(&mut self, room: &mut usize) {
-        for (slot, it) in self.summaries.iter_mut().zip(&self.summary_items).rev() {
-            let also = self.retrieved_sources.binary_search(&it.source).is_ok();
-            if also && self.taken.contains(&it.source) {
+        for k in (0..self.summary_items.len()).rev() {
+            let it = self.summary_items[k];
+            let also = self.also_retrieved(&it.source);
+            if also.is_some_and(|i| self.taken[i]) {
                 continue;
             }
-            match self.f.place(it, it.source, true, room) {
-                Placed::Whole => *slot = Some((*it).clone()),
-                Placed::Cut(c) => *slot = Some(c),
-                Placed::Left => continue,
-            }
-            if also {
-                self.taken.insert(it.source);
+            let placed = self.f.place(it, it.source, true, room);
+            self.summaries[k] = Self::slot(&mut self.cuts, placed);
+            if let (Some(i), false) = (also, self.summaries[k] == Slot::Left) {
+                self.taken[i] = true;
             }
         }
     }
@@ -375,33 +396,35 @@ impl<'s, 'c> Walk<'s, 'c> {
             tokens: it.tokens,
             cut: false,
         };
-        let shown = &self.taken;
         for (slot, it) in self.summaries.iter().zip(&self.summary_items) {
-            if slot.is_none() && !shown.contains(&it.source) {
+            if *slot == Slot::Left && !self.is_taken(&it.source) {
                 trimmed.push(left(it, it.source));
             }
         }
         for (slot, (source, it)) in self.turns.iter().zip(&self.turn_items) {
-            if slot.is_none() {
+            if *slot == Slot::Left {
                 trimmed.push(left(it, *source));
             }
         }
         for (slot, it) in self.blocks.iter().zip(sel.blocks).rev() {
-            if slot.is_none() {
+            if *slot == Slot::Left {
                 trimmed.push(left(it, it.source));
             }
         }
         for &i in &sel.facts.by_age {
             let it = &sel.facts.items[i as usize];
-            if !self.kept_facts[i as usize] && !shown.contains(&it.source) {
+            if !self.kept_facts[i as usize] && !self.is_taken(&it.source) {
                 trimmed.push(left(it, it.source));
             }
         }
-        let mut seen_retrieved = std::collections::HashSet::new();
+        let mut seen_retrieved = vec![false; self.retrieved_sources.len()];
         for (slot, r) in self.retrieved.iter().zip(sel.retrieved).rev() {
-            if slot.is_none()
-                && seen_retrieved.insert(r.item.source)
-                && !shown.contains(&r.item.source)
+            let Some(i) = self.also_retrieved(&r.item.source) else {
+                continue;
+            };
+            if *slot == Slot::Left
+                && !std::mem::replace(&mut seen_retrieved[i], true)
+                && !self.taken[i]
             {
                 trimmed.push(left(&r.item, r.item.source));
             }
@@ -412,26 +435,35 @@ impl<'s, 'c> Walk<'s, 'c> {
     /// The context of what was placed: every tier, in order, the
     /// retrieved items in time order (ties by rank): grouped by call.
     fn into_context(
-        self,
+        mut self,
         message: ContextItem,
         budget: usize,
         trimmed: Vec<Trimmed>,
     ) -> AssembledContext {
         let sel = self.sel;
+        let cuts = &mut self.cuts;
+        // The item a slot holds: the prepared one (with the source it is
+        // shown as), or the cut one.
+        let mut shown = |slot: Slot, it: &ContextItem, source: Source| match slot {
+            Slot::Left => None,
+            Slot::Whole => Some(ContextItem {
+                source,
+                ..it.clone()
+            }),
+            Slot::Cut(c) => cuts[c].take(),
+        };
         let tier = |tier, items: Vec<ContextItem>| TierUsage {
             tier,
             tokens: items.iter().map(|i| i.tokens).sum(),
             items,
         };
-        let mut shown_retrieved: Vec<(chrono::DateTime<chrono::Utc>, usize, ContextItem)> = self
-            .retrieved
-            .into_iter()
-            .zip(sel.retrieved)
-            .enumerate()
-            .filter_map(|(rank, (slot, r))| slot.map(|i| (r.at, rank, i)))
+        let blocks: Vec<ContextItem> = self
+            .blocks
+            .iter()
+            .zip(sel.blocks)
+            .filter_map(|(&slot, it)| shown(slot, it, it.source))
             .collect();
-        shown_retrieved.sort_by_key(|(at, rank, _)| (*at, *rank));
-        let facts = sel
+        let facts: Vec<ContextItem> = sel
             .facts
             .items
             .iter()
@@ -439,18 +471,37 @@ impl<'s, 'c> Walk<'s, 'c> {
             .filter(|(_, &k)| k)
             .map(|(it, _)| it.clone())
             .collect();
+        let summaries: Vec<ContextItem> = self
+            .summaries
+            .iter()
+            .zip(&self.summary_items)
+            .filter_map(|(&slot, it)| shown(slot, it, it.source))
+            .collect();
+        let mut retrieved: Vec<(chrono::DateTime<chrono::Utc>, usize, ContextItem)> = self
+            .retrieved
+            .iter()
+            .zip(sel.retrieved)
+            .enumerate()
+            .filter_map(|(rank, (&slot, r))| {
+                Some((r.at, rank, shown(slot, &r.item, r.item.source)?))
+            })
+            .collect();
+        retrieved.sort_by_key(|(at, rank, _)| (*at, *rank));
+        let turns: Vec<ContextItem> = self
+            .turns
+            .iter()
+            .zip(&self.turn_items)
+            .filter_map(|(&slot, (source, it))| shown(slot, it, *source))
+            .collect();
         let tiers = vec![
-            tier(Tier::Blocks, self.blocks.into_iter().flatten().collect()),
+            tier(Tier::Blocks, blocks),
             tier(Tier::Facts, facts),
-            tier(
-                Tier::Summaries,
-                self.summaries.into_iter().flatten().collect(),
-            ),
+            tier(Tier::Summaries, summaries),
             tier(
                 Tier::Retrieved,
-                shown_retrieved.into_iter().map(|(_, _, i)| i).collect(),
+                retrieved.into_iter().map(|(_, _, i)| i).collect(),
             ),
-            tier(Tier::Turns, self.turns.into_iter().flatten().collect()),
+            tier(Tier::Turns, turns),
             tier(Tier::Message, vec![message]),
         ];
         AssembledContext {

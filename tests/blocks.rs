@@ -7,8 +7,7 @@
 //! reflection in an agent-wide block is repaired at start.
 
 use crate::common;
-#[path = "common/fake_llm.rs"]
-mod fake_llm;
+use crate::common::fake_llm;
 
 use std::sync::Arc;
 

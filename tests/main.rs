@@ -25,3 +25,27 @@ mod serve_binary;
 mod server;
 mod settings;
 mod simulate;
+
+/// Every file beside this one is one of its modules: with one binary
+/// declared (`autotests = false`), a file left out here would never be
+/// built or run, and nothing else would say so.
+#[test]
+fn every_test_file_is_a_module_of_this_binary() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let declared = std::fs::read_to_string(dir.join("main.rs")).unwrap();
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let Some(name) = path.file_stem().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let file = path.extension().is_some_and(|e| e == "rs");
+        if file && name != "main" && !declared.contains(&format!("\nmod {name};\n")) {
+            missing.push(name.to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "not modules of tests/main.rs: {missing:?}"
+    );
+}

@@ -2,8 +2,7 @@
 //! then end to end through the runtime. These run in real time: the HTTP
 //! client's timeouts and the sockets do not follow tokio's paused clock.
 
-#[path = "common/fake_llm.rs"]
-mod fake_llm;
+use crate::common::fake_llm;
 
 use std::time::Duration;
 use uuid::Uuid;

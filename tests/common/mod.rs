@@ -1,6 +1,8 @@
-//! Helpers shared by the integration tests (each test binary uses some).
+//! Helpers shared by the integration tests (each file uses some).
 
 #![allow(dead_code)]
+
+pub mod fake_llm;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command};

@@ -196,7 +196,7 @@ pub fn live_summary_item(
 }
 
 /// Turns as user and assistant items, empty sides left out, numbered from
-/// 0; a context numbers them on across the chunks it combines.
+/// 0; a context numbers them on across the runs it combines.
 pub fn prepare_turns(turns: &[ConversationTurn], counter: &dyn TokenCounter) -> Vec<ContextItem> {
     let mut out = Vec::with_capacity(turns.len() * 2);
     for (index, t) in turns.iter().enumerate() {
@@ -239,8 +239,8 @@ pub fn assemble(
         &Selection {
             blocks: &blocks,
             facts: &facts,
-            summaries: &[&summaries],
-            turns: &[&turns],
+            summaries: &[summaries.into()],
+            turns: &[turns.into()],
             retrieved: &[],
             retrieval_share: 0.0,
             current_message: input.current_message,
@@ -653,15 +653,152 @@ mod tests {
         }
     }
 
-    #[test]
-    fn retrieved_items_take_their_share_first_in_time_order_and_never_twice() {
-        let f = fixture();
-        let blocks = prepare_blocks(&f.blocks, &CharEstimate);
-        let facts = PreparedFacts::new(&f.facts, "mark", &CharEstimate);
-        let summaries: Vec<ContextItem> = distinct_summaries(&f.summaries)
+    /// The fixture's blocks, facts (mark's) and summaries, prepared.
+    fn prepared(f: &Fixture) -> (Vec<ContextItem>, PreparedFacts, Vec<ContextItem>) {
+        let summaries = distinct_summaries(&f.summaries)
             .into_iter()
             .map(|s| prepare_summary(s, &CharEstimate))
             .collect();
+        (
+            prepare_blocks(&f.blocks, &CharEstimate),
+            PreparedFacts::new(&f.facts, "mark", &CharEstimate),
+            summaries,
+        )
+    }
+
+    #[test]
+    fn a_selection_shares_the_prepared_runs_it_shows_and_copies_the_rest() {
+        let f = fixture();
+        let (blocks, facts, summaries) = prepared(&f);
+        let summaries = ItemRun::from(summaries);
+        // two runs of turns: the second's are numbered after the first's
+        let turns = [
+            ItemRun::from(prepare_turns(&f.turns, &CharEstimate)),
+            ItemRun::from(prepare_turns(&f.turns[..1], &CharEstimate)),
+        ];
+        let sel = Selection {
+            blocks: &blocks,
+            facts: &facts,
+            summaries: &[summaries.slice(0..1), summaries.slice(1..2)],
+            turns: &turns,
+            retrieved: &[],
+            retrieval_share: 0.0,
+            current_message: "hello",
+            budget_tokens: 10_000,
+            min_cut_tokens: MIN_CUT,
+        };
+        let c = select(&sel, &CharEstimate).unwrap();
+        let tier = |c: &AssembledContext, t: Tier| c.tiers.iter().find(|u| u.tier == t).cloned();
+        // every fact and summary shown: one handle on each prepared list,
+        // the very items prepared, not copies of them
+        let shown = tier(&c, Tier::Facts).unwrap();
+        assert_eq!((shown.items.len(), shown.items.parts()), (facts.len(), 1));
+        for (a, b) in shown.items.iter().zip(facts.items.iter()) {
+            assert!(std::ptr::eq(a, b));
+        }
+        let shown = tier(&c, Tier::Summaries).unwrap();
+        assert_eq!((shown.items.len(), shown.items.parts()), (2, 1));
+        assert!(std::ptr::eq(&shown.items[1], &summaries[1]));
+        // turns: the first run shared, the second's items copied under
+        // the numbers they are shown as
+        let shown = tier(&c, Tier::Turns).unwrap();
+        let first = turns[0].len();
+        assert_eq!(shown.items.parts(), 1 + turns[1].len());
+        assert!(std::ptr::eq(&shown.items[0], &turns[0][0]));
+        let said: Vec<String> = shown.items.iter().map(|i| i.source.to_string()).collect();
+        assert_eq!(
+            said,
+            [
+                "turn 0 user",
+                "turn 0 assistant",
+                "turn 1 user",
+                "turn 2 user",
+                "turn 2 assistant"
+            ]
+        );
+        assert_eq!(shown.items[first].text, turns[1][0].text);
+        // tokens add up per tier and in all
+        let sum: usize = c.tiers.iter().map(|t| t.tokens).sum();
+        assert_eq!(sum, c.total_tokens);
+        for t in &c.tiers {
+            assert_eq!(t.tokens, t.items.iter().map(|i| i.tokens).sum::<usize>());
+        }
+
+        // A summary left out in the middle of a list (the previous call's,
+        // shown as turns): the two stretches around it are two handles.
+        let three: Vec<ContextItem> = (0..3u128)
+            .map(|i| {
+                let mut it = summaries[0].clone();
+                it.source = Source::Summary(Uuid::from_u128(100 + i));
+                it
+            })
+            .collect();
+        let three = ItemRun::from(three);
+        let around = [three.slice(0..1), three.slice(2..3)];
+        let c = select(
+            &Selection {
+                summaries: &around,
+                ..sel
+            },
+            &CharEstimate,
+        )
+        .unwrap();
+        let shown = tier(&c, Tier::Summaries).unwrap();
+        assert_eq!((shown.items.len(), shown.items.parts()), (2, 2));
+        assert_eq!(shown.items[1].source, three[2].source);
+
+        // A summary cut to fit in the middle of what is shown: the cut is
+        // an item of its own between the whole ones.
+        let sizes = [40, 400, 40];
+        let long: Vec<ContextItem> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &words)| {
+                let text = "A sentence of a few words. ".repeat(words / 5);
+                item(
+                    &CharEstimate,
+                    Tier::Summaries,
+                    Source::Summary(Uuid::from_u128(200 + i as u128)),
+                    Role::System,
+                    text,
+                )
+            })
+            .collect();
+        let long = ItemRun::from(long);
+        let message_tokens = CharEstimate.count("hello");
+        // newest first: the last whole, the middle cut to the room left,
+        // which leaves the first out
+        let room = long[2].tokens + long[1].tokens / 2;
+        let no_facts = PreparedFacts::default();
+        let only_summaries = |budget| Selection {
+            blocks: &[],
+            facts: &no_facts,
+            summaries: std::slice::from_ref(&long),
+            turns: &[],
+            budget_tokens: budget,
+            ..sel
+        };
+        let c = select(&only_summaries(message_tokens + room), &CharEstimate).unwrap();
+        let shown = tier(&c, Tier::Summaries).unwrap();
+        assert_eq!(shown.items.len(), 2);
+        assert_eq!(shown.items.parts(), 2);
+        assert!(shown.items[0].text.ends_with(" …"));
+        assert!(std::ptr::eq(&shown.items[1], &long[2]));
+        // room for all three: one handle on the list
+        let room: usize = long.iter().map(|i| i.tokens).sum();
+        let c = select(&only_summaries(message_tokens + room), &CharEstimate).unwrap();
+        let shown = tier(&c, Tier::Summaries).unwrap();
+        assert_eq!((shown.items.len(), shown.items.parts()), (3, 1));
+        assert_eq!(
+            shown.tokens,
+            shown.items.iter().map(|i| i.tokens).sum::<usize>()
+        );
+    }
+
+    #[test]
+    fn retrieved_items_take_their_share_first_in_time_order_and_never_twice() {
+        let f = fixture();
+        let (blocks, facts, summaries) = prepared(&f);
         // ranked: the newest first, then a fact the facts tier also holds,
         // then an older turn
         let mut fact = facts.get(Uuid::from_u128(1)).unwrap().clone();
@@ -674,11 +811,11 @@ mod tests {
             },
             retrieved(8, 10, "- [2026-01-05] mark: my sister Leela is a nurse"),
         ];
-        let chunks: [&[ContextItem]; 1] = [&summaries];
+        let runs = [ItemRun::from(summaries)];
         let sel = |budget, share| Selection {
             blocks: &blocks,
             facts: &facts,
-            summaries: &chunks,
+            summaries: &runs,
             turns: &[],
             retrieved: &ranked,
             retrieval_share: share,
@@ -754,12 +891,12 @@ mod tests {
         let msg = CharEstimate.count(message);
         // room for the persona and the hit, not the background as well
         let budget = msg + persona + hit.item.tokens + background / 4;
-        let chunks: [&[ContextItem]; 0] = [];
+        let runs: [ItemRun; 0] = [];
         let ranked = [hit];
         let mut sel = Selection {
             blocks: &blocks,
             facts: &facts,
-            summaries: &chunks,
+            summaries: &runs,
             turns: &[],
             retrieved: &ranked,
             retrieval_share: 0.0,
@@ -792,8 +929,8 @@ mod tests {
         );
         let split = SummarySentences::new(&s);
         let asked = stem_keys;
-        type Keys = std::collections::HashSet<u64>;
-        let none = Keys::new();
+        type Keys = foldhash::HashSet<u64>;
+        let none = Keys::default();
         let excerpt_of = |s: &ConversationSummary,
                           split: &SummarySentences,
                           q: &str,
@@ -804,7 +941,7 @@ mod tests {
         let excerpt = |q: &str, most: usize, shown: &mut Keys| {
             summary_excerpt(&s, &split, &asked(q), most, shown, &none, &CharEstimate)
         };
-        let mut shown = std::collections::HashSet::new();
+        let mut shown = Keys::default();
         let it =
             excerpt("my Saturday treats?", 5, &mut shown).expect("two sentences hold the words");
         // Only the sentences asked about, in their order, marked as cut;
@@ -851,7 +988,8 @@ mod tests {
         let restated: Keys = [crate::reflect::extractive::said_key(
             "saturday is my treat day faggots and peas from the market",
         )]
-        .into();
+        .into_iter()
+        .collect();
         let rest = excerpt_of(
             &s,
             &split,
@@ -976,11 +1114,15 @@ mod tests {
                 .map(|s| prepare_summary(s, &CharEstimate))
                 .collect();
             let p_turns = prepare_turns(&f.turns, &CharEstimate);
+            let (runs_s, runs_t) = (
+                [ItemRun::from(p_summaries.clone())],
+                [ItemRun::from(p_turns.clone())],
+            );
             let sel = Selection {
                 blocks: &p_blocks,
                 facts: &p_facts,
-                summaries: &[&p_summaries],
-                turns: &[&p_turns],
+                summaries: &runs_s,
+                turns: &runs_t,
                 retrieved: &ranked,
                 retrieval_share: share,
                 current_message: &message,

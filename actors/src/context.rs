@@ -174,7 +174,287 @@ pub struct ContextItem {
 pub struct TierUsage {
     pub tier: Tier,
     pub tokens: usize,
-    pub items: Vec<ContextItem>,
+    pub items: Items,
+}
+
+/// A run of prepared items: a range of a list shared by reference count.
+/// Prepared once (a user's facts, summaries, a call's turns) and handed to
+/// every selection that shows them, without a copy of the list or of an
+/// item.
+#[derive(Clone, Default)]
+pub struct ItemRun {
+    items: Arc<[ContextItem]>,
+    start: usize,
+    end: usize,
+}
+
+impl ItemRun {
+    /// The part of this run in `range` (of its own positions).
+    ///
+    /// # Panics
+    /// If `range` is not within the run.
+    pub fn slice(&self, range: std::ops::Range<usize>) -> ItemRun {
+        assert!(range.start <= range.end && range.end <= self.len());
+        ItemRun {
+            items: self.items.clone(),
+            start: self.start + range.start,
+            end: self.start + range.end,
+        }
+    }
+
+    /// Whether `next` continues this run: the item right after its end in
+    /// the same list.
+    fn extends_to(&self, next: &ItemRun, pos: usize) -> bool {
+        Arc::ptr_eq(&self.items, &next.items) && self.end == next.start + pos
+    }
+}
+
+impl From<Vec<ContextItem>> for ItemRun {
+    fn from(items: Vec<ContextItem>) -> Self {
+        let end = items.len();
+        ItemRun {
+            items: items.into(),
+            start: 0,
+            end,
+        }
+    }
+}
+
+impl std::fmt::Debug for ItemRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl std::ops::Deref for ItemRun {
+    type Target = [ContextItem];
+
+    fn deref(&self) -> &[ContextItem] {
+        &self.items[self.start..self.end]
+    }
+}
+
+/// One part of a tier's items: a stretch of a prepared run, or an item of
+/// its own (cut to fit, shown under another source, or not prepared ahead).
+#[derive(Debug, Clone)]
+enum Part {
+    Run(ItemRun),
+    One(ContextItem),
+}
+
+impl Part {
+    fn as_slice(&self) -> &[ContextItem] {
+        match self {
+            Part::Run(r) => r,
+            Part::One(i) => std::slice::from_ref(i),
+        }
+    }
+}
+
+/// The items of a tier, in order. An unbroken stretch of prepared items is
+/// held as one handle on them (an [`ItemRun`]), so a context that shows a
+/// user's thousand facts copies one handle, not a thousand; read it as a
+/// sequence ([`Items::iter`], `&items` in a `for`), or copy it out with
+/// [`Items::to_vec`]. [`Items::get`] (and indexing) walks the parts: to
+/// read every item, iterate.
+#[derive(Clone, Default)]
+pub struct Items {
+    parts: Vec<Part>,
+    len: usize,
+}
+
+/// The iterator of [`Items::iter`].
+#[derive(Debug, Clone)]
+pub struct ItemsIter<'a> {
+    parts: std::slice::Iter<'a, Part>,
+    current: std::slice::Iter<'a, ContextItem>,
+    left: usize,
+}
+
+impl<'a> Iterator for ItemsIter<'a> {
+    type Item = &'a ContextItem;
+
+    fn next(&mut self) -> Option<&'a ContextItem> {
+        loop {
+            if let Some(i) = self.current.next() {
+                self.left -= 1;
+                return Some(i);
+            }
+            self.current = self.parts.next()?.as_slice().iter();
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for ItemsIter<'_> {}
+
+impl std::iter::FusedIterator for ItemsIter<'_> {}
+
+impl Items {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn iter(&self) -> ItemsIter<'_> {
+        ItemsIter {
+            parts: self.parts.iter(),
+            current: [].iter(),
+            left: self.len,
+        }
+    }
+
+    /// The item at `index`, if there is one.
+    pub fn get(&self, mut index: usize) -> Option<&ContextItem> {
+        for p in &self.parts {
+            let s = p.as_slice();
+            if index < s.len() {
+                return Some(&s[index]);
+            }
+            index -= s.len();
+        }
+        None
+    }
+
+    pub fn first(&self) -> Option<&ContextItem> {
+        self.get(0)
+    }
+
+    pub fn last(&self) -> Option<&ContextItem> {
+        self.parts.last().and_then(|p| p.as_slice().last())
+    }
+
+    pub fn to_vec(&self) -> Vec<ContextItem> {
+        self.iter().cloned().collect()
+    }
+
+    /// The item at `pos` of `run`, shared: it continues the last part when
+    /// that part ends right before it in the same list.
+    pub(crate) fn push_shared(&mut self, run: &ItemRun, pos: usize) {
+        debug_assert!(pos < run.len());
+        self.len += 1;
+        if let Some(Part::Run(last)) = self.parts.last_mut() {
+            if last.extends_to(run, pos) {
+                last.end += 1;
+                return;
+            }
+        }
+        self.parts.push(Part::Run(run.slice(pos..pos + 1)));
+    }
+
+    /// How many parts hold the items: one per stretch of a run, one per
+    /// item of its own.
+    #[cfg(test)]
+    pub(crate) fn parts(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// An item of its own.
+    pub fn push(&mut self, item: ContextItem) {
+        self.len += 1;
+        self.parts.push(Part::One(item));
+    }
+}
+
+impl std::fmt::Debug for Items {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl PartialEq for Items {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.iter().eq(other.iter())
+    }
+}
+
+impl PartialEq<[ContextItem]> for Items {
+    fn eq(&self, other: &[ContextItem]) -> bool {
+        self.len == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl PartialEq<Vec<ContextItem>> for Items {
+    fn eq(&self, other: &Vec<ContextItem>) -> bool {
+        *self == **other
+    }
+}
+
+impl Eq for Items {}
+
+impl Serialize for Items {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+impl<'a> IntoIterator for &'a Items {
+    type Item = &'a ContextItem;
+    type IntoIter = ItemsIter<'a>;
+
+    fn into_iter(self) -> ItemsIter<'a> {
+        self.iter()
+    }
+}
+
+impl IntoIterator for Items {
+    type Item = ContextItem;
+    type IntoIter = std::vec::IntoIter<ContextItem>;
+
+    /// The items, each a handle of its own.
+    fn into_iter(self) -> Self::IntoIter {
+        self.to_vec().into_iter()
+    }
+}
+
+impl From<Items> for Vec<ContextItem> {
+    fn from(items: Items) -> Self {
+        items.to_vec()
+    }
+}
+
+impl Extend<ContextItem> for Items {
+    fn extend<I: IntoIterator<Item = ContextItem>>(&mut self, iter: I) {
+        for item in iter {
+            self.push(item);
+        }
+    }
+}
+
+impl FromIterator<ContextItem> for Items {
+    fn from_iter<I: IntoIterator<Item = ContextItem>>(iter: I) -> Self {
+        let items: Vec<ContextItem> = iter.into_iter().collect();
+        items.into()
+    }
+}
+
+impl From<Vec<ContextItem>> for Items {
+    fn from(items: Vec<ContextItem>) -> Self {
+        if items.is_empty() {
+            return Items::default();
+        }
+        Items {
+            len: items.len(),
+            parts: vec![Part::Run(items.into())],
+        }
+    }
+}
+
+impl std::ops::Index<usize> for Items {
+    type Output = ContextItem;
+
+    fn index(&self, index: usize) -> &ContextItem {
+        match self.get(index) {
+            Some(i) => i,
+            None => panic!("index {index} out of {} items", self.len),
+        }
+    }
 }
 
 /// Something left out to stay within the budget: a whole item, or the end
@@ -240,7 +520,7 @@ pub(crate) fn item(
 /// first).
 #[derive(Debug, Clone, Default)]
 pub struct PreparedFacts {
-    pub(crate) items: Vec<ContextItem>,
+    pub(crate) items: ItemRun,
     /// Display indices of the facts the facts tier offers
     /// ([`in_tier`]), oldest extracted first.
     pub(crate) by_age: Vec<u32>,
@@ -347,7 +627,11 @@ impl PreparedFacts {
             .map(|(i, (f, _))| (f.fact_id, i as u32))
             .collect();
         PreparedFacts {
-            items: facts.into_iter().map(|(_, item)| item).collect(),
+            items: facts
+                .into_iter()
+                .map(|(_, item)| item)
+                .collect::<Vec<_>>()
+                .into(),
             by_age,
             at,
         }
@@ -478,5 +762,100 @@ impl AssembledContext {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn it(n: u128, text: &str) -> ContextItem {
+        ContextItem {
+            tier: Tier::Facts,
+            source: Source::Fact(Uuid::from_u128(n)),
+            role: Role::System,
+            text: text.into(),
+            tokens: CharEstimate.count(text),
+        }
+    }
+
+    fn run(n: u128) -> ItemRun {
+        (0..n)
+            .map(|i| it(i, &format!("fact {i}")))
+            .collect::<Vec<_>>()
+            .into()
+    }
+
+    #[test]
+    fn neighbours_of_one_run_are_held_as_one_part_and_read_back_in_order() {
+        let r = run(6);
+        let mut items = Items::default();
+        for pos in [0, 1, 2, 4, 5] {
+            items.push_shared(&r, pos);
+        }
+        // 0..3 and 4..6: the gap at 3 starts a second part
+        assert_eq!(items.parts(), 2);
+        assert_eq!(items.len(), 5);
+        let sources: Vec<Source> = items.iter().map(|i| i.source).collect();
+        let want: Vec<Source> = [0, 1, 2, 4, 5]
+            .into_iter()
+            .map(|i| Source::Fact(Uuid::from_u128(i)))
+            .collect();
+        assert_eq!(sources, want);
+        let mut it = items.iter();
+        assert_eq!(it.len(), 5);
+        it.nth(2);
+        assert_eq!(it.len(), 2);
+        it.by_ref().for_each(drop);
+        assert_eq!((it.len(), it.next()), (0, None));
+        assert_eq!(items[3].source, Source::Fact(Uuid::from_u128(4)));
+        assert_eq!(items.last().map(|i| i.source), want.last().copied());
+        assert!(items.get(5).is_none());
+        // the same items, held apart, are equal and serialize the same
+        let copied: Items = items.to_vec().into_iter().collect();
+        let mut one_by_one = Items::default();
+        for i in items.iter() {
+            one_by_one.push(i.clone());
+        }
+        assert_eq!(one_by_one.parts(), 5);
+        assert_eq!(items, copied);
+        assert_eq!(items, one_by_one);
+        assert_eq!(items, items.to_vec());
+        assert_ne!(items, run(5).to_vec());
+        let json = serde_json::to_string(&items).unwrap();
+        assert_eq!(json, serde_json::to_string(&items.to_vec()).unwrap());
+    }
+
+    #[test]
+    fn a_run_does_not_continue_into_another_list_or_out_of_order() {
+        let (a, b) = (run(3), run(3));
+        let mut items = Items::default();
+        items.push_shared(&a, 0);
+        // the next item, but of another list
+        items.push_shared(&b, 1);
+        // the list of the first part again, then an item before the one
+        // the last part ends with
+        items.push_shared(&a, 1);
+        items.push_shared(&a, 0);
+        assert_eq!(items.parts(), 4);
+        assert_eq!(items.len(), 4);
+        let texts: Vec<&str> = items.iter().map(|i| &*i.text).collect();
+        assert_eq!(texts, ["fact 0", "fact 1", "fact 1", "fact 0"]);
+        // a slice of a run keeps its place in the list
+        let tail = a.slice(1..3);
+        assert_eq!(tail.len(), 2);
+        assert_eq!(&*tail[0].text, "fact 1");
+        let mut items = Items::default();
+        items.push_shared(&a, 0);
+        items.push_shared(&tail, 0);
+        items.push_shared(&tail, 1);
+        assert_eq!(items.parts(), 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "out of 2 items")]
+    fn an_index_past_the_end_panics_saying_so() {
+        let items: Items = run(2).to_vec().into();
+        let _ = &items[2];
     }
 }

@@ -23,7 +23,8 @@ use recall_actors::assembly::{
     user_view,
 };
 use recall_actors::context::{
-    fact_item, AssembledContext, CharEstimate, ContextItem, PreparedFacts, Source, TokenCounter,
+    fact_item, AssembledContext, CharEstimate, ContextItem, ItemRun, PreparedFacts, Source,
+    TokenCounter,
 };
 use recall_actors::embed::StoredVector;
 use recall_actors::model::{
@@ -48,7 +49,7 @@ struct EndedCall {
 struct PreviousTurns {
     session_id: Uuid,
     last_activity: DateTime<Utc>,
-    turns: Vec<ContextItem>,
+    turns: ItemRun,
     /// Stored turns (items leave out empty sides).
     turn_count: u32,
 }
@@ -74,7 +75,7 @@ pub(super) struct Sources {
     /// they are to the user, the name): ("brother", "Rob").
     names: Arc<Vec<(String, String)>>,
     /// Oldest first.
-    summaries: Arc<Vec<ContextItem>>,
+    summaries: ItemRun,
     /// By end time.
     ended: Arc<Vec<EndedCall>>,
     /// The latest ended call's turns.
@@ -614,7 +615,7 @@ impl Runtime {
                     .enumerate()
                     .map(|(i, s)| (s.summary_id, i))
                     .collect();
-                (Arc::new(list), Arc::new(at), Arc::new(items))
+                (Arc::new(list), Arc::new(at), ItemRun::from(items))
             }
         };
         let (facts, names) = match (facts, kept) {
@@ -741,7 +742,7 @@ impl Runtime {
         Ok(PreviousTurns {
             session_id: call.session_id,
             last_activity: turns.last().map(|t| t.timestamp).unwrap_or(call.ended_at),
-            turns: prepare_turns(&turns, &CharEstimate),
+            turns: prepare_turns(&turns, &CharEstimate).into(),
             turn_count: turns.len() as u32,
         })
     }
@@ -855,7 +856,7 @@ impl Runtime {
         let reference = live_started.unwrap_or(now);
         let loaded;
         let mut skip_summary = None;
-        let mut previous: &[ContextItem] = &[];
+        let mut previous = ItemRun::default();
         // The previous call's turns shown verbatim (its id, and the first
         // turn shown) are not retrieved again.
         let mut verbatim: Option<(Uuid, u32)> = None;
@@ -871,7 +872,7 @@ impl Runtime {
             if idle <= Duration::minutes(decay.soft_decay_minutes as i64) {
                 // Verbatim: its summary would only repeat it.
                 skip_summary = Some(Source::Summary(prev.session_id));
-                previous = &prev.turns;
+                previous = prev.turns.clone();
                 verbatim = Some((prev.session_id, 0));
             } else if idle <= Duration::minutes(decay.hard_decay_minutes as i64) {
                 let keep = decay.turns_after_soft_decay.min(prev.turn_count as usize) as u32;
@@ -881,14 +882,17 @@ impl Runtime {
                     .iter()
                     .position(|t| matches!(t.source, Source::Turn { index, .. } if index >= first))
                     .unwrap_or(prev.turns.len());
-                previous = &prev.turns[from..];
+                previous = prev.turns.slice(from..prev.turns.len());
                 verbatim = Some((prev.session_id, first));
             }
         }
         let (before, after) =
             match skip_summary.and_then(|s| src.summaries.iter().rposition(|i| i.source == s)) {
-                Some(i) => (&src.summaries[..i], &src.summaries[i + 1..]),
-                None => (&src.summaries[..], &[][..]),
+                Some(i) => (
+                    src.summaries.slice(0..i),
+                    src.summaries.slice(i + 1..src.summaries.len()),
+                ),
+                None => (src.summaries.clone(), ItemRun::default()),
             };
         let retrieved = self
             .retrieve(
@@ -908,8 +912,8 @@ impl Runtime {
             &Selection {
                 blocks: &src.blocks,
                 facts: &src.facts,
-                summaries: &[before, after, &live_summaries],
-                turns: &[previous, &gap],
+                summaries: &[before, after, live_summaries.into()],
+                turns: &[previous, gap.into()],
                 retrieved: &retrieved,
                 retrieval_share: decay.retrieval_share,
                 current_message,

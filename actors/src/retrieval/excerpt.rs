@@ -61,13 +61,13 @@ impl SummarySentences {
 /// [`said_key`](crate::reflect::extractive::said_key)s of those turns'
 /// sentences): such a quote ranks as its turn does. `None` when nothing
 /// is left to show. A summary of `most` sentences or fewer is shown whole.
-pub fn summary_excerpt(
+pub fn summary_excerpt<H: std::hash::BuildHasher>(
     s: &ConversationSummary,
     sentences: &SummarySentences,
     asked: &[u64],
     most: usize,
-    shown: &mut std::collections::HashSet<u64>,
-    restated: &std::collections::HashSet<u64>,
+    shown: &mut std::collections::HashSet<u64, H>,
+    restated: &std::collections::HashSet<u64, H>,
     counter: &dyn TokenCounter,
 ) -> Option<ContextItem> {
     let all = &sentences.0;

@@ -3,8 +3,8 @@
 //! fit skipped or cut at a sentence, never the end of the selection.
 
 use crate::context::{
-    check_budget, item, AssembledContext, ContextError, ContextItem, PreparedFacts, Role, Source,
-    Tier, TierUsage, TokenCounter, Trimmed,
+    check_budget, item, AssembledContext, ContextError, ContextItem, ItemRun, Items, PreparedFacts,
+    Role, Source, Tier, TierUsage, TokenCounter, Trimmed,
 };
 use crate::model::BlockLabel;
 
@@ -16,16 +16,17 @@ pub struct Retrieved {
     pub at: chrono::DateTime<chrono::Utc>,
 }
 
-/// Prepared items to choose from. Summaries and turns come in chunks,
+/// Prepared items to choose from. Summaries and turns come in runs,
 /// oldest first across and within them, so a caller can combine what it
-/// holds (stored summaries, a live call's window summary) without copying.
+/// holds (stored summaries, a live call's window summary) without copying;
+/// the context shares the stretches of a run it shows whole.
 pub struct Selection<'a> {
     /// Most essential first, as
     /// [`prepare_blocks`](crate::assembly::prepare_blocks) orders them.
     pub blocks: &'a [ContextItem],
     pub facts: &'a PreparedFacts,
-    pub summaries: &'a [&'a [ContextItem]],
-    pub turns: &'a [&'a [ContextItem]],
+    pub summaries: &'a [ItemRun],
+    pub turns: &'a [ItemRun],
     /// Best first. Their sources are never shown again in another tier.
     pub retrieved: &'a [Retrieved],
     /// The share of the budget (after the message) retrieved items take
@@ -155,8 +156,9 @@ impl Filler<'_> {
 /// summaries (newest first), skipping what retrieval already shows. An item that does not
 /// fit is skipped, or cut at a sentence boundary to fill the room left
 /// (facts are never cut), and the walk goes on, so a long item never
-/// ends the selection. Linear in the items; copies only handles, and the
-/// text of the few items cut.
+/// ends the selection. Linear in the items; copies the text of the few
+/// items cut, and a handle per unbroken stretch of a prepared run shown
+/// (and per block, retrieved item and turn renumbered across runs).
 pub fn select(
     sel: &Selection<'_>,
     counter: &dyn TokenCounter,
@@ -199,15 +201,20 @@ enum Slot {
 }
 
 /// The walk [`select`] takes over the tiers: where each item went, by
-/// slot, and which of the sources retrieval holds are shown. Only the
-/// chosen items are copied (handles), once, into the context at the end.
+/// slot, and which of the sources retrieval holds are shown. The context
+/// is built from the slots at the end: a stretch of a prepared run shown
+/// whole as one handle, any other item shown as a handle of its own.
 struct Walk<'s, 'c> {
     sel: &'s Selection<'s>,
     f: Filler<'c>,
     /// What retrieval holds, sorted: the other tiers look only their items
-    /// that retrieval also holds up in what is taken (a binary search, not
-    /// a hash per fact and summary).
+    /// that retrieval also holds up in what is taken (a bit of `filter`,
+    /// then a binary search when it is set; not a hash per fact and
+    /// summary).
     retrieved_sources: Vec<Source>,
+    /// A bit per [`filter_bit`] of `retrieved_sources`: most items are not
+    /// retrieved, and a bit clear rules that out without a search.
+    filter: [u64; 4],
     /// By `retrieved_sources`' order: shown (in whatever tier), so not
     /// shown again.
     taken: Vec<bool>,
@@ -229,6 +236,11 @@ impl<'s, 'c> Walk<'s, 'c> {
             sel.retrieved.iter().map(|r| r.item.source).collect();
         retrieved_sources.sort_unstable();
         retrieved_sources.dedup();
+        let mut filter = [0u64; 4];
+        for s in &retrieved_sources {
+            let b = filter_bit(s);
+            filter[b / 64] |= 1 << (b % 64);
+        }
         let turn_items: Vec<(Source, &ContextItem)> = numbered(sel.turns).collect();
         let summary_items: Vec<&ContextItem> =
             sel.summaries.iter().flat_map(|c| c.iter()).collect();
@@ -242,6 +254,7 @@ impl<'s, 'c> Walk<'s, 'c> {
             },
             taken: vec![false; retrieved_sources.len()],
             retrieved_sources,
+            filter,
             retrieved: vec![Slot::Left; sel.retrieved.len()],
             kept_facts: vec![false; sel.facts.len()],
             blocks: vec![Slot::Left; sel.blocks.len()],
@@ -255,6 +268,10 @@ impl<'s, 'c> Walk<'s, 'c> {
 
     /// Where retrieval holds `s` too, its place in `retrieved_sources`.
     fn also_retrieved(&self, s: &Source) -> Option<usize> {
+        let b = filter_bit(s);
+        if self.filter[b / 64] & (1 << (b % 64)) == 0 {
+            return None;
+        }
         self.retrieved_sources.binary_search(s).ok()
     }
 
@@ -390,6 +407,13 @@ impl<'s, 'c> Walk<'s, 'c> {
     fn left_out(&mut self) -> Vec<Trimmed> {
         let sel = self.sel;
         let mut trimmed = std::mem::take(&mut self.f.trimmed);
+        let slots = [&self.summaries, &self.turns, &self.blocks, &self.retrieved];
+        let left_slots: usize = slots
+            .iter()
+            .map(|s| s.iter().filter(|&&s| s == Slot::Left).count())
+            .sum();
+        let left_facts = self.kept_facts.iter().filter(|&&k| !k).count();
+        trimmed.reserve(left_slots + left_facts);
         let left = |it: &ContextItem, source: Source| Trimmed {
             tier: it.tier,
             source,
@@ -442,67 +466,61 @@ impl<'s, 'c> Walk<'s, 'c> {
     ) -> AssembledContext {
         let sel = self.sel;
         let cuts = &mut self.cuts;
-        // The item a slot holds: the prepared one (with the source it is
-        // shown as), or the cut one.
-        let mut shown = |slot: Slot, it: &ContextItem, source: Source| match slot {
-            Slot::Left => None,
-            Slot::Whole => Some(ContextItem {
-                source,
-                ..it.clone()
-            }),
-            Slot::Cut(c) => cuts[c].take(),
-        };
-        let tier = |tier, items: Vec<ContextItem>| TierUsage {
-            tier,
-            tokens: items.iter().map(|i| i.tokens).sum(),
-            items,
-        };
-        let blocks: Vec<ContextItem> = self
-            .blocks
-            .iter()
-            .zip(sel.blocks)
-            .filter_map(|(&slot, it)| shown(slot, it, it.source))
-            .collect();
-        let facts: Vec<ContextItem> = sel
-            .facts
-            .items
-            .iter()
-            .zip(&self.kept_facts)
-            .filter(|(_, &k)| k)
-            .map(|(it, _)| it.clone())
-            .collect();
-        let summaries: Vec<ContextItem> = self
+        let mut blocks = TierItems::default();
+        for (&slot, it) in self.blocks.iter().zip(sel.blocks) {
+            blocks.add(slot, Shown::Own(it, it.source), cuts);
+        }
+        let mut facts = TierItems::default();
+        for (pos, _) in self.kept_facts.iter().enumerate().filter(|(_, &k)| k) {
+            facts.add(
+                Slot::Whole,
+                Shown::Shared(&sel.facts.items, pos, None),
+                cuts,
+            );
+        }
+        let mut summaries = TierItems::default();
+        let positions = sel
             .summaries
             .iter()
-            .zip(&self.summary_items)
-            .filter_map(|(&slot, it)| shown(slot, it, it.source))
-            .collect();
-        let mut retrieved: Vec<(chrono::DateTime<chrono::Utc>, usize, ContextItem)> = self
+            .flat_map(|r| (0..r.len()).map(move |p| (r, p)));
+        for (&slot, (run, pos)) in self.summaries.iter().zip(positions) {
+            summaries.add(slot, Shown::Shared(run, pos, None), cuts);
+        }
+        let mut found: Vec<(chrono::DateTime<chrono::Utc>, usize, Slot, &ContextItem)> = self
             .retrieved
             .iter()
             .zip(sel.retrieved)
             .enumerate()
-            .filter_map(|(rank, (&slot, r))| {
-                Some((r.at, rank, shown(slot, &r.item, r.item.source)?))
-            })
+            .filter(|(_, (&slot, _))| slot != Slot::Left)
+            .map(|(rank, (&slot, r))| (r.at, rank, slot, &r.item))
             .collect();
-        retrieved.sort_by_key(|(at, rank, _)| (*at, *rank));
-        let turns: Vec<ContextItem> = self
+        found.sort_by_key(|(at, rank, _, _)| (*at, *rank));
+        let mut retrieved = TierItems::default();
+        for (_, _, slot, it) in found {
+            retrieved.add(slot, Shown::Own(it, it.source), cuts);
+        }
+        let mut turns = TierItems::default();
+        let positions = sel
             .turns
             .iter()
-            .zip(&self.turn_items)
-            .filter_map(|(&slot, (source, it))| shown(slot, it, *source))
-            .collect();
+            .flat_map(|r| (0..r.len()).map(move |p| (r, p)));
+        for ((&slot, &(source, _)), (run, pos)) in
+            self.turns.iter().zip(&self.turn_items).zip(positions)
+        {
+            turns.add(slot, Shown::Shared(run, pos, Some(source)), cuts);
+        }
+        let mut current = TierItems {
+            tokens: message.tokens,
+            ..TierItems::default()
+        };
+        current.items.push(message);
         let tiers = vec![
-            tier(Tier::Blocks, blocks),
-            tier(Tier::Facts, facts),
-            tier(Tier::Summaries, summaries),
-            tier(
-                Tier::Retrieved,
-                retrieved.into_iter().map(|(_, _, i)| i).collect(),
-            ),
-            tier(Tier::Turns, turns),
-            tier(Tier::Message, vec![message]),
+            blocks.tier(Tier::Blocks),
+            facts.tier(Tier::Facts),
+            summaries.tier(Tier::Summaries),
+            retrieved.tier(Tier::Retrieved),
+            turns.tier(Tier::Turns),
+            current.tier(Tier::Message),
         ];
         AssembledContext {
             budget_tokens: budget,
@@ -513,12 +531,81 @@ impl<'s, 'c> Walk<'s, 'c> {
     }
 }
 
-/// Turn items with their sources numbered across chunks.
-fn numbered<'x>(
-    chunks: &'x [&'x [ContextItem]],
-) -> impl Iterator<Item = (Source, &'x ContextItem)> {
+/// An item the walk placed: one of a prepared run (at its position, shown
+/// under another source when given: a turn numbered across runs), or one
+/// held elsewhere, with the source it is shown as.
+enum Shown<'a> {
+    Shared(&'a ItemRun, usize, Option<Source>),
+    Own(&'a ContextItem, Source),
+}
+
+/// A tier's items as the walk placed them, and their tokens.
+#[derive(Default)]
+struct TierItems {
+    items: Items,
+    tokens: usize,
+}
+
+impl TierItems {
+    /// What `slot` holds of `shown`: nothing, the item (shared with its
+    /// run when shown as prepared), or its cut.
+    fn add(&mut self, slot: Slot, shown: Shown<'_>, cuts: &mut [Option<ContextItem>]) {
+        let own = |it: &ContextItem, source: Source| ContextItem {
+            source,
+            ..it.clone()
+        };
+        match (slot, shown) {
+            (Slot::Left, _) => {}
+            (Slot::Cut(c), _) => {
+                if let Some(cut) = cuts[c].take() {
+                    self.tokens += cut.tokens;
+                    self.items.push(cut);
+                }
+            }
+            (Slot::Whole, Shown::Shared(run, pos, source)) => {
+                let it = &run[pos];
+                self.tokens += it.tokens;
+                match source {
+                    Some(s) if s != it.source => self.items.push(own(it, s)),
+                    _ => self.items.push_shared(run, pos),
+                }
+            }
+            (Slot::Whole, Shown::Own(it, source)) => {
+                self.tokens += it.tokens;
+                self.items.push(own(it, source));
+            }
+        }
+    }
+
+    fn tier(self, tier: Tier) -> TierUsage {
+        TierUsage {
+            tier,
+            tokens: self.tokens,
+            items: self.items,
+        }
+    }
+}
+
+/// Which of 256 bits stands for `s` in [`Walk`]'s filter: a byte of what
+/// tells sources of a kind apart (ids are random in their last byte).
+fn filter_bit(s: &Source) -> usize {
+    let b = match s {
+        Source::Fact(id) | Source::Summary(id) => id.as_bytes()[15],
+        Source::Window {
+            session, start_seq, ..
+        } => session.as_bytes()[15] ^ *start_seq as u8,
+        Source::StoredTurn { session, seq } => session.as_bytes()[15] ^ *seq as u8,
+        Source::Turn { index, .. } => *index as u8,
+        Source::Block(label) => *label as u8,
+        Source::Message => 0,
+    };
+    b as usize
+}
+
+/// Turn items with their sources numbered across runs.
+fn numbered(runs: &[ItemRun]) -> impl Iterator<Item = (Source, &ContextItem)> {
     let mut offset = 0u32;
-    chunks.iter().flat_map(move |c| {
+    runs.iter().flat_map(move |c| {
         let base = offset;
         if let Some(Source::Turn { index, .. }) = c.last().map(|l| l.source) {
             offset = base + index + 1;

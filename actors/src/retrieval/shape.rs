@@ -3,8 +3,10 @@
 //! shows them, summaries as the sentences holding the words asked; each
 //! exchange and each summary sentence once.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
+
+use foldhash::HashSet;
 
 use uuid::Uuid;
 
@@ -46,7 +48,7 @@ pub struct Shaping<'a> {
 /// rank order (those of the call shown verbatim left out).
 pub fn turns_to_read(hits: &[SearchHit], skip_session: Option<(Uuid, u32)>) -> Vec<TurnRef> {
     let mut out: Vec<TurnRef> = Vec::new();
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::default();
     for h in hits {
         if let (DocKind::Turn, Some(r)) = (h.kind, h.turn) {
             let shown = skip_session.is_some_and(|(s, first)| s == r.session_id && r.seq >= first);
@@ -106,7 +108,7 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
     let out = Vec::with_capacity(hits.len());
     // A day, week or topic of one call reads like its session summary:
     // show the words once.
-    let mut seen_sentences = HashSet::new();
+    let mut seen_sentences = HashSet::default();
     let asked = stem_keys(asked_text);
     let hits = match about {
         Some(Speaker::User) => by_side(hits, &read_around, &asked),
@@ -122,8 +124,8 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
         asked,
         skip_session,
         turns_hit: read_around,
-        shown_turns: HashSet::new(),
-        said: HashSet::new(),
+        shown_turns: HashSet::default(),
+        said: HashSet::default(),
         around: Vec::new(),
         out,
     };
@@ -174,7 +176,7 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
 ///
 /// [`said_key`]: crate::reflect::extractive::said_key
 fn restated(turns_hit: &HashMap<TurnRef, Around>) -> HashSet<u64> {
-    let mut restated = HashSet::new();
+    let mut restated = HashSet::default();
     for (r, around) in turns_hit {
         if let Some(t) = around.iter().find(|t| t.seq == r.seq) {
             restated.extend(t.said.iter().copied());

@@ -97,6 +97,7 @@ fn every_answer_is_told_in_its_fact_and_nowhere_else() {
             .personas
             .iter()
             .filter(|o| o.agent == p.agent && o.user != p.user)
+            .map(|o| (o, text_of(o.turns())))
             .collect();
         assert!(!others.is_empty(), "{} shares its agent", p.id);
         for q in &p.questions {
@@ -109,9 +110,9 @@ fn every_answer_is_told_in_its_fact_and_nowhere_else() {
             check(holds(&whole, &q.answers), "not in the conversation".into());
             check(holds(&told, &q.answers), format!("not in fact {}", q.fact));
             check(!holds(&small_talk, &q.answers), "in small talk".into());
-            for o in &others {
+            for (o, text) in &others {
                 check(
-                    !holds(&text_of(o.turns()), &q.answers),
+                    !holds(text, &q.answers),
                     format!("in {}'s conversation", o.id),
                 );
             }

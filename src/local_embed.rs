@@ -30,12 +30,15 @@ use std::sync::Arc;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
 use recall_actors::embed::{Embed, EmbedError};
 use recall_actors::port::BoxFuture;
 use recall_actors::settings::LocalEmbedSettings;
 use serde::Deserialize;
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+use bert::{BertModel, Config};
+
+mod bert;
 
 /// A model folder that cannot be used: which file, and what is wrong.
 #[derive(Debug, thiserror::Error)]
@@ -449,10 +452,7 @@ impl Model {
         let ids = Tensor::from_vec(ids, (n, len), &dev).map_err(failed)?;
         let mask = Tensor::from_vec(mask, (n, len), &dev).map_err(failed)?;
         let types = ids.zeros_like().map_err(failed)?;
-        let hidden = self
-            .bert
-            .forward(&ids, &types, Some(&mask))
-            .map_err(failed)?;
+        let hidden = self.bert.forward(&ids, &types, &mask).map_err(failed)?;
         let pooled = pool(&hidden, &mask, self.pooling).map_err(failed)?;
         let mut rows: Vec<Vec<f32>> = pooled.to_vec2().map_err(failed)?;
         if self.normalize {

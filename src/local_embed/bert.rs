@@ -1,7 +1,8 @@
 //! The BERT encoder's forward pass over candle's kernels, for inference.
 //!
-//! Adapted from candle-transformers' `models/bert.rs` (MIT OR Apache-2.0,
-//! the Hugging Face candle authors), itself after Hugging Face
+//! Adapted from candle-transformers 0.11.1, `src/models/bert.rs`
+//! (<https://github.com/huggingface/candle>, copyright the Hugging Face
+//! candle authors, MIT OR Apache-2.0), itself after Hugging Face
 //! transformers' `modeling_bert.py`: the same weights' names, the same
 //! operations in the same order, without dropout (a no-op at inference)
 //! and without the masked-language-model heads. recall needs this one
@@ -41,7 +42,7 @@ pub enum PositionEmbeddingType {
 }
 
 /// A BERT `config.json`. The fields the forward pass does not use are
-/// still required, so that a folder is accepted or refused as before.
+/// still required, as in transformers' `BertConfig` and candle's `Config`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[allow(dead_code)] // read to check config.json, not used at inference
 pub struct Config {
@@ -118,8 +119,8 @@ impl Attention {
         let output = vb.pp("output");
         Ok(Self {
             query: linear(c.hidden_size, all, own.pp("query"))?,
-            key: linear(c.hidden_size, all, own.pp("key"))?,
             value: linear(c.hidden_size, all, own.pp("value"))?,
+            key: linear(c.hidden_size, all, own.pp("key"))?,
             out: linear(c.hidden_size, c.hidden_size, output.pp("dense"))?,
             norm: layer_norm(c.hidden_size, c.layer_norm_eps, output.pp("LayerNorm"))?,
             heads: c.num_attention_heads,

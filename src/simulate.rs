@@ -687,7 +687,7 @@ async fn apply(
                     budget_tokens: c.budget_tokens,
                     total_tokens: c.total_tokens,
                     tiers: c.tiers,
-                    trimmed: c.trimmed,
+                    trimmed: c.trimmed.to_vec(),
                 })
             })
         }

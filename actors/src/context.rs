@@ -334,18 +334,28 @@ impl Items {
         self.iter().cloned().collect()
     }
 
-    /// The item at `pos` of `run`, shared: it continues the last part when
-    /// that part ends right before it in the same list.
+    /// The item at `pos` of `run`, shared (one item of
+    /// [`Items::push_shared_range`]).
+    #[cfg(test)]
     pub(crate) fn push_shared(&mut self, run: &ItemRun, pos: usize) {
-        debug_assert!(pos < run.len());
-        self.len += 1;
+        self.push_shared_range(run, pos..pos + 1);
+    }
+
+    /// The items at `range` of `run`, shared: they continue the last part
+    /// when that part ends right before them in the same list.
+    pub(crate) fn push_shared_range(&mut self, run: &ItemRun, range: std::ops::Range<usize>) {
+        debug_assert!(range.start <= range.end && range.end <= run.len());
+        if range.is_empty() {
+            return;
+        }
+        self.len += range.len();
         if let Some(Part::Run(last)) = self.parts.last_mut() {
-            if last.extends_to(run, pos) {
-                last.end += 1;
+            if last.extends_to(run, range.start) {
+                last.end += range.len();
                 return;
             }
         }
-        self.parts.push(Part::Run(run.slice(pos..pos + 1)));
+        self.parts.push(Part::Run(run.slice(range)));
     }
 
     /// How many parts hold the items: one per stretch of a run, one per
@@ -470,6 +480,187 @@ pub struct Trimmed {
     pub cut: bool,
 }
 
+/// What was left out of a context, in order. As with [`Items`], an
+/// unbroken stretch of prepared items left out whole is held as one
+/// handle on them: a context that leaves out a user's 800 older summaries
+/// copies one handle, not 800 records. Read it as a sequence
+/// ([`TrimmedItems::iter`] gives each record by value), or copy it out
+/// with [`TrimmedItems::to_vec`].
+#[derive(Clone, Default)]
+pub struct TrimmedItems {
+    parts: Vec<TrimmedPart>,
+    len: usize,
+}
+
+/// One part of [`TrimmedItems`]: a stretch of a prepared run left out
+/// whole, or one record.
+#[derive(Debug, Clone)]
+enum TrimmedPart {
+    Run(ItemRun),
+    One(Trimmed),
+}
+
+/// A whole item left out.
+fn left_whole(it: &ContextItem) -> Trimmed {
+    Trimmed {
+        tier: it.tier,
+        source: it.source,
+        tokens: it.tokens,
+        cut: false,
+    }
+}
+
+/// The iterator of [`TrimmedItems::iter`].
+#[derive(Debug, Clone)]
+pub struct TrimmedIter<'a> {
+    parts: std::slice::Iter<'a, TrimmedPart>,
+    current: std::slice::Iter<'a, ContextItem>,
+    left: usize,
+}
+
+impl Iterator for TrimmedIter<'_> {
+    type Item = Trimmed;
+
+    fn next(&mut self) -> Option<Trimmed> {
+        loop {
+            if let Some(i) = self.current.next() {
+                self.left -= 1;
+                return Some(left_whole(i));
+            }
+            match self.parts.next()? {
+                TrimmedPart::Run(r) => self.current = r.iter(),
+                TrimmedPart::One(t) => {
+                    self.left -= 1;
+                    return Some(*t);
+                }
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for TrimmedIter<'_> {}
+
+impl std::iter::FusedIterator for TrimmedIter<'_> {}
+
+impl TrimmedItems {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn iter(&self) -> TrimmedIter<'_> {
+        TrimmedIter {
+            parts: self.parts.iter(),
+            current: [].iter(),
+            left: self.len,
+        }
+    }
+
+    /// The record at `index`, if there is one.
+    pub fn get(&self, mut index: usize) -> Option<Trimmed> {
+        for p in &self.parts {
+            match p {
+                TrimmedPart::Run(r) if index < r.len() => return Some(left_whole(&r[index])),
+                TrimmedPart::Run(r) => index -= r.len(),
+                TrimmedPart::One(t) if index == 0 => return Some(*t),
+                TrimmedPart::One(_) => index -= 1,
+            }
+        }
+        None
+    }
+
+    pub fn to_vec(&self) -> Vec<Trimmed> {
+        self.iter().collect()
+    }
+
+    /// One record.
+    pub fn push(&mut self, t: Trimmed) {
+        self.len += 1;
+        self.parts.push(TrimmedPart::One(t));
+    }
+
+    /// The items at `range` of `run`, left out whole, shared: they
+    /// continue the last part when that part ends right before them in
+    /// the same list.
+    pub(crate) fn push_run(&mut self, run: &ItemRun, range: std::ops::Range<usize>) {
+        debug_assert!(range.start <= range.end && range.end <= run.len());
+        if range.is_empty() {
+            return;
+        }
+        self.len += range.len();
+        if let Some(TrimmedPart::Run(last)) = self.parts.last_mut() {
+            if last.extends_to(run, range.start) {
+                last.end += range.len();
+                return;
+            }
+        }
+        self.parts.push(TrimmedPart::Run(run.slice(range)));
+    }
+
+    /// How many parts hold the records.
+    #[cfg(test)]
+    pub(crate) fn parts(&self) -> usize {
+        self.parts.len()
+    }
+}
+
+impl std::fmt::Debug for TrimmedItems {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl PartialEq for TrimmedItems {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for TrimmedItems {}
+
+impl PartialEq<Vec<Trimmed>> for TrimmedItems {
+    fn eq(&self, other: &Vec<Trimmed>) -> bool {
+        self.len == other.len() && self.iter().eq(other.iter().copied())
+    }
+}
+
+impl Serialize for TrimmedItems {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+impl<'a> IntoIterator for &'a TrimmedItems {
+    type Item = Trimmed;
+    type IntoIter = TrimmedIter<'a>;
+
+    fn into_iter(self) -> TrimmedIter<'a> {
+        self.iter()
+    }
+}
+
+impl From<Vec<Trimmed>> for TrimmedItems {
+    fn from(v: Vec<Trimmed>) -> Self {
+        TrimmedItems {
+            len: v.len(),
+            parts: v.into_iter().map(TrimmedPart::One).collect(),
+        }
+    }
+}
+
+impl FromIterator<Trimmed> for TrimmedItems {
+    fn from_iter<I: IntoIterator<Item = Trimmed>>(iter: I) -> Self {
+        iter.into_iter().collect::<Vec<_>>().into()
+    }
+}
+
 /// The context for one LLM call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AssembledContext {
@@ -478,7 +669,7 @@ pub struct AssembledContext {
     /// Every tier, in order, even when empty.
     pub tiers: Vec<TierUsage>,
     /// What was left out, in the order it was removed.
-    pub trimmed: Vec<Trimmed>,
+    pub trimmed: TrimmedItems,
 }
 
 /// An OpenAI-style chat message.
@@ -850,6 +1041,52 @@ mod tests {
         items.push_shared(&tail, 0);
         items.push_shared(&tail, 1);
         assert_eq!(items.parts(), 1);
+    }
+
+    #[test]
+    fn stretches_left_out_are_held_as_one_part_and_read_back_as_records() {
+        let (a, b) = (run(6), run(2));
+        let cut = Trimmed {
+            tier: Tier::Summaries,
+            source: Source::Summary(Uuid::from_u128(99)),
+            tokens: 7,
+            cut: true,
+        };
+        let mut trimmed = TrimmedItems::default();
+        trimmed.push(cut);
+        trimmed.push_run(&a, 0..2);
+        // continues the stretch before it
+        trimmed.push_run(&a, 2..3);
+        // a gap, another list, an empty range
+        trimmed.push_run(&a, 4..6);
+        trimmed.push_run(&b, 1..2);
+        trimmed.push_run(&b, 2..2);
+        assert_eq!(trimmed.parts(), 4);
+        assert_eq!(trimmed.len(), 7);
+        let whole = |i: u128| Trimmed {
+            tier: Tier::Facts,
+            source: Source::Fact(Uuid::from_u128(i)),
+            tokens: CharEstimate.count(&format!("fact {i}")),
+            cut: false,
+        };
+        let want: Vec<Trimmed> = std::iter::once(cut)
+            .chain([0, 1, 2, 4, 5, 1].into_iter().map(whole))
+            .collect();
+        assert_eq!(trimmed.to_vec(), want);
+        assert_eq!(trimmed, want);
+        assert_eq!(trimmed.iter().len(), 7);
+        assert_eq!(trimmed.get(0), Some(cut));
+        assert_eq!(trimmed.get(4), Some(whole(4)));
+        assert_eq!(trimmed.get(6), Some(whole(1)));
+        assert_eq!(trimmed.get(7), None);
+        // the same records held one by one are equal and serialize the same
+        let one_by_one: TrimmedItems = want.iter().copied().collect();
+        assert_eq!(one_by_one.parts(), 7);
+        assert_eq!(trimmed, one_by_one);
+        assert_ne!(trimmed, TrimmedItems::from(want[..6].to_vec()));
+        let json = serde_json::to_string(&trimmed).unwrap();
+        assert_eq!(json, serde_json::to_string(&want).unwrap());
+        assert!(TrimmedItems::default().is_empty());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use crate::context::{
     check_budget, item, AssembledContext, ContextError, ContextItem, ItemRun, Items, PreparedFacts,
-    Role, Source, Tier, TierUsage, TokenCounter, Trimmed,
+    Role, Source, Tier, TierUsage, TokenCounter, Trimmed, TrimmedItems,
 };
 use crate::model::BlockLabel;
 
@@ -191,13 +191,23 @@ pub fn select(
     Ok(walk.into_context(message, budget, trimmed))
 }
 
-/// Where the walk put an item: left out, whole, or cut (its index in the
-/// walk's `cuts`).
+/// Where the walk put an item: left out, whole, or cut (the cut is in the
+/// walk's `cuts`, under the item's list and place). One byte: the walk
+/// keeps one per item it looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Slot {
     Left,
     Whole,
-    Cut(usize),
+    Cut,
+}
+
+/// The lists the walk places items from, naming a cut's place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum List {
+    Retrieved,
+    Blocks,
+    Turns,
+    Summaries,
 }
 
 /// The walk [`select`] takes over the tiers: where each item went, by
@@ -221,12 +231,16 @@ struct Walk<'s, 'c> {
     retrieved: Vec<Slot>,
     kept_facts: Vec<bool>,
     blocks: Vec<Slot>,
-    turn_items: Vec<(Source, &'s ContextItem)>,
+    /// By position across `sel.turns`' runs, in order.
     turns: Vec<Slot>,
-    summary_items: Vec<&'s ContextItem>,
+    /// What the turns of each of `sel.turns`' runs are numbered from (a
+    /// turn's index across the runs: the live call's after the previous
+    /// call's).
+    turn_bases: Vec<u32>,
+    /// By position across `sel.summaries`' runs, in order.
     summaries: Vec<Slot>,
-    /// The items cut to fit, by [`Slot::Cut`] index.
-    cuts: Vec<Option<ContextItem>>,
+    /// The items cut to fit, by list and place.
+    cuts: Vec<(List, usize, ContextItem)>,
 }
 
 impl<'s, 'c> Walk<'s, 'c> {
@@ -241,9 +255,8 @@ impl<'s, 'c> Walk<'s, 'c> {
             let b = filter_bit(s);
             filter[b / 64] |= 1 << (b % 64);
         }
-        let turn_items: Vec<(Source, &ContextItem)> = numbered(sel.turns).collect();
-        let summary_items: Vec<&ContextItem> =
-            sel.summaries.iter().flat_map(|c| c.iter()).collect();
+        let turn_count = sel.turns.iter().map(|r| r.len()).sum();
+        let summary_count = sel.summaries.iter().map(|r| r.len()).sum();
         Walk {
             sel,
             f: Filler {
@@ -258,10 +271,9 @@ impl<'s, 'c> Walk<'s, 'c> {
             retrieved: vec![Slot::Left; sel.retrieved.len()],
             kept_facts: vec![false; sel.facts.len()],
             blocks: vec![Slot::Left; sel.blocks.len()],
-            turns: vec![Slot::Left; turn_items.len()],
-            turn_items,
-            summaries: vec![Slot::Left; summary_items.len()],
-            summary_items,
+            turns: vec![Slot::Left; turn_count],
+            turn_bases: turn_bases(sel.turns),
+            summaries: vec![Slot::Left; summary_count],
             cuts: Vec::new(),
         }
     }
@@ -289,13 +301,13 @@ impl<'s, 'c> Walk<'s, 'c> {
         }
     }
 
-    /// The slot for what the filler made of an item.
-    fn slot(cuts: &mut Vec<Option<ContextItem>>, placed: Placed) -> Slot {
+    /// The slot for what the filler made of the item at `k` of `list`.
+    fn slot(&mut self, list: List, k: usize, placed: Placed) -> Slot {
         match placed {
             Placed::Whole => Slot::Whole,
             Placed::Cut(c) => {
-                cuts.push(Some(c));
-                Slot::Cut(cuts.len() - 1)
+                self.cuts.push((list, k, c));
+                Slot::Cut
             }
             Placed::Left => Slot::Left,
         }
@@ -313,7 +325,7 @@ impl<'s, 'c> Walk<'s, 'c> {
                 continue;
             }
             let placed = self.f.place(&r.item, r.item.source, false, &mut share_room);
-            self.retrieved[k] = Self::slot(&mut self.cuts, placed);
+            self.retrieved[k] = self.slot(List::Retrieved, k, placed);
             if self.retrieved[k] == Slot::Left {
                 self.set_taken(&r.item.source, false);
             }
@@ -353,16 +365,21 @@ impl<'s, 'c> Walk<'s, 'c> {
                 continue;
             }
             let placed = self.f.place(it, it.source, true, room);
-            self.blocks[k] = Self::slot(&mut self.cuts, placed);
+            self.blocks[k] = self.slot(List::Blocks, k, placed);
         }
     }
 
     /// The turns, newest first.
     fn turns(&mut self, room: &mut usize) {
-        for k in (0..self.turn_items.len()).rev() {
-            let (source, it) = self.turn_items[k];
-            let placed = self.f.place(it, source, true, room);
-            self.turns[k] = Self::slot(&mut self.cuts, placed);
+        let sel = self.sel;
+        let mut k = self.turns.len();
+        for (r, run) in sel.turns.iter().enumerate().rev() {
+            let base = self.turn_bases[r];
+            for it in run.iter().rev() {
+                k -= 1;
+                let placed = self.f.place(it, numbered_source(it, base), true, room);
+                self.turns[k] = self.slot(List::Turns, k, placed);
+            }
         }
     }
 
@@ -379,7 +396,7 @@ impl<'s, 'c> Walk<'s, 'c> {
             }
             let cut = !matches!(r.item.source, Source::Fact(_));
             let placed = self.f.place(&r.item, r.item.source, cut, room);
-            self.retrieved[k] = Self::slot(&mut self.cuts, placed);
+            self.retrieved[k] = self.slot(List::Retrieved, k, placed);
             if self.retrieved[k] == Slot::Left {
                 self.set_taken(&r.item.source, false);
             }
@@ -388,47 +405,83 @@ impl<'s, 'c> Walk<'s, 'c> {
 
     /// The summaries, newest first, skipping what retrieval shows.
     fn summaries(&mut self, room: &mut usize) {
-        for k in (0..self.summary_items.len()).rev() {
-            let it = self.summary_items[k];
-            let also = self.also_retrieved(&it.source);
-            if also.is_some_and(|i| self.taken[i]) {
-                continue;
-            }
-            let placed = self.f.place(it, it.source, true, room);
-            self.summaries[k] = Self::slot(&mut self.cuts, placed);
-            if let (Some(i), false) = (also, self.summaries[k] == Slot::Left) {
-                self.taken[i] = true;
+        let sel = self.sel;
+        let mut k = self.summaries.len();
+        for run in sel.summaries.iter().rev() {
+            for it in run.iter().rev() {
+                k -= 1;
+                let also = self.also_retrieved(&it.source);
+                if also.is_some_and(|i| self.taken[i]) {
+                    continue;
+                }
+                let placed = self.f.place(it, it.source, true, room);
+                self.summaries[k] = self.slot(List::Summaries, k, placed);
+                if let (Some(i), false) = (also, self.summaries[k] == Slot::Left) {
+                    self.taken[i] = true;
+                }
             }
         }
     }
 
     /// What was left out whole, lowest priority first (cut items were
-    /// reported as they were cut).
-    fn left_out(&mut self) -> Vec<Trimmed> {
+    /// reported as they were cut): each unbroken stretch of a prepared run
+    /// left out as one handle on it.
+    fn left_out(&mut self) -> TrimmedItems {
         let sel = self.sel;
-        let mut trimmed = std::mem::take(&mut self.f.trimmed);
-        let slots = [&self.summaries, &self.turns, &self.blocks, &self.retrieved];
-        let left_slots: usize = slots
-            .iter()
-            .map(|s| s.iter().filter(|&&s| s == Slot::Left).count())
-            .sum();
-        let left_facts = self.kept_facts.iter().filter(|&&k| !k).count();
-        trimmed.reserve(left_slots + left_facts);
+        let mut trimmed: TrimmedItems = std::mem::take(&mut self.f.trimmed).into();
         let left = |it: &ContextItem, source: Source| Trimmed {
             tier: it.tier,
             source,
             tokens: it.tokens,
             cut: false,
         };
-        for (slot, it) in self.summaries.iter().zip(&self.summary_items) {
-            if *slot == Slot::Left && !self.is_taken(&it.source) {
-                trimmed.push(left(it, it.source));
+        let mut offset = 0;
+        for run in sel.summaries {
+            let slots = &self.summaries[offset..offset + run.len()];
+            let mut from = None;
+            for (pos, it) in run.iter().enumerate() {
+                let out = slots[pos] == Slot::Left && !self.is_taken(&it.source);
+                match (out, from) {
+                    (true, None) => from = Some(pos),
+                    (false, Some(f)) => {
+                        trimmed.push_run(run, f..pos);
+                        from = None;
+                    }
+                    _ => {}
+                }
             }
+            if let Some(f) = from {
+                trimmed.push_run(run, f..run.len());
+            }
+            offset += run.len();
         }
-        for (slot, (source, it)) in self.turns.iter().zip(&self.turn_items) {
-            if *slot == Slot::Left {
-                trimmed.push(left(it, *source));
+        let mut offset = 0;
+        for (run, &base) in sel.turns.iter().zip(&self.turn_bases) {
+            let slots = &self.turns[offset..offset + run.len()];
+            let mut from = None;
+            for (pos, it) in run.iter().enumerate() {
+                let source = numbered_source(it, base);
+                let out = slots[pos] == Slot::Left;
+                if out && source != it.source {
+                    if let Some(f) = from.take() {
+                        trimmed.push_run(run, f..pos);
+                    }
+                    trimmed.push(left(it, source));
+                    continue;
+                }
+                match (out, from) {
+                    (true, None) => from = Some(pos),
+                    (false, Some(f)) => {
+                        trimmed.push_run(run, f..pos);
+                        from = None;
+                    }
+                    _ => {}
+                }
             }
+            if let Some(f) = from {
+                trimmed.push_run(run, f..run.len());
+            }
+            offset += run.len();
         }
         for (slot, it) in self.blocks.iter().zip(sel.blocks).rev() {
             if *slot == Slot::Left {
@@ -456,36 +509,112 @@ impl<'s, 'c> Walk<'s, 'c> {
         trimmed
     }
 
+    /// The cut made of the item at `k` of `list`.
+    fn take_cut(&mut self, list: List, k: usize) -> Option<ContextItem> {
+        let at = self.cuts.iter().position(|c| c.0 == list && c.1 == k)?;
+        Some(self.cuts.swap_remove(at).2)
+    }
+
+    /// The items of prepared `runs` as `slots` (by position across them)
+    /// place them: each unbroken stretch of whole items as one handle on
+    /// its run, each cut as an item of its own. `base` numbers the turns
+    /// of each run across them, when given.
+    fn runs_shown(
+        &mut self,
+        list: List,
+        runs: &[ItemRun],
+        bases: Option<&[u32]>,
+        out: &mut TierItems,
+    ) {
+        let slots = match list {
+            List::Turns => std::mem::take(&mut self.turns),
+            _ => std::mem::take(&mut self.summaries),
+        };
+        let mut offset = 0;
+        for (r, run) in runs.iter().enumerate() {
+            let base = bases.map_or(0, |b| b[r]);
+            let run_slots = &slots[offset..offset + run.len()];
+            let mut pos = 0;
+            while pos < run_slots.len() {
+                match run_slots[pos] {
+                    Slot::Left => pos += 1,
+                    Slot::Cut => {
+                        if let Some(cut) = self.take_cut(list, offset + pos) {
+                            out.tokens += cut.tokens;
+                            out.items.push(cut);
+                        }
+                        pos += 1;
+                    }
+                    Slot::Whole => {
+                        let it = &run[pos];
+                        let source = numbered_source(it, base);
+                        if source != it.source {
+                            out.tokens += it.tokens;
+                            out.items.push(ContextItem {
+                                source,
+                                ..it.clone()
+                            });
+                            pos += 1;
+                            continue;
+                        }
+                        let end = pos
+                            + run_slots[pos..]
+                                .iter()
+                                .position(|&s| s != Slot::Whole)
+                                .unwrap_or(run_slots.len() - pos);
+                        out.tokens += run[pos..end].iter().map(|i| i.tokens).sum::<usize>();
+                        out.items.push_shared_range(run, pos..end);
+                        pos = end;
+                    }
+                }
+            }
+            offset += run.len();
+        }
+    }
+
     /// The context of what was placed: every tier, in order, the
     /// retrieved items in time order (ties by rank): grouped by call.
     fn into_context(
         mut self,
         message: ContextItem,
         budget: usize,
-        trimmed: Vec<Trimmed>,
+        trimmed: TrimmedItems,
     ) -> AssembledContext {
         let sel = self.sel;
-        let cuts = &mut self.cuts;
         let mut blocks = TierItems::default();
-        for (&slot, it) in self.blocks.iter().zip(sel.blocks) {
-            blocks.add(slot, Shown::Own(it, it.source), cuts);
+        for (k, it) in sel.blocks.iter().enumerate() {
+            match self.blocks[k] {
+                Slot::Left => {}
+                Slot::Whole => blocks.add(it.clone()),
+                Slot::Cut => {
+                    if let Some(cut) = self.take_cut(List::Blocks, k) {
+                        blocks.add(cut);
+                    }
+                }
+            }
         }
         let mut facts = TierItems::default();
-        for (pos, _) in self.kept_facts.iter().enumerate().filter(|(_, &k)| k) {
-            facts.add(
-                Slot::Whole,
-                Shown::Shared(&sel.facts.items, pos, None),
-                cuts,
-            );
+        let kept = &self.kept_facts;
+        let mut pos = 0;
+        while pos < kept.len() {
+            if !kept[pos] {
+                pos += 1;
+                continue;
+            }
+            let end = pos
+                + kept[pos..]
+                    .iter()
+                    .position(|&k| !k)
+                    .unwrap_or(kept.len() - pos);
+            facts.tokens += sel.facts.items[pos..end]
+                .iter()
+                .map(|i| i.tokens)
+                .sum::<usize>();
+            facts.items.push_shared_range(&sel.facts.items, pos..end);
+            pos = end;
         }
         let mut summaries = TierItems::default();
-        let positions = sel
-            .summaries
-            .iter()
-            .flat_map(|r| (0..r.len()).map(move |p| (r, p)));
-        for (&slot, (run, pos)) in self.summaries.iter().zip(positions) {
-            summaries.add(slot, Shown::Shared(run, pos, None), cuts);
-        }
+        self.runs_shown(List::Summaries, sel.summaries, None, &mut summaries);
         let mut found: Vec<(chrono::DateTime<chrono::Utc>, usize, Slot, &ContextItem)> = self
             .retrieved
             .iter()
@@ -496,24 +625,22 @@ impl<'s, 'c> Walk<'s, 'c> {
             .collect();
         found.sort_by_key(|(at, rank, _, _)| (*at, *rank));
         let mut retrieved = TierItems::default();
-        for (_, _, slot, it) in found {
-            retrieved.add(slot, Shown::Own(it, it.source), cuts);
+        for (_, rank, slot, it) in found {
+            match slot {
+                Slot::Left => {}
+                Slot::Whole => retrieved.add(it.clone()),
+                Slot::Cut => {
+                    if let Some(cut) = self.take_cut(List::Retrieved, rank) {
+                        retrieved.add(cut);
+                    }
+                }
+            }
         }
         let mut turns = TierItems::default();
-        let positions = sel
-            .turns
-            .iter()
-            .flat_map(|r| (0..r.len()).map(move |p| (r, p)));
-        for ((&slot, &(source, _)), (run, pos)) in
-            self.turns.iter().zip(&self.turn_items).zip(positions)
-        {
-            turns.add(slot, Shown::Shared(run, pos, Some(source)), cuts);
-        }
-        let mut current = TierItems {
-            tokens: message.tokens,
-            ..TierItems::default()
-        };
-        current.items.push(message);
+        let bases = std::mem::take(&mut self.turn_bases);
+        self.runs_shown(List::Turns, sel.turns, Some(&bases), &mut turns);
+        let mut current = TierItems::default();
+        current.add(message);
         let tiers = vec![
             blocks.tier(Tier::Blocks),
             facts.tier(Tier::Facts),
@@ -531,14 +658,6 @@ impl<'s, 'c> Walk<'s, 'c> {
     }
 }
 
-/// An item the walk placed: one of a prepared run (at its position, shown
-/// under another source when given: a turn numbered across runs), or one
-/// held elsewhere, with the source it is shown as.
-enum Shown<'a> {
-    Shared(&'a ItemRun, usize, Option<Source>),
-    Own(&'a ContextItem, Source),
-}
-
 /// A tier's items as the walk placed them, and their tokens.
 #[derive(Default)]
 struct TierItems {
@@ -547,34 +666,10 @@ struct TierItems {
 }
 
 impl TierItems {
-    /// What `slot` holds of `shown`: nothing, the item (shared with its
-    /// run when shown as prepared), or its cut.
-    fn add(&mut self, slot: Slot, shown: Shown<'_>, cuts: &mut [Option<ContextItem>]) {
-        let own = |it: &ContextItem, source: Source| ContextItem {
-            source,
-            ..it.clone()
-        };
-        match (slot, shown) {
-            (Slot::Left, _) => {}
-            (Slot::Cut(c), _) => {
-                if let Some(cut) = cuts[c].take() {
-                    self.tokens += cut.tokens;
-                    self.items.push(cut);
-                }
-            }
-            (Slot::Whole, Shown::Shared(run, pos, source)) => {
-                let it = &run[pos];
-                self.tokens += it.tokens;
-                match source {
-                    Some(s) if s != it.source => self.items.push(own(it, s)),
-                    _ => self.items.push_shared(run, pos),
-                }
-            }
-            (Slot::Whole, Shown::Own(it, source)) => {
-                self.tokens += it.tokens;
-                self.items.push(own(it, source));
-            }
-        }
+    /// An item of its own.
+    fn add(&mut self, item: ContextItem) {
+        self.tokens += item.tokens;
+        self.items.push(item);
     }
 
     fn tier(self, tier: Tier) -> TierUsage {
@@ -602,23 +697,29 @@ fn filter_bit(s: &Source) -> usize {
     b as usize
 }
 
-/// Turn items with their sources numbered across runs.
-fn numbered(runs: &[ItemRun]) -> impl Iterator<Item = (Source, &ContextItem)> {
+/// What each run's turns are numbered from across `runs`: a run's turn
+/// index plus its base is its index across them (each run after one that
+/// ends with a turn starts after that turn).
+fn turn_bases(runs: &[ItemRun]) -> Vec<u32> {
     let mut offset = 0u32;
-    runs.iter().flat_map(move |c| {
-        let base = offset;
-        if let Some(Source::Turn { index, .. }) = c.last().map(|l| l.source) {
-            offset = base + index + 1;
-        }
-        c.iter().map(move |it| {
-            let source = match it.source {
-                Source::Turn { index, role } => Source::Turn {
-                    index: base + index,
-                    role,
-                },
-                other => other,
-            };
-            (source, it)
+    runs.iter()
+        .map(|c| {
+            let base = offset;
+            if let Some(Source::Turn { index, .. }) = c.last().map(|l| l.source) {
+                offset = base + index + 1;
+            }
+            base
         })
-    })
+        .collect()
+}
+
+/// The source `it` (of a run numbered from `base`) is shown under.
+fn numbered_source(it: &ContextItem, base: u32) -> Source {
+    match it.source {
+        Source::Turn { index, role } => Source::Turn {
+            index: base + index,
+            role,
+        },
+        other => other,
+    }
 }

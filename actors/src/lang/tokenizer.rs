@@ -127,10 +127,14 @@ fn stem_anew(word: &str) -> String {
 pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '-' || c == '’'))
         .map(|w| {
-            let trimmed = w
-                .trim_matches(|c: char| c == '\'' || c == '-' || c == '’')
-                .replace('’', "'")
-                .to_lowercase();
+            let w_trimmed = w.trim_matches(|c: char| c == '\'' || c == '-' || c == '’');
+            // (An ASCII word holds no ’: one copy, lower-cased as it is
+            // made.)
+            let trimmed = if w_trimmed.is_ascii() {
+                w_trimmed.to_ascii_lowercase()
+            } else {
+                w_trimmed.replace('’', "'").to_lowercase()
+            };
             // A dropped g, as speech is written down ("fishin'",
             // "volunteerin'"): the word it stands for.
             if dropped_g(w) {

@@ -115,32 +115,44 @@ enum Placed {
 }
 
 impl Filler<'_> {
+    /// Places `it` whole if it fits `room`, else (when `cut`) cut to fit.
+    /// Called for every item the walk looks at: what fits, or cannot be
+    /// cut for want of room, is decided here; the cut itself is out of
+    /// line.
+    #[inline]
     fn place(&mut self, it: &ContextItem, source: Source, cut: bool, room: &mut usize) -> Placed {
         if it.tokens <= *room {
             *room -= it.tokens;
             self.room -= it.tokens;
             return Placed::Whole;
         }
-        if cut {
-            if let Some(text) = cut_text(&it.text, *room, self.min_cut, self.counter) {
-                let tokens = self.counter.count(&text);
-                *room -= tokens;
-                self.room -= tokens;
-                self.trimmed.push(Trimmed {
-                    tier: it.tier,
-                    source,
-                    tokens: it.tokens.saturating_sub(tokens),
-                    cut: true,
-                });
-                return Placed::Cut(ContextItem {
-                    source,
-                    text: text.into(),
-                    tokens,
-                    ..it.clone()
-                });
-            }
+        if !cut || *room < self.min_cut {
+            return Placed::Left;
         }
-        Placed::Left
+        self.cut(it, source, room)
+    }
+
+    /// `it` cut to fit `room`, or left out when not even a word does.
+    #[inline(never)]
+    fn cut(&mut self, it: &ContextItem, source: Source, room: &mut usize) -> Placed {
+        let Some(text) = cut_text(&it.text, *room, self.min_cut, self.counter) else {
+            return Placed::Left;
+        };
+        let tokens = self.counter.count(&text);
+        *room -= tokens;
+        self.room -= tokens;
+        self.trimmed.push(Trimmed {
+            tier: it.tier,
+            source,
+            tokens: it.tokens.saturating_sub(tokens),
+            cut: true,
+        });
+        Placed::Cut(ContextItem {
+            source,
+            text: text.into(),
+            tokens,
+            ..it.clone()
+        })
     }
 }
 
@@ -225,6 +237,10 @@ struct Walk<'s, 'c> {
     /// A bit per [`filter_bit`] of `retrieved_sources`: most items are not
     /// retrieved, and a bit clear rules that out without a search.
     filter: [u64; 4],
+    /// Whether retrieval holds any fact, and any summary: when not, the
+    /// walk over that tier looks nothing up.
+    facts_retrieved: bool,
+    summaries_retrieved: bool,
     /// By `retrieved_sources`' order: shown (in whatever tier), so not
     /// shown again.
     taken: Vec<bool>,
@@ -255,6 +271,17 @@ impl<'s, 'c> Walk<'s, 'c> {
             let b = filter_bit(s);
             filter[b / 64] |= 1 << (b % 64);
         }
+        // (Conservative: only what cannot be in a tier rules its look-ups
+        // out.)
+        let facts_retrieved = retrieved_sources.iter().any(|s| {
+            !matches!(
+                s,
+                Source::Summary(_) | Source::Window { .. } | Source::StoredTurn { .. }
+            )
+        });
+        let summaries_retrieved = retrieved_sources
+            .iter()
+            .any(|s| !matches!(s, Source::Fact(_) | Source::StoredTurn { .. }));
         let turn_count = sel.turns.iter().map(|r| r.len()).sum();
         let summary_count = sel.summaries.iter().map(|r| r.len()).sum();
         Walk {
@@ -268,6 +295,8 @@ impl<'s, 'c> Walk<'s, 'c> {
             taken: vec![false; retrieved_sources.len()],
             retrieved_sources,
             filter,
+            facts_retrieved,
+            summaries_retrieved,
             retrieved: vec![Slot::Left; sel.retrieved.len()],
             kept_facts: vec![false; sel.facts.len()],
             blocks: vec![Slot::Left; sel.blocks.len()],
@@ -279,6 +308,7 @@ impl<'s, 'c> Walk<'s, 'c> {
     }
 
     /// Where retrieval holds `s` too, its place in `retrieved_sources`.
+    #[inline]
     fn also_retrieved(&self, s: &Source) -> Option<usize> {
         let b = filter_bit(s);
         if self.filter[b / 64] & (1 << (b % 64)) == 0 {
@@ -335,9 +365,10 @@ impl<'s, 'c> Walk<'s, 'c> {
     /// Facts, newest extracted first, never cut.
     fn facts(&mut self, room: &mut usize) {
         let facts = self.sel.facts;
+        let look = self.facts_retrieved;
         for &i in facts.by_age.iter().rev() {
             let it = &facts.items[i as usize];
-            let also = self.also_retrieved(&it.source);
+            let also = look.then(|| self.also_retrieved(&it.source)).flatten();
             if also.is_some_and(|k| self.taken[k]) {
                 continue;
             }
@@ -406,11 +437,12 @@ impl<'s, 'c> Walk<'s, 'c> {
     /// The summaries, newest first, skipping what retrieval shows.
     fn summaries(&mut self, room: &mut usize) {
         let sel = self.sel;
+        let look = self.summaries_retrieved;
         let mut k = self.summaries.len();
         for run in sel.summaries.iter().rev() {
             for it in run.iter().rev() {
                 k -= 1;
-                let also = self.also_retrieved(&it.source);
+                let also = look.then(|| self.also_retrieved(&it.source)).flatten();
                 if also.is_some_and(|i| self.taken[i]) {
                     continue;
                 }
@@ -438,49 +470,30 @@ impl<'s, 'c> Walk<'s, 'c> {
         let mut offset = 0;
         for run in sel.summaries {
             let slots = &self.summaries[offset..offset + run.len()];
-            let mut from = None;
+            let mut stretch = LeftStretch::new(run);
             for (pos, it) in run.iter().enumerate() {
-                let out = slots[pos] == Slot::Left && !self.is_taken(&it.source);
-                match (out, from) {
-                    (true, None) => from = Some(pos),
-                    (false, Some(f)) => {
-                        trimmed.push_run(run, f..pos);
-                        from = None;
-                    }
-                    _ => {}
-                }
+                let out = slots[pos] == Slot::Left
+                    && !(self.summaries_retrieved && self.is_taken(&it.source));
+                stretch.at(pos, out, &mut trimmed);
             }
-            if let Some(f) = from {
-                trimmed.push_run(run, f..run.len());
-            }
+            stretch.at(run.len(), false, &mut trimmed);
             offset += run.len();
         }
         let mut offset = 0;
         for (run, &base) in sel.turns.iter().zip(&self.turn_bases) {
             let slots = &self.turns[offset..offset + run.len()];
-            let mut from = None;
+            let mut stretch = LeftStretch::new(run);
             for (pos, it) in run.iter().enumerate() {
                 let source = numbered_source(it, base);
                 let out = slots[pos] == Slot::Left;
-                if out && source != it.source {
-                    if let Some(f) = from.take() {
-                        trimmed.push_run(run, f..pos);
-                    }
+                // (A turn numbered anew is a record of its own.)
+                let renumbered = out && source != it.source;
+                stretch.at(pos, out && !renumbered, &mut trimmed);
+                if renumbered {
                     trimmed.push(left(it, source));
-                    continue;
-                }
-                match (out, from) {
-                    (true, None) => from = Some(pos),
-                    (false, Some(f)) => {
-                        trimmed.push_run(run, f..pos);
-                        from = None;
-                    }
-                    _ => {}
                 }
             }
-            if let Some(f) = from {
-                trimmed.push_run(run, f..run.len());
-            }
+            stretch.at(run.len(), false, &mut trimmed);
             offset += run.len();
         }
         for (slot, it) in self.blocks.iter().zip(sel.blocks).rev() {
@@ -490,7 +503,8 @@ impl<'s, 'c> Walk<'s, 'c> {
         }
         for &i in &sel.facts.by_age {
             let it = &sel.facts.items[i as usize];
-            if !self.kept_facts[i as usize] && !self.is_taken(&it.source) {
+            let taken = self.facts_retrieved && self.is_taken(&it.source);
+            if !self.kept_facts[i as usize] && !taken {
                 trimmed.push(left(it, it.source));
             }
         }
@@ -658,6 +672,33 @@ impl<'s, 'c> Walk<'s, 'c> {
     }
 }
 
+/// The stretches of a run left out whole, gathered position by position
+/// into [`TrimmedItems`].
+struct LeftStretch<'r> {
+    run: &'r ItemRun,
+    from: Option<usize>,
+}
+
+impl<'r> LeftStretch<'r> {
+    fn new(run: &'r ItemRun) -> Self {
+        LeftStretch { run, from: None }
+    }
+
+    /// Whether the item at `pos` is left out (`out`); a stretch ends, into
+    /// `trimmed`, at the first position that is not (the run's length
+    /// ends the last).
+    fn at(&mut self, pos: usize, out: bool, trimmed: &mut TrimmedItems) {
+        match (out, self.from) {
+            (true, None) => self.from = Some(pos),
+            (false, Some(f)) => {
+                trimmed.push_run(self.run, f..pos);
+                self.from = None;
+            }
+            _ => {}
+        }
+    }
+}
+
 /// A tier's items as the walk placed them, and their tokens.
 #[derive(Default)]
 struct TierItems {
@@ -683,6 +724,7 @@ impl TierItems {
 
 /// Which of 256 bits stands for `s` in [`Walk`]'s filter: a byte of what
 /// tells sources of a kind apart (ids are random in their last byte).
+#[inline]
 fn filter_bit(s: &Source) -> usize {
     let b = match s {
         Source::Fact(id) | Source::Summary(id) => id.as_bytes()[15],

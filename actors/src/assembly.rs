@@ -670,6 +670,71 @@ mod tests {
     }
 
     #[test]
+    fn items_of_any_kind_in_any_tier_keep_their_sources_shown_or_left_out() {
+        // What a caller may hand `select` directly, beyond what the
+        // runtime prepares: a second run of turns that holds an item of
+        // another kind before a turn (the turn is numbered after the first
+        // run's, the other item keeps its source), and a summaries run
+        // holding an item retrieval also holds (shown once).
+        let f = fixture();
+        let (blocks, facts, summaries) = prepared(&f);
+        let first = prepare_turns(&f.turns[..1], &CharEstimate);
+        let mut second = vec![summaries[0].clone()];
+        second.extend(prepare_turns(&f.turns[..1], &CharEstimate));
+        let turns = [ItemRun::from(first.clone()), ItemRun::from(second)];
+        let found = Retrieved {
+            item: summaries[1].clone(),
+            at: t0(),
+        };
+        let summary_run = [ItemRun::from(summaries.clone())];
+        let sel = |budget| Selection {
+            blocks: &blocks,
+            facts: &facts,
+            summaries: &summary_run,
+            turns: &turns,
+            retrieved: std::slice::from_ref(&found),
+            retrieval_share: 1.0,
+            current_message: "hello",
+            budget_tokens: budget,
+            min_cut_tokens: MIN_CUT,
+        };
+        let c = select(&sel(10_000), &CharEstimate).unwrap();
+        let sources = |t: Tier| -> Vec<Source> {
+            let tier = c.tiers.iter().find(|u| u.tier == t).unwrap();
+            tier.items.iter().map(|i| i.source).collect()
+        };
+        // (numbered from the turn after the first run's last)
+        let n = match first.last().map(|i| i.source) {
+            Some(Source::Turn { index, .. }) => index + 1,
+            _ => unreachable!("the first run ends with a turn"),
+        };
+        let mut want: Vec<Source> = first.iter().map(|i| i.source).collect();
+        want.push(summaries[0].source);
+        want.extend(first.iter().map(|i| match i.source {
+            Source::Turn { index, role } => Source::Turn {
+                index: index + n,
+                role,
+            },
+            other => other,
+        }));
+        assert_eq!(sources(Tier::Turns), want);
+        assert_eq!(sources(Tier::Retrieved), [summaries[1].source]);
+        assert!(!sources(Tier::Summaries).contains(&summaries[1].source));
+        // Room for the retrieved item and the message only: every turn is
+        // left out under the source it would have been shown as, and the
+        // summary retrieval shows is not reported left out.
+        let c = select(
+            &sel(found.item.tokens + CharEstimate.count("hello")),
+            &CharEstimate,
+        )
+        .unwrap();
+        let left: Vec<Source> = c.trimmed.iter().map(|t| t.source).collect();
+        let from = left.iter().position(|s| *s == want[0]).unwrap();
+        assert_eq!(left[from..from + want.len()], want, "{left:?}");
+        assert!(c.trimmed.iter().all(|t| t.source != summaries[1].source));
+    }
+
+    #[test]
     fn a_selection_shares_the_prepared_runs_it_shows_and_copies_the_rest() {
         let f = fixture();
         let (blocks, facts, summaries) = prepared(&f);

@@ -168,9 +168,10 @@ impl Filler<'_> {
 /// summaries (newest first), skipping what retrieval already shows. An item that does not
 /// fit is skipped, or cut at a sentence boundary to fill the room left
 /// (facts are never cut), and the walk goes on, so a long item never
-/// ends the selection. Linear in the items; copies the text of the few
-/// items cut, and a handle per unbroken stretch of a prepared run shown
-/// (and per block, retrieved item and turn renumbered across runs).
+/// ends the selection. Linear in the items (and the few cuts); copies the
+/// text of the few items cut, and a handle per unbroken stretch of a
+/// prepared run shown or left out (and per block, retrieved item and turn
+/// renumbered across runs).
 pub fn select(
     sel: &Selection<'_>,
     counter: &dyn TokenCounter,
@@ -237,10 +238,10 @@ struct Walk<'s, 'c> {
     /// A bit per [`filter_bit`] of `retrieved_sources`: most items are not
     /// retrieved, and a bit clear rules that out without a search.
     filter: [u64; 4],
-    /// Whether retrieval holds any fact, and any summary: when not, the
-    /// walk over that tier looks nothing up.
-    facts_retrieved: bool,
-    summaries_retrieved: bool,
+    /// A bit per [`kind_bit`] of `retrieved_sources`: an item of a kind
+    /// retrieval holds none of is looked up no further (a tier of facts
+    /// when retrieval found only turns).
+    kinds: u8,
     /// By `retrieved_sources`' order: shown (in whatever tier), so not
     /// shown again.
     taken: Vec<bool>,
@@ -271,17 +272,7 @@ impl<'s, 'c> Walk<'s, 'c> {
             let b = filter_bit(s);
             filter[b / 64] |= 1 << (b % 64);
         }
-        // (Conservative: only what cannot be in a tier rules its look-ups
-        // out.)
-        let facts_retrieved = retrieved_sources.iter().any(|s| {
-            !matches!(
-                s,
-                Source::Summary(_) | Source::Window { .. } | Source::StoredTurn { .. }
-            )
-        });
-        let summaries_retrieved = retrieved_sources
-            .iter()
-            .any(|s| !matches!(s, Source::Fact(_) | Source::StoredTurn { .. }));
+        let kinds = retrieved_sources.iter().fold(0, |k, s| k | kind_bit(s));
         let turn_count = sel.turns.iter().map(|r| r.len()).sum();
         let summary_count = sel.summaries.iter().map(|r| r.len()).sum();
         Walk {
@@ -295,8 +286,7 @@ impl<'s, 'c> Walk<'s, 'c> {
             taken: vec![false; retrieved_sources.len()],
             retrieved_sources,
             filter,
-            facts_retrieved,
-            summaries_retrieved,
+            kinds,
             retrieved: vec![Slot::Left; sel.retrieved.len()],
             kept_facts: vec![false; sel.facts.len()],
             blocks: vec![Slot::Left; sel.blocks.len()],
@@ -310,6 +300,9 @@ impl<'s, 'c> Walk<'s, 'c> {
     /// Where retrieval holds `s` too, its place in `retrieved_sources`.
     #[inline]
     fn also_retrieved(&self, s: &Source) -> Option<usize> {
+        if self.kinds & kind_bit(s) == 0 {
+            return None;
+        }
         let b = filter_bit(s);
         if self.filter[b / 64] & (1 << (b % 64)) == 0 {
             return None;
@@ -365,10 +358,9 @@ impl<'s, 'c> Walk<'s, 'c> {
     /// Facts, newest extracted first, never cut.
     fn facts(&mut self, room: &mut usize) {
         let facts = self.sel.facts;
-        let look = self.facts_retrieved;
         for &i in facts.by_age.iter().rev() {
             let it = &facts.items[i as usize];
-            let also = look.then(|| self.also_retrieved(&it.source)).flatten();
+            let also = self.also_retrieved(&it.source);
             if also.is_some_and(|k| self.taken[k]) {
                 continue;
             }
@@ -437,12 +429,11 @@ impl<'s, 'c> Walk<'s, 'c> {
     /// The summaries, newest first, skipping what retrieval shows.
     fn summaries(&mut self, room: &mut usize) {
         let sel = self.sel;
-        let look = self.summaries_retrieved;
         let mut k = self.summaries.len();
         for run in sel.summaries.iter().rev() {
             for it in run.iter().rev() {
                 k -= 1;
-                let also = look.then(|| self.also_retrieved(&it.source)).flatten();
+                let also = self.also_retrieved(&it.source);
                 if also.is_some_and(|i| self.taken[i]) {
                     continue;
                 }
@@ -472,8 +463,7 @@ impl<'s, 'c> Walk<'s, 'c> {
             let slots = &self.summaries[offset..offset + run.len()];
             let mut stretch = LeftStretch::new(run);
             for (pos, it) in run.iter().enumerate() {
-                let out = slots[pos] == Slot::Left
-                    && !(self.summaries_retrieved && self.is_taken(&it.source));
+                let out = slots[pos] == Slot::Left && !self.is_taken(&it.source);
                 stretch.at(pos, out, &mut trimmed);
             }
             stretch.at(run.len(), false, &mut trimmed);
@@ -503,8 +493,7 @@ impl<'s, 'c> Walk<'s, 'c> {
         }
         for &i in &sel.facts.by_age {
             let it = &sel.facts.items[i as usize];
-            let taken = self.facts_retrieved && self.is_taken(&it.source);
-            if !self.kept_facts[i as usize] && !taken {
+            if !self.kept_facts[i as usize] && !self.is_taken(&it.source) {
                 trimmed.push(left(it, it.source));
             }
         }
@@ -531,8 +520,9 @@ impl<'s, 'c> Walk<'s, 'c> {
 
     /// The items of prepared `runs` as `slots` (by position across them)
     /// place them: each unbroken stretch of whole items as one handle on
-    /// its run, each cut as an item of its own. `base` numbers the turns
-    /// of each run across them, when given.
+    /// its run, each cut as an item of its own. `bases`, when given,
+    /// number the turns of each run across them; a turn whose number
+    /// changes so is an item of its own, under its new number.
     fn runs_shown(
         &mut self,
         list: List,
@@ -571,11 +561,13 @@ impl<'s, 'c> Walk<'s, 'c> {
                             pos += 1;
                             continue;
                         }
-                        let end = pos
-                            + run_slots[pos..]
-                                .iter()
-                                .position(|&s| s != Slot::Whole)
-                                .unwrap_or(run_slots.len() - pos);
+                        // To the first item not whole or numbered anew.
+                        let end = (pos..run_slots.len())
+                            .find(|&e| {
+                                run_slots[e] != Slot::Whole
+                                    || numbered_source(&run[e], base) != run[e].source
+                            })
+                            .unwrap_or(run_slots.len());
                         out.tokens += run[pos..end].iter().map(|i| i.tokens).sum::<usize>();
                         out.items.push_shared_range(run, pos..end);
                         pos = end;
@@ -719,6 +711,20 @@ impl TierItems {
             tokens: self.tokens,
             items: self.items,
         }
+    }
+}
+
+/// Which of 8 bits stands for `s`'s kind in [`Walk`]'s `kinds`.
+#[inline]
+fn kind_bit(s: &Source) -> u8 {
+    1 << match s {
+        Source::Block(_) => 0,
+        Source::Fact(_) => 1,
+        Source::Summary(_) => 2,
+        Source::Window { .. } => 3,
+        Source::Turn { .. } => 4,
+        Source::StoredTurn { .. } => 5,
+        Source::Message => 6,
     }
 }
 

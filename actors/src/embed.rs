@@ -186,6 +186,74 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     }
 }
 
+/// The dot product of two vectors of small integers (quantized vectors'
+/// numbers), over the shorter one's length. With AVX2, 16 products a step;
+/// without it, in blocks the compiler turns into SIMD multiply-adds. No sum
+/// overflows: a product is at most 2^14, and a vector's length a few
+/// thousand at most.
+pub(crate) fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has the instructions the function is compiled
+        // with (checked just above).
+        return unsafe { dot_i8_avx2(a, b) };
+    }
+    dot_i8_portable(a, b)
+}
+
+fn dot_i8_portable(a: &[i8], b: &[i8]) -> i32 {
+    const LANES: usize = 16;
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0i32; LANES];
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let tail: i32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| *x as i32 * *y as i32)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for k in 0..LANES {
+            acc[k] += x[k] as i32 * y[k] as i32;
+        }
+    }
+    acc.iter().sum::<i32>() + tail
+}
+
+/// Sixteen bytes at a time widened to 16-bit lanes, multiplied and summed
+/// in pairs into eight 32-bit lanes (`vpmaddwd`): twice the width the
+/// portable loop gets on a baseline x86-64 build, and a few calls a block
+/// instead of a loop a number in an unoptimized (test) build.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn dot_i8_avx2(a: &[i8], b: &[i8]) -> i32 {
+    use std::arch::x86_64::{
+        __m128i, __m256i, _mm256_add_epi32, _mm256_cvtepi8_epi16, _mm256_madd_epi16,
+        _mm256_setzero_si256, _mm256_storeu_si256, _mm_loadu_si128,
+    };
+    let n = a.len().min(b.len());
+    let mut acc = _mm256_setzero_si256();
+    let mut i = 0;
+    while i + 16 <= n {
+        // SAFETY: `i + 16 <= n`: both 16-byte reads lie inside the slices
+        // (an unaligned load needs no alignment).
+        let (x, y) = unsafe {
+            (
+                _mm_loadu_si128(a.as_ptr().add(i).cast::<__m128i>()),
+                _mm_loadu_si128(b.as_ptr().add(i).cast::<__m128i>()),
+            )
+        };
+        let products = _mm256_madd_epi16(_mm256_cvtepi8_epi16(x), _mm256_cvtepi8_epi16(y));
+        acc = _mm256_add_epi32(acc, products);
+        i += 16;
+    }
+    let mut lanes = [0i32; 8];
+    // SAFETY: `lanes` is 32 bytes, the store's width (unaligned).
+    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast::<__m256i>(), acc) };
+    lanes.iter().sum::<i32>() + dot_i8_portable(&a[i..n], &b[i..n])
+}
+
 /// A vector as the Store keeps it, with the embedder that made it: vectors
 /// of different embedders are never compared.
 #[derive(Debug, Clone, PartialEq)]
@@ -238,6 +306,32 @@ pub fn summary_text(s: &crate::model::ConversationSummary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_integer_dot_product_is_the_plain_sum_at_every_length() {
+        // Lengths around the 16-byte step, extreme values included: each
+        // path (the CPU's and the portable one) gives the plain sum.
+        let mut seed = 7u32;
+        let mut next = || {
+            seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            (seed >> 16) as u8 as i8
+        };
+        for n in [0, 1, 15, 16, 17, 31, 32, 33, 256, 384, 385] {
+            let mut a: Vec<i8> = (0..n).map(|_| next()).collect();
+            let b: Vec<i8> = (0..n).map(|_| next()).collect();
+            if n > 2 {
+                a[0] = i8::MIN;
+                a[1] = i8::MAX;
+            }
+            let plain: i32 = a.iter().zip(&b).map(|(x, y)| *x as i32 * *y as i32).sum();
+            assert_eq!(dot_i8(&a, &b), plain, "length {n}");
+            assert_eq!(dot_i8_portable(&a, &b), plain, "length {n}");
+            // the shorter vector's length counts
+            assert_eq!(dot_i8(&a, &b[..n / 2]), dot_i8(&a[..n / 2], &b[..n / 2]));
+        }
+        let full = vec![i8::MIN; 4096];
+        assert_eq!(dot_i8(&full, &full), 4096 * 128 * 128);
+    }
 
     #[test]
     fn shared_vocabulary_is_closer_than_none() {

@@ -4,7 +4,7 @@
 
 use super::index::{AgentIndex, Doc};
 use super::query::{Filter, Ranking};
-use crate::embed::StoredVector;
+use crate::embed::{dot_i8, StoredVector};
 
 /// A vector kept in a quarter of the memory: one signed byte per number
 /// and a scale, with the embedder's index in the agent's list (the cosine
@@ -56,22 +56,6 @@ impl Quantized {
             .sum();
         dot * self.scale / (self.norm * q_norm)
     }
-}
-
-/// The dot product of two byte vectors, in blocks the compiler turns into
-/// SIMD multiply-adds (no sum overflows: 16 products of at most 2^14
-/// each fit an i32 many times over).
-fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
-    let mut acc = [0i32; 16];
-    let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for i in 0..16 {
-            acc[i] += x[i] as i32 * y[i] as i32;
-        }
-    }
-    let tail: i32 = ra.iter().zip(rb).map(|(x, y)| *x as i32 * *y as i32).sum();
-    acc.iter().sum::<i32>() + tail
 }
 
 /// An inverted file over sign codes: the coded slots of one embedder,

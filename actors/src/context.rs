@@ -202,10 +202,16 @@ impl ItemRun {
         }
     }
 
-    /// Whether `next` continues this run: the item right after its end in
-    /// the same list.
-    fn extends_to(&self, next: &ItemRun, pos: usize) -> bool {
-        Arc::ptr_eq(&self.items, &next.items) && self.end == next.start + pos
+    /// Takes in `range` of `run` when it continues this run (the items
+    /// right after its end in the same list): whether it did. How a list of
+    /// parts ([`Items`], [`TrimmedItems`]) keeps an unbroken stretch as one
+    /// part.
+    fn grow_into(&mut self, run: &ItemRun, range: &std::ops::Range<usize>) -> bool {
+        let continues = Arc::ptr_eq(&self.items, &run.items) && self.end == run.start + range.start;
+        if continues {
+            self.end += range.len();
+        }
+        continues
     }
 }
 
@@ -350,8 +356,7 @@ impl Items {
         }
         self.len += range.len();
         if let Some(Part::Run(last)) = self.parts.last_mut() {
-            if last.extends_to(run, range.start) {
-                last.end += range.len();
+            if last.grow_into(run, &range) {
                 return;
             }
         }
@@ -596,8 +601,7 @@ impl TrimmedItems {
         }
         self.len += range.len();
         if let Some(TrimmedPart::Run(last)) = self.parts.last_mut() {
-            if last.extends_to(run, range.start) {
-                last.end += range.len();
+            if last.grow_into(run, &range) {
                 return;
             }
         }

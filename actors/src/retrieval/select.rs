@@ -518,22 +518,20 @@ impl<'s, 'c> Walk<'s, 'c> {
         Some(self.cuts.swap_remove(at).2)
     }
 
-    /// The items of prepared `runs` as `slots` (by position across them)
-    /// place them: each unbroken stretch of whole items as one handle on
-    /// its run, each cut as an item of its own. `bases`, when given,
-    /// number the turns of each run across them; a turn whose number
-    /// changes so is an item of its own, under its new number.
+    /// The items of prepared `runs` as `slots` (by position across them;
+    /// the walk's slots of `list`) place them: each unbroken stretch of
+    /// whole items as one handle on its run, each cut (kept under `list`)
+    /// as an item of its own. `bases`, when given, number the turns of
+    /// each run across them; a turn whose number changes so is an item of
+    /// its own, under its new number.
     fn runs_shown(
         &mut self,
         list: List,
+        slots: &[Slot],
         runs: &[ItemRun],
         bases: Option<&[u32]>,
         out: &mut TierItems,
     ) {
-        let slots = match list {
-            List::Turns => std::mem::take(&mut self.turns),
-            _ => std::mem::take(&mut self.summaries),
-        };
         let mut offset = 0;
         for (r, run) in runs.iter().enumerate() {
             let base = bases.map_or(0, |b| b[r]);
@@ -620,7 +618,8 @@ impl<'s, 'c> Walk<'s, 'c> {
             pos = end;
         }
         let mut summaries = TierItems::default();
-        self.runs_shown(List::Summaries, sel.summaries, None, &mut summaries);
+        let slots = std::mem::take(&mut self.summaries);
+        self.runs_shown(List::Summaries, &slots, sel.summaries, None, &mut summaries);
         let mut found: Vec<(chrono::DateTime<chrono::Utc>, usize, Slot, &ContextItem)> = self
             .retrieved
             .iter()
@@ -644,7 +643,8 @@ impl<'s, 'c> Walk<'s, 'c> {
         }
         let mut turns = TierItems::default();
         let bases = std::mem::take(&mut self.turn_bases);
-        self.runs_shown(List::Turns, sel.turns, Some(&bases), &mut turns);
+        let slots = std::mem::take(&mut self.turns);
+        self.runs_shown(List::Turns, &slots, sel.turns, Some(&bases), &mut turns);
         let mut current = TierItems::default();
         current.add(message);
         let tiers = vec![

@@ -188,10 +188,12 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
 
 /// The dot product of two vectors of small integers (quantized vectors'
 /// numbers), over the shorter one's length. With AVX2, 16 products a step;
-/// without it, in blocks the compiler turns into SIMD multiply-adds. No sum
-/// overflows: a product is at most 2^14, and a vector's length a few
-/// thousand at most.
+/// without it, in blocks the compiler turns into SIMD multiply-adds. The
+/// sum fits while the vectors are shorter than 2^17 numbers (a product is
+/// at most 2^14); the vectors here have hundreds.
+#[inline]
 pub(crate) fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+    debug_assert!(a.len().min(b.len()) < 1 << 17, "the sum could overflow");
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has the instructions the function is compiled
@@ -224,7 +226,7 @@ fn dot_i8_portable(a: &[i8], b: &[i8]) -> i32 {
 /// Sixteen bytes at a time widened to 16-bit lanes, multiplied and summed
 /// in pairs into eight 32-bit lanes (`vpmaddwd`): twice the width the
 /// portable loop gets on a baseline x86-64 build, and a few calls a block
-/// instead of a loop a number in an unoptimized (test) build.
+/// instead of a turn of a loop per number in an unoptimized (test) build.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn dot_i8_avx2(a: &[i8], b: &[i8]) -> i32 {
@@ -323,11 +325,25 @@ mod tests {
                 a[0] = i8::MIN;
                 a[1] = i8::MAX;
             }
-            let plain: i32 = a.iter().zip(&b).map(|(x, y)| *x as i32 * *y as i32).sum();
-            assert_eq!(dot_i8(&a, &b), plain, "length {n}");
-            assert_eq!(dot_i8_portable(&a, &b), plain, "length {n}");
-            // the shorter vector's length counts
-            assert_eq!(dot_i8(&a, &b[..n / 2]), dot_i8(&a[..n / 2], &b[..n / 2]));
+            let plain = |len: usize| -> i32 {
+                a[..len]
+                    .iter()
+                    .zip(&b[..len])
+                    .map(|(x, y)| *x as i32 * *y as i32)
+                    .sum()
+            };
+            assert_eq!(dot_i8(&a, &b), plain(n), "length {n}");
+            assert_eq!(dot_i8_portable(&a, &b), plain(n), "length {n}");
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2 (checked just above).
+                assert_eq!(unsafe { dot_i8_avx2(&a, &b) }, plain(n), "length {n}");
+            }
+            // the shorter vector's length counts, on either side
+            for (x, y) in [(&a[..], &b[..n / 2]), (&a[..n / 2], &b[..])] {
+                assert_eq!(dot_i8(x, y), plain(n / 2), "length {n}");
+                assert_eq!(dot_i8_portable(x, y), plain(n / 2), "length {n}");
+            }
         }
         let full = vec![i8::MIN; 4096];
         assert_eq!(dot_i8(&full, &full), 4096 * 128 * 128);

@@ -184,6 +184,13 @@ pub struct TierUsage {
 #[derive(Clone, Default)]
 pub struct ItemRun {
     items: Arc<[ContextItem]>,
+    /// The tokens of the list's items before each of its positions (one
+    /// more than the items: the last is the list's total), made with the
+    /// list: what a stretch of it takes is two look-ups, not a sum.
+    before: Arc<[usize]>,
+    /// The fewest tokens of any item of the list (of a part of it, at
+    /// least as few).
+    least: usize,
     start: usize,
     end: usize,
 }
@@ -197,9 +204,28 @@ impl ItemRun {
         assert!(range.start <= range.end && range.end <= self.len());
         ItemRun {
             items: self.items.clone(),
+            before: self.before.clone(),
+            least: self.least,
             start: self.start + range.start,
             end: self.start + range.end,
         }
+    }
+
+    /// The tokens of the items at `range` (of its own positions).
+    ///
+    /// # Panics
+    /// If `range` is not within the run.
+    pub(crate) fn tokens(&self, range: std::ops::Range<usize>) -> usize {
+        assert!(range.start <= range.end && range.end <= self.len());
+        if range.is_empty() {
+            return 0;
+        }
+        self.before[self.start + range.end] - self.before[self.start + range.start]
+    }
+
+    /// As few tokens as any item of the run takes, or fewer.
+    pub(crate) fn least_tokens(&self) -> usize {
+        self.least
     }
 
     /// Takes in `range` of `run` when it continues this run (the items
@@ -218,8 +244,17 @@ impl ItemRun {
 impl From<Vec<ContextItem>> for ItemRun {
     fn from(items: Vec<ContextItem>) -> Self {
         let end = items.len();
+        let before: Arc<[usize]> = std::iter::once(0)
+            .chain(items.iter().scan(0, |sum, it| {
+                *sum += it.tokens;
+                Some(*sum)
+            }))
+            .collect();
+        let least = items.iter().map(|it| it.tokens).min().unwrap_or(0);
         ItemRun {
             items: items.into(),
+            before,
+            least,
             start: 0,
             end,
         }
@@ -719,6 +754,8 @@ pub struct PreparedFacts {
     /// Display indices of the facts the facts tier offers
     /// ([`in_tier`]), oldest extracted first.
     pub(crate) by_age: Vec<u32>,
+    /// The tokens of the facts `by_age` lists, together.
+    pub(crate) tier_tokens: usize,
     /// Display index by fact id.
     at: HashMap<Uuid, u32, foldhash::fast::RandomState>,
 }
@@ -816,6 +853,7 @@ impl PreparedFacts {
                 facts[i as usize].0.fact_id,
             )
         });
+        let tier_tokens = by_age.iter().map(|&i| facts[i as usize].1.tokens).sum();
         let at = facts
             .iter()
             .enumerate()
@@ -828,6 +866,7 @@ impl PreparedFacts {
                 .collect::<Vec<_>>()
                 .into(),
             by_age,
+            tier_tokens,
             at,
         }
     }
@@ -979,6 +1018,24 @@ mod tests {
             .map(|i| it(i, &format!("fact {i}")))
             .collect::<Vec<_>>()
             .into()
+    }
+
+    #[test]
+    fn a_runs_tokens_over_a_stretch_are_the_sum_of_its_items_in_every_part_of_it() {
+        let r: ItemRun = (0..9u128)
+            .map(|i| it(i, &"word ".repeat(1 + (i as usize * 5) % 7)))
+            .collect::<Vec<_>>()
+            .into();
+        for part in [r.clone(), r.slice(2..7), r.slice(4..4), ItemRun::default()] {
+            for start in 0..=part.len() {
+                for end in start..=part.len() {
+                    let sum: usize = part[start..end].iter().map(|i| i.tokens).sum();
+                    assert_eq!(part.tokens(start..end), sum);
+                }
+            }
+            assert!(part.iter().all(|i| i.tokens >= part.least_tokens()));
+        }
+        assert_eq!(r.least_tokens(), r.iter().map(|i| i.tokens).min().unwrap());
     }
 
     #[test]

@@ -7,6 +7,7 @@ use crate::context::{
     Role, Source, Tier, TierUsage, TokenCounter, Trimmed, TrimmedItems,
 };
 use crate::model::BlockLabel;
+use uuid::Uuid;
 
 /// A retrieved item and when what it holds was said (the retrieved tier
 /// shows its items in time order, whatever their rank).
@@ -132,6 +133,13 @@ impl Filler<'_> {
         self.cut(it, source, room)
     }
 
+    /// Whether no item of `run` (of its list) can be placed in `room`,
+    /// whole or cut: the walk over it is done.
+    #[inline]
+    fn nothing_fits(&self, run: &ItemRun, room: usize) -> bool {
+        room < run.least_tokens() && room < self.min_cut
+    }
+
     /// `it` cut to fit `room`, or left out when not even a word does.
     #[inline(never)]
     fn cut(&mut self, it: &ContextItem, source: Source, room: &mut usize) -> Placed {
@@ -168,8 +176,12 @@ impl Filler<'_> {
 /// summaries (newest first), skipping what retrieval already shows. An item that does not
 /// fit is skipped, or cut at a sentence boundary to fill the room left
 /// (facts are never cut), and the walk goes on, so a long item never
-/// ends the selection. Linear in the items (and the few cuts); copies the
-/// text of the few items cut, and a handle per unbroken stretch of a
+/// ends the selection. The newest stretch of a run that fits whole is
+/// taken at once (its tokens read from sums the run was made with; a run's
+/// facts or summaries one at a time where retrieval holds some of them),
+/// and the walk over a run stops where nothing more can fit: the items
+/// looked at one by one are those around where the room runs out. Copies
+/// the text of the few items cut, and a handle per unbroken stretch of a
 /// prepared run shown or left out (and per block, retrieved item and turn
 /// renumbered across runs).
 pub fn select(
@@ -358,6 +370,16 @@ impl<'s, 'c> Walk<'s, 'c> {
     /// Facts, newest extracted first, never cut.
     fn facts(&mut self, room: &mut usize) {
         let facts = self.sel.facts;
+        // All fit, and retrieval holds none: all shown, without a look at
+        // each.
+        if self.kinds & FACT_KIND == 0 && facts.tier_tokens <= *room {
+            for &i in &facts.by_age {
+                self.kept_facts[i as usize] = true;
+            }
+            *room -= facts.tier_tokens;
+            self.f.room -= facts.tier_tokens;
+            return;
+        }
         for &i in facts.by_age.iter().rev() {
             let it = &facts.items[i as usize];
             let also = self.also_retrieved(&it.source);
@@ -395,15 +417,44 @@ impl<'s, 'c> Walk<'s, 'c> {
     /// The turns, newest first.
     fn turns(&mut self, room: &mut usize) {
         let sel = self.sel;
-        let mut k = self.turns.len();
+        let mut end = self.turns.len();
         for (r, run) in sel.turns.iter().enumerate().rev() {
             let base = self.turn_bases[r];
-            for it in run.iter().rev() {
-                k -= 1;
+            let first = end - run.len();
+            // The newest that fit one after another, shown whole at once.
+            let fit = self.whole_from(run, room);
+            self.turns[first + fit..end].fill(Slot::Whole);
+            for (pos, it) in run[..fit].iter().enumerate().rev() {
+                if self.f.nothing_fits(run, *room) {
+                    break;
+                }
+                let k = first + pos;
                 let placed = self.f.place(it, numbered_source(it, base), true, room);
                 self.turns[k] = self.slot(List::Turns, k, placed);
             }
+            end = first;
         }
+    }
+
+    /// Where the newest items of `run` that fit `room` one after another
+    /// begin (the run's length when not even its newest does), taken out
+    /// of `room` as [`Filler::place`] would one by one.
+    fn whole_from(&mut self, run: &ItemRun, room: &mut usize) -> usize {
+        // The tokens from a position to the end shrink as it grows: the
+        // first position whose stretch fits.
+        let (mut lo, mut hi) = (0, run.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if run.tokens(mid..run.len()) <= *room {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        let tokens = run.tokens(lo..run.len());
+        *room -= tokens;
+        self.f.room -= tokens;
+        lo
     }
 
     /// What the facts, blocks and turns left: the rest of the retrieved
@@ -429,10 +480,24 @@ impl<'s, 'c> Walk<'s, 'c> {
     /// The summaries, newest first, skipping what retrieval shows.
     fn summaries(&mut self, room: &mut usize) {
         let sel = self.sel;
-        let mut k = self.summaries.len();
+        let unretrieved = self.kinds & SUMMARY_KINDS == 0;
+        let mut end = self.summaries.len();
         for run in sel.summaries.iter().rev() {
-            for it in run.iter().rev() {
-                k -= 1;
+            let first = end - run.len();
+            end = first;
+            // Retrieval holds no summary: the newest that fit one after
+            // another are shown whole at once.
+            let fit = if unretrieved {
+                self.whole_from(run, room)
+            } else {
+                run.len()
+            };
+            self.summaries[first + fit..first + run.len()].fill(Slot::Whole);
+            for (pos, it) in run[..fit].iter().enumerate().rev() {
+                if self.f.nothing_fits(run, *room) {
+                    break;
+                }
+                let k = first + pos;
                 let also = self.also_retrieved(&it.source);
                 if also.is_some_and(|i| self.taken[i]) {
                     continue;
@@ -458,9 +523,15 @@ impl<'s, 'c> Walk<'s, 'c> {
             tokens: it.tokens,
             cut: false,
         };
+        let unretrieved = self.kinds & SUMMARY_KINDS == 0;
         let mut offset = 0;
         for run in sel.summaries {
             let slots = &self.summaries[offset..offset + run.len()];
+            if unretrieved {
+                left_stretches(run, slots, &mut trimmed);
+                offset += run.len();
+                continue;
+            }
             let mut stretch = LeftStretch::new(run);
             for (pos, it) in run.iter().enumerate() {
                 let out = slots[pos] == Slot::Left && !self.is_taken(&it.source);
@@ -472,6 +543,12 @@ impl<'s, 'c> Walk<'s, 'c> {
         let mut offset = 0;
         for (run, &base) in sel.turns.iter().zip(&self.turn_bases) {
             let slots = &self.turns[offset..offset + run.len()];
+            if base == 0 {
+                // (numbered as they are: no turn is a record of its own)
+                left_stretches(run, slots, &mut trimmed);
+                offset += run.len();
+                continue;
+            }
             let mut stretch = LeftStretch::new(run);
             for (pos, it) in run.iter().enumerate() {
                 let source = numbered_source(it, base);
@@ -549,11 +626,13 @@ impl<'s, 'c> Walk<'s, 'c> {
                     }
                     Slot::Whole => {
                         let it = &run[pos];
-                        let source = numbered_source(it, base);
-                        if source != it.source {
+                        // (a run numbered from 0 keeps its numbers)
+                        let renumbered =
+                            |it: &ContextItem| base != 0 && numbered_source(it, base) != it.source;
+                        if renumbered(it) {
                             out.tokens += it.tokens;
                             out.items.push(ContextItem {
-                                source,
+                                source: numbered_source(it, base),
                                 ..it.clone()
                             });
                             pos += 1;
@@ -561,12 +640,9 @@ impl<'s, 'c> Walk<'s, 'c> {
                         }
                         // To the first item not whole or numbered anew.
                         let end = (pos..run_slots.len())
-                            .find(|&e| {
-                                run_slots[e] != Slot::Whole
-                                    || numbered_source(&run[e], base) != run[e].source
-                            })
+                            .find(|&e| run_slots[e] != Slot::Whole || renumbered(&run[e]))
                             .unwrap_or(run_slots.len());
-                        out.tokens += run[pos..end].iter().map(|i| i.tokens).sum::<usize>();
+                        out.tokens += run.tokens(pos..end);
                         out.items.push_shared_range(run, pos..end);
                         pos = end;
                     }
@@ -610,10 +686,7 @@ impl<'s, 'c> Walk<'s, 'c> {
                     .iter()
                     .position(|&k| !k)
                     .unwrap_or(kept.len() - pos);
-            facts.tokens += sel.facts.items[pos..end]
-                .iter()
-                .map(|i| i.tokens)
-                .sum::<usize>();
+            facts.tokens += sel.facts.items.tokens(pos..end);
             facts.items.push_shared_range(&sel.facts.items, pos..end);
             pos = end;
         }
@@ -691,6 +764,21 @@ impl<'r> LeftStretch<'r> {
     }
 }
 
+/// Each stretch of `run` its `slots` leave out whole, as one handle on it,
+/// into `trimmed` (what [`LeftStretch`] gathers, from the slots alone).
+fn left_stretches(run: &ItemRun, slots: &[Slot], trimmed: &mut TrimmedItems) {
+    let mut pos = 0;
+    while let Some(from) = slots[pos..].iter().position(|&s| s == Slot::Left) {
+        let from = pos + from;
+        let end = slots[from..]
+            .iter()
+            .position(|&s| s != Slot::Left)
+            .map_or(slots.len(), |e| from + e);
+        trimmed.push_run(run, from..end);
+        pos = end;
+    }
+}
+
 /// A tier's items as the walk placed them, and their tokens.
 #[derive(Default)]
 struct TierItems {
@@ -716,7 +804,7 @@ impl TierItems {
 
 /// Which of 8 bits stands for `s`'s kind in [`Walk`]'s `kinds`.
 #[inline]
-fn kind_bit(s: &Source) -> u8 {
+const fn kind_bit(s: &Source) -> u8 {
     1 << match s {
         Source::Block(_) => 0,
         Source::Fact(_) => 1,
@@ -727,6 +815,17 @@ fn kind_bit(s: &Source) -> u8 {
         Source::Message => 6,
     }
 }
+
+/// The kind bit of a fact.
+const FACT_KIND: u8 = kind_bit(&Source::Fact(Uuid::nil()));
+
+/// The kind bits of a stored summary and of a live call's window summary.
+const SUMMARY_KINDS: u8 = kind_bit(&Source::Summary(Uuid::nil()))
+    | kind_bit(&Source::Window {
+        session: Uuid::nil(),
+        start_seq: 0,
+        end_seq: 0,
+    });
 
 /// Which of 256 bits stands for `s` in [`Walk`]'s filter: a byte of what
 /// tells sources of a kind apart (ids are random in their last byte).
@@ -769,5 +868,263 @@ fn numbered_source(it: &ContextItem, base: u32) -> Source {
             role,
         },
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::{CharEstimate, PreparedFacts};
+    use crate::model::{Fact, FactCategory, Visibility};
+    use chrono::{Duration, TimeZone, Utc};
+
+    /// A fixed sequence of numbers (no seed from the clock).
+    struct Seq(u64);
+
+    impl Seq {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (self.0 >> 33) % n
+        }
+
+        /// Sentences, of one to `most` words in all.
+        fn text(&mut self, most: u64) -> String {
+            let words = 1 + self.below(most);
+            (0..words)
+                .map(|w| {
+                    let word = ["tea", "harbour", "interview", "a", "onsite", "Porto"]
+                        [self.below(6) as usize];
+                    if w % 7 == 6 {
+                        format!("{word}.")
+                    } else {
+                        word.to_string()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
+    }
+
+    /// What the walk does, item by item, as its documentation says, with
+    /// no retrieved items and no blocks: every fact that fits (newest
+    /// extracted first), then the turns newest first, then the summaries
+    /// newest first, each whole when it fits, else cut to the room when it
+    /// is worth cutting to. The sources shown, per tier, as (source,
+    /// tokens), and what was left out or cut.
+    #[allow(clippy::type_complexity)]
+    fn item_by_item(
+        facts: &PreparedFacts,
+        summaries: &[ItemRun],
+        turns: &[ItemRun],
+        room: usize,
+        min_cut: usize,
+    ) -> (Vec<Vec<(Source, usize)>>, Vec<(Source, usize, bool)>) {
+        let counter = &CharEstimate;
+        let mut room = room;
+        let mut left = Vec::new();
+        let mut kept = vec![false; facts.items.len()];
+        for &i in facts.by_age.iter().rev() {
+            let it = &facts.items[i as usize];
+            if it.tokens <= room {
+                room -= it.tokens;
+                kept[i as usize] = true;
+            }
+        }
+        let mut place = |it: &ContextItem, source: Source, room: &mut usize| {
+            if it.tokens <= *room {
+                *room -= it.tokens;
+                return Some(it.tokens);
+            }
+            let cut = cut_text(&it.text, *room, min_cut, counter)?;
+            let tokens = counter.count(&cut);
+            *room -= tokens;
+            left.push((source, it.tokens - tokens, true));
+            Some(tokens)
+        };
+        let bases = turn_bases(turns);
+        let mut shown_turns = vec![Vec::new(); turns.len()];
+        for (r, run) in turns.iter().enumerate().rev() {
+            for it in run.iter().rev() {
+                let source = numbered_source(it, bases[r]);
+                if let Some(t) = place(it, source, &mut room) {
+                    shown_turns[r].push((source, t));
+                }
+            }
+        }
+        let mut shown_summaries = vec![Vec::new(); summaries.len()];
+        for (r, run) in summaries.iter().enumerate().rev() {
+            for it in run.iter().rev() {
+                if let Some(t) = place(it, it.source, &mut room) {
+                    shown_summaries[r].push((it.source, t));
+                }
+            }
+        }
+        let cut: Vec<Source> = left.iter().map(|l| l.0).collect();
+        for (run, r) in summaries.iter().zip(&shown_summaries) {
+            for it in run.iter() {
+                if !r.iter().any(|s| s.0 == it.source) {
+                    left.push((it.source, it.tokens, false));
+                }
+            }
+        }
+        for ((run, r), base) in turns.iter().zip(&shown_turns).zip(&bases) {
+            for it in run.iter() {
+                let source = numbered_source(it, *base);
+                if !r.iter().any(|s| s.0 == source) && !cut.contains(&source) {
+                    left.push((source, it.tokens, false));
+                }
+            }
+        }
+        for &i in &facts.by_age {
+            if !kept[i as usize] {
+                let it = &facts.items[i as usize];
+                left.push((it.source, it.tokens, false));
+            }
+        }
+        let shown_facts = (0..facts.items.len())
+            .filter(|&i| kept[i])
+            .map(|i| (facts.items[i].source, facts.items[i].tokens))
+            .collect();
+        let in_order = |runs: Vec<Vec<(Source, usize)>>| -> Vec<(Source, usize)> {
+            runs.into_iter().flat_map(|r| r.into_iter().rev()).collect()
+        };
+        (
+            vec![
+                shown_facts,
+                in_order(shown_summaries),
+                in_order(shown_turns),
+            ],
+            left,
+        )
+    }
+
+    /// The walk takes what fits of a run at once, and stops looking when
+    /// nothing more can fit: what it shows, cuts and leaves out is what
+    /// the walk item by item gives, over runs of every size and budgets
+    /// from none to all.
+    #[test]
+    fn the_walk_by_stretches_shows_and_leaves_what_the_walk_item_by_item_does() {
+        let counter = &CharEstimate;
+        let t0 = Utc.with_ymd_and_hms(2026, 1, 5, 9, 0, 0).unwrap();
+        let mut seq = Seq(11);
+        let mut shown_whole_runs = 0;
+        for case in 0..400u128 {
+            let fact_list: Vec<Fact> = (0..seq.below(12))
+                .map(|n| Fact {
+                    fact_id: Uuid::from_u128(case << 32 | n as u128),
+                    agent_id: "kairix".into(),
+                    user_id: "mark".into(),
+                    category: FactCategory::Preference,
+                    content: seq.text(12),
+                    subject: None,
+                    visibility: Visibility::Private,
+                    source_session_id: None,
+                    extracted_at: t0 + Duration::minutes(seq.below(1000) as i64),
+                    conflicts_with: None,
+                    speaker: Default::default(),
+                })
+                .collect();
+            let facts = PreparedFacts::new(&fact_list, "mark", counter);
+            let summaries: Vec<ItemRun> = (0..1 + seq.below(3))
+                .map(|r| {
+                    (0..seq.below(15))
+                        .map(|n| {
+                            let id = Uuid::from_u128(
+                                1 << 100 | case << 32 | (r as u128) << 16 | n as u128,
+                            );
+                            let text = seq.text(60);
+                            item(
+                                counter,
+                                Tier::Summaries,
+                                Source::Summary(id),
+                                Role::System,
+                                text,
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .into()
+                })
+                .collect();
+            let turns: Vec<ItemRun> = (0..1 + seq.below(2))
+                .map(|_| {
+                    (0..seq.below(20))
+                        .map(|n| {
+                            let role = if n % 2 == 0 {
+                                Role::User
+                            } else {
+                                Role::Assistant
+                            };
+                            let source = Source::Turn {
+                                index: n as u32 / 2,
+                                role,
+                            };
+                            item(counter, Tier::Turns, source, role, seq.text(40))
+                        })
+                        .collect::<Vec<_>>()
+                        .into()
+                })
+                .collect();
+            let everything: usize = facts.tier_tokens
+                + summaries
+                    .iter()
+                    .chain(&turns)
+                    .map(|r| r.tokens(0..r.len()))
+                    .sum::<usize>();
+            let min_cut = [0, 8, 20][seq.below(3) as usize];
+            let budget = 4 + seq.below(everything as u64 + 40) as usize;
+            let sel = Selection {
+                blocks: &[],
+                facts: &facts,
+                summaries: &summaries,
+                turns: &turns,
+                retrieved: &[],
+                retrieval_share: 0.0,
+                current_message: "Hi",
+                budget_tokens: budget,
+                min_cut_tokens: min_cut,
+            };
+            let ctx = select(&sel, counter).unwrap();
+            let room = budget - counter.count("Hi");
+            let (shown, mut left) = item_by_item(&facts, &summaries, &turns, room, min_cut);
+            let tier = |t: Tier| -> Vec<(Source, usize)> {
+                let usage = ctx.tiers.iter().find(|u| u.tier == t).unwrap();
+                assert_eq!(
+                    usage.tokens,
+                    usage.items.iter().map(|i| i.tokens).sum::<usize>()
+                );
+                usage.items.iter().map(|i| (i.source, i.tokens)).collect()
+            };
+            assert_eq!(tier(Tier::Facts), shown[0], "case {case}: facts");
+            assert_eq!(tier(Tier::Summaries), shown[1], "case {case}: summaries");
+            assert_eq!(tier(Tier::Turns), shown[2], "case {case}: turns");
+            let shown_tokens: usize = shown.iter().flatten().map(|s| s.1).sum();
+            assert_eq!(ctx.total_tokens, shown_tokens + counter.count("Hi"));
+            let mut trimmed: Vec<(Source, usize, bool)> = ctx
+                .trimmed
+                .iter()
+                .map(|t| (t.source, t.tokens, t.cut))
+                .collect();
+            trimmed.sort_by_key(|t| (t.0, t.2));
+            left.sort_by_key(|t| (t.0, t.2));
+            assert_eq!(trimmed, left, "case {case}: left out");
+            shown_whole_runs += summaries
+                .iter()
+                .chain(&turns)
+                .filter(|r| {
+                    !r.is_empty()
+                        && shown[1..]
+                            .iter()
+                            .flatten()
+                            .filter(|s| r.iter().any(|i| i.source == s.0))
+                            .count()
+                            == r.len()
+                })
+                .count();
+        }
+        // (runs shown whole, the stretch taken at once, and runs cut short)
+        assert!(shown_whole_runs > 100, "{shown_whole_runs}");
     }
 }

@@ -325,27 +325,40 @@ impl AgentIndex {
 
     /// The `keep` best of `cands` (score, slot) with different words: of
     /// items that say the same, the best scored, the newest on a tie
-    /// (the later slot). Looked for among the `keep * widen` best.
+    /// (the later slot). Looked for among the `keep * widen` best, best
+    /// first, a few more than still wanted at a time: most candidates say
+    /// something of their own, so the rest of the widened set is seldom
+    /// sorted.
     fn distinct_best(&self, cands: &mut Vec<(f32, u32)>, keep: usize, widen: usize) {
-        let wide = keep.saturating_mul(widen);
+        let wide = keep.saturating_mul(widen).min(cands.len());
         // Keyword scores are positive, and a positive float's bits order as
         // it does: (score, slot) orders as one integer, which selects and
         // sorts in a fraction of the time of a float comparison.
         debug_assert!(cands.iter().all(|c| c.0 > 0.0));
         let key =
             |c: &(f32, u32)| std::cmp::Reverse((u64::from(c.0.to_bits()) << 32) | u64::from(c.1));
-        if cands.len() > wide {
-            cands.select_nth_unstable_by_key(wide - 1, key);
-            cands.truncate(wide);
+        // (`words` is a hash already: the quickest hash of it will do)
+        let mut seen: HashSet<u64, foldhash::fast::FixedState> =
+            HashSet::with_capacity_and_hasher(keep, Default::default());
+        let mut kept = Vec::with_capacity(keep.min(wide));
+        let mut looked = 0;
+        while kept.len() < keep && looked < wide {
+            let rest = &mut cands[looked..];
+            let wanted = keep - kept.len();
+            let chunk = (wanted + wanted / 2 + 8).min(wide - looked);
+            if chunk < rest.len() {
+                rest.select_nth_unstable_by_key(chunk - 1, key);
+            }
+            let best = &mut rest[..chunk];
+            best.sort_unstable_by_key(key);
+            for &(score, slot) in best.iter() {
+                if kept.len() < keep && self.doc(slot).is_some_and(|d| seen.insert(d.words)) {
+                    kept.push((score, slot));
+                }
+            }
+            looked += chunk;
         }
-        cands.sort_unstable_by_key(key);
-        let mut seen = HashSet::with_capacity(keep);
-        let mut kept = 0;
-        cands.retain(|&(_, slot)| {
-            let fresh = kept < keep && self.doc(slot).is_some_and(|d| seen.insert(d.words));
-            kept += usize::from(fresh);
-            fresh
-        });
+        *cands = kept;
     }
 }
 
@@ -359,6 +372,55 @@ mod tests {
     use crate::search::testing::*;
     use crate::search::{DocKind, SearchQuery};
     use crate::text::{Answers, Subjects};
+
+    /// `distinct_best` looks at the widened set a few at a time; it keeps
+    /// exactly what sorting the whole widened set and keeping the first of
+    /// each wording keeps, whatever the share of repeats and ties.
+    #[test]
+    fn distinct_best_keeps_what_sorting_the_widened_set_keeps() {
+        let mut ix = AgentIndex::default();
+        // 60 turns over 12 wordings: repeats in every stretch of the order
+        for i in 0..60u128 {
+            let line = format!("the dog barked at visitor {}", i % 12);
+            ix.put_turns("mark", Uuid::from_u128(i), &[(0, said(&line, "Oh no."))]);
+        }
+        let slots: Vec<u32> = (0..ix.docs.len() as u32)
+            .filter(|&s| ix.doc(s).is_some())
+            .collect();
+        assert_eq!(slots.len(), 60);
+        let plain = |cands: &[(f32, u32)], keep: usize, widen: usize| {
+            let mut all = cands.to_vec();
+            all.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+            all.truncate(keep * widen);
+            let mut seen = HashSet::new();
+            all.retain(|&(_, s)| seen.insert(ix.doc(s).unwrap().words));
+            all.truncate(keep);
+            all
+        };
+        // scores from a fixed sequence, with ties (few distinct values)
+        let mut x = 7u64;
+        for round in 0..200 {
+            let distinct_scores = 1 + round % 9;
+            let cands: Vec<(f32, u32)> = slots
+                .iter()
+                .map(|&s| {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    (1.0 + ((x >> 33) % distinct_scores) as f32, s)
+                })
+                .collect();
+            for (keep, widen) in [(1, 1), (2, 4), (5, 2), (12, 4), (20, 4), (40, 4), (3, 100)] {
+                let mut got = cands.clone();
+                ix.distinct_best(&mut got, keep, widen);
+                assert_eq!(
+                    got,
+                    plain(&cands, keep, widen),
+                    "keep {keep}, widen {widen}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn a_query_word_finds_the_words_near_it_in_meaning() {

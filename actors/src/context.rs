@@ -128,6 +128,23 @@ pub enum Source {
     Message,
 }
 
+impl Source {
+    /// One of 8 bits for the source's kind: a set of kinds is a byte (the
+    /// kinds a run holds, [`ItemRun::kinds`]; those retrieval holds).
+    #[inline]
+    pub(crate) const fn kind_bit(&self) -> u8 {
+        1 << match self {
+            Source::Block(_) => 0,
+            Source::Fact(_) => 1,
+            Source::Summary(_) => 2,
+            Source::Window { .. } => 3,
+            Source::Turn { .. } => 4,
+            Source::StoredTurn { .. } => 5,
+            Source::Message => 6,
+        }
+    }
+}
+
 impl std::fmt::Display for Source {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -184,13 +201,17 @@ pub struct TierUsage {
 #[derive(Clone, Default)]
 pub struct ItemRun {
     items: Arc<[ContextItem]>,
-    /// The tokens of the list's items before each of its positions (one
-    /// more than the items: the last is the list's total), made with the
-    /// list: what a stretch of it takes is two look-ups, not a sum.
+    /// The tokens of the list's items before each of its positions and
+    /// after the last (the list's total), made with the list: what a
+    /// stretch of it takes is two look-ups, not a sum. Empty for an empty
+    /// list.
     before: Arc<[usize]>,
     /// The fewest tokens of any item of the list (of a part of it, at
     /// least as few).
     least: usize,
+    /// The kinds of the list's sources ([`Source::kind_bit`]; a part of it
+    /// holds these or fewer).
+    kinds: u8,
     start: usize,
     end: usize,
 }
@@ -206,6 +227,7 @@ impl ItemRun {
             items: self.items.clone(),
             before: self.before.clone(),
             least: self.least,
+            kinds: self.kinds,
             start: self.start + range.start,
             end: self.start + range.end,
         }
@@ -226,6 +248,12 @@ impl ItemRun {
     /// As few tokens as any item of the run takes, or fewer.
     pub(crate) fn least_tokens(&self) -> usize {
         self.least
+    }
+
+    /// The kinds of source ([`Source::kind_bit`]) the run's items may have:
+    /// every kind they have, and perhaps others.
+    pub(crate) fn kinds(&self) -> u8 {
+        self.kinds
     }
 
     /// Takes in `range` of `run` when it continues this run (the items
@@ -251,10 +279,12 @@ impl From<Vec<ContextItem>> for ItemRun {
             }))
             .collect();
         let least = items.iter().map(|it| it.tokens).min().unwrap_or(0);
+        let kinds = items.iter().fold(0, |k, it| k | it.source.kind_bit());
         ItemRun {
             items: items.into(),
             before,
             least,
+            kinds,
             start: 0,
             end,
         }

@@ -7,7 +7,6 @@ use crate::context::{
     Role, Source, Tier, TierUsage, TokenCounter, Trimmed, TrimmedItems,
 };
 use crate::model::BlockLabel;
-use uuid::Uuid;
 
 /// A retrieved item and when what it holds was said (the retrieved tier
 /// shows its items in time order, whatever their rank).
@@ -176,11 +175,13 @@ impl Filler<'_> {
 /// summaries (newest first), skipping what retrieval already shows. An item that does not
 /// fit is skipped, or cut at a sentence boundary to fill the room left
 /// (facts are never cut), and the walk goes on, so a long item never
-/// ends the selection. The newest stretch of a run that fits whole is
-/// taken at once (its tokens read from sums the run was made with; a run's
-/// facts or summaries one at a time where retrieval holds some of them),
-/// and the walk over a run stops where nothing more can fit: the items
-/// looked at one by one are those around where the room runs out. Copies
+/// ends the selection. The facts are taken all at once when they all fit;
+/// the newest stretch of a run of turns or summaries that fits whole is
+/// taken at once (its tokens read from sums the run was made with), and
+/// the walk over a run stops where no item of its list could fit, whole
+/// or cut. Facts and summaries are looked at one by one where retrieval
+/// holds items of the kinds their list holds (each could be shown
+/// already). Copies
 /// the text of the few items cut, and a handle per unbroken stretch of a
 /// prepared run shown or left out (and per block, retrieved item and turn
 /// renumbered across runs).
@@ -250,7 +251,7 @@ struct Walk<'s, 'c> {
     /// A bit per [`filter_bit`] of `retrieved_sources`: most items are not
     /// retrieved, and a bit clear rules that out without a search.
     filter: [u64; 4],
-    /// A bit per [`kind_bit`] of `retrieved_sources`: an item of a kind
+    /// A bit per [`Source::kind_bit`] of `retrieved_sources`: an item of a kind
     /// retrieval holds none of is looked up no further (a tier of facts
     /// when retrieval found only turns).
     kinds: u8,
@@ -284,7 +285,7 @@ impl<'s, 'c> Walk<'s, 'c> {
             let b = filter_bit(s);
             filter[b / 64] |= 1 << (b % 64);
         }
-        let kinds = retrieved_sources.iter().fold(0, |k, s| k | kind_bit(s));
+        let kinds = retrieved_sources.iter().fold(0, |k, s| k | s.kind_bit());
         let turn_count = sel.turns.iter().map(|r| r.len()).sum();
         let summary_count = sel.summaries.iter().map(|r| r.len()).sum();
         Walk {
@@ -312,7 +313,7 @@ impl<'s, 'c> Walk<'s, 'c> {
     /// Where retrieval holds `s` too, its place in `retrieved_sources`.
     #[inline]
     fn also_retrieved(&self, s: &Source) -> Option<usize> {
-        if self.kinds & kind_bit(s) == 0 {
+        if self.kinds & s.kind_bit() == 0 {
             return None;
         }
         let b = filter_bit(s);
@@ -370,9 +371,9 @@ impl<'s, 'c> Walk<'s, 'c> {
     /// Facts, newest extracted first, never cut.
     fn facts(&mut self, room: &mut usize) {
         let facts = self.sel.facts;
-        // All fit, and retrieval holds none: all shown, without a look at
-        // each.
-        if self.kinds & FACT_KIND == 0 && facts.tier_tokens <= *room {
+        // All fit, and retrieval holds nothing of their kind: all shown,
+        // without a look at each.
+        if self.kinds & facts.items.kinds() == 0 && facts.tier_tokens <= *room {
             for &i in &facts.by_age {
                 self.kept_facts[i as usize] = true;
             }
@@ -480,14 +481,13 @@ impl<'s, 'c> Walk<'s, 'c> {
     /// The summaries, newest first, skipping what retrieval shows.
     fn summaries(&mut self, room: &mut usize) {
         let sel = self.sel;
-        let unretrieved = self.kinds & SUMMARY_KINDS == 0;
         let mut end = self.summaries.len();
         for run in sel.summaries.iter().rev() {
             let first = end - run.len();
             end = first;
-            // Retrieval holds no summary: the newest that fit one after
-            // another are shown whole at once.
-            let fit = if unretrieved {
+            // Retrieval holds nothing of the run's kinds: the newest that
+            // fit one after another are shown whole at once.
+            let fit = if self.kinds & run.kinds() == 0 {
                 self.whole_from(run, room)
             } else {
                 run.len()
@@ -523,11 +523,10 @@ impl<'s, 'c> Walk<'s, 'c> {
             tokens: it.tokens,
             cut: false,
         };
-        let unretrieved = self.kinds & SUMMARY_KINDS == 0;
         let mut offset = 0;
         for run in sel.summaries {
             let slots = &self.summaries[offset..offset + run.len()];
-            if unretrieved {
+            if self.kinds & run.kinds() == 0 {
                 left_stretches(run, slots, &mut trimmed);
                 offset += run.len();
                 continue;
@@ -802,31 +801,6 @@ impl TierItems {
     }
 }
 
-/// Which of 8 bits stands for `s`'s kind in [`Walk`]'s `kinds`.
-#[inline]
-const fn kind_bit(s: &Source) -> u8 {
-    1 << match s {
-        Source::Block(_) => 0,
-        Source::Fact(_) => 1,
-        Source::Summary(_) => 2,
-        Source::Window { .. } => 3,
-        Source::Turn { .. } => 4,
-        Source::StoredTurn { .. } => 5,
-        Source::Message => 6,
-    }
-}
-
-/// The kind bit of a fact.
-const FACT_KIND: u8 = kind_bit(&Source::Fact(Uuid::nil()));
-
-/// The kind bits of a stored summary and of a live call's window summary.
-const SUMMARY_KINDS: u8 = kind_bit(&Source::Summary(Uuid::nil()))
-    | kind_bit(&Source::Window {
-        session: Uuid::nil(),
-        start_seq: 0,
-        end_seq: 0,
-    });
-
 /// Which of 256 bits stands for `s` in [`Walk`]'s filter: a byte of what
 /// tells sources of a kind apart (ids are random in their last byte).
 #[inline]
@@ -877,6 +851,7 @@ mod tests {
     use crate::context::{CharEstimate, PreparedFacts};
     use crate::model::{Fact, FactCategory, Visibility};
     use chrono::{Duration, TimeZone, Utc};
+    use uuid::Uuid;
 
     /// A fixed sequence of numbers (no seed from the clock).
     struct Seq(u64);
@@ -888,6 +863,23 @@ mod tests {
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
             (self.0 >> 33) % n
+        }
+
+        /// Now and then no text (an item of no tokens), else [`Seq::text`].
+        fn text_or_none(&mut self, most: u64) -> String {
+            if self.below(8) == 0 {
+                String::new()
+            } else {
+                self.text(most)
+            }
+        }
+
+        /// `run`, or a part of it (its list's least tokens and kinds
+        /// those of the whole).
+        fn part_of(&mut self, run: ItemRun) -> ItemRun {
+            let front = (self.below(4) as usize).min(run.len());
+            let back = (self.below(4) as usize).min(run.len() - front);
+            run.slice(front..run.len() - back)
         }
 
         /// Sentences, of one to `most` words in all.
@@ -1030,12 +1022,12 @@ mod tests {
             let facts = PreparedFacts::new(&fact_list, "mark", counter);
             let summaries: Vec<ItemRun> = (0..1 + seq.below(3))
                 .map(|r| {
-                    (0..seq.below(15))
+                    let run: ItemRun = (0..seq.below(15))
                         .map(|n| {
                             let id = Uuid::from_u128(
                                 1 << 100 | case << 32 | (r as u128) << 16 | n as u128,
                             );
-                            let text = seq.text(60);
+                            let text = seq.text_or_none(60);
                             item(
                                 counter,
                                 Tier::Summaries,
@@ -1045,12 +1037,13 @@ mod tests {
                             )
                         })
                         .collect::<Vec<_>>()
-                        .into()
+                        .into();
+                    seq.part_of(run)
                 })
                 .collect();
             let turns: Vec<ItemRun> = (0..1 + seq.below(2))
                 .map(|_| {
-                    (0..seq.below(20))
+                    let run: ItemRun = (0..seq.below(20))
                         .map(|n| {
                             let role = if n % 2 == 0 {
                                 Role::User
@@ -1061,10 +1054,11 @@ mod tests {
                                 index: n as u32 / 2,
                                 role,
                             };
-                            item(counter, Tier::Turns, source, role, seq.text(40))
+                            item(counter, Tier::Turns, source, role, seq.text_or_none(40))
                         })
                         .collect::<Vec<_>>()
-                        .into()
+                        .into();
+                    seq.part_of(run)
                 })
                 .collect();
             let everything: usize = facts.tier_tokens
@@ -1075,12 +1069,32 @@ mod tests {
                     .sum::<usize>();
             let min_cut = [0, 8, 20][seq.below(3) as usize];
             let budget = 4 + seq.below(everything as u64 + 40) as usize;
+            // Half the time, retrieval holds a fact too long to show (one
+            // of the user's or another): the facts are looked at one by one.
+            let retrieved: Vec<Retrieved> = match seq.below(4) {
+                0 | 1 => Vec::new(),
+                pick => {
+                    let id = match fact_list.get(seq.below(12) as usize) {
+                        Some(f) if pick == 2 => f.fact_id,
+                        _ => Uuid::from_u128(u128::MAX - case),
+                    };
+                    let text = "word ".repeat(budget);
+                    let it = item(
+                        counter,
+                        Tier::Retrieved,
+                        Source::Fact(id),
+                        Role::System,
+                        text,
+                    );
+                    vec![Retrieved { item: it, at: t0 }]
+                }
+            };
             let sel = Selection {
                 blocks: &[],
                 facts: &facts,
                 summaries: &summaries,
                 turns: &turns,
-                retrieved: &[],
+                retrieved: &retrieved,
                 retrieval_share: 0.0,
                 current_message: "Hi",
                 budget_tokens: budget,
@@ -1102,14 +1116,19 @@ mod tests {
             assert_eq!(tier(Tier::Turns), shown[2], "case {case}: turns");
             let shown_tokens: usize = shown.iter().flatten().map(|s| s.1).sum();
             assert_eq!(ctx.total_tokens, shown_tokens + counter.count("Hi"));
-            let mut trimmed: Vec<(Source, usize, bool)> = ctx
+            // (a retrieved fact left out is told apart from the tier's own
+            // when the tier does not show it either)
+            for r in &retrieved {
+                if !shown[0].iter().any(|s| s.0 == r.item.source) {
+                    left.push((r.item.source, r.item.tokens, false));
+                }
+            }
+            let trimmed: Vec<(Source, usize, bool)> = ctx
                 .trimmed
                 .iter()
                 .map(|t| (t.source, t.tokens, t.cut))
                 .collect();
-            trimmed.sort_by_key(|t| (t.0, t.2));
-            left.sort_by_key(|t| (t.0, t.2));
-            assert_eq!(trimmed, left, "case {case}: left out");
+            assert_eq!(trimmed, left, "case {case}: left out, in order");
             shown_whole_runs += summaries
                 .iter()
                 .chain(&turns)

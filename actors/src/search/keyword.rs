@@ -326,9 +326,9 @@ impl AgentIndex {
     /// The `keep` best of `cands` (score, slot) with different words: of
     /// items that say the same, the best scored, the newest on a tie
     /// (the later slot). Looked for among the `keep * widen` best, best
-    /// first, a few more than still wanted at a time: most candidates say
-    /// something of their own, so the rest of the widened set is seldom
-    /// sorted.
+    /// first, a few more than still wanted at a time (more each round):
+    /// most candidates say something of their own, so the rest of the
+    /// widened set is seldom sorted.
     fn distinct_best(&self, cands: &mut Vec<(f32, u32)>, keep: usize, widen: usize) {
         let wide = keep.saturating_mul(widen).min(cands.len());
         // Keyword scores are positive, and a positive float's bits order as
@@ -337,6 +337,10 @@ impl AgentIndex {
         debug_assert!(cands.iter().all(|c| c.0 > 0.0));
         let key =
             |c: &(f32, u32)| std::cmp::Reverse((u64::from(c.0.to_bits()) << 32) | u64::from(c.1));
+        if cands.len() > wide && wide > 0 {
+            cands.select_nth_unstable_by_key(wide - 1, key);
+        }
+        cands.truncate(wide);
         // (`words` is a hash already: the quickest hash of it will do)
         let mut seen: HashSet<u64, foldhash::fast::FixedState> =
             HashSet::with_capacity_and_hasher(keep, Default::default());
@@ -345,7 +349,9 @@ impl AgentIndex {
         while kept.len() < keep && looked < wide {
             let rest = &mut cands[looked..];
             let wanted = keep - kept.len();
-            let chunk = (wanted + wanted / 2 + 8).min(wide - looked);
+            // (at least as many as looked at already: many repeats take a
+            // few rounds, never one a candidate)
+            let chunk = (wanted + wanted / 2 + 8).max(looked).min(rest.len());
             if chunk < rest.len() {
                 rest.select_nth_unstable_by_key(chunk - 1, key);
             }

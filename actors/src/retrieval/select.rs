@@ -181,10 +181,9 @@ impl Filler<'_> {
 /// the walk over a run stops where no item of its list could fit, whole
 /// or cut. Facts and summaries are looked at one by one where retrieval
 /// holds items of the kinds their list holds (each could be shown
-/// already). Copies
-/// the text of the few items cut, and a handle per unbroken stretch of a
-/// prepared run shown or left out (and per block, retrieved item and turn
-/// renumbered across runs).
+/// already). Copies the text of the few items cut, and a handle per
+/// unbroken stretch of a prepared run shown or left out (and per block,
+/// retrieved item and turn renumbered across runs).
 pub fn select(
     sel: &Selection<'_>,
     counter: &dyn TokenCounter,

@@ -4,7 +4,7 @@
 //! everything fits the budget is [`crate::retrieval::select`]'s.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -212,9 +212,15 @@ pub struct ItemRun {
     /// The kinds of the list's sources ([`Source::kind_bit`]; a part of it
     /// holds these or fewer).
     kinds: u8,
+    /// The list's sources, sorted, each with its position: made at the
+    /// first look-up ([`ItemRun::positions_of`]) and kept with the list.
+    by_source: Arc<OnceLock<SourceIndex>>,
     start: usize,
     end: usize,
 }
+
+/// A list's sources, sorted, each with its position in the list.
+type SourceIndex = Box<[(Source, u32)]>;
 
 impl ItemRun {
     /// The part of this run in `range` (of its own positions).
@@ -228,6 +234,7 @@ impl ItemRun {
             before: self.before.clone(),
             least: self.least,
             kinds: self.kinds,
+            by_source: self.by_source.clone(),
             start: self.start + range.start,
             end: self.start + range.end,
         }
@@ -254,6 +261,26 @@ impl ItemRun {
     /// every kind they have, and perhaps others.
     pub(crate) fn kinds(&self) -> u8 {
         self.kinds
+    }
+
+    /// The positions (of its own) of the run's items from `s`, in order:
+    /// a look-up, not a walk over the run.
+    pub(crate) fn positions_of(&self, s: &Source) -> impl Iterator<Item = usize> + '_ {
+        let index = self.by_source.get_or_init(|| {
+            let mut index: Vec<(Source, u32)> = (self.items.iter().enumerate())
+                .map(|(pos, it)| (it.source, pos as u32))
+                .collect();
+            index.sort_unstable();
+            index.into()
+        });
+        let from = index.partition_point(|(x, _)| x < s);
+        let s = *s;
+        index[from..]
+            .iter()
+            .take_while(move |(x, _)| *x == s)
+            .map(|&(_, pos)| pos as usize)
+            .filter(|&pos| (self.start..self.end).contains(&pos))
+            .map(|pos| pos - self.start)
     }
 
     /// Takes in `range` of `run` when it continues this run (the items
@@ -285,6 +312,7 @@ impl From<Vec<ContextItem>> for ItemRun {
             before,
             least,
             kinds,
+            by_source: Default::default(),
             start: 0,
             end,
         }

@@ -21,7 +21,7 @@ mod when;
 pub use address::{
     name_key, names_in, of_itself, Addressed, Participants, FIRST_PERSON, SECOND_PERSON,
 };
-pub use answers::{expected_in, held_in, Answers};
+pub use answers::{expected_in, expected_in_words, held_in, Answers};
 pub use changes::{asked_about, occupation_asked, Subjects};
 pub use facts::{
     answered_name, facts, facts_by_sentence, facts_by_sentence_after, is_relation_word, named,
@@ -29,7 +29,7 @@ pub use facts::{
 };
 pub use feelings::feeling_asked;
 pub use sides::agent_facts;
-pub use tags::{asked_in, told_in};
+pub use tags::{asked_in, asked_in_words, told_in};
 pub use when::resolve_relative_dates;
 
 // The word splitting and the stopwords are the lexicon's; the rules here

@@ -962,13 +962,17 @@ impl Runtime {
             limit,
         );
         let vector = self.query_vector(message).await;
+        // The query's words, split once: for the search and for the
+        // sentences of what it finds.
+        let asked: Vec<String> = recall_actors::lang::tokens(&query.text).collect();
         // The turns around each turn hit, as the index prepared them, read
         // under the search's own lock: a forget between the two cannot
         // leave a hit without its turn.
         let (hits, around) = {
             let ix = index.read().unwrap_or_else(|p| p.into_inner());
-            let hits = ix.search(
+            let hits = ix.find(
                 &query,
+                &asked,
                 vector.as_deref(),
                 retrieval::ranking(settings, message, vector.is_some(), now),
             );
@@ -990,7 +994,7 @@ impl Runtime {
                 hits,
                 around,
                 skip_session,
-                asked: &query.text,
+                asked: recall_actors::lang::stem_keys_of(&asked),
                 about,
                 facts: &src.facts,
                 summary: &summary,

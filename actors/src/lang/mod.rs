@@ -29,5 +29,6 @@ pub(crate) use lexicon::IRREGULAR;
 pub(crate) use lexicon::{is_irregular_past, MONTHS, SHORT_FORMS, WEEKDAYS};
 pub(crate) use tokenizer::content_word;
 pub use tokenizer::{
-    stem, stem_key, stem_keys, term_frequencies, tokens, without_question_framing, words,
+    stem, stem_key, stem_keys, stem_keys_of, term_frequencies, tokens, without_question_framing,
+    words,
 };

@@ -61,11 +61,9 @@ pub fn without_question_framing(question: &str) -> String {
     let mut i = 0;
     while i < words.len() {
         // A phrase matches whole words only ("kind of", never "mankind of").
-        let phrase = FRAMING_PHRASES.iter().find_map(|p| {
-            let n = p.split(' ').count();
-            let here = bare.get(i..i + n)?;
-            p.split(' ').eq(here.iter().copied()).then_some(n)
-        });
+        let phrase = FRAMING_PHRASE_WORDS
+            .iter()
+            .find_map(|p| (bare.get(i..i + p.len())? == &p[..]).then_some(p.len()));
         if let Some(n) = phrase {
             i += n;
             continue;
@@ -77,6 +75,14 @@ pub fn without_question_framing(question: &str) -> String {
     }
     out.join(" ")
 }
+
+/// [`FRAMING_PHRASES`] as their words, split once.
+static FRAMING_PHRASE_WORDS: LazyLock<Vec<Vec<&'static str>>> = LazyLock::new(|| {
+    FRAMING_PHRASES
+        .iter()
+        .map(|p| p.split(' ').collect())
+        .collect()
+});
 
 /// A lowercased word's stem. Irregular verb forms, which a suffix
 /// stemmer cannot join to their verb ("grew", "bought"), are taken to the
@@ -192,6 +198,14 @@ pub fn stem_key(stem: &str) -> u64 {
 /// each: a summary sentence's words, or the words asked.
 pub fn stem_keys(text: &str) -> Vec<u64> {
     let mut keys: Vec<u64> = tokens(text).map(|w| stem_key(&w)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
+/// [`stem_keys`] of a text already split into its [`tokens`].
+pub fn stem_keys_of(tokens: &[String]) -> Vec<u64> {
+    let mut keys: Vec<u64> = tokens.iter().map(|w| stem_key(w)).collect();
     keys.sort_unstable();
     keys.dedup();
     keys

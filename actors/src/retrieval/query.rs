@@ -75,6 +75,7 @@ pub fn ranking(
 ) -> Ranking {
     let limit = settings.retrieval_candidates;
     let tuning = &settings.ranking;
+    let asked: Vec<String> = crate::lang::words(message).collect();
     Ranking {
         keyword_weight: if with_vector {
             settings.retrieval_keyword_weight
@@ -90,8 +91,8 @@ pub fn ranking(
         }),
         distinct: true,
         // "Where do I live now?": the turns that told a move.
-        changes: crate::text::asked_in(message),
-        expects: crate::text::expected_in(message),
+        changes: crate::text::asked_in_words(&asked),
+        expects: crate::text::expected_in_words(&asked),
         candidates: limit,
         max_term_share: tuning.max_term_share,
         recency: Some(Recency {

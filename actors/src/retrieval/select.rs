@@ -422,7 +422,7 @@ impl<'s, 'c> Walk<'s, 'c> {
             let base = self.turn_bases[r];
             let first = end - run.len();
             // The newest that fit one after another, shown whole at once.
-            let fit = self.whole_from(run, room);
+            let fit = self.whole_from(run, 0..run.len(), room);
             self.turns[first + fit..end].fill(Slot::Whole);
             for (pos, it) in run[..fit].iter().enumerate().rev() {
                 if self.f.nothing_fits(run, *room) {
@@ -436,22 +436,28 @@ impl<'s, 'c> Walk<'s, 'c> {
         }
     }
 
-    /// Where the newest items of `run` that fit `room` one after another
-    /// begin (the run's length when not even its newest does), taken out
-    /// of `room` as [`Filler::place`] would one by one.
-    fn whole_from(&mut self, run: &ItemRun, room: &mut usize) -> usize {
+    /// Where the newest items of `run` `within` a range of it that fit
+    /// `room` one after another begin (the range's end when not even its
+    /// newest does), taken out of `room` as [`Filler::place`] would one by
+    /// one.
+    fn whole_from(
+        &mut self,
+        run: &ItemRun,
+        within: std::ops::Range<usize>,
+        room: &mut usize,
+    ) -> usize {
         // The tokens from a position to the end shrink as it grows: the
         // first position whose stretch fits.
-        let (mut lo, mut hi) = (0, run.len());
+        let (mut lo, mut hi) = (within.start, within.end);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if run.tokens(mid..run.len()) <= *room {
+            if run.tokens(mid..within.end) <= *room {
                 hi = mid;
             } else {
                 lo = mid + 1;
             }
         }
-        let tokens = run.tokens(lo..run.len());
+        let tokens = run.tokens(lo..within.end);
         *room -= tokens;
         self.f.room -= tokens;
         lo
@@ -484,30 +490,62 @@ impl<'s, 'c> Walk<'s, 'c> {
         for run in sel.summaries.iter().rev() {
             let first = end - run.len();
             end = first;
-            // Retrieval holds nothing of the run's kinds: the newest that
-            // fit one after another are shown whole at once.
-            let fit = if self.kinds & run.kinds() == 0 {
-                self.whole_from(run, room)
-            } else {
-                run.len()
-            };
-            self.summaries[first + fit..first + run.len()].fill(Slot::Whole);
-            for (pos, it) in run[..fit].iter().enumerate().rev() {
+            // Between the items retrieval holds too, the newest that fit
+            // one after another are shown whole at once; the others one by
+            // one; a held item unless retrieval shows it.
+            let held = self.held_in(run);
+            let mut rest = &held[..];
+            let mut top = run.len();
+            'run: loop {
+                let (lo, mark) = match rest.split_last() {
+                    Some((&(pos, i), earlier)) => {
+                        rest = earlier;
+                        (pos + 1, Some((pos, i)))
+                    }
+                    None => (0, None),
+                };
+                let fit = self.whole_from(run, lo..top, room);
+                self.summaries[first + fit..first + top].fill(Slot::Whole);
+                for (pos, it) in run[lo..fit].iter().enumerate().rev() {
+                    if self.f.nothing_fits(run, *room) {
+                        break 'run;
+                    }
+                    let k = first + lo + pos;
+                    let placed = self.f.place(it, it.source, true, room);
+                    self.summaries[k] = self.slot(List::Summaries, k, placed);
+                }
+                let Some((pos, i)) = mark else {
+                    break;
+                };
                 if self.f.nothing_fits(run, *room) {
                     break;
                 }
-                let k = first + pos;
-                let also = self.also_retrieved(&it.source);
-                if also.is_some_and(|i| self.taken[i]) {
-                    continue;
+                if !self.taken[i] {
+                    let (k, it) = (first + pos, &run[pos]);
+                    let placed = self.f.place(it, it.source, true, room);
+                    self.summaries[k] = self.slot(List::Summaries, k, placed);
+                    self.taken[i] = self.summaries[k] != Slot::Left;
                 }
-                let placed = self.f.place(it, it.source, true, room);
-                self.summaries[k] = self.slot(List::Summaries, k, placed);
-                if let (Some(i), false) = (also, self.summaries[k] == Slot::Left) {
-                    self.taken[i] = true;
-                }
+                top = pos;
             }
         }
+    }
+
+    /// The positions in `run` of the items retrieval holds too, in order,
+    /// each with the place of its source in `retrieved_sources`: looked
+    /// up by source, not by a look at every item.
+    fn held_in(&self, run: &ItemRun) -> Vec<(usize, usize)> {
+        let mut held = Vec::new();
+        if self.kinds & run.kinds() == 0 {
+            return held;
+        }
+        for (i, s) in self.retrieved_sources.iter().enumerate() {
+            if s.kind_bit() & run.kinds() != 0 {
+                held.extend(run.positions_of(s).map(|pos| (pos, i)));
+            }
+        }
+        held.sort_unstable();
+        held
     }
 
     /// What was left out whole, lowest priority first (cut items were
@@ -525,17 +563,12 @@ impl<'s, 'c> Walk<'s, 'c> {
         let mut offset = 0;
         for run in sel.summaries {
             let slots = &self.summaries[offset..offset + run.len()];
-            if self.kinds & run.kinds() == 0 {
-                left_stretches(run, slots, &mut trimmed);
-                offset += run.len();
-                continue;
-            }
-            let mut stretch = LeftStretch::new(run);
-            for (pos, it) in run.iter().enumerate() {
-                let out = slots[pos] == Slot::Left && !self.is_taken(&it.source);
-                stretch.at(pos, out, &mut trimmed);
-            }
-            stretch.at(run.len(), false, &mut trimmed);
+            // (an item retrieval shows is not left out)
+            let shown: Vec<usize> = (self.held_in(run).into_iter())
+                .filter(|&(_, i)| self.taken[i])
+                .map(|(pos, _)| pos)
+                .collect();
+            left_stretches(run, slots, &shown, &mut trimmed);
             offset += run.len();
         }
         let mut offset = 0;
@@ -543,7 +576,7 @@ impl<'s, 'c> Walk<'s, 'c> {
             let slots = &self.turns[offset..offset + run.len()];
             if base == 0 {
                 // (numbered as they are: no turn is a record of its own)
-                left_stretches(run, slots, &mut trimmed);
+                left_stretches(run, slots, &[], &mut trimmed);
                 offset += run.len();
                 continue;
             }
@@ -763,16 +796,28 @@ impl<'r> LeftStretch<'r> {
 }
 
 /// Each stretch of `run` its `slots` leave out whole, as one handle on it,
-/// into `trimmed` (what [`LeftStretch`] gathers, from the slots alone).
-fn left_stretches(run: &ItemRun, slots: &[Slot], trimmed: &mut TrimmedItems) {
+/// into `trimmed` (what [`LeftStretch`] gathers, from the slots alone),
+/// but for the positions in `shown` (in order: shown elsewhere).
+fn left_stretches(run: &ItemRun, slots: &[Slot], shown: &[usize], trimmed: &mut TrimmedItems) {
+    let mut shown = shown.iter().copied().peekable();
     let mut pos = 0;
     while let Some(from) = slots[pos..].iter().position(|&s| s == Slot::Left) {
-        let from = pos + from;
+        let mut from = pos + from;
         let end = slots[from..]
             .iter()
             .position(|&s| s != Slot::Left)
             .map_or(slots.len(), |e| from + e);
-        trimmed.push_run(run, from..end);
+        while let Some(at) = shown.next_if(|&at| at < end) {
+            if at >= from {
+                if from < at {
+                    trimmed.push_run(run, from..at);
+                }
+                from = at + 1;
+            }
+        }
+        if from < end {
+            trimmed.push_run(run, from..end);
+        }
         pos = end;
     }
 }
@@ -900,16 +945,19 @@ mod tests {
     }
 
     /// What the walk does, item by item, as its documentation says, with
-    /// no retrieved items and no blocks: every fact that fits (newest
-    /// extracted first), then the turns newest first, then the summaries
+    /// no blocks and no share for retrieval: every fact that fits (newest
+    /// extracted first), then the turns newest first, then the retrieved
+    /// items in order (a fact whole or not at all), then the summaries
     /// newest first, each whole when it fits, else cut to the room when it
-    /// is worth cutting to. The sources shown, per tier, as (source,
-    /// tokens), and what was left out or cut.
+    /// is worth cutting to; a source shown once. The sources shown, per
+    /// tier (facts, summaries, turns, retrieved), as (source, tokens), and
+    /// what was left out or cut.
     #[allow(clippy::type_complexity)]
     fn item_by_item(
         facts: &PreparedFacts,
         summaries: &[ItemRun],
         turns: &[ItemRun],
+        retrieved: &[Retrieved],
         room: usize,
         min_cut: usize,
     ) -> (Vec<Vec<(Source, usize)>>, Vec<(Source, usize, bool)>) {
@@ -917,17 +965,22 @@ mod tests {
         let mut room = room;
         let mut left = Vec::new();
         let mut kept = vec![false; facts.items.len()];
+        let mut taken: Vec<Source> = Vec::new();
         for &i in facts.by_age.iter().rev() {
             let it = &facts.items[i as usize];
             if it.tokens <= room {
                 room -= it.tokens;
                 kept[i as usize] = true;
+                taken.push(it.source);
             }
         }
         let mut place = |it: &ContextItem, source: Source, room: &mut usize| {
             if it.tokens <= *room {
                 *room -= it.tokens;
                 return Some(it.tokens);
+            }
+            if matches!(source, Source::Fact(_)) {
+                return None;
             }
             let cut = cut_text(&it.text, *room, min_cut, counter)?;
             let tokens = counter.count(&cut);
@@ -945,18 +998,37 @@ mod tests {
                 }
             }
         }
+        let mut shown_retrieved = Vec::new();
+        let mut retrieved_left = vec![true; retrieved.len()];
+        for (k, r) in retrieved.iter().enumerate() {
+            let source = r.item.source;
+            if taken.contains(&source) {
+                continue;
+            }
+            if let Some(t) = place(&r.item, source, &mut room) {
+                taken.push(source);
+                shown_retrieved.push((source, t));
+                retrieved_left[k] = false;
+            }
+        }
         let mut shown_summaries = vec![Vec::new(); summaries.len()];
         for (r, run) in summaries.iter().enumerate().rev() {
             for it in run.iter().rev() {
+                if taken.contains(&it.source) {
+                    continue;
+                }
                 if let Some(t) = place(it, it.source, &mut room) {
                     shown_summaries[r].push((it.source, t));
+                    if retrieved.iter().any(|x| x.item.source == it.source) {
+                        taken.push(it.source);
+                    }
                 }
             }
         }
         let cut: Vec<Source> = left.iter().map(|l| l.0).collect();
         for (run, r) in summaries.iter().zip(&shown_summaries) {
             for it in run.iter() {
-                if !r.iter().any(|s| s.0 == it.source) {
+                if !r.iter().any(|s| s.0 == it.source) && !taken.contains(&it.source) {
                     left.push((it.source, it.tokens, false));
                 }
             }
@@ -970,9 +1042,17 @@ mod tests {
             }
         }
         for &i in &facts.by_age {
-            if !kept[i as usize] {
-                let it = &facts.items[i as usize];
+            let it = &facts.items[i as usize];
+            if !kept[i as usize] && !taken.contains(&it.source) {
                 left.push((it.source, it.tokens, false));
+            }
+        }
+        let mut reported = Vec::new();
+        for (r, &out) in retrieved.iter().zip(&retrieved_left).rev() {
+            let source = r.item.source;
+            if out && !taken.contains(&source) && !reported.contains(&source) {
+                reported.push(source);
+                left.push((source, r.item.tokens, false));
             }
         }
         let shown_facts = (0..facts.items.len())
@@ -987,6 +1067,7 @@ mod tests {
                 shown_facts,
                 in_order(shown_summaries),
                 in_order(shown_turns),
+                shown_retrieved,
             ],
             left,
         )
@@ -1070,7 +1151,7 @@ mod tests {
             let budget = 4 + seq.below(everything as u64 + 40) as usize;
             // Half the time, retrieval holds a fact too long to show (one
             // of the user's or another): the facts are looked at one by one.
-            let retrieved: Vec<Retrieved> = match seq.below(4) {
+            let mut retrieved: Vec<Retrieved> = match seq.below(4) {
                 0 | 1 => Vec::new(),
                 pick => {
                     let id = match fact_list.get(seq.below(12) as usize) {
@@ -1088,6 +1169,26 @@ mod tests {
                     vec![Retrieved { item: it, at: t0 }]
                 }
             };
+            // Half the time, retrieval holds summaries too: some of the
+            // runs' (as they are, or longer), perhaps one twice, perhaps
+            // one no run holds. The summaries are placed around them.
+            if seq.below(2) == 0 {
+                let held: Vec<&ContextItem> = summaries.iter().flat_map(|r| r.iter()).collect();
+                for _ in 0..1 + seq.below(4) {
+                    let (source, text) = match held.get(seq.below(held.len() as u64 + 1) as usize) {
+                        Some(it) if it.tokens > 0 && seq.below(2) == 0 => {
+                            (it.source, it.text.to_string())
+                        }
+                        Some(it) => (it.source, seq.text(90)),
+                        None => (
+                            Source::Summary(Uuid::from_u128(u128::MAX - case)),
+                            seq.text(30),
+                        ),
+                    };
+                    let it = item(counter, Tier::Retrieved, source, Role::System, text);
+                    retrieved.push(Retrieved { item: it, at: t0 });
+                }
+            }
             let sel = Selection {
                 blocks: &[],
                 facts: &facts,
@@ -1101,9 +1202,11 @@ mod tests {
             };
             let ctx = select(&sel, counter).unwrap();
             let room = budget - counter.count("Hi");
-            let (shown, mut left) = item_by_item(&facts, &summaries, &turns, room, min_cut);
+            let (shown, left) = item_by_item(&facts, &summaries, &turns, &retrieved, room, min_cut);
             let tier = |t: Tier| -> Vec<(Source, usize)> {
-                let usage = ctx.tiers.iter().find(|u| u.tier == t).unwrap();
+                let Some(usage) = ctx.tiers.iter().find(|u| u.tier == t) else {
+                    return Vec::new();
+                };
                 assert_eq!(
                     usage.tokens,
                     usage.items.iter().map(|i| i.tokens).sum::<usize>()
@@ -1113,15 +1216,9 @@ mod tests {
             assert_eq!(tier(Tier::Facts), shown[0], "case {case}: facts");
             assert_eq!(tier(Tier::Summaries), shown[1], "case {case}: summaries");
             assert_eq!(tier(Tier::Turns), shown[2], "case {case}: turns");
+            assert_eq!(tier(Tier::Retrieved), shown[3], "case {case}: retrieved");
             let shown_tokens: usize = shown.iter().flatten().map(|s| s.1).sum();
             assert_eq!(ctx.total_tokens, shown_tokens + counter.count("Hi"));
-            // (a retrieved fact left out is told apart from the tier's own
-            // when the tier does not show it either)
-            for r in &retrieved {
-                if !shown[0].iter().any(|s| s.0 == r.item.source) {
-                    left.push((r.item.source, r.item.tokens, false));
-                }
-            }
             let trimmed: Vec<(Source, usize, bool)> = ctx
                 .trimmed
                 .iter()

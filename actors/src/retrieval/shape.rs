@@ -13,9 +13,8 @@ use uuid::Uuid;
 use super::excerpt::{summary_excerpt, SummarySentences};
 use super::select::Retrieved;
 use crate::context::{ContextItem, PreparedFacts, Source, Tier, TokenCounter};
-use crate::lang::stem_keys;
 use crate::model::{ConversationSummary, Speaker};
-use crate::search::{AnswerLimits, Around, DocKind, SearchHit, Shown, TurnRef};
+use crate::search::{AnswerLimits, Around, DocKind, Found, Shown, TurnRef};
 use crate::settings::RankingSettings;
 
 /// A summary by id, with its sentences, as the caller holds them.
@@ -25,15 +24,16 @@ pub type SummaryLookup<'a> =
 /// What shaping works from.
 pub struct Shaping<'a> {
     /// The search's hits, best first.
-    pub hits: Vec<SearchHit>,
+    pub hits: Vec<Found>,
     /// The stored turns either side of each turn hit ([`turns_to_read`]),
     /// prepared.
     pub around: HashMap<TurnRef, Around>,
     /// A call whose turns the context shows verbatim already, and the
     /// first of them shown: not retrieved again.
     pub skip_session: Option<(Uuid, u32)>,
-    /// The query's text (its words pick a summary's sentences).
-    pub asked: &'a str,
+    /// The stems of the query's words ([`stem_keys`](crate::lang::stem_keys) of its text): they
+    /// pick a summary's sentences and a turn's.
+    pub asked: Vec<u64>,
     /// Whose words the message asks about, where it names a participant
     /// ([`super::query`]).
     pub about: Option<Speaker>,
@@ -46,7 +46,7 @@ pub struct Shaping<'a> {
 
 /// The turn hits whose surrounding turns [`shape`] needs, each once, in
 /// rank order (those of the call shown verbatim left out).
-pub fn turns_to_read(hits: &[SearchHit], skip_session: Option<(Uuid, u32)>) -> Vec<TurnRef> {
+pub fn turns_to_read(hits: &[Found], skip_session: Option<(Uuid, u32)>) -> Vec<TurnRef> {
     let mut out: Vec<TurnRef> = Vec::new();
     let mut seen = HashSet::default();
     for h in hits {
@@ -72,12 +72,8 @@ pub fn turns_to_read(hits: &[SearchHit], skip_session: Option<(Uuid, u32)>) -> V
 /// question about the agent's words; and where the agent side asks or
 /// speaks to the user ("How's the boat engine?") the user's reply is the
 /// answer.
-fn by_side(
-    hits: Vec<SearchHit>,
-    around: &HashMap<TurnRef, Around>,
-    asked: &[u64],
-) -> Vec<SearchHit> {
-    let (first, after): (Vec<SearchHit>, Vec<SearchHit>) = hits.into_iter().partition(|h| {
+fn by_side(hits: Vec<Found>, around: &HashMap<TurnRef, Around>, asked: &[u64]) -> Vec<Found> {
+    let (first, after): (Vec<Found>, Vec<Found>) = hits.into_iter().partition(|h| {
         let turn = h
             .turn
             .filter(|_| h.kind == DocKind::Turn)
@@ -99,7 +95,7 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
         hits,
         around: read_around,
         skip_session,
-        asked: asked_text,
+        asked,
         about,
         facts,
         summary,
@@ -109,7 +105,6 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
     // A day, week or topic of one call reads like its session summary:
     // show the words once.
     let mut seen_sentences = HashSet::default();
-    let asked = stem_keys(asked_text);
     let hits = match about {
         Some(Speaker::User) => by_side(hits, &read_around, &asked),
         _ => hits,
@@ -187,7 +182,7 @@ fn restated(turns_hit: &HashMap<TurnRef, Around>) -> HashSet<u64> {
 
 /// What [`shape`] has shown so far, and what it shows the turns with.
 struct Shaper {
-    /// The stems asked ([`stem_keys`] of the query).
+    /// The stems asked ([`stem_keys`](crate::lang::stem_keys) of the query).
     asked: Vec<u64>,
     limits: AnswerLimits,
     /// A call whose turns the context shows verbatim already, and the
@@ -302,13 +297,14 @@ impl Shaper {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lang::stem_keys;
     use crate::model::ConversationTurn;
     use crate::search::{agent_label, prepare_around, Speakers};
     use chrono::{TimeZone, Utc};
 
     /// One-turn calls, each with its prepared turn, and a hit on each in
     /// the order given.
-    fn calls(said: &[(&str, &str)]) -> (Vec<SearchHit>, HashMap<TurnRef, Around>) {
+    fn calls(said: &[(&str, &str)]) -> (Vec<Found>, HashMap<TurnRef, Around>) {
         let label = agent_label("rafael");
         let who = Speakers {
             user_id: "ji-woo",
@@ -331,23 +327,21 @@ mod tests {
                 timestamp: at,
             };
             around.insert(r, prepare_around(who, r.session_id, vec![(0, turn)]));
-            hits.push(SearchHit {
+            hits.push(Found {
                 id: r.doc_id(),
                 kind: DocKind::Turn,
-                user_id: "ji-woo".into(),
                 period_start: at,
                 period_end: at,
                 score: 1.0 - i as f32 / 10.0,
                 keyword_score: 1.0,
                 similarity: 0.0,
-                text: String::new(),
                 turn: Some(r),
             });
         }
         (hits, around)
     }
 
-    fn order(hits: &[SearchHit]) -> Vec<u128> {
+    fn order(hits: &[Found]) -> Vec<u128> {
         hits.iter()
             .map(|h| h.turn.unwrap().session_id.as_u128())
             .collect()

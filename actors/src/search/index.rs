@@ -9,7 +9,7 @@ use std::sync::{Arc, LazyLock};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::query::{DocKind, Filter, Ranking, SearchHit, SearchQuery, TurnRef};
+use super::query::{DocKind, Filter, Found, Ranking, SearchHit, SearchQuery, TurnRef};
 use super::vector::{
     sign_code, split_code, Ivf, Quantized, QueryVector, CODE_WORDS, HEAD_WORDS, NO_CODE, NO_LIST,
     TAIL_WORDS,
@@ -586,13 +586,59 @@ impl AgentIndex {
         vector: Option<&StoredVector>,
         ranking: Ranking,
     ) -> Vec<SearchHit> {
+        let asked: Vec<String> = crate::lang::tokens(&q.text).collect();
+        self.ranked(q, &asked, vector, ranking)
+            .into_iter()
+            .filter_map(|(slot, f)| {
+                let d = self.doc(slot)?;
+                Some(SearchHit {
+                    id: f.id,
+                    kind: f.kind,
+                    user_id: d.user_id.to_string(),
+                    period_start: f.period_start,
+                    period_end: f.period_end,
+                    score: f.score,
+                    keyword_score: f.keyword_score,
+                    similarity: f.similarity,
+                    text: d.text.to_string(),
+                    turn: f.turn,
+                })
+            })
+            .collect()
+    }
+
+    /// [`AgentIndex::search`]'s hits without their words, for a context
+    /// read (which shows items from its own sources); `asked` is the
+    /// [`tokens`](crate::lang::tokens) of `q.text`, which the read splits
+    /// once for its other uses too.
+    pub fn find(
+        &self,
+        q: &SearchQuery,
+        asked: &[String],
+        vector: Option<&StoredVector>,
+        ranking: Ranking,
+    ) -> Vec<Found> {
+        self.ranked(q, asked, vector, ranking)
+            .into_iter()
+            .map(|(_, f)| f)
+            .collect()
+    }
+
+    /// The `q.limit` best items as (slot, hit), best first.
+    fn ranked(
+        &self,
+        q: &SearchQuery,
+        asked: &[String],
+        vector: Option<&StoredVector>,
+        ranking: Ranking,
+    ) -> Vec<(u32, Found)> {
         if q.limit == 0 || self.live == 0 {
             return Vec::new();
         }
         let n = self.live as f32;
         let avg = (self.total_len as f32 / n).max(1.0);
         let filter = self.filter(q);
-        let terms = self.query_terms(&q.text, ranking);
+        let terms = self.query_terms(asked, ranking);
         let scores = self.keyword_scores(&terms.weighted, &filter, avg, ranking.keyword.b);
         let query = QueryVector::new(vector, &self.embedders);
         // The items nearest the query's vector, beside the keyword hits.
@@ -712,7 +758,7 @@ impl AgentIndex {
         mut ranked: Vec<(f32, f32, f32, u32)>,
         limit: usize,
         query: &QueryVector,
-    ) -> Vec<SearchHit> {
+    ) -> Vec<(u32, Found)> {
         // Ties by time, newest first, then id: the order is total, so the
         // best `limit` are the same picked first and sorted after.
         let order = |a: &(f32, f32, f32, u32), b: &(f32, f32, f32, u32)| {
@@ -736,18 +782,19 @@ impl AgentIndex {
                 } else {
                     sim
                 };
-                Some(SearchHit {
-                    id: d.id,
-                    kind: d.kind,
-                    user_id: d.user_id.to_string(),
-                    period_start: d.start,
-                    period_end: d.end,
-                    score,
-                    keyword_score: bm25,
-                    similarity: sim,
-                    text: d.text.to_string(),
-                    turn: d.prepared.as_ref().map(|p| p.turn()),
-                })
+                Some((
+                    slot,
+                    Found {
+                        id: d.id,
+                        kind: d.kind,
+                        period_start: d.start,
+                        period_end: d.end,
+                        score,
+                        keyword_score: bm25,
+                        similarity: sim,
+                        turn: d.prepared.as_ref().map(|p| p.turn()),
+                    },
+                ))
             })
             .collect()
     }

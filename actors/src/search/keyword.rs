@@ -6,7 +6,6 @@ use std::collections::HashSet;
 
 use super::index::AgentIndex;
 use super::query::{Filter, KeywordTuning, Ranking, RelatedWords};
-use crate::lang::tokens;
 
 thread_local! {
     /// Per-thread score accumulator of `AgentIndex::keyword_scores`.
@@ -27,13 +26,16 @@ pub(super) struct QueryTerms {
 }
 
 impl AgentIndex {
-    /// The terms of the query's words, of the words near them in meaning
-    /// ([`Ranking::related`]) and of the subjects and kinds of answer it
-    /// asks about, as the index holds them.
-    pub(super) fn query_terms(&self, text: &str, ranking: Ranking) -> QueryTerms {
+    /// The terms of the query's words (`asked`: the [`tokens`] of its
+    /// text), of the words near them in meaning ([`Ranking::related`]) and
+    /// of the subjects and kinds of answer it asks about, as the index
+    /// holds them.
+    ///
+    /// [`tokens`]: crate::lang::tokens
+    pub(super) fn query_terms(&self, asked: &[String], ranking: Ranking) -> QueryTerms {
         let n = self.live as f32;
-        let mut terms: Vec<String> = tokens(text).collect();
-        terms.sort();
+        let mut terms: Vec<&str> = asked.iter().map(String::as_str).collect();
+        terms.sort_unstable();
         terms.dedup();
         // The words asked, before the common ones are left out: a word no
         // item holds, or one too common to rank by, may still have rare
@@ -57,7 +59,7 @@ impl AgentIndex {
         // near several ("hometown" to "city" and "live"), never above 1.
         let mut weighted: Vec<(u32, f32)> = terms
             .iter()
-            .filter_map(|t| Some((*self.term_ids.get(t.as_str())?, 1.0)))
+            .filter_map(|t| Some((*self.term_ids.get(*t)?, 1.0)))
             .collect();
         if let Some(rel) = ranking.related.filter(|r| r.per_word > 0) {
             self.add_related(
@@ -82,7 +84,7 @@ impl AgentIndex {
     /// their weight.
     fn leave_out_common(
         &self,
-        terms: &mut Vec<String>,
+        terms: &mut Vec<&str>,
         ranking: Ranking,
         most: f32,
     ) -> Vec<(u32, f32)> {
@@ -99,7 +101,7 @@ impl AgentIndex {
             terms.retain(|t| df(t) > 0.0);
             if terms.iter().any(|t| df(t) <= most) {
                 for t in terms.iter().filter(|t| df(t) > most) {
-                    if let Some(&id) = self.term_ids.get(t.as_str()) {
+                    if let Some(&id) = self.term_ids.get(*t) {
                         let df = self.df[id as usize] as f32;
                         common.push((id, (1.0 + (n - df + 0.5) / (df + 0.5)).ln()));
                     }
@@ -117,7 +119,7 @@ impl AgentIndex {
     fn add_related(
         &self,
         weighted: &mut Vec<(u32, f32)>,
-        asked: &[String],
+        asked: &[&str],
         rel: RelatedWords,
         rare_df: u32,
         most: f32,
@@ -127,7 +129,7 @@ impl AgentIndex {
         // that is one of them counts as itself, once).
         let asked_ids: Vec<u32> = asked
             .iter()
-            .filter_map(|t| self.term_ids.get(t.as_str()).copied())
+            .filter_map(|t| self.term_ids.get(*t).copied())
             .collect();
         for t in asked {
             let near = crate::static_embed::related_stems(t, rel.min_similarity);
@@ -373,7 +375,7 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
-    use crate::lang::{stem, IRREGULAR, SHORT_FORMS};
+    use crate::lang::{stem, tokens, IRREGULAR, SHORT_FORMS};
     use crate::model::{ConversationSummary, ConversationTurn};
     use crate::search::testing::*;
     use crate::search::{DocKind, SearchQuery};

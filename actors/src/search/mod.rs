@@ -20,7 +20,7 @@
 //! Split the way tantivy splits an index:
 //!
 //! - `query`: what a search asks and returns: [`DocKind`], [`SearchQuery`]
-//!   and its filters, [`Ranking`], [`SearchHit`], [`TurnRef`].
+//!   and its filters, [`Ranking`], [`SearchHit`] (and [`Found`], a hit without its words), [`TurnRef`].
 //! - `index`: [`AgentIndex`], one agent's items and who may see each, and
 //!   [`AgentIndex::search`], which runs the two sides below and blends
 //!   what they find.
@@ -49,7 +49,7 @@ mod vector;
 pub use cache::{BuildError, SearchIndex};
 pub use index::{fact_text, AgentIndex};
 pub use query::{
-    DocKind, KeywordTuning, Ranking, Recency, RelatedWords, SearchHit, SearchQuery, TurnRef,
+    DocKind, Found, KeywordTuning, Ranking, Recency, RelatedWords, SearchHit, SearchQuery, TurnRef,
 };
 pub use turns::{
     agent_label, prepare, prepare_around, AnswerLimits, Around, PreparedTurn, Shown, Speakers,

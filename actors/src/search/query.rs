@@ -107,6 +107,24 @@ pub struct SearchHit {
     pub turn: Option<TurnRef>,
 }
 
+/// A hit as a context read takes it: which item, of what kind and time,
+/// how it ranked and, for a turn, where it is stored. The read shows
+/// items from its own prepared sources, so a hit carries none of the
+/// words [`SearchHit`] copies out of the index.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Found {
+    pub id: Uuid,
+    pub kind: DocKind,
+    pub period_start: DateTime<Utc>,
+    pub period_end: DateTime<Utc>,
+    /// As [`SearchHit::score`], [`SearchHit::keyword_score`] and
+    /// [`SearchHit::similarity`].
+    pub score: f32,
+    pub keyword_score: f32,
+    pub similarity: f32,
+    pub turn: Option<TurnRef>,
+}
+
 /// Where a turn is stored: its session and sequence number.
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

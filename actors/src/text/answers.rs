@@ -119,7 +119,11 @@ fn is_pronoun_i(lower: &str) -> bool {
 /// town, a team, a book: most often a name); a date for "when" and "what
 /// date" or "which day".
 pub fn expected_in(question: &str) -> Answers {
-    let ws: Vec<String> = super::words(question).collect();
+    expected_in_words(&super::words(question).collect::<Vec<_>>())
+}
+
+/// [`expected_in`] of a question's [`words`](super::words).
+pub fn expected_in_words(ws: &[String]) -> Answers {
     let asks_name = ws.iter().any(|w| {
         matches!(
             w.as_str(),

@@ -314,9 +314,13 @@ const PARTNER_ASKED: &[&str] = &[
 /// word of time, or about someone else ("Where does my sister live
 /// now?").
 pub fn asked_about(question: &str) -> Subjects {
-    let ws: Vec<String> = words(question).collect();
+    asked_about_words(&words(question).collect::<Vec<_>>())
+}
+
+/// [`asked_about`] of a question's [`words`].
+pub(super) fn asked_about_words(ws: &[String]) -> Subjects {
     let has = |list: &[&str]| ws.iter().any(|w| list.contains(&w.as_str()));
-    if !has(WHEN) || ws.iter().any(|w| w == "my" || w == "our") && !mine(&ws) {
+    if !has(WHEN) || ws.iter().any(|w| w == "my" || w == "our") && !mine(ws) {
         return Subjects::NONE;
     }
     // "do for a living" is work; "where am I living" home.
@@ -361,7 +365,11 @@ pub(super) fn occupation_in_lists(lists: u16) -> Subjects {
 /// Whether a question asks what the user does for a living ("What's my
 /// profession?", "What's my trade?"), not what someone else does.
 pub fn occupation_asked(question: &str) -> Subjects {
-    let ws: Vec<String> = words(question).collect();
+    occupation_asked_words(&words(question).collect::<Vec<_>>())
+}
+
+/// [`occupation_asked`] of a question's [`words`].
+pub(super) fn occupation_asked_words(ws: &[String]) -> Subjects {
     let asks = ws.iter().any(|w| {
         matches!(
             w.as_str(),
@@ -370,7 +378,7 @@ pub fn occupation_asked(question: &str) -> Subjects {
     }) || ws
         .windows(2)
         .any(|w| w == ["a", "living"] || w == ["of", "work"]);
-    if asks && mine(&ws) {
+    if asks && mine(ws) {
         Subjects::OCCUPATION
     } else {
         Subjects::NONE

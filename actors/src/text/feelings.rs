@@ -114,7 +114,11 @@ const ASKED_LIKE: &[&str] = &[
 /// The likes or dislikes a question asks about ("Which herb can't I
 /// stand?", "What's my all-time favourite thing to eat?").
 pub fn feeling_asked(question: &str) -> Subjects {
-    let ws: Vec<String> = words(question).collect();
+    feeling_asked_words(&words(question).collect::<Vec<_>>())
+}
+
+/// [`feeling_asked`] of a question's [`words`].
+pub(super) fn feeling_asked_words(ws: &[String]) -> Subjects {
     let negated = ws.iter().any(|w| {
         matches!(
             w.as_str(),

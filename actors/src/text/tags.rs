@@ -5,9 +5,10 @@
 //! a turn.
 
 use super::changes::{
-    asked_about, changed_in_words, lists_of, occupation_asked, occupation_in_lists, Subjects,
+    asked_about_words, changed_in_words, lists_of, occupation_asked_words, occupation_in_lists,
+    Subjects,
 };
-use super::feelings::{feeling_asked, felt_in_words};
+use super::feelings::{feeling_asked_words, felt_in_words};
 use super::words;
 
 /// Everything a user's words tell that the index tags (a change of home,
@@ -19,8 +20,15 @@ pub fn told_in(user_text: &str) -> Subjects {
     changed_in_words(&ws, lists) | felt_in_words(&ws, lists) | occupation_in_lists(lists)
 }
 
-/// Everything a question asks that the index tags ([`asked_about`],
-/// [`feeling_asked`], [`occupation_asked`]).
+/// Everything a question asks that the index tags
+/// ([`asked_about`](super::asked_about),
+/// [`feeling_asked`](super::feeling_asked),
+/// [`occupation_asked`](super::occupation_asked)).
 pub fn asked_in(question: &str) -> Subjects {
-    asked_about(question) | feeling_asked(question) | occupation_asked(question)
+    asked_in_words(&words(question).collect::<Vec<_>>())
+}
+
+/// [`asked_in`] of a question's [`words`], split once.
+pub fn asked_in_words(ws: &[String]) -> Subjects {
+    asked_about_words(ws) | feeling_asked_words(ws) | occupation_asked_words(ws)
 }

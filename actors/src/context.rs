@@ -263,8 +263,9 @@ impl ItemRun {
         self.kinds
     }
 
-    /// The positions (of its own) of the run's items from `s`, in order:
-    /// a look-up, not a walk over the run.
+    /// The positions (of its own) of the run's items from `s`, in order: a
+    /// look-up in an index of the list's sources, made at the first call
+    /// (a walk over the list and a sort) and shared by its parts.
     pub(crate) fn positions_of(&self, s: &Source) -> impl Iterator<Item = usize> + '_ {
         let index = self.by_source.get_or_init(|| {
             let mut index: Vec<(Source, u32)> = (self.items.iter().enumerate())
@@ -1094,6 +1095,31 @@ mod tests {
             assert!(part.iter().all(|i| i.tokens >= part.least_tokens()));
         }
         assert_eq!(r.least_tokens(), r.iter().map(|i| i.tokens).min().unwrap());
+    }
+
+    #[test]
+    fn a_source_is_found_at_each_of_its_positions_within_the_part_asked() {
+        // sources 0..9, with 3 also at positions 6 and 8
+        let r: ItemRun = [0, 1, 2, 3, 4, 5, 3, 7, 3, 9u128]
+            .into_iter()
+            .map(|i| it(i, "word"))
+            .collect::<Vec<_>>()
+            .into();
+        let at = |part: &ItemRun, i: u128| -> Vec<usize> {
+            part.positions_of(&Source::Fact(Uuid::from_u128(i)))
+                .collect()
+        };
+        for part in [r.clone(), r.slice(2..7), r.slice(4..9), r.slice(5..5)] {
+            for i in 0..11u128 {
+                let walked: Vec<usize> = (part.iter().enumerate())
+                    .filter(|(_, it)| it.source == Source::Fact(Uuid::from_u128(i)))
+                    .map(|(pos, _)| pos)
+                    .collect();
+                assert_eq!(at(&part, i), walked, "source {i}");
+            }
+        }
+        assert_eq!(at(&r.slice(4..9), 3), [2, 4]);
+        assert!(at(&ItemRun::default(), 3).is_empty());
     }
 
     #[test]

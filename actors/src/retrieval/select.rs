@@ -179,9 +179,10 @@ impl Filler<'_> {
 /// the newest stretch of a run of turns or summaries that fits whole is
 /// taken at once (its tokens read from sums the run was made with), and
 /// the walk over a run stops where no item of its list could fit, whole
-/// or cut. Facts and summaries are looked at one by one where retrieval
-/// holds items of the kinds their list holds (each could be shown
-/// already). Copies the text of the few items cut, and a handle per
+/// or cut. Facts are looked at one by one where retrieval holds facts
+/// (each could be shown already); of a run of summaries, the items
+/// retrieval holds too (found by source in an index the list keeps), the
+/// stretches between them as above. Copies the text of the few items cut, and a handle per
 /// unbroken stretch of a prepared run shown or left out (and per block,
 /// retrieved item and turn renumbered across runs).
 pub fn select(
@@ -242,10 +243,11 @@ enum List {
 struct Walk<'s, 'c> {
     sel: &'s Selection<'s>,
     f: Filler<'c>,
-    /// What retrieval holds, sorted: the other tiers look only their items
+    /// What retrieval holds, sorted: the facts tier looks only its items
     /// that retrieval also holds up in what is taken (a bit of `filter`,
-    /// then a binary search when it is set; not a hash per fact and
-    /// summary).
+    /// then a binary search when it is set; not a hash per fact); a run
+    /// of summaries finds the items retrieval holds by their sources
+    /// ([`Walk::retrieved_in`]).
     retrieved_sources: Vec<Source>,
     /// A bit per [`filter_bit`] of `retrieved_sources`: most items are not
     /// retrieved, and a bit clear rules that out without a search.
@@ -493,7 +495,7 @@ impl<'s, 'c> Walk<'s, 'c> {
             // Between the items retrieval holds too, the newest that fit
             // one after another are shown whole at once; the others one by
             // one; a held item unless retrieval shows it.
-            let held = self.held_in(run);
+            let held = self.retrieved_in(run);
             let mut rest = &held[..];
             let mut top = run.len();
             'run: loop {
@@ -534,7 +536,7 @@ impl<'s, 'c> Walk<'s, 'c> {
     /// The positions in `run` of the items retrieval holds too, in order,
     /// each with the place of its source in `retrieved_sources`: looked
     /// up by source, not by a look at every item.
-    fn held_in(&self, run: &ItemRun) -> Vec<(usize, usize)> {
+    fn retrieved_in(&self, run: &ItemRun) -> Vec<(usize, usize)> {
         let mut held = Vec::new();
         if self.kinds & run.kinds() == 0 {
             return held;
@@ -564,7 +566,7 @@ impl<'s, 'c> Walk<'s, 'c> {
         for run in sel.summaries {
             let slots = &self.summaries[offset..offset + run.len()];
             // (an item retrieval shows is not left out)
-            let shown: Vec<usize> = (self.held_in(run).into_iter())
+            let shown: Vec<usize> = (self.retrieved_in(run).into_iter())
                 .filter(|&(_, i)| self.taken[i])
                 .map(|(pos, _)| pos)
                 .collect();
@@ -1170,8 +1172,8 @@ mod tests {
                 }
             };
             // Half the time, retrieval holds summaries too: some of the
-            // runs' (as they are, or longer), perhaps one twice, perhaps
-            // one no run holds. The summaries are placed around them.
+            // runs' (as they are, or in other words), perhaps one twice,
+            // perhaps one no run holds. The summaries are placed around them.
             if seq.below(2) == 0 {
                 let held: Vec<&ContextItem> = summaries.iter().flat_map(|r| r.iter()).collect();
                 for _ in 0..1 + seq.below(4) {
@@ -1204,9 +1206,7 @@ mod tests {
             let room = budget - counter.count("Hi");
             let (shown, left) = item_by_item(&facts, &summaries, &turns, &retrieved, room, min_cut);
             let tier = |t: Tier| -> Vec<(Source, usize)> {
-                let Some(usage) = ctx.tiers.iter().find(|u| u.tier == t) else {
-                    return Vec::new();
-                };
+                let usage = ctx.tiers.iter().find(|u| u.tier == t).unwrap();
                 assert_eq!(
                     usage.tokens,
                     usage.items.iter().map(|i| i.tokens).sum::<usize>()
@@ -1230,7 +1230,7 @@ mod tests {
                 .chain(&turns)
                 .filter(|r| {
                     !r.is_empty()
-                        && shown[1..]
+                        && shown[1..3]
                             .iter()
                             .flatten()
                             .filter(|s| r.iter().any(|i| i.source == s.0))

@@ -586,7 +586,7 @@ impl AgentIndex {
         vector: Option<&StoredVector>,
         ranking: Ranking,
     ) -> Vec<SearchHit> {
-        let asked: Vec<String> = crate::lang::tokens(&q.text).collect();
+        let asked: Vec<String> = tokens(&q.text).collect();
         self.ranked(q, &asked, vector, ranking)
             .into_iter()
             .filter_map(|(slot, f)| {

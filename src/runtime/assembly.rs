@@ -786,48 +786,11 @@ impl Runtime {
         let src = self
             .stored_sources(agent_id, user_id, now, options.use_cache)
             .await?;
-        // The live call: its rolling memory (the latest completed long
-        // narrative and window summaries, never waited for) and the raw
-        // turns after them.
-        let mut live_summaries: Vec<ContextItem> = Vec::new();
-        let mut gap: Vec<ConversationTurn> = Vec::new();
-        let mut live_started: Option<DateTime<Utc>> = None;
-        for live in self.inner.registry.live_of(agent_id, user_id) {
-            // What the actor last gave, while no turn was sent to it and
-            // no window summary completed since; else asked again (behind
-            // every turn sent so far). An actor that ended meanwhile does
-            // not answer: its turns are in the store by the time the next
-            // read looks.
-            let view = match live.view.current() {
-                Some(view) => view,
-                None => match call_t!(live.actor, SessionMsg::Working, CALL_TIMEOUT_MS) {
-                    Ok(view) => view,
-                    Err(_) => continue,
-                },
-            };
-            live_started = Some(live_started.map_or(view.started_at, |s| s.min(view.started_at)));
-            // The long narrative, then the windows after it, oldest first.
-            let long = view
-                .long
-                .iter()
-                .map(|l| (l.start_seq, l.end_seq, &l.summary));
-            let windows = view
-                .windows
-                .iter()
-                .map(|w| (w.start_seq, w.end_seq, &w.summary));
-            for (start, end, text) in long.chain(windows) {
-                if let Some(text) = text {
-                    live_summaries.push(live_summary_item(
-                        view.session_id,
-                        start,
-                        end,
-                        text,
-                        counter,
-                    ));
-                }
-            }
-            gap.extend(view.gap.iter().cloned());
-        }
+        let LiveMemory {
+            summaries: live_summaries,
+            mut gap,
+            started: live_started,
+        } = self.live_memory(agent_id, user_id, counter).await;
         gap.sort_by_key(|t| t.timestamp);
         // The live call's latest user words sharpen what is retrieved (the
         // last message before this one: more would mostly add common words,
@@ -922,6 +885,61 @@ impl Runtime {
             },
             counter,
         )?)
+    }
+
+    /// The user's live calls with the agent: their rolling memory (the
+    /// latest completed long narrative and window summaries, never waited
+    /// for) and the raw turns after them.
+    async fn live_memory(
+        &self,
+        agent_id: &str,
+        user_id: &str,
+        counter: &dyn TokenCounter,
+    ) -> LiveMemory {
+        let mut live_summaries: Vec<ContextItem> = Vec::new();
+        let mut gap: Vec<ConversationTurn> = Vec::new();
+        let mut live_started: Option<DateTime<Utc>> = None;
+        for live in self.inner.registry.live_of(agent_id, user_id) {
+            // What the actor last gave, while no turn was sent to it and
+            // no window summary completed since; else asked again (behind
+            // every turn sent so far). An actor that ended meanwhile does
+            // not answer: its turns are in the store by the time the next
+            // read looks.
+            let view = match live.view.current() {
+                Some(view) => view,
+                None => match call_t!(live.actor, SessionMsg::Working, CALL_TIMEOUT_MS) {
+                    Ok(view) => view,
+                    Err(_) => continue,
+                },
+            };
+            live_started = Some(live_started.map_or(view.started_at, |s| s.min(view.started_at)));
+            // The long narrative, then the windows after it, oldest first.
+            let long = view
+                .long
+                .iter()
+                .map(|l| (l.start_seq, l.end_seq, &l.summary));
+            let windows = view
+                .windows
+                .iter()
+                .map(|w| (w.start_seq, w.end_seq, &w.summary));
+            for (start, end, text) in long.chain(windows) {
+                if let Some(text) = text {
+                    live_summaries.push(live_summary_item(
+                        view.session_id,
+                        start,
+                        end,
+                        text,
+                        counter,
+                    ));
+                }
+            }
+            gap.extend(view.gap.iter().cloned());
+        }
+        LiveMemory {
+            summaries: live_summaries,
+            gap,
+            started: live_started,
+        }
     }
 
     /// What the user's memory holds about the current message (and the
@@ -1267,6 +1285,14 @@ impl Default for ContextOptions {
             use_cache: true,
         }
     }
+}
+
+/// What [`Runtime::live_memory`] gathers of the live calls.
+struct LiveMemory {
+    summaries: Vec<ContextItem>,
+    gap: Vec<ConversationTurn>,
+    /// When the earliest of them started.
+    started: Option<DateTime<Utc>>,
 }
 
 /// What a context read retrieves by.

@@ -1075,6 +1075,61 @@ mod tests {
         )
     }
 
+    /// What retrieval holds in the walk's test case `case`: half the
+    /// time a fact too long to show (one of the user's or another), so the
+    /// facts are looked at one by one; half the time summaries too.
+    fn retrieved_for(
+        case: u128,
+        seq: &mut Seq,
+        fact_list: &[Fact],
+        summaries: &[ItemRun],
+        budget: usize,
+    ) -> Vec<Retrieved> {
+        let counter = &CharEstimate;
+        let t0 = Utc.with_ymd_and_hms(2026, 1, 5, 9, 0, 0).unwrap();
+        // Half the time, retrieval holds a fact too long to show (one
+        // of the user's or another): the facts are looked at one by one.
+        let mut retrieved: Vec<Retrieved> = match seq.below(4) {
+            0 | 1 => Vec::new(),
+            pick => {
+                let id = match fact_list.get(seq.below(12) as usize) {
+                    Some(f) if pick == 2 => f.fact_id,
+                    _ => Uuid::from_u128(u128::MAX - case),
+                };
+                let text = "word ".repeat(budget);
+                let it = item(
+                    counter,
+                    Tier::Retrieved,
+                    Source::Fact(id),
+                    Role::System,
+                    text,
+                );
+                vec![Retrieved { item: it, at: t0 }]
+            }
+        };
+        // Half the time, retrieval holds summaries too: some of the
+        // runs' (as they are, or in other words), perhaps one twice,
+        // perhaps one no run holds. The summaries are placed around them.
+        if seq.below(2) == 0 {
+            let held: Vec<&ContextItem> = summaries.iter().flat_map(|r| r.iter()).collect();
+            for _ in 0..1 + seq.below(4) {
+                let (source, text) = match held.get(seq.below(held.len() as u64 + 1) as usize) {
+                    Some(it) if it.tokens > 0 && seq.below(2) == 0 => {
+                        (it.source, it.text.to_string())
+                    }
+                    Some(it) => (it.source, seq.text(90)),
+                    None => (
+                        Source::Summary(Uuid::from_u128(u128::MAX - case)),
+                        seq.text(30),
+                    ),
+                };
+                let it = item(counter, Tier::Retrieved, source, Role::System, text);
+                retrieved.push(Retrieved { item: it, at: t0 });
+            }
+        }
+        retrieved
+    }
+
     /// The walk takes what fits of a run at once, and stops looking when
     /// nothing more can fit: what it shows, cuts and leaves out is what
     /// the walk item by item gives, over runs of every size and budgets
@@ -1151,46 +1206,7 @@ mod tests {
                     .sum::<usize>();
             let min_cut = [0, 8, 20][seq.below(3) as usize];
             let budget = 4 + seq.below(everything as u64 + 40) as usize;
-            // Half the time, retrieval holds a fact too long to show (one
-            // of the user's or another): the facts are looked at one by one.
-            let mut retrieved: Vec<Retrieved> = match seq.below(4) {
-                0 | 1 => Vec::new(),
-                pick => {
-                    let id = match fact_list.get(seq.below(12) as usize) {
-                        Some(f) if pick == 2 => f.fact_id,
-                        _ => Uuid::from_u128(u128::MAX - case),
-                    };
-                    let text = "word ".repeat(budget);
-                    let it = item(
-                        counter,
-                        Tier::Retrieved,
-                        Source::Fact(id),
-                        Role::System,
-                        text,
-                    );
-                    vec![Retrieved { item: it, at: t0 }]
-                }
-            };
-            // Half the time, retrieval holds summaries too: some of the
-            // runs' (as they are, or in other words), perhaps one twice,
-            // perhaps one no run holds. The summaries are placed around them.
-            if seq.below(2) == 0 {
-                let held: Vec<&ContextItem> = summaries.iter().flat_map(|r| r.iter()).collect();
-                for _ in 0..1 + seq.below(4) {
-                    let (source, text) = match held.get(seq.below(held.len() as u64 + 1) as usize) {
-                        Some(it) if it.tokens > 0 && seq.below(2) == 0 => {
-                            (it.source, it.text.to_string())
-                        }
-                        Some(it) => (it.source, seq.text(90)),
-                        None => (
-                            Source::Summary(Uuid::from_u128(u128::MAX - case)),
-                            seq.text(30),
-                        ),
-                    };
-                    let it = item(counter, Tier::Retrieved, source, Role::System, text);
-                    retrieved.push(Retrieved { item: it, at: t0 });
-                }
-            }
+            let retrieved = retrieved_for(case, &mut seq, &fact_list, &summaries, budget);
             let sel = Selection {
                 blocks: &[],
                 facts: &facts,

@@ -253,6 +253,75 @@ fn agreement(
     Ok(loose / counted.max(1) as f64)
 }
 
+/// A side's times in a round, printed: (p50, p99) in ns.
+fn round_line(name: &str, round: &str, ns: &[u64]) -> (u64, u64) {
+    let (p50, p99) = common::p50_p99(ns);
+    println!(
+        "  {name:<8} {round:<26} p50 {:.3} ms, p99 {:.3} ms",
+        ms(p50),
+        ms(p99)
+    );
+    (p50, p99)
+}
+
+/// The two rounds of each side printed, and both rounds together against
+/// the target: recall's and tantivy's (p50, p99) in ns.
+fn print_rounds(recall: [&[u64]; 2], peer: [&[u64]; 2]) -> (u64, u64, u64, u64) {
+    println!(
+        "\n{QUERIES} queries of 2–3 words over {SUMMARIES} summaries ({USERS} users), half filtered by user, top {LIMIT}:"
+    );
+    round_line("recall", "round 1 (ran first)", recall[0]);
+    round_line("tantivy", "round 1 (ran second)", peer[0]);
+    round_line("tantivy", "round 2 (ran first)", peer[1]);
+    round_line("recall", "round 2 (ran second)", recall[1]);
+    let both = |a: &[u64], b: &[u64]| [a, b].concat();
+    let (rs50, rs99) = round_line("recall", "both rounds", &both(recall[0], recall[1]));
+    let (ps50, ps99) = round_line("tantivy", "both rounds", &both(peer[0], peer[1]));
+    println!(
+        "  ratio recall/tantivy: p50 {:.2}, p99 {:.2}; recall's target p99 < 2 ms and within 1.5x tantivy's: {}",
+        rs50 as f64 / ps50.max(1) as f64,
+        rs99 as f64 / ps99.max(1) as f64,
+        if rs99 < 2_000_000 && rs99 as f64 <= 1.5 * ps99 as f64 {
+            "met"
+        } else {
+            "MISSED"
+        }
+    );
+    (rs50, rs99, ps50, ps99)
+}
+
+/// Recall's default ranking (BM25 blended with the hashing embedder's
+/// similarity) over the same store, a third round against tantivy's:
+/// the runtime, still running, and recall's p99 in ns.
+fn blended_round(
+    tokio: &tokio::runtime::Runtime,
+    dir: &std::path::Path,
+    peer: &Peer,
+    queries: &Queries,
+    peer_hits: &[Vec<Hit>],
+) -> anyhow::Result<(recall::Runtime, u64)> {
+    let mut settings = Settings::default();
+    settings.rollup.enabled = false;
+    let rt = tokio.block_on(RuntimeBuilder::new(dir).settings(settings).start())?;
+    let (q0, u0) = &queries[0];
+    tokio.block_on(rt.search(AGENT, query(q0, u0.as_deref())))?;
+    let (r3, blended_hits) = run_recall(tokio, &rt, queries)?;
+    let (p3, _) = run_peer(peer, queries)?;
+    println!(
+        "\nrecall's default ranking (search.keyword_weight = {}, the rest the hashing embedder's similarity), round 3:",
+        Settings::default().search.keyword_weight
+    );
+    let (b50, b99) = round_line("recall", "round 3 (ran first)", &r3);
+    let (t50, t99) = round_line("tantivy", "round 3 (ran second)", &p3);
+    println!(
+        "  ratio recall/tantivy: p50 {:.2}, p99 {:.2}",
+        b50 as f64 / t50.max(1) as f64,
+        b99 as f64 / t99.max(1) as f64
+    );
+    agreement(peer, queries, &blended_hits, peer_hits, 0)?;
+    Ok((rt, b99))
+}
+
 const COMMAND: &str = "cd peers/tantivy-search && cargo run --release";
 
 fn main() -> anyhow::Result<()> {
@@ -329,35 +398,7 @@ fn main() -> anyhow::Result<()> {
         "tantivy's results changed between rounds"
     );
 
-    println!(
-        "\n{QUERIES} queries of 2–3 words over {SUMMARIES} summaries ({USERS} users), half filtered by user, top {LIMIT}:"
-    );
-    let line = |name: &str, round: &str, ns: &[u64]| {
-        let (p50, p99) = common::p50_p99(ns);
-        println!(
-            "  {name:<8} {round:<26} p50 {:.3} ms, p99 {:.3} ms",
-            ms(p50),
-            ms(p99)
-        );
-        (p50, p99)
-    };
-    line("recall", "round 1 (ran first)", &r1);
-    line("tantivy", "round 1 (ran second)", &p1);
-    line("tantivy", "round 2 (ran first)", &p2);
-    line("recall", "round 2 (ran second)", &r2);
-    let both = |a: &[u64], b: &[u64]| [a, b].concat();
-    let (rs50, rs99) = line("recall", "both rounds", &both(&r1, &r2));
-    let (ps50, ps99) = line("tantivy", "both rounds", &both(&p1, &p2));
-    println!(
-        "  ratio recall/tantivy: p50 {:.2}, p99 {:.2}; recall's target p99 < 2 ms and within 1.5x tantivy's: {}",
-        rs50 as f64 / ps50.max(1) as f64,
-        rs99 as f64 / ps99.max(1) as f64,
-        if rs99 < 2_000_000 && rs99 as f64 <= 1.5 * ps99 as f64 {
-            "met"
-        } else {
-            "MISSED"
-        }
-    );
+    let (rs50, rs99, ps50, ps99) = print_rounds([&r1, &r2], [&p1, &p2]);
 
     let agreed = agreement(&peer, &queries, &recall_hits, &peer_hits, 3)?;
 
@@ -365,24 +406,7 @@ fn main() -> anyhow::Result<()> {
     // embedder's similarity) on the same index, against the same tantivy
     // results.
     tokio.block_on(rt.shutdown())?;
-    let mut settings = Settings::default();
-    settings.rollup.enabled = false;
-    let rt = tokio.block_on(RuntimeBuilder::new(dir.path()).settings(settings).start())?;
-    tokio.block_on(rt.search(AGENT, query(q0, u0.as_deref())))?;
-    let (r3, blended_hits) = run_recall(&tokio, &rt, &queries)?;
-    let (p3, _) = run_peer(&peer, &queries)?;
-    println!(
-        "\nrecall's default ranking (search.keyword_weight = {}, the rest the hashing embedder's similarity), round 3:",
-        Settings::default().search.keyword_weight
-    );
-    let (b50, b99) = line("recall", "round 3 (ran first)", &r3);
-    let (t50, t99) = line("tantivy", "round 3 (ran second)", &p3);
-    println!(
-        "  ratio recall/tantivy: p50 {:.2}, p99 {:.2}",
-        b50 as f64 / t50.max(1) as f64,
-        b99 as f64 / t99.max(1) as f64
-    );
-    agreement(&peer, &queries, &blended_hits, &peer_hits, 0)?;
+    let (rt, b99) = blended_round(&tokio, dir.path(), &peer, &queries, &peer_hits)?;
     let load = common::load_average();
     println!("\nload average at end: {load}");
     let ratio = |a: u64, b: u64| a as f64 / b.max(1) as f64;

@@ -6,8 +6,8 @@
 //! from the engines, not from stemming or stopwords. The index is one
 //! segment in RAM, built by one thread as recall builds its index.
 
-use recall::engine::model::ConversationSummary;
 use recall::engine::lang::tokens;
+use recall::engine::model::ConversationSummary;
 use tantivy::collector::TopDocs;
 use tantivy::columnar::Column;
 use tantivy::query::{

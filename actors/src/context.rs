@@ -1099,7 +1099,7 @@ mod tests {
 
     #[test]
     fn a_source_is_found_at_each_of_its_positions_within_the_part_asked() {
-        // sources 0..9, with 3 also at positions 6 and 8
+        // a source per position, but source 3 at positions 3, 6 and 8
         let r: ItemRun = [0, 1, 2, 3, 4, 5, 3, 7, 3, 9u128]
             .into_iter()
             .map(|i| it(i, "word"))

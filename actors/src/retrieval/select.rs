@@ -172,19 +172,19 @@ impl Filler<'_> {
 /// to its answer than a summary it did not find), the
 /// `background_context` block when the message found anything (it tells
 /// of the latest days in general, which the found items answer better),
-/// summaries (newest first), skipping what retrieval already shows. An item that does not
-/// fit is skipped, or cut at a sentence boundary to fill the room left
-/// (facts are never cut), and the walk goes on, so a long item never
-/// ends the selection. The facts are taken all at once when they all fit;
+/// summaries (newest first), skipping what retrieval already shows. An
+/// item that does not fit is skipped, or cut at a sentence boundary to
+/// fill the room left (facts are never cut), and the walk goes on, so a
+/// long item never ends the selection. The facts are taken all at once when they all fit;
 /// the newest stretch of a run of turns or summaries that fits whole is
 /// taken at once (its tokens read from sums the run was made with), and
 /// the walk over a run stops where no item of its list could fit, whole
 /// or cut. Facts are looked at one by one where retrieval holds facts
 /// (each could be shown already); of a run of summaries, the items
 /// retrieval holds too (found by source in an index the list keeps), the
-/// stretches between them as above. Copies the text of the few items cut, and a handle per
-/// unbroken stretch of a prepared run shown or left out (and per block,
-/// retrieved item and turn renumbered across runs).
+/// stretches between them as above. Copies the text of the few items cut,
+/// and a handle per unbroken stretch of a prepared run shown or left out
+/// (and per block, retrieved item and turn renumbered across runs).
 pub fn select(
     sel: &Selection<'_>,
     counter: &dyn TokenCounter,

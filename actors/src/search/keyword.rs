@@ -26,15 +26,15 @@ pub(super) struct QueryTerms {
 }
 
 impl AgentIndex {
-    /// The terms of the query's words (`asked`: the [`tokens`] of its
+    /// The terms of the query's words (`tokens`: the [`tokens`] of its
     /// text), of the words near them in meaning ([`Ranking::related`]) and
     /// of the subjects and kinds of answer it asks about, as the index
     /// holds them.
     ///
     /// [`tokens`]: crate::lang::tokens
-    pub(super) fn query_terms(&self, asked: &[String], ranking: Ranking) -> QueryTerms {
+    pub(super) fn query_terms(&self, tokens: &[String], ranking: Ranking) -> QueryTerms {
         let n = self.live as f32;
-        let mut terms: Vec<&str> = asked.iter().map(String::as_str).collect();
+        let mut terms: Vec<&str> = tokens.iter().map(String::as_str).collect();
         terms.sort_unstable();
         terms.dedup();
         // The words asked, before the common ones are left out: a word no

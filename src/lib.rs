@@ -22,6 +22,7 @@
 //!   sentence-transformers `Embed` adapter (candle).
 //! - [`llm`]: the OpenAI-compatible chat-completions `Reflect` adapter.
 //! - [`server`]: `recall serve`, the HTTP + WebSocket API (axum).
+//! - [`mcp`]: the Model Context Protocol server (`recall mcp`, `/mcp`).
 //! - [`metrics`]: Prometheus metrics for `/metrics`.
 //! - [`simulate`]: `recall simulate`, replaying a JSONL script in virtual time.
 //! - `eval` (feature `eval`): `recall eval`, the answer-recall evaluation
@@ -41,6 +42,7 @@ pub mod eval;
 pub mod llm;
 #[cfg(feature = "local-embed")]
 pub mod local_embed;
+pub mod mcp;
 pub mod metrics;
 pub mod runtime;
 pub mod server;
@@ -58,7 +60,7 @@ pub use recall_actors::model::{
 pub use recall_actors::reflect::{Reflect, ReflectError, ReflectRequest};
 pub use recall_actors::settings::Settings;
 pub use runtime::{
-    ContextOptions, EndOptions, LiveContext, RecallError, Runtime, RuntimeBuilder, RuntimeStats,
-    SessionQuery, SessionStatus, ShutdownReport, StartupError, SummaryQuery, TouchOptions, Turn,
-    LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT,
+    ContextOptions, EndOptions, LiveContext, RecallError, Remembered, Runtime, RuntimeBuilder,
+    RuntimeStats, SessionQuery, SessionStatus, ShutdownReport, StartupError, SummaryQuery,
+    TouchOptions, Turn, LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT,
 };

@@ -339,3 +339,64 @@ async fn the_agent_sides_promises_and_life_are_its_own_facts_in_the_context() ->
     assert!(found.contains("Cork"), "{found}");
     Ok(())
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stated_fact_is_in_the_next_context_at_once_and_replaces_a_calls_value() -> Res {
+    let dir = tempfile::tempdir()?;
+    let rt = start(
+        dir.path(),
+        Arc::new(ExtractiveReflect),
+        "2026-03-01T08:00:00Z",
+    )
+    .await?;
+    call(&rt, "2026-03-01T09:00:00Z", "c1", &["I live in Austin."]).await?;
+    let before = context_text(&rt).await?;
+    assert!(before.contains("Austin"), "{before}");
+    run_until(&rt, utc("2026-03-03T09:00:00Z")).await;
+
+    // outside any call: read before the next context, no reflection
+    let said = rt
+        .remember("kairix", "mark", "We moved to Denver in June.")
+        .await?;
+    let stored: Vec<&str> = said.stored.iter().map(|f| f.content.as_str()).collect();
+    assert!(stored.contains(&"Moved to Denver"), "{stored:?}");
+    assert!(
+        stored.contains(&"We moved to Denver in June."),
+        "the month is kept as said: {stored:?}"
+    );
+    let facts = rt.facts("kairix", "mark").await?;
+    let (austin, denver) = (by(&facts, "Lives in Austin"), by(&facts, "Moved to Denver"));
+    assert_eq!(austin.history.superseded_by, Some(denver.fact_id));
+    assert_eq!(denver.source_session_id, None);
+    let shown = facts_text(&rt).await?;
+    assert!(shown.contains("Denver"), "{shown}");
+    let hits = rt
+        .search(
+            "kairix",
+            recall::engine::search::SearchQuery {
+                text: "Denver".into(),
+                kinds: vec![recall::engine::search::DocKind::Fact],
+                user_id: Some("mark".into()),
+                since: None,
+                until: None,
+                limit: 0,
+            },
+        )
+        .await?;
+    assert!(hits.iter().any(|h| h.id == denver.fact_id), "{hits:?}");
+
+    // said again: known, not stored twice
+    let again = rt.remember("kairix", "mark", "We moved to Denver.").await?;
+    assert!(again.stored.is_empty(), "{:?}", again.stored);
+    assert_eq!(again.known.len(), 1);
+    assert_eq!(rt.facts("kairix", "mark").await?.len(), facts.len());
+
+    // refused whole: nothing stored
+    for bad in ["", "   ", "I live\u{0} here"] {
+        assert!(rt.remember("kairix", "mark", bad).await.is_err(), "{bad:?}");
+    }
+    assert!(rt.remember("", "mark", "I live here").await.is_err());
+    assert_eq!(rt.facts("kairix", "mark").await?.len(), facts.len());
+    rt.shutdown().await?;
+    Ok(())
+}

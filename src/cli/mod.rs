@@ -1,10 +1,11 @@
-//! The `recall` command line: `serve`, `migrate`, `export`, `import`,
+//! The `recall` command line: `serve`, `mcp`, `migrate`, `export`, `import`,
 //! `simulate` and `eval` run here;
 //! the other commands are clients of a running server.
 //!
 //! # Layout
 //!
 //! - `serve`: `recall serve`.
+//! - `mcp`: `recall mcp`.
 //! - `offline`: `recall simulate` and `recall eval`.
 //! - `sessions`: `recall sessions` and `recall context`.
 //! - `memory`: `recall summaries`, `blocks`, `facts`, `topics`, `search`.
@@ -13,6 +14,7 @@
 //! - `render`: JSON or a table.
 
 mod admin;
+mod mcp;
 mod memory;
 mod offline;
 mod render;
@@ -60,6 +62,10 @@ struct Global {
 enum Command {
     /// Run the runtime behind the HTTP + WebSocket API.
     Serve(serve::ServeArgs),
+    /// Serve the memory as a Model Context Protocol server: over stdio
+    /// (an MCP client starts `recall mcp`), or over streamable HTTP at
+    /// /mcp beside the API (`--transport http`, as `recall serve`).
+    Mcp(mcp::McpArgs),
     /// Apply the PostgreSQL migrations this build has (store.kind =
     /// "postgres") without serving; `serve` applies them too.
     Migrate(serve::MigrateArgs),
@@ -143,6 +149,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     };
     let command = match cli.command {
         Command::Serve(a) => return serve::serve(a),
+        Command::Mcp(a) => return mcp::mcp(a),
         Command::Migrate(a) => return serve::migrate(a, &mut std::io::stdout()),
         Command::Export(a) => return transfer::export(a),
         Command::Import(a) => return transfer::import(a, &mut std::io::stdout()),
@@ -171,6 +178,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             Command::Replay(a) => admin::replay(a, &c, out).await,
             Command::Forget(a) => admin::forget(a, &c, out).await,
             Command::Serve(_)
+            | Command::Mcp(_)
             | Command::Migrate(_)
             | Command::Export(_)
             | Command::Import(_)

@@ -14,13 +14,13 @@ use recall::RuntimeBuilder;
 pub struct ServeArgs {
     /// Address to listen on (default: server.addr, 127.0.0.1:7878).
     #[arg(long)]
-    addr: Option<String>,
+    pub(super) addr: Option<String>,
     /// Data folder.
     #[arg(long, default_value = "recall-data")]
-    data: PathBuf,
+    pub(super) data: PathBuf,
     /// A settings file layered over config/default.toml.
     #[arg(long)]
-    config: Option<PathBuf>,
+    pub(super) config: Option<PathBuf>,
 }
 
 pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
@@ -90,7 +90,7 @@ pub fn migrate(a: MigrateArgs, out: &mut dyn std::io::Write) -> anyhow::Result<(
 }
 
 /// Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
+pub(super) async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };

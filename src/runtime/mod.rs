@@ -25,6 +25,7 @@
 //! - `replay`: re-deriving an agent's summaries and facts from the stored
 //!   turns.
 //! - `forget`: forgetting a user.
+//! - `remember`: facts a user states outside a call ([`Runtime::remember`]).
 //! - `reembed`: re-embedding what another embedder embedded.
 //! - `lifecycle`: stats, barriers, the watchdog's refresh, readiness,
 //!   shutdown.
@@ -84,6 +85,7 @@ mod hierarchy;
 mod lifecycle;
 mod queries;
 mod reembed;
+mod remember;
 mod replay;
 mod sessions;
 #[cfg(any(test, feature = "testkit"))]
@@ -99,6 +101,7 @@ use error::unavailable;
 pub use error::{RecallError, StartupError};
 pub use hierarchy::TopicView;
 pub use reembed::ReembedProgress;
+pub use remember::{Remembered, MAX_STATEMENT_BYTES};
 pub use replay::{ReplayChange, ReplayFailure, ReplayProgress, ReplayReport, ReplayRequest};
 pub use sessions::{EndOptions, TouchOptions, Turn};
 

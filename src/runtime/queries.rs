@@ -130,6 +130,12 @@ impl Runtime {
     /// `relationship` and `self_perception` it draws from a user's call are
     /// that user's (see [`Runtime::user_block`] for what one user's context
     /// shows).
+    /// The agents the store holds a record of, by id.
+    pub async fn agent_ids(&self) -> Result<Vec<String>, RecallError> {
+        let agents = self.store(StoreMsg::ListAgents).await?;
+        Ok(agents.into_iter().map(|(id, _)| id).collect())
+    }
+
     pub async fn blocks(&self, agent_id: &str) -> Result<Vec<MemoryBlock>, RecallError> {
         self.store(|r| StoreMsg::GetBlocks(agent_id.to_string(), r))
             .await

@@ -38,6 +38,8 @@ use utoipa_axum::routes;
 use crate::runtime::{RecallError, Runtime, ShutdownReport};
 pub use auth::{Access, Auth};
 pub use error::ApiError;
+pub(crate) use routes::memory::search_query;
+pub(crate) use routes::parse_id;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -195,6 +197,9 @@ pub fn openapi_document() -> utoipa::openapi::OpenApi {
 pub fn router(runtime: Runtime, config: &ServerConfig, shutdown: watch::Receiver<bool>) -> Router {
     let (v1, public, mut doc) = parts();
     openapi::with_settings(&mut doc, runtime.settings());
+    // MCP over streamable HTTP, behind the same token (each call's access
+    // is the token's) and guard.
+    let mcp = crate::mcp::http::service(runtime.clone(), config.max_body_bytes, shutdown.clone());
     let state = AppState {
         runtime,
         metrics: crate::metrics::prometheus(),
@@ -210,6 +215,7 @@ pub fn router(runtime: Runtime, config: &ServerConfig, shutdown: watch::Receiver
     // The body is read after the token is checked: a client without one
     // makes the server hold nothing of its body.
     let v1 = v1
+        .nest_service(crate::mcp::http::PATH, mcp)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(

@@ -13,8 +13,9 @@
 //!   then, and a reverse proxy may name any host): else `421`;
 //! - a WebSocket upgrade or a request that changes something (any method
 //!   but GET, HEAD and OPTIONS) carrying an `Origin` must carry one of
-//!   `server.allowed_origins`: else `403`. Requests without an `Origin`
-//!   (servers, scripts, voice pipelines: not browsers) pass.
+//!   `server.allowed_origins`: else `403`; so must every request to the
+//!   MCP endpoint, `/mcp`. Requests without an `Origin` (servers,
+//!   scripts, voice pipelines: not browsers) pass.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -143,7 +144,15 @@ pub async fn guard(
     next: Next,
 ) -> Result<Response, ApiError> {
     let authority = req.uri().authority().map(|a| a.as_str());
-    guard.check(req.method(), req.headers(), authority)?;
+    // The MCP endpoint's every request, its GET event stream included, is
+    // checked as one that changes something: MCP's streamable HTTP asks a
+    // server to check the Origin of every connection to it.
+    let method = if crate::mcp::http::is_mcp_path(req.uri().path()) {
+        &Method::POST
+    } else {
+        req.method()
+    };
+    guard.check(method, req.headers(), authority)?;
     Ok(next.run(req).await)
 }
 

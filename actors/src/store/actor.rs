@@ -422,7 +422,8 @@ impl Actor for StoreActor {
             msg @ (StoreMsg::ListFacts { .. }
             | StoreMsg::GetFact(..)
             | StoreMsg::SetFactVisibility { .. }
-            | StoreMsg::DeleteFact { .. }) => state.handle_facts(&myself, msg).await,
+            | StoreMsg::DeleteFact { .. }
+            | StoreMsg::PutStatedFacts { .. }) => state.handle_facts(&myself, msg).await,
             msg @ (StoreMsg::CompleteReflection { .. }
             | StoreMsg::DeadLetter { .. }
             | StoreMsg::Requeue { .. }

@@ -272,6 +272,17 @@ pub trait FactStore: Send + Sync {
         fact_id: Uuid,
         user_id: &str,
     ) -> Result<(FactRecord, Vec<FactRecord>), StoreError>;
+    /// Stores facts a user states outside a call (all about one user,
+    /// stated at `stated_at`) as a reflection stores a call's: one the
+    /// user has already is not stored again, and a new value of a
+    /// one-valued subject replaces the earlier one. One the user deleted
+    /// is stored again: they said it anew. New facts are queued for the
+    /// Rollup actor (their vectors). Returns what changed.
+    async fn put_stated_facts(
+        &self,
+        facts: &[Fact],
+        stated_at: DateTime<Utc>,
+    ) -> Result<FactChanges, StoreError>;
 }
 
 /// What storing a reflection did.

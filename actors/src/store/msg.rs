@@ -71,6 +71,14 @@ pub enum StoreMsg {
         user_id: String,
         reply: RpcReplyPort<Result<FactRecord, StoreError>>,
     },
+    /// Store facts a user states outside a call (all about one user),
+    /// as a reflection stores a call's: see
+    /// [`FactStore::put_stated_facts`].
+    PutStatedFacts {
+        facts: Vec<Fact>,
+        stated_at: DateTime<Utc>,
+        reply: RpcReplyPort<Result<FactChanges, StoreError>>,
+    },
     /// Remove every record of a user (with one agent, or all), and every
     /// record built from theirs.
     Forget {

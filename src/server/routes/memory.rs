@@ -270,20 +270,8 @@ pub async fn list_topics(
     Ok(Json(TopicList { agent_id, topics }))
 }
 
-/// Archival search over an agent's summaries (every type, current versions), facts and (asked for by type) raw turns: BM25 blended with embedding similarity
-#[utoipa::path(get, path = "/v1/agents/{agent_id}/search", operation_id = "search", tag = "memory",
-    params(("agent_id" = Id, Path), SearchParams),
-    responses(
-        (status = 200, description = "Results, best first", body = SearchResults),
-        (status = 502, description = "`embedding_failed`: the embedding endpoint failed", body = ErrorBody),
-    ))]
-pub async fn search(
-    State(app): State<AppState>,
-    Extension(access): Extension<Access>,
-    ApiPath(agent_id): ApiPath<String>,
-    ApiQuery(p): ApiQuery<SearchParams>,
-) -> Result<Json<SearchResults>, ApiError> {
-    access.allow(&agent_id)?;
+/// The search a request asks for: its kinds read, a limit of 0 refused.
+pub(crate) fn search_query(p: &SearchParams) -> Result<SearchQuery, ApiError> {
     let kinds = match &p.kind {
         Some(k) => k
             .split(',')
@@ -299,14 +287,31 @@ pub async fn search(
             "invalid limit: must be at least 1",
         ));
     }
-    let query = SearchQuery {
+    Ok(SearchQuery {
         text: p.q.clone(),
         kinds,
         user_id: p.user_id.clone(),
         since: p.since,
         until: p.until,
         limit: p.limit.unwrap_or(0),
-    };
+    })
+}
+
+/// Archival search over an agent's summaries (every type, current versions), facts and (asked for by type) raw turns: BM25 blended with embedding similarity
+#[utoipa::path(get, path = "/v1/agents/{agent_id}/search", operation_id = "search", tag = "memory",
+    params(("agent_id" = Id, Path), SearchParams),
+    responses(
+        (status = 200, description = "Results, best first", body = SearchResults),
+        (status = 502, description = "`embedding_failed`: the embedding endpoint failed", body = ErrorBody),
+    ))]
+pub async fn search(
+    State(app): State<AppState>,
+    Extension(access): Extension<Access>,
+    ApiPath(agent_id): ApiPath<String>,
+    ApiQuery(p): ApiQuery<SearchParams>,
+) -> Result<Json<SearchResults>, ApiError> {
+    access.allow(&agent_id)?;
+    let query = search_query(&p)?;
     let results = app.runtime.search(&agent_id, query).await?;
     Ok(Json(SearchResults {
         agent_id,

@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::error::ApiError;
 
-fn parse_id(what: &'static str, raw: &str) -> Result<Uuid, ApiError> {
+pub(crate) fn parse_id(what: &'static str, raw: &str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(raw).map_err(|_| {
         ApiError::new(
             StatusCode::BAD_REQUEST,

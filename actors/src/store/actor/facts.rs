@@ -1,6 +1,6 @@
-//! The Store actor's handling of facts: the listing, one fact, and an
-//! owner's changes (visibility, deletion), kept in step with the search
-//! index.
+//! The Store actor's handling of facts: the listing, one fact, an
+//! owner's changes (visibility, deletion) and facts stated outside a
+//! call, kept in step with the search index.
 
 use super::*;
 
@@ -58,6 +58,33 @@ impl StoreState {
                     self.wrote(myself).await;
                 }
                 let _ = reply.send(res.map(|(f, _)| f));
+            }
+            StoreMsg::PutStatedFacts {
+                facts,
+                stated_at,
+                reply,
+            } => {
+                let res = t.put_stated_facts(&facts, stated_at).await;
+                if let (Ok(changes), Some(first)) = (&res, facts.first()) {
+                    let (agent, user) = (&first.agent_id, &first.user_id);
+                    let touched: Vec<FactRecord> = changes
+                        .added
+                        .iter()
+                        .chain(&changes.updated)
+                        .cloned()
+                        .collect();
+                    // The user's facts; every user's where one is shared.
+                    self.generations.bump_user(agent, user, Parts::FACTS);
+                    if touched.iter().any(|f| f.visibility == Visibility::Shared) {
+                        self.generations.bump(agent, Parts::FACTS);
+                    }
+                    let mut vectors =
+                        vectors_for(&self.search, &t, agent, touched.iter().collect()).await;
+                    self.search
+                        .update(agent, move |ix| index_facts(ix, &touched, &mut vectors));
+                    self.wrote(myself).await;
+                }
+                let _ = reply.send(res);
             }
             _ => error!("a message reached the handler of another kind"),
         }

@@ -222,3 +222,58 @@ pub(super) async fn the_agent_sides_facts_stay_its_own(h: &Harness) {
         "one tombstone key per speaker"
     );
 }
+
+pub(super) async fn facts_stated_outside_a_call_are_stored_as_a_calls_are(h: &Harness) {
+    let b = h.open().await;
+    let (c1, s1) = call("mark", 1);
+    let initech = fact("mark", "Works at Initech", Some("employer"), c1);
+    let peanuts = fact("mark", "Allergic to peanuts", None, c1);
+    b.complete_reflection(&s1, &[], &[initech.clone(), peanuts.clone()])
+        .await
+        .unwrap();
+    b.delete_fact(peanuts.fact_id, "mark").await.unwrap();
+    let stated = |content: &str, subject: Option<&str>| Fact {
+        source_session_id: None,
+        ..fact("mark", content, subject, Uuid::nil())
+    };
+    let globex = stated("Works at Globex", Some("employer"));
+    let again = stated("works at INITECH", Some("employer"));
+    let peanuts_again = stated("Allergic to peanuts", None);
+    let said = at(2, 0);
+    let changes = b
+        .put_stated_facts(&[globex.clone(), again, peanuts_again.clone()], said)
+        .await
+        .unwrap();
+    // the employer he has is not stored twice; the one he deleted is,
+    // said anew; the new employer replaces the old
+    let mut added: Vec<&str> = changes.added.iter().map(|f| f.content.as_str()).collect();
+    added.sort_unstable();
+    assert_eq!(added, ["Allergic to peanuts", "Works at Globex"]);
+    let ids: Vec<Uuid> = changes.updated.iter().map(|f| f.fact_id).collect();
+    assert_eq!(ids, [initech.fact_id]);
+    let facts = b.user_facts("kairix", "mark").await.unwrap();
+    assert_eq!(facts.len(), 3, "{facts:?}");
+    let stored = b.fact(globex.fact_id).await.unwrap().unwrap();
+    assert!(stored.is_current());
+    assert_eq!(stored.history.stated_at, Some(said));
+    let old = b.fact(initech.fact_id).await.unwrap().unwrap();
+    assert_eq!(old.history.superseded_by, Some(globex.fact_id));
+    assert!(b.fact(peanuts_again.fact_id).await.unwrap().is_some());
+    // queued for the Rollup actor (their vectors), as a call's facts are
+    let queued: Vec<Uuid> = b
+        .inbox(None, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert!(queued.contains(&globex.fact_id), "{queued:?}");
+    assert!(queued.contains(&peanuts_again.fact_id));
+    // nothing to store changes nothing
+    let none = b.put_stated_facts(&[], said).await.unwrap();
+    assert!(none.added.is_empty() && none.updated.is_empty());
+    let repeat = [stated("Works at Globex", Some("employer"))];
+    let same = b.put_stated_facts(&repeat, said).await.unwrap();
+    assert!(same.added.is_empty() && same.updated.is_empty());
+    assert_eq!(b.user_facts("kairix", "mark").await.unwrap().len(), 3);
+}

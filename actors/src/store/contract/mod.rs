@@ -184,6 +184,7 @@ on_both!(
     ending_a_session_queues_its_reflection_with_its_turns,
     facts_are_deduplicated_superseded_conflicts_flagged_and_owned,
     the_agent_sides_facts_stay_its_own,
+    facts_stated_outside_a_call_are_stored_as_a_calls_are,
     a_revision_replaces_the_current_version_and_never_brings_back_a_deleted_fact,
     storing_a_session_summary_twice_is_a_no_op,
     dead_letters_move_back_to_the_queue_and_not_for_a_summarized_session,

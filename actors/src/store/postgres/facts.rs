@@ -162,4 +162,24 @@ impl FactStore for PgBackend {
         tx.commit().await?;
         Ok((fact, moved))
     }
+
+    async fn put_stated_facts(
+        &self,
+        facts: &[Fact],
+        stated_at: DateTime<Utc>,
+    ) -> Result<FactChanges, StoreError> {
+        let Some(first) = facts.first() else {
+            return Ok(FactChanges::default());
+        };
+        let mut tx = self.pool.begin().await?;
+        // The user's lock, as a reflection storing facts takes it.
+        Self::lock_user(&mut tx, &first.agent_id, &first.user_id).await?;
+        let changes = self.plan_facts_in(&mut tx, facts, stated_at, false).await?;
+        let rows: Vec<&FactRecord> = changes.added.iter().chain(&changes.updated).collect();
+        Self::put_facts(&mut tx, &rows).await?;
+        self.put_fact_inbox(&mut tx, &first.agent_id, &changes.added)
+            .await?;
+        tx.commit().await?;
+        Ok(changes)
+    }
 }

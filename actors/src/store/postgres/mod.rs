@@ -483,6 +483,35 @@ impl PgBackend {
                 f.fact_id,
             )
         }));
+        Self::put_inbox_rows(tx, &summary.agent_id, rows).await
+    }
+
+    /// Queues new facts stated outside a call for the Rollup actor (none
+    /// with rollups off).
+    async fn put_fact_inbox(
+        &self,
+        tx: &mut Tx<'_>,
+        agent_id: &str,
+        facts: &[FactRecord],
+    ) -> Result<(), StoreError> {
+        if !self.fill_inbox || facts.is_empty() {
+            return Ok(());
+        }
+        let rows = facts.iter().map(|f| {
+            (
+                keys::inbox(f.extracted_at, keys::INBOX_FACT, f.fact_id),
+                f.fact_id,
+            )
+        });
+        Self::put_inbox_rows(tx, agent_id, rows).await
+    }
+
+    /// Inserts inbox rows (key, item) of an agent.
+    async fn put_inbox_rows(
+        tx: &mut Tx<'_>,
+        agent_id: &str,
+        rows: impl Iterator<Item = ([u8; 25], Uuid)>,
+    ) -> Result<(), StoreError> {
         let (keys, ids): (Vec<Vec<u8>>, Vec<Uuid>) = rows.map(|(k, id)| (k.to_vec(), id)).unzip();
         sqlx::query(
             "INSERT INTO rollup_inbox (key, item_id, agent_id)
@@ -491,7 +520,7 @@ impl PgBackend {
         )
         .bind(&keys)
         .bind(&ids)
-        .bind(&summary.agent_id)
+        .bind(agent_id)
         .execute(&mut **tx)
         .await?;
         Ok(())

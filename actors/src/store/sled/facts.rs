@@ -119,6 +119,45 @@ impl Trees {
         Ok((fact, moved))
     }
 
+    /// Stores facts a user states outside a call: see
+    /// [`FactStore::put_stated_facts`].
+    pub fn put_stated_facts(
+        &self,
+        facts: &[Fact],
+        stated_at: DateTime<Utc>,
+    ) -> Result<FactChanges, StoreError> {
+        // Planned before the transaction, as a reflection's are (the Store
+        // actor is the only writer).
+        let changes = self.plan_facts(facts, stated_at, false)?;
+        let rows = Self::fact_rows(changes.added.iter().chain(&changes.updated))?;
+        let inbox_rows: Vec<[u8; 25]> = if self.fill_inbox {
+            changes
+                .added
+                .iter()
+                .map(|f| keys::inbox(f.extracted_at, keys::INBOX_FACT, f.fact_id))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let Some(agent) = facts.first().map(|f| f.agent_id.as_bytes()) else {
+            return Ok(changes);
+        };
+        (&self.facts, &self.fact_index, &self.rollup_inbox).transaction(
+            |(facts_tree, index, inbox)| {
+                for (key, value, id) in &rows {
+                    facts_tree.insert(key.as_slice(), value.as_slice())?;
+                    index.insert(id.as_bytes(), key.as_slice())?;
+                }
+                for key in &inbox_rows {
+                    inbox.insert(key.as_slice(), agent)?;
+                }
+                Ok::<_, ConflictableTransactionError<StoreError>>(())
+            },
+        )?;
+        self.note_facts(rows.iter().map(|(k, _, _)| k));
+        Ok(changes)
+    }
+
     /// Every fact stored for an agent, every user, current and earlier.
     pub fn agent_facts(&self, agent_id: &str) -> Result<Vec<FactRecord>, StoreError> {
         self.scan(

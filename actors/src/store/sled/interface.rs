@@ -184,6 +184,13 @@ impl FactStore for Trees {
     ) -> Result<(FactRecord, Vec<FactRecord>), StoreError> {
         Trees::delete_fact(self, fact_id, user_id)
     }
+    async fn put_stated_facts(
+        &self,
+        facts: &[Fact],
+        stated_at: DateTime<Utc>,
+    ) -> Result<FactChanges, StoreError> {
+        Trees::put_stated_facts(self, facts, stated_at)
+    }
 }
 
 #[async_trait]

@@ -735,6 +735,64 @@ fn main() {
     );
     record_builds_and_writes(&results, &load, &builds, &writes, flush_window);
     let _ = tokio.block_on(rt.shutdown());
+    #[cfg(feature = "tiktoken")]
+    exact_tokens(&results, &tokio, dir.path(), &cached);
+}
+
+/// Row 37: the reads of row 23 counting o200k_base tokens
+/// (`context.tokenizer`), on the same data, against row 23's own figures
+/// (characters / 4) from this run.
+#[cfg(feature = "tiktoken")]
+fn exact_tokens(
+    results: &Recorder,
+    tokio: &tokio::runtime::Runtime,
+    dir: &std::path::Path,
+    chars4: &Cached,
+) {
+    let mut settings = recall::Settings::default();
+    settings.context.tokenizer = recall::engine::settings::TokenizerKind::O200kBase;
+    let rt = tokio
+        .block_on(RuntimeBuilder::new(dir).settings(settings).start())
+        .expect("runtime start");
+    // The first read prepares the sources (every summary and fact counted).
+    let t = Instant::now();
+    tokio
+        .block_on(rt.context(AGENT, USER, MESSAGES[0], BUDGET, ContextOptions::default()))
+        .expect("context");
+    println!(
+        "o200k_base: first read, sources prepared, {:.1} ms",
+        t.elapsed().as_secs_f64() * 1e3
+    );
+    let o200k = cached_reads(tokio, &rt);
+    let ratio = |a: u64, b: u64| a as f64 / b.max(1) as f64;
+    let load = format!("load average {}", common::load_average());
+    results.record(
+        &Row::new(
+            37,
+            "Row 23's reads counting OpenAI o200k_base tokens (`context.tokenizer`, \
+             tiktoken-rs), p99 (p50): one of eight messages cycling, a question never \
+             asked before; and the read without a message",
+            "cargo bench --bench retrieval --features tiktoken",
+        )
+        .baseline("row 23's reads counting characters / 4, earlier in the same run")
+        .target("p99 < 1 ms with a message, as row 23")
+        .check(On::Figure, "p99", "<", 1.0, "ms")
+        .check(On::Figure, "never asked p99", "<", 1.0, "ms"),
+        Run::new()
+            .figure("p99", ms(o200k.with.p99), "ms")
+            .figure("p50", ms(o200k.with.p50), "ms")
+            .figure("never asked p99", ms(o200k.novel.p99), "ms")
+            .figure("without a message p99", ms(o200k.without.p99), "ms")
+            .base("p99", ms(chars4.with.p99), "ms")
+            .base("p50", ms(chars4.with.p50), "ms")
+            .base("never asked p99", ms(chars4.novel.p99), "ms")
+            .base("without a message p99", ms(chars4.without.p99), "ms")
+            .ratio("p99", ratio(o200k.with.p99, chars4.with.p99))
+            .ratio("p50", ratio(o200k.with.p50, chars4.with.p50))
+            .ratio("never asked p99", ratio(o200k.novel.p99, chars4.novel.p99))
+            .note(&load),
+    );
+    let _ = tokio.block_on(rt.shutdown());
 }
 
 /// Fills the store, prints what it holds and checks nothing built the

@@ -24,6 +24,8 @@
 //! - [`server`]: `recall serve`, the HTTP + WebSocket API (axum).
 //! - [`mcp`]: the Model Context Protocol server (`recall mcp`, `/mcp`).
 //! - [`metrics`]: Prometheus metrics for `/metrics`.
+//! - [`tokens`]: counting a context's tokens as the model does
+//!   (`context.tokenizer`).
 //! - [`simulate`]: `recall simulate`, replaying a JSONL script in virtual time.
 //! - `eval` (feature `eval`): `recall eval`, the answer-recall evaluation
 //!   on a generated set of long conversations, beside a recency window and
@@ -50,6 +52,7 @@ pub mod settings;
 pub mod simulate;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+pub mod tokens;
 
 pub use recall_actors as engine;
 pub use recall_actors::clock::Clock;

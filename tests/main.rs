@@ -25,6 +25,7 @@ mod serve_binary;
 mod server;
 mod settings;
 mod simulate;
+mod tokens;
 
 /// Every file beside this one is one of its modules: with one binary
 /// declared (`autotests = false`), a file left out here would never be

@@ -23,8 +23,7 @@ use recall_actors::assembly::{
     user_view,
 };
 use recall_actors::context::{
-    fact_item, AssembledContext, CharEstimate, ContextItem, ItemRun, PreparedFacts, Source,
-    TokenCounter,
+    fact_item, AssembledContext, ContextItem, ItemRun, PreparedFacts, Source, TokenCounter,
 };
 use recall_actors::embed::StoredVector;
 use recall_actors::model::{
@@ -137,6 +136,8 @@ impl<K: std::hash::Hash + Eq, V> Prepared<K, V> {
 
 /// Prepared sources per agent and user, least recently used evicted.
 pub(super) struct SourceCache {
+    /// What items' tokens are counted with (`context.tokenizer`).
+    counter: Arc<dyn TokenCounter>,
     /// By the address of the record (held, so the address is not reused).
     prepared: std::sync::Mutex<Prepared<usize, PreparedSummary>>,
     /// By the address of the record and whether the viewer is another
@@ -298,8 +299,9 @@ pub struct SourceCacheStats {
 }
 
 impl SourceCache {
-    pub(super) fn new(capacity: usize) -> Self {
+    pub(super) fn new(capacity: usize, counter: Arc<dyn TokenCounter>) -> Self {
         SourceCache {
+            counter,
             prepared: Default::default(),
             prepared_facts: Default::default(),
             splits: SummarySplits::new(if capacity == 0 {
@@ -411,7 +413,7 @@ impl SourceCache {
                     Some(p) if Arc::ptr_eq(&p.summary, s) => p.key,
                     _ => {
                         let key = recall_actors::context::dedup_key(&s.summary_text);
-                        let item = prepare_summary(s, &CharEstimate);
+                        let item = prepare_summary(s, &*self.counter);
                         map.insert(
                             at,
                             PreparedSummary {
@@ -464,7 +466,7 @@ impl SourceCache {
                         (p.item.clone(), p.names.clone())
                     }
                     _ => {
-                        let item = fact_item(&f.fact, earlier, user_id, &CharEstimate);
+                        let item = fact_item(&f.fact, earlier, user_id, &*self.counter);
                         let named: Arc<[(String, String)]> = names_of_fact(&f.fact).into();
                         map.insert(
                             at,
@@ -734,7 +736,7 @@ impl Runtime {
                 written_by: Some(BlockWriter::Watchdog),
             });
         }
-        (prepare_blocks(&blocks, &CharEstimate), valid_until)
+        (prepare_blocks(&blocks, &*self.inner.counter), valid_until)
     }
 
     async fn previous_turns(&self, call: &EndedCall) -> Result<PreviousTurns, RecallError> {
@@ -742,7 +744,7 @@ impl Runtime {
         Ok(PreviousTurns {
             session_id: call.session_id,
             last_activity: turns.last().map(|t| t.timestamp).unwrap_or(call.ended_at),
-            turns: prepare_turns(&turns, &CharEstimate).into(),
+            turns: prepare_turns(&turns, &*self.inner.counter).into(),
             turn_count: turns.len() as u32,
         })
     }
@@ -781,7 +783,7 @@ impl Runtime {
         recall_actors::model::validate_id("agent_id", agent_id)?;
         recall_actors::model::validate_id("user_id", user_id)?;
         self.check_message("message", current_message)?;
-        let counter: &dyn TokenCounter = &CharEstimate;
+        let counter: &dyn TokenCounter = &*self.inner.counter;
         let now = self.inner.clock.now();
         let src = self
             .stored_sources(agent_id, user_id, now, options.use_cache)
@@ -1000,7 +1002,7 @@ impl Runtime {
                 .collect();
             (hits, around)
         };
-        let counter = &CharEstimate;
+        let counter = &*self.inner.counter;
         let summary = |id: Uuid| {
             src.summary_at.get(&id).map(|&i| {
                 let s = &src.stored_summaries[i];

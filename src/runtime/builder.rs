@@ -96,6 +96,8 @@ impl RuntimeBuilder {
         let prompts = Arc::new(self.prompts()?);
         let reflect = self.reflector()?;
         let embed = self.embedder().await?;
+        // (A tokenizer file is read here, before the store is opened.)
+        let counter = crate::tokens::token_counter(&self.settings.context)?;
         // Related words (retrieval) read the built-in word table: parsed
         // now, once per process, not in the first read that asks.
         if self.settings.context.retrieval_related_words > 0 {
@@ -126,6 +128,7 @@ impl RuntimeBuilder {
             prompts,
             rollup_prompts,
             clock,
+            counter,
         };
         let runtime = Runtime {
             inner: Arc::new(parts.start_actors(backend, &leases).await?),
@@ -249,6 +252,7 @@ struct Parts {
     prompts: Arc<Prompts>,
     rollup_prompts: Arc<RollupPrompts>,
     clock: Clock,
+    counter: Arc<dyn TokenCounter>,
 }
 
 impl Parts {
@@ -268,6 +272,7 @@ impl Parts {
             prompts,
             rollup_prompts,
             clock,
+            counter,
         } = self;
         let generations = Arc::new(Generations::default());
         let search = Arc::new(SearchIndex::new(&embed));
@@ -357,7 +362,10 @@ impl Parts {
         Ok(Inner {
             reflect,
             prompts,
-            source_cache: assembly::SourceCache::new(settings.context.cache_entries),
+            source_cache: assembly::SourceCache::new(
+                settings.context.cache_entries,
+                counter.clone(),
+            ),
             settings,
             generations,
             clock,
@@ -371,6 +379,7 @@ impl Parts {
             search,
             reader,
             embed,
+            counter,
             query_vectors,
             tokio: tokio::runtime::Handle::current(),
             reembed: watch::Sender::new(reembed::ReembedProgress::default()),

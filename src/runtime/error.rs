@@ -30,6 +30,8 @@ pub enum StartupError {
     #[error("embed.kind = \"local\" needs recall built with the local-embed feature (cargo build --release --features local-embed)")]
     LocalEmbedNotBuilt,
     #[error(transparent)]
+    Tokenizer(#[from] crate::tokens::TokenizerError),
+    #[error(transparent)]
     Store(#[from] StoreError),
     #[error("cannot spawn the {0} actor")]
     Spawn(&'static str, #[source] ractor::SpawnErr),

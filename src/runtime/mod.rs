@@ -41,7 +41,7 @@ use std::time::Duration;
 
 use ractor::{call_t, Actor, ActorRef, RpcReplyPort};
 use recall_actors::clock::Clock;
-use recall_actors::context::{AssembledContext, ContextError};
+use recall_actors::context::{AssembledContext, ContextError, TokenCounter};
 use recall_actors::model::{
     truncate_chars, BlockLabel, BlockWriter, ConversationSummary, ConversationTurn, DeadLetter,
     EndReason, FactRecord, InputError, MemoryBlock, SessionRecord, SummaryType, Visibility,
@@ -238,6 +238,8 @@ struct Inner {
     /// runtime stops, so the folder is released with the Store.
     reader: recall_actors::store::Reader,
     embed: Arc<dyn Embed>,
+    /// How a context's tokens are counted (`context.tokenizer`).
+    counter: Arc<dyn TokenCounter>,
     /// Messages' vectors, for retrieval by meaning.
     query_vectors: Arc<assembly::QueryVectors>,
     /// The tokio runtime the actors run on: for work started from calls

@@ -111,6 +111,7 @@ pub fn shape(shaping: Shaping<'_>, counter: &dyn TokenCounter) -> Vec<Retrieved>
     };
     let restated = restated(&read_around);
     let mut shaper = Shaper {
+        counter,
         limits: AnswerLimits {
             short_tokens: ranking.short_answer_tokens,
             hit_tokens: ranking.hit_answer_tokens,
@@ -181,7 +182,9 @@ fn restated(turns_hit: &HashMap<TurnRef, Around>) -> HashSet<u64> {
 }
 
 /// What [`shape`] has shown so far, and what it shows the turns with.
-struct Shaper {
+struct Shaper<'c> {
+    /// What the items' tokens are counted with.
+    counter: &'c dyn TokenCounter,
     /// The stems asked ([`stem_keys`](crate::lang::stem_keys) of the query).
     asked: Vec<u64>,
     limits: AnswerLimits,
@@ -208,7 +211,7 @@ struct Shaper {
     out: Vec<Retrieved>,
 }
 
-impl Shaper {
+impl Shaper<'_> {
     /// Whether the turns tier shows the turn already.
     fn shown(&self, r: TurnRef) -> bool {
         self.skip_session
@@ -250,7 +253,7 @@ impl Shaper {
                 };
                 (if joined { &mut attached } else { &mut sides }).push((
                     Retrieved {
-                        item: t.item(&self.asked, shown_as, self.limits),
+                        item: t.item(&self.asked, shown_as, self.limits, self.counter),
                         at: t.at,
                     },
                     t.key,
@@ -267,7 +270,7 @@ impl Shaper {
         }
         self.around.extend(sides);
         self.out.push(Retrieved {
-            item: t.item(&self.asked, Shown::Hit, self.limits),
+            item: t.item(&self.asked, Shown::Hit, self.limits, self.counter),
             at,
         });
         for (a, key) in attached {

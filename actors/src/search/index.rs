@@ -1121,6 +1121,7 @@ mod tests {
                 &[],
                 crate::search::Shown::Beside,
                 crate::search::AnswerLimits::DEFAULT,
+                &crate::context::CharEstimate,
             )
             .text;
         assert!(

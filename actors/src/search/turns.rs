@@ -173,7 +173,13 @@ impl PreparedTurn {
     /// of the answer's sentences holds a word asked but the user's words
     /// do, or the turn is the user's answer to the hit's question, the
     /// answer is the reply to them: its opening sentences are shown.
-    pub fn item(&self, asked: &[u64], shown_as: Shown, limits: AnswerLimits) -> ContextItem {
+    pub fn item(
+        &self,
+        asked: &[u64],
+        shown_as: Shown,
+        limits: AnswerLimits,
+        counter: &dyn TokenCounter,
+    ) -> ContextItem {
         let limit = if shown_as == Shown::Hit {
             limits.hit_tokens
         } else {
@@ -217,13 +223,13 @@ impl PreparedTurn {
             shown.sort_unstable();
             shown
         };
-        self.render(&shown)
+        self.render(&shown, counter)
     }
 
     /// The item: its head and, after the agent's label, the answer's
     /// sentences `shown` (ascending), " … " where some are left out
     /// between.
-    fn render(&self, shown: &[usize]) -> ContextItem {
+    fn render(&self, shown: &[usize], counter: &dyn TokenCounter) -> ContextItem {
         let head = self.head();
         let mut text = String::with_capacity(head.len() + 160);
         text.push_str(head);
@@ -243,7 +249,7 @@ impl PreparedTurn {
                 seq: self.seq,
             },
             role: crate::context::Role::System,
-            tokens: CharEstimate.count(&text),
+            tokens: counter.count(&text),
             text: text.into(),
         }
     }
@@ -449,6 +455,7 @@ mod tests {
                 &stem_keys("what did she fix in the greenhouse"),
                 Shown::Beside,
                 AnswerLimits::DEFAULT,
+                &crate::context::CharEstimate,
             )
             .text;
         assert!(text.starts_with("- [2024-03-12 18:00] hanna: How was your week?"));
@@ -462,6 +469,7 @@ mod tests {
                 &stem_keys("who lent her a drill"),
                 Shown::Beside,
                 AnswerLimits::DEFAULT,
+                &crate::context::CharEstimate,
             )
             .text;
         assert!(
@@ -470,7 +478,12 @@ mod tests {
         );
         // the answer's sentences, each with the date its time words mean
         let text = p
-            .item(&stem_keys("tomatoes"), Shown::Beside, AnswerLimits::DEFAULT)
+            .item(
+                &stem_keys("tomatoes"),
+                Shown::Beside,
+                AnswerLimits::DEFAULT,
+                &CharEstimate,
+            )
             .text;
         assert!(text.contains("on Sunday (Sunday 10 March 2024)"), "{text}");
     }
@@ -481,7 +494,7 @@ mod tests {
         let at = Utc.with_ymd_and_hms(2024, 3, 11, 23, 30, 0).unwrap();
         let t = turn(at, "I sailed yesterday!", "Lovely. Which boat?");
         let text = prepared(chrono_tz::Europe::Warsaw, &t)
-            .item(&[], Shown::Beside, AnswerLimits::DEFAULT)
+            .item(&[], Shown::Beside, AnswerLimits::DEFAULT, &CharEstimate)
             .text;
         assert!(
             text.contains("I sailed yesterday (Monday 11 March 2024)!"),
@@ -489,7 +502,7 @@ mod tests {
         );
         assert!(text.ends_with("\n  ruth: Lovely. Which boat?"), "{text}");
         let text = prepared(chrono_tz::Tz::UTC, &t)
-            .item(&[], Shown::Beside, AnswerLimits::DEFAULT)
+            .item(&[], Shown::Beside, AnswerLimits::DEFAULT, &CharEstimate)
             .text;
         assert!(text.contains("yesterday (Sunday 10 March 2024)"), "{text}");
     }
@@ -509,11 +522,15 @@ mod tests {
         let p = prepared(chrono_tz::Tz::UTC, &t);
         let asked = stem_keys("what did you tell me to do about the car inspection");
         // as the answer to the hit's question: the reply's opening
-        let text = p.item(&asked, Shown::Answer, AnswerLimits::DEFAULT).text;
+        let text = p
+            .item(&asked, Shown::Answer, AnswerLimits::DEFAULT, &CharEstimate)
+            .text;
         assert!(text.contains("Ring Hamid at the garage"), "{text}");
         assert!(text.contains("how's the new job going?"), "{text}");
         // said beside a hit, none of its words asked: only its question
-        let text = p.item(&asked, Shown::Beside, AnswerLimits::DEFAULT).text;
+        let text = p
+            .item(&asked, Shown::Beside, AnswerLimits::DEFAULT, &CharEstimate)
+            .text;
         assert!(!text.contains("Hamid"), "{text}");
         assert!(text.contains("how's the new job going?"), "{text}");
     }
@@ -522,7 +539,7 @@ mod tests {
     fn an_empty_answer_shows_the_user_alone() {
         let at = Utc.with_ymd_and_hms(2024, 3, 11, 9, 0, 0).unwrap();
         let text = prepared(chrono_tz::Tz::UTC, &turn(at, "Hello?", "  "))
-            .item(&[], Shown::Beside, AnswerLimits::DEFAULT)
+            .item(&[], Shown::Beside, AnswerLimits::DEFAULT, &CharEstimate)
             .text;
         assert_eq!(&*text, "- [2024-03-11 09:00] hanna: Hello?");
     }

@@ -55,6 +55,27 @@ pub struct ContextSettings {
     /// How the hits are ranked and how much of each is shown
     /// (`[context.ranking]`).
     pub ranking: RankingSettings,
+    /// How budgets, trims and `total_tokens` are counted.
+    pub tokenizer: TokenizerKind,
+    /// The Hugging Face `tokenizer.json` counted with, for
+    /// `tokenizer = "huggingface"`.
+    pub tokenizer_file: String,
+}
+
+/// How a context's tokens are counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenizerKind {
+    /// Characters / 4, rounded up: an estimate, no model's count.
+    #[default]
+    Chars4,
+    /// OpenAI's encoding of GPT-4 and GPT-3.5 (feature `tiktoken`).
+    Cl100kBase,
+    /// OpenAI's encoding of GPT-4o and later (feature `tiktoken`).
+    O200kBase,
+    /// A Hugging Face `tokenizer.json` (`tokenizer_file`; feature
+    /// `hf-tokenizer`, which `local-embed` has).
+    Huggingface,
 }
 
 impl Default for ContextSettings {
@@ -74,6 +95,8 @@ impl Default for ContextSettings {
             retrieval_related_words: 10,
             retrieval_related_similarity: 0.3,
             ranking: RankingSettings::default(),
+            tokenizer: TokenizerKind::Chars4,
+            tokenizer_file: String::new(),
         }
     }
 }
@@ -318,6 +341,13 @@ impl SessionSettings {
 impl ContextSettings {
     /// Rejects values the runtime cannot run with, naming the key.
     pub fn validate(&self) -> Result<(), SettingsError> {
+        if self.tokenizer == TokenizerKind::Huggingface && self.tokenizer_file.trim().is_empty() {
+            return Err(SettingsError {
+                key: "context.tokenizer_file",
+                reason: "tokenizer = \"huggingface\" counts with a tokenizer.json: name its path"
+                    .into(),
+            });
+        }
         let share = self.retrieval_share;
         if !(0.0..=1.0).contains(&share) {
             return Err(SettingsError {

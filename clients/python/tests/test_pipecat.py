@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import threading
@@ -29,13 +28,10 @@ from collections.abc import (
     Callable,
     Coroutine,
     Iterator,
-    Mapping,
     Sequence,
 )
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -44,6 +40,7 @@ from pipecat.frames.frames import (
     EndFrame,
     ErrorFrame,
     Frame,
+    InterimTranscriptionFrame,
     LLMContextFrame,
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
@@ -58,8 +55,9 @@ from pipecat.pipeline.worker import PipelineWorker
 from pipecat.processors.aggregators.llm_context import LLMContext, LLMContextMessage
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.workers.runner import WorkerRunner
+from recall_server import SHUTDOWN_SECS, RecallServer, serve_recall
 
-from recall_pipecat import (
+from recall_voice.pipecat import (
     DEFAULT_HEADER,
     RecallClient,
     RecallContextInjector,
@@ -70,12 +68,9 @@ from recall_pipecat import (
     apply_memory,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
 # Generous bounds: each is a ceiling for CI, not an expected duration.
-SERVER_START_SECS = 20.0
 PIPELINE_SECS = 60.0
 SUMMARY_SECS = 10.0
-SHUTDOWN_SECS = 45.0  # above the server's 30 s shutdown grace
 
 # Three exchanges as an LLM would stream them: each answer in chunks that
 # carry their own spacing (LLMTextFrame.includes_inter_frame_spaces).
@@ -96,82 +91,6 @@ EXCHANGES: list[tuple[str, list[str]]] = [
 
 
 # -- the recall server ------------------------------------------------------
-
-
-@dataclass
-class RecallServer:
-    base_url: str
-    process: subprocess.Popen[bytes]
-    stderr_path: Path
-
-    def stderr_tail(self, lines: int = 30) -> str:
-        text = self.stderr_path.read_text(errors="replace")
-        return "\n".join(text.splitlines()[-lines:])
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def recall_binary() -> Path:
-    binary = Path(os.environ.get("RECALL_BIN") or REPO_ROOT / "target" / "debug" / "recall")
-    if not binary.is_file():
-        pytest.fail(f"recall binary not found at {binary}; run `cargo build --bin recall` first")
-    return binary
-
-
-@contextmanager
-def serve_recall(workdir: Path, settings: Mapping[str, str]) -> Iterator[RecallServer]:
-    """A `recall serve` on a free loopback port with its data in ``workdir``,
-    stopped with SIGTERM when the block ends, which it must exit 0 from.
-
-    Settings come from RECALL_<SECTION>__<KEY> variables: any the caller has
-    set (a token, say) are dropped, so the server is the default one plus
-    ``settings``.
-    """
-    binary = recall_binary()
-    stdout_path, stderr_path = workdir / "stdout.log", workdir / "stderr.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RECALL_")}
-    env.update(settings)
-
-    port = _free_port()
-    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-        process = subprocess.Popen(
-            [str(binary), "serve", "--addr", f"127.0.0.1:{port}", "--data", str(workdir / "data")],
-            stdout=out,
-            stderr=err,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            cwd=workdir,
-        )
-    server = RecallServer(f"http://127.0.0.1:{port}", process, stderr_path)
-
-    try:
-        deadline = time.monotonic() + SERVER_START_SECS
-        while "recall listening on" not in stdout_path.read_text(errors="replace"):
-            if process.poll() is not None:
-                pytest.fail(
-                    f"recall serve exited with {process.returncode} before listening:\n"
-                    f"{server.stderr_tail()}"
-                )
-            if time.monotonic() > deadline:
-                pytest.fail(f"recall serve did not listen within {SERVER_START_SECS}s")
-            time.sleep(0.05)
-
-        yield server
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=SHUTDOWN_SECS)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-    assert process.returncode == 0, (
-        f"recall serve exited with {process.returncode} on SIGTERM:\n{server.stderr_tail()}"
-    )
 
 
 @pytest.fixture(scope="module")
@@ -543,7 +462,9 @@ def test_context_injector_adds_the_users_memory(recall_server: RecallServer) -> 
             }
             greeting: LLMContextMessage = {"role": "user", "content": "Hi, it's me again!"}
             context = LLMContext(messages=[system_prompt, greeting])
-            injector = RecallContextInjector(client, agent_id=agent_id, user_id=user_id)
+            injector = RecallContextInjector(
+                client, agent_id=agent_id, user_id=user_id, fetch_timeout_secs=10.0
+            )
             collector = FrameCollector()
             # Two LLM calls on the same context: the second must update the
             # message, not add another.
@@ -614,7 +535,9 @@ def test_no_users_words_reach_another_users_llm_context(recall_server: RecallSer
                 recorder = RecallTurnRecorder(
                     client, agent_id=agent_id, user_id=user_id, connection_id=unique("call")
                 )
-                injector = RecallContextInjector(client, agent_id=agent_id, user_id=user_id)
+                injector = RecallContextInjector(
+                    client, agent_id=agent_id, user_id=user_id, fetch_timeout_secs=10.0
+                )
                 frames = call_frames([(said, ["Got it, ", "I will remember it."])])
                 # The aggregator's context frame, after the user's words.
                 frames.insert(3, LLMContextFrame(context))
@@ -635,7 +558,9 @@ def test_no_users_words_reach_another_users_llm_context(recall_server: RecallSer
                 context = LLMContext(
                     messages=[system_prompt, {"role": "user", "content": question}]
                 )
-                injector = RecallContextInjector(client, agent_id=agent_id, user_id=user_id)
+                injector = RecallContextInjector(
+                    client, agent_id=agent_id, user_id=user_id, fetch_timeout_secs=10.0
+                )
                 collector = FrameCollector()
                 errors = await run_pipeline(
                     [injector, collector], [LLMContextFrame(context), EndFrame()]
@@ -1031,7 +956,10 @@ def test_recorder_resends_turns_refused_while_the_store_cannot_write(
 
     async def scenario() -> None:
         async with outage_call(
-            outage_server, transport, finish_timeout_secs=PIPELINE_SECS / 2, store_retry_secs=PIPELINE_SECS / 2
+            outage_server,
+            transport,
+            finish_timeout_secs=PIPELINE_SECS / 2,
+            store_retry_secs=PIPELINE_SECS / 2,
         ) as (client, noted, outage, recorder):
             said = [user for user, _ in EXCHANGES]
             frames = call_frames(EXCHANGES)
@@ -1104,7 +1032,10 @@ def test_recorder_drops_a_turn_refused_past_store_retry_secs(
 
     async def scenario() -> None:
         async with outage_call(
-            outage_server, transport, finish_timeout_secs=PIPELINE_SECS / 2, store_retry_secs=retry_secs
+            outage_server,
+            transport,
+            finish_timeout_secs=PIPELINE_SECS / 2,
+            store_retry_secs=retry_secs,
         ) as (client, noted, outage, recorder):
             reported: list[Exception] = []
 
@@ -1187,7 +1118,10 @@ def test_recorder_ends_the_call_within_its_wait_while_the_store_cannot_write(
 
     async def scenario() -> None:
         async with outage_call(
-            outage_server, transport, finish_timeout_secs=finish_secs, store_retry_secs=PIPELINE_SECS
+            outage_server,
+            transport,
+            finish_timeout_secs=finish_secs,
+            store_retry_secs=PIPELINE_SECS,
         ) as (client, noted, outage, recorder):
             frames = call_frames(EXCHANGES[:2])
             ended_at: list[float] = []
@@ -1216,5 +1150,184 @@ def test_recorder_ends_the_call_within_its_wait_while_the_store_cannot_write(
             session = await wait_until_ended(client, recorder.session_id)
             assert session["end_reason"] == "disconnect"
             assert await client.get_turns(recorder.session_id) == []
+
+    asyncio.run(scenario())
+
+
+# -- never stalling a turn --------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def hung_server() -> Any:
+    """A server on loopback that accepts connections, reads what it is sent
+    and never answers: a recall that hangs. Yields its URL and the number of
+    connections made to it (a list of one int)."""
+    connections = [0]
+    held: list[asyncio.StreamWriter] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections[0] += 1
+        held.append(writer)
+        with contextlib.suppress(Exception):
+            while await reader.read(65536):
+                pass
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}", connections
+    finally:
+        for w in held:
+            w.close()
+        server.close()
+
+
+class Stopwatch(FrameProcessor):
+    """Notes when each LLMContextFrame passes (placed before and after the
+    injector)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.times: dict[int, float] = {}
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
+        await super().process_frame(frame, direction)
+        if isinstance(frame, LLMContextFrame):
+            self.times[frame.id] = time.monotonic()
+        await self.push_frame(frame, direction)
+
+
+def test_a_hung_server_never_grows_the_turn_time() -> None:
+    """recall accepts the read and never answers: each turn's LLM context
+    still goes on after the 150 ms limit, every turn alike (no read piles up
+    behind another: one request reaches the server), and each miss is
+    counted."""
+
+    async def scenario() -> None:
+        async with hung_server() as (url, connections):
+            async with RecallClient(url, timeout_secs=30.0) as client:
+                injector = RecallContextInjector(client, agent_id="kairix", user_id="mark")
+                before, after = Stopwatch(), FrameCollector()
+                timer = Stopwatch()
+                turns = 6
+                contexts = [
+                    LLMContext(messages=[{"role": "user", "content": f"Question {i}?"}])
+                    for i in range(turns)
+                ]
+                frames: list[Frame] = [LLMContextFrame(c) for c in contexts] + [EndFrame()]
+
+                async def pace(_frame: Frame) -> None:
+                    await asyncio.sleep(0.05)
+
+                errors = await run_pipeline(
+                    [before, injector, timer, after], frames, before_each=pace
+                )
+                assert errors == []
+                waits = [timer.times[f.id] - before.times[f.id] for f in frames[:turns]]
+                limit = injector._reader.timeout_secs
+                assert limit == pytest.approx(0.150)
+                # each turn waited the limit at most (and some slack for a
+                # loaded machine), the last no longer than the first
+                assert all(w < limit + 0.35 for w in waits), waits
+                assert waits[-1] < waits[0] + 0.2, waits
+                assert injector.stats.misses == turns, injector.stats
+                assert injector.stats.timeouts == turns
+                assert injector.stats.fresh == 0
+                assert connections[0] == 1, "one read out at a time to a hung server"
+                # no memory, so none was injected; the contexts went on as they came
+                for c, i in zip(contexts, range(turns), strict=True):
+                    assert c.get_messages() == [{"role": "user", "content": f"Question {i}?"}]
+
+    asyncio.run(scenario())
+
+
+def test_a_read_in_time_is_fresh_and_a_late_one_serves_the_next_turn(
+    recall_server: RecallServer,
+) -> None:
+    """Against the real server: with the default 150 ms the reads come back
+    fresh; with a limit no read can meet, the turn goes on without memory,
+    and the read that ran on in the background serves the next turn."""
+
+    async def scenario() -> None:
+        agent_id, user_id, connection_id = unique("agent"), unique("user"), unique("call")
+        async with RecallClient(recall_server.base_url) as client:
+            started = await client.start_session(agent_id, user_id, connection_id)
+            await client.record_turn(
+                connection_id,
+                "My violin teacher is called Ms Okafor.",
+                "Lovely, how long have you studied with her?",
+                agent_id=agent_id,
+                user_id=user_id,
+            )
+            await client.end_session(connection_id, agent_id=agent_id, user_id=user_id)
+            await client.wait_for_summary(started["session_id"], timeout_secs=SUMMARY_SECS)
+            # warm the server's caches for this user (a debug build on a
+            # busy machine takes longer over a first read)
+            await client.get_context(agent_id, user_id, message="x", budget_tokens=2000)
+
+            fresh = RecallContextInjector(client, agent_id=agent_id, user_id=user_id)
+            ok = 0
+            for i in range(5):
+                memory = await fresh.memory(f"Who teaches me the violin? ({i})")
+                ok += "okafor" in memory.lower()
+            assert fresh.stats.fresh >= 3, fresh.stats
+            assert ok == fresh.stats.fresh
+
+            late = RecallContextInjector(
+                client, agent_id=agent_id, user_id=user_id, fetch_timeout_secs=0.0
+            )
+            assert await late.memory("Who teaches me the violin?") == ""
+            assert late.stats.misses == 1 and late.stats.timeouts == 1
+            # the read goes on; once back, the next turn has its memory
+            deadline = time.monotonic() + SUMMARY_SECS
+            while late._reader.memory_now == "" and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            memory = await late.memory("And what else?")
+            assert "okafor" in memory.lower(), memory
+            await late.cleanup()
+            await fresh.cleanup()
+
+    asyncio.run(scenario())
+
+
+def test_interim_transcripts_go_ahead_as_heard_frames(recall_server: RecallServer) -> None:
+    async def scenario() -> None:
+        agent_id, user_id, connection_id = unique("agent"), unique("user"), unique("call")
+        async with RecallClient(recall_server.base_url) as client:
+            recorder = RecallTurnRecorder(
+                client, agent_id=agent_id, user_id=user_id, connection_id=connection_id
+            )
+            assert recorder.transport == "websocket"
+            now = datetime.now(UTC).isoformat()
+            frames: list[Frame] = [
+                UserStartedSpeakingFrame(),
+                InterimTranscriptionFrame(text="Where did", user_id="caller", timestamp=now),
+                InterimTranscriptionFrame(
+                    text="Where did I leave", user_id="caller", timestamp=now
+                ),
+                InterimTranscriptionFrame(
+                    text="Where did I leave my keys", user_id="caller", timestamp=now
+                ),
+                TranscriptionFrame(
+                    text="Where did I leave my keys?", user_id="caller", timestamp=now
+                ),
+                UserStoppedSpeakingFrame(),
+                LLMFullResponseStartFrame(),
+                LLMTextFrame(text="By the door, I think."),
+                LLMFullResponseEndFrame(),
+                EndFrame(),
+            ]
+
+            async def pace(_frame: Frame) -> None:
+                await asyncio.sleep(0.02)
+
+            errors = await run_pipeline([recorder], frames, before_each=pace)
+            assert errors == [] and recorder.errors == []
+            # acked by the server; the latest words only when they came
+            # faster than they could be sent
+            assert 1 <= recorder.heard_sent <= 3, recorder.heard_sent
+            assert recorder.turns_recorded == 1
+            turns = await client.get_turns(recorder.session_id)
+            assert [t["user_message"] for t in turns] == ["Where did I leave my keys?"]
 
     asyncio.run(scenario())

@@ -13,8 +13,6 @@ the aggregators' context.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any, cast
 
 from loguru import logger
@@ -26,7 +24,8 @@ from pipecat.processors.aggregators.llm_context import (
 )
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 
-from .client import RecallClient, RecallError
+from ..client import RecallClient
+from ..memory import DEFAULT_TIMEOUT_SECS, MemoryReader, ReadStats
 
 __all__ = ["DEFAULT_HEADER", "RecallContextInjector", "apply_memory", "latest_user_text"]
 
@@ -82,37 +81,25 @@ def apply_memory(context: LLMContext, memory: str, *, header: str = DEFAULT_HEAD
         context.set_messages(kept)
 
 
-def _memory_text(assembled: dict[str, Any]) -> str:
-    """The memory part of an assembled context: its system messages. Its
-    user and assistant messages are turns of the call (the pipeline has
-    them) and the query itself."""
-    return "\n\n".join(
-        str(m.get("content") or "")
-        for m in assembled.get("messages") or []
-        if isinstance(m, dict) and m.get("role") == "system"
-    )
-
-
 class RecallContextInjector(FrameProcessor):
     """Adds what recall remembers about the call's user to each LLM context.
 
     Place it between the user context aggregator and the LLM service. For
     each ``LLMContextFrame`` it reads the user's context from recall with
-    the latest user message as the query, within ``budget_tokens``. The same
-    query is answered from a cache for ``refresh_secs`` (an LLM call may be
-    repeated for one user turn, after a function call say). A read that fails
-    or takes longer than ``fetch_timeout_secs`` only logs a warning: the LLM
-    then gets the last memory read for this user, or none, rather than
-    waiting on memory.
+    the latest user message as the query, within ``budget_tokens``, through
+    a :class:`~recall_voice.MemoryReader`: the frame waits at most
+    ``fetch_timeout_secs`` (150 ms) for it, then goes on with the last
+    memory read for this user (or none), and the miss is counted in
+    :attr:`stats`. The same query is answered from a cache for
+    ``refresh_secs`` (an LLM call may be repeated for one user turn, after
+    a function call say).
 
     Args:
         client: The recall client to use (the caller owns and closes it).
         agent_id: The agent the call is with.
         user_id: The caller: whose memory is read (and only theirs).
-        budget_tokens: Token budget of the context recall assembles. It
-            covers the call's latest turns too, which are not injected (the
-            aggregators' context has them), so the memory gets what they
-            leave.
+        budget_tokens: Token budget of the memory recall assembles (the
+            live call is left out: the aggregators' context has it).
         refresh_secs: How long the memory read for one query is reused.
         fetch_timeout_secs: Longest wait for the memory before an LLM call.
         header: The first line of the injected system message.
@@ -126,47 +113,42 @@ class RecallContextInjector(FrameProcessor):
         user_id: str,
         budget_tokens: int = 2000,
         refresh_secs: float = 30.0,
-        fetch_timeout_secs: float = 1.0,
+        fetch_timeout_secs: float = DEFAULT_TIMEOUT_SECS,
         header: str = DEFAULT_HEADER,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self._client = client
         self.agent_id = agent_id
         self.user_id = user_id
-        self.budget_tokens = budget_tokens
-        self._refresh_secs = refresh_secs
-        self._fetch_timeout = fetch_timeout_secs
+        self._reader = MemoryReader(
+            client,
+            agent_id=agent_id,
+            user_id=user_id,
+            budget_tokens=budget_tokens,
+            timeout_secs=fetch_timeout_secs,
+            refresh_secs=refresh_secs,
+            live=False,
+        )
         self._header = header
-        self._memory = ""
-        self._query: str | None = None
-        self._fetched_at = 0.0
+
+    @property
+    def stats(self) -> ReadStats:
+        """How the reads went: fresh, cached, misses (timeouts among them)."""
+        return self._reader.stats
 
     async def memory(self, query: str) -> str:
-        """The user's memory for ``query``, from the cache while it is fresh."""
-        now = time.monotonic()
-        if query == self._query and now - self._fetched_at < self._refresh_secs:
-            return self._memory
-        try:
-            assembled = await asyncio.wait_for(
-                self._client.get_context(
-                    self.agent_id,
-                    self.user_id,
-                    message=query,
-                    budget_tokens=self.budget_tokens,
-                    # The pipeline's own context holds the live call: the
-                    # budget goes to the rest of the user's memory.
-                    live=False,
-                ),
-                self._fetch_timeout,
+        """The user's memory for ``query``, within the time limit."""
+        misses = self._reader.stats.misses
+        memory = await self._reader.memory(query)
+        if self._reader.stats.misses > misses:
+            error = self._reader.stats.last_error
+            logger.warning(
+                f"{self}: recall memory for {self.user_id!r} missed its "
+                f"{self._reader.timeout_secs * 1000:.0f} ms"
+                + (f" ({error})" if error is not None else "")
+                + "; going on with the last memory read"
             )
-            self._memory = _memory_text(assembled)
-            self._query = query
-            self._fetched_at = now
-        except (TimeoutError, RecallError) as e:
-            # Keep the last value; retry on the next context frame.
-            logger.warning(f"{self}: could not read recall memory for {self.user_id!r}: {e!r}")
-        return self._memory
+        return memory
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
@@ -176,3 +158,7 @@ class RecallContextInjector(FrameProcessor):
             memory = await self.memory(latest_user_text(frame.context))
             apply_memory(frame.context, memory, header=self._header)
         await self.push_frame(frame, direction)
+
+    async def cleanup(self) -> None:
+        await self._reader.close()
+        await super().cleanup()

@@ -1,4 +1,5 @@
-"""An asyncio client for recall's HTTP + WebSocket API, built on aiohttp.
+"""An asyncio client for recall's HTTP + WebSocket API, built on aiohttp:
+the one client the Pipecat processors and the LiveKit plug-in share.
 
 Every call maps onto one endpoint of `recall serve`. Errors the server
 reports (always `{"error": {"code", "message"}}`) and transport failures
@@ -472,6 +473,13 @@ class RecallStream:
     async def touch(self) -> None:
         """Keep the session alive without recording a turn."""
         await self._call({"type": "touch"})
+
+    async def heard(self, user_message: str) -> None:
+        """What the user is saying so far (an interim transcription): keeps
+        the session alive, and has recall make the vector of the context
+        read's message ahead, so the read at the end of the turn does not
+        wait for it."""
+        await self._call({"type": "heard", "user_message": user_message})
 
     async def close(self) -> None:
         """Close the socket, which ends the session with reason ``disconnect``."""

@@ -10,6 +10,10 @@ exactly as it came in. What it sees becomes recall calls:
   ``LLMFullResponseEndFrame``) make one turn;
 * ``UserStartedSpeakingFrame`` touches the session, so a user who talks at
   length without the bot answering does not hit recall's silence timeout;
+* interim transcripts (``InterimTranscriptionFrame``) go ahead as ``heard``
+  frames on the WebSocket stream: recall makes the context read's vector
+  from what the user is saying while they say it (the latest only: one
+  not yet sent is replaced by the next);
 * ``EndFrame``/``CancelFrame`` end the session with reason ``disconnect``.
 
 The network calls run in a background task, in order, so the pipeline
@@ -32,6 +36,7 @@ from pipecat.frames.frames import (
     CancelFrame,
     EndFrame,
     Frame,
+    InterimTranscriptionFrame,
     InterruptionFrame,
     LLMFullResponseEndFrame,
     LLMFullResponseStartFrame,
@@ -44,7 +49,7 @@ from pipecat.frames.frames import (
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.utils.errors import ErrorCategory
 
-from .client import RecallClient, RecallError, RecallStream
+from ..client import RecallClient, RecallError, RecallStream
 
 __all__ = ["RecallTurnRecorder", "RecallUserTap", "Transport"]
 
@@ -63,11 +68,16 @@ class _Touch:
 
 
 @dataclass(frozen=True)
+class _Heard:
+    pass
+
+
+@dataclass(frozen=True)
 class _End:
     pass
 
 
-_Op = _Turn | _Touch | _End
+_Op = _Turn | _Touch | _Heard | _End
 
 
 def _is_assistant_text(frame: TextFrame) -> bool:
@@ -120,9 +130,10 @@ class RecallTurnRecorder(FrameProcessor):
         user_id: The person on the call.
         connection_id: The voice connection's id (e.g. the call or room id);
             a random one by default.
-        transport: ``"http"`` (one request per turn, touch and end) or
-            ``"websocket"`` (one stream for the whole call, opened at the
-            start; closing it ends the session).
+        transport: ``"websocket"`` (one stream for the whole call, opened
+            at the start; closing it ends the session; interim transcripts
+            go ahead as ``heard`` frames) or ``"http"`` (one request per
+            turn, touch and end; no ``heard`` frames).
         finish_timeout_secs: How long ``EndFrame`` waits for queued recall
             calls (the last turn, the end) before giving up on them.
         cancel_timeout_secs: The same for ``CancelFrame``, which should stop
@@ -140,7 +151,7 @@ class RecallTurnRecorder(FrameProcessor):
         agent_id: str,
         user_id: str,
         connection_id: str | None = None,
-        transport: Transport = "http",
+        transport: Transport = "websocket",
         finish_timeout_secs: float = 10.0,
         cancel_timeout_secs: float = 2.0,
         store_retry_secs: float = 30.0,
@@ -162,6 +173,7 @@ class RecallTurnRecorder(FrameProcessor):
         self.session_id: str | None = None
         self.turns_recorded = 0
         self.turns_dropped = 0
+        self.heard_sent = 0
         self.errors: list[RecallError] = []
 
         # Conversation state. User text accumulates until a response starts;
@@ -169,6 +181,9 @@ class RecallTurnRecorder(FrameProcessor):
         self._user_parts: list[str] = []
         self._response_user_text: str | None = None  # set while a response is open
         self._assistant_parts: list[str] = []
+        # The latest interim transcript not yet sent (one _Heard queued for
+        # it at a time).
+        self._heard: str | None = None
         # The same user-side frame can reach both the tap and the recorder
         # (and a broadcast UserStartedSpeakingFrame comes as two sibling
         # frames, one each way), so remember which were handled.
@@ -223,6 +238,13 @@ class RecallTurnRecorder(FrameProcessor):
         elif isinstance(frame, TranscriptionFrame):
             if self._first_sight(frame) and frame.text.strip():
                 self._user_parts.append(frame.text.strip())
+                self._heard = None
+        elif isinstance(frame, InterimTranscriptionFrame):
+            if self.transport == "websocket" and self._first_sight(frame) and frame.text.strip():
+                heard = " ".join([*self._user_parts, frame.text.strip()])
+                if self._heard is None:
+                    self._enqueue(_Heard())
+                self._heard = heard
         elif isinstance(frame, LLMFullResponseStartFrame):
             self._open_response()
         elif isinstance(frame, LLMFullResponseEndFrame):
@@ -393,6 +415,11 @@ class RecallTurnRecorder(FrameProcessor):
                 await self._client.touch(
                     self.connection_id, agent_id=self.agent_id, user_id=self.user_id
                 )
+        elif isinstance(op, _Heard):
+            heard, self._heard = self._heard, None
+            if heard and self._stream is not None:
+                await self._stream.heard(heard)
+                self.heard_sent += 1
         elif isinstance(op, _End):
             self._live = False
             if self._stream is not None:
@@ -481,8 +508,8 @@ class RecallUserTap(FrameProcessor):
     """Feeds a :class:`RecallTurnRecorder` the user's side of the call.
 
     Created by :meth:`RecallTurnRecorder.user_tap`. It passes every frame on
-    unchanged; it only shows final transcripts and user-started-speaking
-    frames to its recorder.
+    unchanged; it only shows transcripts (final and interim) and
+    user-started-speaking frames to its recorder.
     """
 
     def __init__(self, recorder: RecallTurnRecorder, **kwargs: Any) -> None:
@@ -491,6 +518,8 @@ class RecallUserTap(FrameProcessor):
 
     async def process_frame(self, frame: Frame, direction: FrameDirection) -> None:
         await super().process_frame(frame, direction)
-        if isinstance(frame, (TranscriptionFrame, UserStartedSpeakingFrame)):
+        if isinstance(
+            frame, (TranscriptionFrame, InterimTranscriptionFrame, UserStartedSpeakingFrame)
+        ):
             self._recorder._observe(frame, direction)
         await self.push_frame(frame, direction)

@@ -25,13 +25,76 @@ pub enum TokenizerError {
     Encoding(&'static str, String),
 }
 
-/// The counter `settings.tokenizer` names.
+/// The counter `settings.tokenizer` names. A model's tokenizer is wrapped
+/// in a [`CountCache`]: a read counts its retrieved excerpts anew, and most
+/// of them were shown, in the same words, by a read before.
 pub fn token_counter(settings: &ContextSettings) -> Result<Arc<dyn TokenCounter>, TokenizerError> {
-    match settings.tokenizer {
-        TokenizerKind::Chars4 => Ok(Arc::new(CharEstimate)),
-        TokenizerKind::Cl100kBase => openai("cl100k_base"),
-        TokenizerKind::O200kBase => openai("o200k_base"),
-        TokenizerKind::Huggingface => huggingface(&settings.tokenizer_file),
+    let exact = match settings.tokenizer {
+        TokenizerKind::Chars4 => return Ok(Arc::new(CharEstimate)),
+        TokenizerKind::Cl100kBase => openai("cl100k_base")?,
+        TokenizerKind::O200kBase => openai("o200k_base")?,
+        TokenizerKind::Huggingface => huggingface(&settings.tokenizer_file)?,
+    };
+    Ok(Arc::new(CountCache::new(exact, COUNTS_HELD)))
+}
+
+/// How many texts' counts a [`CountCache`] holds, about.
+pub const COUNTS_HELD: usize = 1 << 16;
+
+const SHARDS: usize = 16;
+
+/// A tokenizer's counts of the texts it counted lately, by a 64-bit hash
+/// of the text (two texts of one hash, one chance in 2^64 per pair, would
+/// share a count). Each of its shards keeps two generations: when the
+/// newer one is full, the older is dropped and the newer takes its place,
+/// so a text counted in either is kept, and memory is bounded.
+pub struct CountCache {
+    inner: Arc<dyn TokenCounter>,
+    shards: [std::sync::Mutex<Generations>; SHARDS],
+    per_generation: usize,
+    hasher: foldhash::quality::FixedState,
+}
+
+#[derive(Default)]
+struct Generations {
+    newer: std::collections::HashMap<u64, u32>,
+    older: std::collections::HashMap<u64, u32>,
+}
+
+impl CountCache {
+    pub fn new(inner: Arc<dyn TokenCounter>, held: usize) -> CountCache {
+        CountCache {
+            inner,
+            shards: std::array::from_fn(|_| Default::default()),
+            per_generation: (held / SHARDS / 2).max(1),
+            hasher: foldhash::quality::FixedState::with_seed(0x7265_6361_6c6c),
+        }
+    }
+}
+
+impl TokenCounter for CountCache {
+    fn count(&self, text: &str) -> usize {
+        use std::hash::BuildHasher;
+        let key = self.hasher.hash_one(text);
+        let shard = &self.shards[(key % SHARDS as u64) as usize];
+        {
+            let mut g = shard.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(&n) = g.newer.get(&key) {
+                return n as usize;
+            }
+            if let Some(n) = g.older.remove(&key) {
+                g.newer.insert(key, n);
+                return n as usize;
+            }
+        }
+        // (counted outside the lock: another read's text need not wait)
+        let n = self.inner.count(text);
+        let mut g = shard.lock().unwrap_or_else(|p| p.into_inner());
+        if g.newer.len() >= self.per_generation {
+            g.older = std::mem::take(&mut g.newer);
+        }
+        g.newer.insert(key, u32::try_from(n).unwrap_or(u32::MAX));
+        n
     }
 }
 
@@ -110,6 +173,47 @@ mod tests {
             ..ContextSettings::default()
         };
         assert!(hf.validate().is_err());
+    }
+
+    /// Counts each text's characters, and how many texts it was asked.
+    struct Counting(std::sync::atomic::AtomicUsize);
+
+    impl TokenCounter for Counting {
+        fn count(&self, text: &str) -> usize {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            text.chars().count()
+        }
+    }
+
+    #[test]
+    fn a_count_cache_counts_a_text_once_while_it_is_held_and_stays_bounded() {
+        let inner = Arc::new(Counting(Default::default()));
+        let cache = CountCache::new(inner.clone(), 64);
+        let asked = || inner.0.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(cache.count("héllo"), 5);
+        assert_eq!(cache.count("héllo"), 5);
+        assert_eq!(asked(), 1);
+        assert_eq!(cache.count("héllo!"), 6);
+        assert_eq!(asked(), 2);
+        // many other texts: the first is let go, and counted again, right
+        for i in 0..1000 {
+            cache.count(&format!("text {i}"));
+        }
+        let held: usize = cache
+            .shards
+            .iter()
+            .map(|s| {
+                let g = s.lock().unwrap();
+                g.newer.len() + g.older.len()
+            })
+            .sum();
+        assert!(held <= 64 + SHARDS, "{held}");
+        let before = asked();
+        assert_eq!(cache.count("héllo"), 5);
+        assert_eq!(asked(), before + 1);
+        // a text counted lately is still held
+        assert_eq!(cache.count("text 999"), 8);
+        assert_eq!(asked(), before + 1);
     }
 
     #[test]

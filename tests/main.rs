@@ -16,6 +16,7 @@ mod facts;
 mod forget;
 mod fuzz_corpus;
 mod local_embed;
+mod mcp;
 mod openai;
 mod replay;
 mod retrieval;

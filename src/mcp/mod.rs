@@ -6,9 +6,9 @@
 //!
 //! - over stdio by `recall mcp` (a client starts it as a child process;
 //!   the process is the client's, so it may touch every agent);
-//! - over streamable HTTP at `/mcp` (`http`): in `recall serve`, and alone
-//!   in `recall mcp --transport http`, behind the API's tokens and its
-//!   host and origin rules.
+//! - over streamable HTTP at `/mcp` (`http`), beside the API, in `recall
+//!   serve` (which `recall mcp --transport http` runs): behind the API's
+//!   tokens and its host and origin rules.
 //!
 //! Tools take what the API's routes take, checked the same way. A tool's
 //! refusal is its result marked as an error (as MCP asks, so that a model

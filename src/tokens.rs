@@ -44,7 +44,8 @@ pub const COUNTS_HELD: usize = 1 << 16;
 const SHARDS: usize = 16;
 
 /// A tokenizer's counts of the texts it counted lately, by a 64-bit hash
-/// of the text (two texts of one hash, one chance in 2^64 per pair, would
+/// of the text, keyed anew in each process so no caller can make two texts
+/// share a hash (two of one hash by chance, one in 2^64 per pair, would
 /// share a count). Each of its shards keeps two generations: when the
 /// newer one is full, the older is dropped and the newer takes its place,
 /// so a text counted in either is kept, and memory is bounded.
@@ -52,7 +53,7 @@ pub struct CountCache {
     inner: Arc<dyn TokenCounter>,
     shards: [std::sync::Mutex<Generations>; SHARDS],
     per_generation: usize,
-    hasher: foldhash::quality::FixedState,
+    hasher: foldhash::quality::RandomState,
 }
 
 #[derive(Default)]
@@ -67,7 +68,7 @@ impl CountCache {
             inner,
             shards: std::array::from_fn(|_| Default::default()),
             per_generation: (held / SHARDS / 2).max(1),
-            hasher: foldhash::quality::FixedState::with_seed(0x7265_6361_6c6c),
+            hasher: foldhash::quality::RandomState::default(),
         }
     }
 }

@@ -396,7 +396,26 @@ async fn a_stated_fact_is_in_the_next_context_at_once_and_replaces_a_calls_value
         assert!(rt.remember("kairix", "mark", bad).await.is_err(), "{bad:?}");
     }
     assert!(rt.remember("", "mark", "I live here").await.is_err());
+    assert!(rt.remember("kairix", "mark", "?! …").await.is_err());
+    // more facts than a call's reflection keeps: refused whole
+    let many: String = (0..40).map(|i| format!("Thing{i} matters. ")).collect();
+    let refused = rt.remember("kairix", "mark", &many).await;
+    assert!(refused.is_err(), "{refused:?}");
     assert_eq!(rt.facts("kairix", "mark").await?.len(), facts.len());
+
+    // two values of one subject in one statement: the later said replaces
+    // the earlier, whatever their random ids
+    for _ in 0..8 {
+        rt.forget_user("ada", Some("kairix")).await?;
+        let two = rt
+            .remember("kairix", "ada", "I work at Initech. I work at Globex.")
+            .await?;
+        let [first, second] = [&two.stored[0], &two.stored[1]];
+        assert_eq!(first.content, "Works at Initech");
+        assert_eq!(second.content, "Works at Globex");
+        assert_eq!(first.history.superseded_by, Some(second.fact_id));
+        assert!(second.is_current());
+    }
     rt.shutdown().await?;
     Ok(())
 }

@@ -31,13 +31,21 @@ pub fn service(
 ) -> StreamableHttpService<RecallMcp, LocalSessionManager> {
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
-    tokio::spawn(async move {
-        let _ = shutdown.wait_for(|s| *s).await;
-        stop.cancel();
-    });
+    // (A router made outside a runtime serves nothing: no stream to end.)
+    if let Ok(tokio) = tokio::runtime::Handle::try_current() {
+        tokio.spawn(async move {
+            let _ = shutdown.wait_for(|s| *s).await;
+            stop.cancel();
+        });
+    }
+    // Stateless, for every protocol version: each request stands alone,
+    // under its own token. (Sessions would let a request with any token
+    // name another's session and replay its answers, and hold memory for
+    // clients that never close them.)
     let config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
         .disable_allowed_origins()
+        .with_legacy_session_mode(false)
         .with_max_request_body_bytes(max_body_bytes)
         .with_cancellation_token(cancel);
     StreamableHttpService::new(factory(runtime), Arc::default(), config)

@@ -10,6 +10,10 @@ use super::*;
 /// Longest statement [`Runtime::remember`] takes, in bytes.
 pub const MAX_STATEMENT_BYTES: usize = 4096;
 
+/// Most facts one statement may state: as many as a call's reflection
+/// keeps.
+pub const MAX_FACTS: usize = recall_actors::reflect::parse::MAX_FACTS;
+
 /// What [`Runtime::remember`] did with a statement.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct Remembered {
@@ -27,8 +31,9 @@ impl Runtime {
     /// full, as it was said (nothing said is dropped). Stored as a call's
     /// facts are: private to the user, a fact they have already is not
     /// stored twice, a new value of a one-valued subject (their employer,
-    /// their home) replaces the earlier one, and one they deleted is
-    /// stored again (they said it anew). Searchable and in the user's
+    /// their home) replaces the earlier one (within the statement too, in
+    /// the order said), and one they deleted is stored again (they said it
+    /// anew). At most [`MAX_FACTS`] facts at once. Searchable and in the user's
     /// next context at once.
     pub async fn remember(
         &self,
@@ -39,9 +44,28 @@ impl Runtime {
         recall_actors::model::validate_id("agent_id", agent_id)?;
         recall_actors::model::validate_id("user_id", user_id)?;
         let statement = checked_statement(statement)?;
+        let candidates = stated_facts(&statement);
+        if candidates.len() > MAX_FACTS {
+            return Err(InputError::Invalid {
+                field: "statement",
+                reason: format!(
+                    "it states {} facts; at most {MAX_FACTS} at once, as a call's reflection keeps",
+                    candidates.len()
+                ),
+            }
+            .into());
+        }
         let now = self.inner.clock.now();
-        let fact = |category, content: String, subject| Fact {
-            fact_id: Uuid::new_v4(),
+        // Ids in the statement's order (one random base, the position in
+        // its low bits): of two values of one subject stated together, the
+        // one said later is the later value.
+        let base = Uuid::new_v4().as_u128() & !0xffff;
+        let mut position = 0u128;
+        let mut fact = |category, content: String, subject| Fact {
+            fact_id: {
+                position += 1;
+                Uuid::from_u128(base | position)
+            },
             agent_id: agent_id.to_string(),
             user_id: user_id.to_string(),
             category,
@@ -53,7 +77,7 @@ impl Runtime {
             conflicts_with: None,
             speaker: Speaker::User,
         };
-        let facts: Vec<Fact> = stated_facts(&statement)
+        let facts: Vec<Fact> = candidates
             .into_iter()
             .map(|c| fact(c.category, c.content, c.subject))
             .collect();
@@ -119,8 +143,8 @@ fn stated_facts(statement: &str) -> Vec<FactCandidate> {
 }
 
 /// The statement, its runs of white space made one space: refused when
-/// empty, over [`MAX_STATEMENT_BYTES`] or holding a control character
-/// other than a line break or tab.
+/// empty, wordless, over [`MAX_STATEMENT_BYTES`] or holding a control
+/// character other than a line break or tab.
 fn checked_statement(statement: &str) -> Result<String, InputError> {
     const FIELD: &str = "statement";
     if statement.len() > MAX_STATEMENT_BYTES {
@@ -139,6 +163,12 @@ fn checked_statement(statement: &str) -> Result<String, InputError> {
     let joined = statement.split_whitespace().collect::<Vec<_>>().join(" ");
     if joined.is_empty() {
         return Err(InputError::Empty { field: FIELD });
+    }
+    if !joined.chars().any(char::is_alphanumeric) {
+        return Err(InputError::Invalid {
+            field: FIELD,
+            reason: "it holds no word".into(),
+        });
     }
     Ok(joined)
 }
@@ -161,6 +191,10 @@ mod tests {
         assert!(matches!(
             checked_statement("I live in\u{7} Porto"),
             Err(InputError::ControlCharacter { .. })
+        ));
+        assert!(matches!(
+            checked_statement(" ?! … "),
+            Err(InputError::Invalid { .. })
         ));
         assert_eq!(
             checked_statement("  I live\n in\tPorto. ").unwrap(),

@@ -266,9 +266,19 @@ def test_remember_then_forget_over_http(server: Server, mode: str) -> None:
     anyio.run(scenario)
 
 
+@pytest.fixture(scope="module")
+def other(server: Server) -> tuple[str, str]:
+    """A call of another agent's, recorded through the API."""
+    user = f"zoe-{uuid.uuid4().hex[:8]}"
+    return user, record_call(server, "other", user, [("My locker code is 4471.", "Noted, Zoe.")])
+
+
 @pytest.mark.parametrize("mode", MODES)
-def test_refusals_carry_the_apis_typed_codes(server: Server, recorded: tuple[str, str], mode: str) -> None:
+def test_refusals_carry_the_apis_typed_codes(
+    server: Server, recorded: tuple[str, str], other: tuple[str, str], mode: str
+) -> None:
     user, session = recorded
+    other_user, other_session = other
 
     async def scenario() -> None:
         async with http_client(server, mode=mode) as c:
@@ -310,7 +320,26 @@ def test_refusals_carry_the_apis_typed_codes(server: Server, recorded: tuple[str
                 await c.read_resource("recall://agents/other/blocks/persona")
             assert raised.value.error.data["code"] == "forbidden"
             listed = await c.list_resources()
-            assert all(r.uri.startswith("recall://agents/kairix/") for r in listed.resources)
+            uris = [r.uri for r in listed.resources]
+            assert "recall://agents/kairix/blocks/persona" in uris
+            assert all(u.startswith("recall://agents/kairix/") for u in uris), uris
+            # nothing of the other agent's, by any tool
+            for tool, arguments in [
+                ("get_transcript", {"session_id": other_session}),
+                ("list_sessions", {"agent_id": "other"}),
+                ("search_memory", {"agent_id": "other", "query": "locker code"}),
+                ("get_context", {"agent_id": "other", "user_id": other_user, "message": "code?"}),
+                ("remember", {"agent_id": "other", "user_id": other_user, "statement": "I am Zoe."}),
+                ("forget_user", {"user_id": other_user, "agent_id": "other"}),
+            ]:
+                e = await refused(c, tool, **arguments)
+                assert e["code"] == "forbidden", (tool, e)
+
+        # the token for every agent sees both agents' blocks
+        async with http_client(server, mode=mode) as c:
+            uris = [r.uri for r in (await c.list_resources()).resources]
+            assert "recall://agents/other/blocks/persona" in uris
+            assert "recall://agents/kairix/blocks/persona" in uris
 
     anyio.run(scenario)
 

@@ -64,9 +64,11 @@ pub fn cut_text(
     };
     let mut sentence_ends = Vec::new();
     let mut word_ends = Vec::new();
-    // No prefix past this many bytes can fit (a token is never more than
-    // 16 bytes of text: four characters of at most four bytes each), so a
-    // long item costs no more to cut than a short one.
+    // No prefix past this many bytes can fit (an estimated token is never
+    // more than 16 bytes of text: four characters of at most four bytes
+    // each), so a long item costs no more to cut than a short one. (A
+    // model's token may be longer, a run of dashes say: the cut then keeps
+    // less than would fit, never more.)
     let reach = room.saturating_mul(16).saturating_add(16);
     let mut chars = text.char_indices().peekable();
     while let Some((i, c)) = chars.next() {

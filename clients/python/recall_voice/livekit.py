@@ -94,7 +94,8 @@ class RecallMemory:
         self._user_parts: list[str] = []
         self._ops: asyncio.Queue[_Turn | None] = asyncio.Queue()
         self._sender: asyncio.Task[None] | None = None
-        self._closed = False
+        self._session: AgentSession[Any] | None = None
+        self._closing: asyncio.Task[None] | None = None
 
     @property
     def stats(self) -> ReadStats:
@@ -115,12 +116,13 @@ class RecallMemory:
             self.errors.append(e)
             return
         self._sender = asyncio.create_task(self._send())
+        self._session = session
         session.on("conversation_item_added", self._on_item)
         session.on("close", self._on_close)
 
     def _on_item(self, event: ConversationItemAddedEvent) -> None:
         item = event.item
-        if not isinstance(item, llm.ChatMessage) or self._closed:
+        if not isinstance(item, llm.ChatMessage) or self._closing is not None:
             return
         text = (item.text_content or "").strip()
         if not text:
@@ -133,7 +135,7 @@ class RecallMemory:
             self._ops.put_nowait(_Turn(user, text))
 
     def _on_close(self, _event: CloseEvent) -> None:
-        asyncio.create_task(self.aclose())
+        self._close_task()
 
     async def _send(self) -> None:
         while True:
@@ -149,9 +151,11 @@ class RecallMemory:
                     user_id=self.user_id,
                 )
                 self.turns_recorded += 1
-            except RecallError as e:
-                logger.warning("recall: a turn was not recorded: %s", e)
-                self.errors.append(e)
+            except Exception as e:
+                # One failed turn never stops the later ones, nor the end.
+                error = _as_recall_error(e)
+                logger.warning("recall: a turn was not recorded: %s", error)
+                self.errors.append(error)
 
     async def on_user_turn_completed(
         self, turn_ctx: llm.ChatContext, new_message: llm.ChatMessage
@@ -163,12 +167,23 @@ class RecallMemory:
         if memory.strip():
             turn_ctx.add_message(role="system", content=f"{self._header}\n{memory.strip()}")
 
+    def _close_task(self, timeout_secs: float = 10.0) -> asyncio.Task[None]:
+        """The one close, started at the first ask (the session's close
+        event, or :meth:`aclose`)."""
+        if self._closing is None:
+            self._closing = asyncio.create_task(self._close(timeout_secs))
+        return self._closing
+
     async def aclose(self, timeout_secs: float = 10.0) -> None:
         """Records what is left (an answer cut short has no answer: the
-        user's words alone), ends the recall session and stops."""
-        if self._closed:
-            return
-        self._closed = True
+        user's words alone), ends the recall session and stops. Every call
+        waits for the one close."""
+        await asyncio.shield(self._close_task(timeout_secs))
+
+    async def _close(self, timeout_secs: float) -> None:
+        if self._session is not None:
+            self._session.off("conversation_item_added", self._on_item)
+            self._session.off("close", self._on_close)
         await self._reader.close()
         if self._sender is None:
             return
@@ -183,16 +198,29 @@ class RecallMemory:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sender
             self.errors.append(RecallError("timeout", "turns still queued at the end"))
-        try:
-            await self._client.end_session(
-                self.connection_id,
-                reason="disconnect",
-                agent_id=self.agent_id,
-                user_id=self.user_id,
-            )
-        except RecallError as e:
-            logger.warning("recall: could not end the session: %s", e)
-            self.errors.append(e)
+        finally:
+            try:
+                await self._client.end_session(
+                    self.connection_id,
+                    reason="disconnect",
+                    agent_id=self.agent_id,
+                    user_id=self.user_id,
+                )
+            except Exception as e:
+                error = _as_recall_error(e)
+                logger.warning("recall: could not end the session: %s", error)
+                self.errors.append(error)
+
+
+def _as_recall_error(e: Exception) -> RecallError:
+    """Any failure of a recall call as a RecallError (anything else is a
+    bug here: logged with its traceback)."""
+    if isinstance(e, RecallError):
+        return e
+    logger.exception("unexpected error in a recall call", exc_info=e)
+    error = RecallError("internal", f"{type(e).__name__}: {e}")
+    error.__cause__ = e
+    return error
 
 
 class RecallAgent(Agent):

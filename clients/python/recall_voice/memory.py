@@ -51,7 +51,7 @@ class ReadStats:
     #: Of the misses, those over the time limit (or skipped while an
     #: earlier read was still running).
     timeouts: int = 0
-    #: The last error a read ended with.
+    #: The error the last read ended with (None once one succeeds).
     last_error: RecallError | None = field(default=None, repr=False)
 
 
@@ -111,6 +111,13 @@ class MemoryReader:
         except RecallError as e:
             self.stats.last_error = e
             raise
+        except Exception as e:
+            # (a bug here, not recall's answer: kept, with its cause)
+            error = RecallError("internal", f"{type(e).__name__}: {e}")
+            error.__cause__ = e
+            self.stats.last_error = error
+            raise error from e
+        self.stats.last_error = None
         self._memory = memory_text(assembled)
         self._query = query
         self._fetched_at = time.monotonic()
@@ -148,10 +155,9 @@ class MemoryReader:
         task, self._running = self._running, None
         if task is not None and not task.done():
             task.cancel()
-            try:
-                await task
-            except (asyncio.CancelledError, RecallError):
-                pass
+            # (its end awaited, whatever it was; a cancellation of the
+            # caller itself goes on)
+            await asyncio.wait({task})
 
 
 def _retrieve_exception(task: asyncio.Task[None]) -> None:

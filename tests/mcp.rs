@@ -193,6 +193,40 @@ async fn tools_remember_and_read_back_and_refuse_with_typed_codes() {
         1
     );
 
+    // sessions a page at a time
+    for conn in ["c1", "c2"] {
+        let rt = t.runtime();
+        rt.start_session("kairix", "ada", conn).await.unwrap();
+        rt.record_turn(conn, recall::Turn::new("Hello.", "Hi Ada."))
+            .unwrap();
+        rt.end_session(conn, recall::EndOptions::default()).unwrap();
+    }
+    t.runtime().flush().await.unwrap();
+    let page = |before: Option<Value>| {
+        let mut args = json!({"agent_id": "kairix", "user_id": "ada", "limit": 1});
+        if let Some(b) = before {
+            args["before"] = b;
+        }
+        args
+    };
+    let first = c.tool("list_sessions", page(None)).await;
+    let first = first["structuredContent"]["sessions"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(first.len(), 1);
+    let second = c
+        .tool("list_sessions", page(Some(first[0]["session_id"].clone())))
+        .await;
+    let second = second["structuredContent"]["sessions"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(second.len(), 1);
+    assert_ne!(second[0]["session_id"], first[0]["session_id"]);
+    let bad = c.tool("list_sessions", page(Some(json!("nope")))).await;
+    assert_eq!(bad["structuredContent"]["error"]["code"], "invalid_id");
+
     // resources: the templates, a block, an unknown one
     let templates = c.call("resources/templates/list", json!({})).await;
     assert_eq!(

@@ -197,6 +197,10 @@ pub struct SessionsIn {
     /// 1 to 1,000 (100 when left out), newest first.
     #[serde(default)]
     pub limit: Option<usize>,
+    /// The next page: the sessions after this one (the last of the page
+    /// before, a session id).
+    #[serde(default)]
+    pub before: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -362,7 +366,7 @@ impl RecallMcp {
     }
 
     #[tool(
-        description = "An agent's stored sessions (calls), newest first, optionally one user's: their ids, times and turn counts, for get_transcript.",
+        description = "An agent's stored sessions (calls), newest first, optionally one user's: their ids, times and turn counts, for get_transcript; `before` (the last session id of a page) asks for the next page.",
         annotations(read_only_hint = true)
     )]
     async fn list_sessions(
@@ -371,10 +375,16 @@ impl RecallMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ApiError> {
         self.access(&ctx).allow(&p.agent_id)?;
+        let before = p
+            .before
+            .as_deref()
+            .map(|b| crate::server::parse_id("session id", b))
+            .transpose()?;
         let query = SessionQuery {
             agents: Some(vec![p.agent_id.clone()]),
             user_id: p.user_id,
             limit: p.limit,
+            before,
             ..Default::default()
         };
         let sessions = self.runtime.list_sessions(&query).await?;

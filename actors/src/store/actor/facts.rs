@@ -65,7 +65,10 @@ impl StoreState {
                 reply,
             } => {
                 let res = t.put_stated_facts(&facts, stated_at).await;
-                if let (Ok(changes), Some(first)) = (&res, facts.first()) {
+                let changed = res
+                    .as_ref()
+                    .is_ok_and(|c| !c.added.is_empty() || !c.updated.is_empty());
+                if let (Ok(changes), Some(first), true) = (&res, facts.first(), changed) {
                     let (agent, user) = (&first.agent_id, &first.user_id);
                     let touched: Vec<FactRecord> = changes
                         .added

@@ -627,10 +627,10 @@ impl ServerHandler for RecallMcp {
 /// A handler for each MCP session over HTTP (the token decides each
 /// call's access; none for a request without one).
 pub(crate) fn factory(runtime: Runtime) -> impl Fn() -> Result<RecallMcp, std::io::Error> {
-    let runtime = Arc::new(runtime);
+    // (a Runtime is a handle: cloning it is cheap)
     move || {
         Ok(RecallMcp::new(
-            (*runtime).clone(),
+            runtime.clone(),
             Access::Agents(Arc::default()),
         ))
     }

@@ -115,6 +115,18 @@ async def text_session(
         await memory.aclose()
 
 
+async def stored_turns(client: RecallClient, session_id: str, n: int) -> list[dict[str, Any]]:
+    """The session's stored turns once ``n`` are there (or the deadline):
+    a turn is acknowledged when queued and written within recall's flush
+    window, so a read right after the call may come before it."""
+    deadline = time.monotonic() + SUMMARY_SECS
+    while True:
+        turns = await client.get_turns(session_id)
+        if len(turns) >= n or time.monotonic() > deadline:
+            return turns
+        await asyncio.sleep(0.05)
+
+
 async def wait_for_summary(client: RecallClient, session_id: str) -> None:
     await client.wait_for_summary(session_id, timeout_secs=SUMMARY_SECS)
 
@@ -137,7 +149,7 @@ def test_a_session_is_recorded_and_the_next_one_answers_with_its_memory(
             first = memory.session_id
             assert first is not None and memory.errors == []
             assert memory.turns_recorded == 2
-            turns = await client.get_turns(first)
+            turns = await stored_turns(client, first, 2)
             assert [(t["user_message"], t["agent_response"]) for t in turns] == [
                 (
                     "I just adopted a greyhound called Pixel.",
@@ -165,7 +177,7 @@ def test_a_session_is_recorded_and_the_next_one_answers_with_its_memory(
             assert len(injected) == 1, system
             assert "pixel" in injected[0].lower(), injected
             assert memory.stats.fresh == 1 and memory.stats.misses == 0
-            turns = await client.get_turns(memory.session_id)
+            turns = await stored_turns(client, memory.session_id, 1)
             assert [t["agent_response"] for t in turns] == ["Pixel, your greyhound."]
 
     asyncio.run(scenario())

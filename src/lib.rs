@@ -21,6 +21,7 @@
 //! - `local_embed` (feature `local-embed`): the in-process
 //!   sentence-transformers `Embed` adapter (candle).
 //! - [`llm`]: the OpenAI-compatible chat-completions `Reflect` adapter.
+//! - [`letta`]: the Letta server's mirror adapter (`[letta]`).
 //! - [`server`]: `recall serve`, the HTTP + WebSocket API (axum).
 //! - [`mcp`]: the Model Context Protocol server (`recall mcp`, `/mcp`).
 //! - [`metrics`]: Prometheus metrics for `/metrics`.
@@ -41,6 +42,7 @@ pub mod api;
 pub mod embeddings;
 #[cfg(feature = "eval")]
 pub mod eval;
+pub mod letta;
 pub mod llm;
 #[cfg(feature = "local-embed")]
 pub mod local_embed;

@@ -114,6 +114,26 @@ fn describe() {
         "recall_window_lag_messages_max",
         "The most messages a live call has had outside a completed window summary"
     );
+    describe_gauge!(
+        "recall_mirror_pending_targets",
+        "Letta agents not yet in step with recall's store (changed, or failing)"
+    );
+    describe_counter!(
+        "recall_mirror_passages_written_total",
+        "Summaries written to Letta agents as archival passages"
+    );
+    describe_counter!(
+        "recall_mirror_passages_deleted_total",
+        "Summaries whose Letta passages were deleted (replaced, or forgotten)"
+    );
+    describe_counter!(
+        "recall_mirror_blocks_written_total",
+        "background_context blocks written to Letta agents"
+    );
+    describe_counter!(
+        "recall_mirror_failed_runs_total",
+        "Runs of a Letta agent's mirror that failed (each is tried again with backoff)"
+    );
     describe_histogram!(
         "recall_store_batch_writes",
         "Writes made durable by one store flush (the group-commit batch)"
@@ -147,6 +167,13 @@ pub async fn render(handle: &PrometheusHandle, runtime: &Runtime) -> String {
     // Counted by the store, not listed: a scrape reads no letter.
     if let Ok(dead) = runtime.dead_letter_count().await {
         gauge!("recall_dead_letters").set(dead as f64);
+    }
+    if let Some(m) = runtime.mirror_stats() {
+        gauge!("recall_mirror_pending_targets").set(m.pending as f64);
+        counter!("recall_mirror_passages_written_total").absolute(m.written.passages_written);
+        counter!("recall_mirror_passages_deleted_total").absolute(m.written.passages_deleted);
+        counter!("recall_mirror_blocks_written_total").absolute(m.written.blocks_written);
+        counter!("recall_mirror_failed_runs_total").absolute(m.failed_runs);
     }
     handle.run_upkeep();
     handle.render()

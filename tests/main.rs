@@ -17,6 +17,7 @@ mod forget;
 mod fuzz_corpus;
 mod local_embed;
 mod mcp;
+mod mirror;
 mod openai;
 mod replay;
 mod retrieval;

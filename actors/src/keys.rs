@@ -41,6 +41,9 @@ pub const TREE_AGENT_DEAD_LETTERS: &str = "agent_dead_letters";
 pub const TREE_FORGET_LOG: &str = "forget_log";
 /// Ids forgotten lately, with when: see [`crate::store::FORGOTTEN_FOR`].
 pub const TREE_FORGOTTEN: &str = "forgotten";
+/// The mirror's ledger: (remote agent, summary id) → the passage ids the
+/// remote agent holds of it (see [`mirror_ledger`]).
+pub const TREE_MIRROR_LEDGER: &str = "mirror_ledger";
 /// `meta`: set once `user_sessions` holds every session (a data folder
 /// from before the index gets it built at open).
 pub const USER_SESSIONS_BUILT: &[u8] = b"user_sessions_built";
@@ -373,6 +376,23 @@ pub fn topics_prefix(agent_id: &str, user_id: &str) -> Vec<u8> {
 /// `embeddings`: the id of the summary or fact the vector is of.
 pub fn embedding(id: Uuid) -> [u8; 16] {
     *id.as_bytes()
+}
+
+/// A mirror ledger key: the remote agent id, a 0 byte, then the summary
+/// id's 16 bytes (a remote's entries are one prefix; ids hold no 0 byte:
+/// they are validated ids of another service, made of printable text).
+pub fn mirror_ledger(remote: &str, summary_id: uuid::Uuid) -> Vec<u8> {
+    let mut k = mirror_ledger_prefix(remote);
+    k.extend_from_slice(summary_id.as_bytes());
+    k
+}
+
+/// The prefix of a remote agent's mirror ledger keys.
+pub fn mirror_ledger_prefix(remote: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(remote.len() + 17);
+    k.extend_from_slice(remote.as_bytes());
+    k.push(0);
+    k
 }
 
 #[cfg(test)]

@@ -43,6 +43,8 @@
 //! - [`supervisor`]: `SessionSupervisor`, spawning sessions and reflectors.
 //! - [`reflector`]: `ReflectorActor`, one per session reflection, with retries.
 //! - [`watchdog`]: `WatchdogActor`, rebuilding `background_context` on a timer.
+//! - [`mirror`]: the `MirrorPort` port and `MirrorActor`, keeping another
+//!   framework's agents (Letta's) in step with the summaries and blocks.
 //! - [`window`]: the in-session rolling memory (sliding-window summaries).
 //! - [`reflect`]: the `Reflect` port, output parsing, reflecting a long
 //!   call in parts and the offline extractive implementation.
@@ -57,6 +59,7 @@ pub mod embed;
 pub mod keys;
 pub mod lang;
 pub mod lease;
+pub mod mirror;
 pub mod model;
 pub mod period;
 pub mod port;

@@ -92,16 +92,7 @@ impl AttemptError {
     fn chain(&self) -> String {
         match self {
             AttemptError::Reflect(e) => e.chain(),
-            other => {
-                let mut out = other.to_string();
-                let mut cur = std::error::Error::source(other);
-                while let Some(e) = cur {
-                    out.push_str(": ");
-                    out.push_str(&e.to_string());
-                    cur = e.source();
-                }
-                out
-            }
+            other => crate::port::error_chain(other),
         }
     }
 }

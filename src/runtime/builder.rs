@@ -12,6 +12,7 @@ pub struct RuntimeBuilder {
     clock: Option<Clock>,
     api_key: Option<String>,
     seed: Option<u64>,
+    mirror: Option<Arc<dyn recall_actors::mirror::MirrorPort>>,
 }
 
 impl RuntimeBuilder {
@@ -26,6 +27,7 @@ impl RuntimeBuilder {
             clock: None,
             api_key: None,
             seed: None,
+            mirror: None,
         }
     }
 
@@ -43,6 +45,13 @@ impl RuntimeBuilder {
     /// Use this `Reflect` implementation instead of the one the settings name.
     pub fn reflect(mut self, reflect: Arc<dyn Reflect>) -> Self {
         self.reflect = Some(reflect);
+        self
+    }
+
+    /// Mirror to this port instead of the Letta server `[letta]` names
+    /// (its targets are still `[letta]`'s `agents`).
+    pub fn mirror(mut self, port: Arc<dyn recall_actors::mirror::MirrorPort>) -> Self {
+        self.mirror = Some(port);
         self
     }
 
@@ -113,6 +122,7 @@ impl RuntimeBuilder {
                     source,
                 })?,
             );
+        let mirror = self.mirror_port()?;
         let clock = self.clock.unwrap_or_else(Clock::system);
         let backend = open_store(&self.data_dir, &self.settings).await?;
         // Alive for the other instances sharing the store (if any) before
@@ -135,10 +145,33 @@ impl RuntimeBuilder {
             recovered: Vec::new(),
         };
         let runtime = runtime.recover().await?;
+        let mirror_lease = leases.mirror.clone();
         runtime.join_cluster(leases).await?;
+        if let Some(port) = mirror {
+            runtime.start_mirror(port, mirror_lease).await?;
+        }
         runtime.warm_indexes();
         runtime.start_reembedding();
         Ok(runtime)
+    }
+
+    /// The mirror port given to the builder, else the Letta client
+    /// `[letta]` names (its token read from `letta.token_env`); `None`
+    /// without `[letta]`.
+    fn mirror_port(
+        &self,
+    ) -> Result<Option<Arc<dyn recall_actors::mirror::MirrorPort>>, StartupError> {
+        let letta = &self.settings.letta;
+        if !letta.enabled() {
+            return Ok(None);
+        }
+        if let Some(p) = &self.mirror {
+            return Ok(Some(p.clone()));
+        }
+        let token = std::env::var(&letta.token_env).ok();
+        Ok(Some(Arc::new(crate::letta::LettaMirror::new(
+            letta, token,
+        )?)))
     }
 
     /// The `Reflect` given to the builder, else the one the settings name.
@@ -387,6 +420,7 @@ impl Parts {
             rollup_stats,
             stats: stats_rx,
             cluster: cluster::Cluster::default(),
+            mirror: Default::default(),
         })
     }
 }

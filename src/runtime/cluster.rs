@@ -65,6 +65,7 @@ impl Cluster {
 pub(super) struct Leases {
     pub rollup: Arc<Lease>,
     pub watchdog: Arc<Lease>,
+    pub mirror: Arc<Lease>,
 }
 
 impl Leases {
@@ -79,6 +80,7 @@ impl Leases {
         Leases {
             rollup: lease("rollup"),
             watchdog: lease("watchdog"),
+            mirror: lease("mirror"),
         }
     }
 }
@@ -288,7 +290,11 @@ pub(super) async fn start(cluster: &Cluster, p: Shared) -> Result<(), StartupErr
     // takeover never makes this instance look gone.
     let (backend, leases) = (
         p.backend.clone(),
-        [p.leases.rollup.clone(), p.leases.watchdog.clone()],
+        [
+            p.leases.rollup.clone(),
+            p.leases.watchdog.clone(),
+            p.leases.mirror.clone(),
+        ],
     );
     cluster.add(tokio::spawn(async move {
         let mut every = tokio::time::interval(lease_time / 3);

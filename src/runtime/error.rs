@@ -33,6 +33,8 @@ pub enum StartupError {
     Tokenizer(#[from] crate::tokens::TokenizerError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Letta(#[from] crate::letta::LettaConfigError),
     #[error("cannot spawn the {0} actor")]
     Spawn(&'static str, #[source] ractor::SpawnErr),
     #[error("recovery failed: {0}")]
@@ -71,6 +73,10 @@ pub enum RecallError {
     Rollup(#[from] RollupError),
     #[error("rollups are off (rollup.enabled = false)")]
     RollupsOff,
+    #[error("the Letta mirror is off (no [letta] base_url)")]
+    MirrorOff,
+    #[error(transparent)]
+    Mirror(recall_actors::mirror::MirrorRunError),
     #[error("cannot embed the query")]
     Embed(#[from] EmbedError),
     #[error("the summarizer failed")]

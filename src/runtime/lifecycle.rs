@@ -186,6 +186,13 @@ impl Runtime {
             .watchdog
             .stop_and_wait(None, Some(Duration::from_secs(5)))
             .await;
+        // (What the mirror did not write yet, it writes at the next start.)
+        if let Some(m) = inner.mirror.get() {
+            let _ = m
+                .actor
+                .stop_and_wait(None, Some(Duration::from_secs(5)))
+                .await;
+        }
         if let Some(r) = &inner.rollup {
             let _ = r.stop_and_wait(None, Some(Duration::from_secs(5))).await;
         }

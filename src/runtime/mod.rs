@@ -26,6 +26,7 @@
 //!   turns.
 //! - `forget`: forgetting a user.
 //! - `remember`: facts a user states outside a call ([`Runtime::remember`]).
+//! - `mirror`: the Letta mirror ([`Runtime::sync_mirror`]).
 //! - `reembed`: re-embedding what another embedder embedded.
 //! - `lifecycle`: stats, barriers, the watchdog's refresh, readiness,
 //!   shutdown.
@@ -83,6 +84,7 @@ mod error;
 mod forget;
 mod hierarchy;
 mod lifecycle;
+mod mirror;
 mod queries;
 mod reembed;
 mod remember;
@@ -250,8 +252,11 @@ struct Inner {
     live_topics: Arc<LiveTopics>,
     rollup_stats: watch::Receiver<RollupStats>,
     stats: watch::Receiver<SupervisorStats>,
-    /// The tasks of this instance's share of a store others share.
+    /// The tasks of this instance's share of a store others share (and
+    /// the one telling the mirror of changes).
     cluster: cluster::Cluster,
+    /// The Letta mirror, once started (never without `[letta]`).
+    mirror: std::sync::OnceLock<mirror::Mirrored>,
 }
 
 /// A handle on a running recall runtime. Cheap to clone.

@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use recall_actors::context::ContextError;
+use recall_actors::mirror::MirrorRunError;
 use recall_actors::model::InputError;
 use recall_actors::rollup::RollupError;
 use recall_actors::store::StoreError;
@@ -80,14 +81,7 @@ impl IntoResponse for ApiError {
 
 /// The error and its causes, for messages.
 pub(crate) fn chain(err: &dyn std::error::Error) -> String {
-    let mut out = err.to_string();
-    let mut cur = err.source();
-    while let Some(e) = cur {
-        out.push_str(": ");
-        out.push_str(&e.to_string());
-        cur = e.source();
-    }
-    out
+    recall_actors::port::error_chain(err)
 }
 
 impl From<InputError> for ApiError {
@@ -173,6 +167,13 @@ impl From<RecallError> for ApiError {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
             }
             RecallError::RollupsOff => ApiError::new(StatusCode::CONFLICT, "rollups_off", message),
+            RecallError::MirrorOff => ApiError::new(StatusCode::CONFLICT, "mirror_off", message),
+            RecallError::Mirror(MirrorRunError::Elsewhere) => {
+                ApiError::new(StatusCode::CONFLICT, "elsewhere", message)
+            }
+            RecallError::Mirror(_) => {
+                ApiError::new(StatusCode::BAD_GATEWAY, "mirror_failed", message)
+            }
             RecallError::Rollup(RollupError::Elsewhere)
             | RecallError::Watchdog(WatchdogError::Elsewhere) => {
                 ApiError::new(StatusCode::CONFLICT, "elsewhere", message)

@@ -137,14 +137,7 @@ impl ReflectError {
 
     /// The error and its causes, outermost first, for dead letters.
     pub fn chain(&self) -> String {
-        let mut out = self.to_string();
-        let mut cur: Option<&(dyn StdError + 'static)> = self.source();
-        while let Some(e) = cur {
-            out.push_str(": ");
-            out.push_str(&e.to_string());
-            cur = e.source();
-        }
-        out
+        crate::port::error_chain(self)
     }
 }
 

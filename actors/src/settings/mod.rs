@@ -15,6 +15,7 @@
 //!   (`context.ranking`).
 //! - `memory`: rollup, embed, search.
 //! - `service`: server, log, store.
+//! - `letta`: the Letta mirror.
 
 use std::time::Duration;
 
@@ -23,11 +24,13 @@ use serde::{Deserialize, Serialize};
 use crate::model::BlockLabel;
 
 mod conversation;
+mod letta;
 mod memory;
 mod ranking;
 mod service;
 
 pub use conversation::*;
+pub use letta::{LettaAgent, LettaSettings};
 pub use memory::*;
 pub use ranking::RankingSettings;
 pub use service::*;
@@ -47,6 +50,7 @@ pub struct Settings {
     pub rollup: RollupSettings,
     pub embed: EmbedSettings,
     pub search: SearchSettings,
+    pub letta: LettaSettings,
 }
 
 /// An IANA time zone (`Europe/Berlin`), read and written by its name; any
@@ -149,6 +153,7 @@ impl Settings {
         self.embed.validate()?;
         self.search.validate()?;
         self.log.validate()?;
+        self.letta.validate()?;
         Ok(())
     }
 

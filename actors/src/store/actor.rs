@@ -24,6 +24,7 @@ mod control;
 mod facts;
 mod forget;
 mod jobs;
+mod mirror;
 mod rollups;
 mod sessions;
 mod summaries;
@@ -442,6 +443,9 @@ impl Actor for StoreActor {
             | StoreMsg::PutTopic { .. }
             | StoreMsg::PutVectors { .. }
             | StoreMsg::PutTurnVectors { .. }) => state.handle_topics(&myself, msg).await,
+            msg @ (StoreMsg::Mirrored { .. }
+            | StoreMsg::PutMirrored { .. }
+            | StoreMsg::DropMirrored { .. }) => state.handle_mirror(&myself, msg).await,
             msg @ (StoreMsg::Forget { .. }
             | StoreMsg::Forgetting(..)
             | StoreMsg::ForgetCalls { .. }) => state.handle_forget(msg).await,

@@ -434,6 +434,19 @@ pub trait HierarchyStore: Send + Sync {
     async fn vector(&self, id: Uuid) -> Result<Option<StoredVector>, StoreError>;
 }
 
+/// The mirror's ledger: which passages each remote agent holds of which
+/// summary (see [`crate::mirror`]). It names no user: a forgotten user's
+/// entries stay until the mirror has deleted their passages.
+#[async_trait]
+pub trait MirrorStore: Send + Sync {
+    /// A remote agent's entries, in summary id order.
+    async fn mirrored(&self, remote: &str) -> Result<Vec<MirroredSummary>, StoreError>;
+    /// Records (or replaces) what a remote agent holds of a summary.
+    async fn put_mirrored(&self, remote: &str, entry: &MirroredSummary) -> Result<(), StoreError>;
+    /// Removes a summary's entry (its passages are deleted there).
+    async fn drop_mirrored(&self, remote: &str, summary_id: Uuid) -> Result<(), StoreError>;
+}
+
 /// Forgetting a user.
 #[async_trait]
 pub trait ForgetStore: Send + Sync {
@@ -607,6 +620,7 @@ pub trait Backend:
     + JobStore
     + HierarchyStore
     + ForgetStore
+    + MirrorStore
     + SourceStore
     + ClusterStore
     + Send

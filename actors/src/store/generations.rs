@@ -29,6 +29,11 @@ impl Parts {
         self.0 & other.0 == other.0
     }
 
+    /// Whether the sets share a part.
+    pub fn intersects(self, other: Parts) -> bool {
+        self.0 & other.0 != 0
+    }
+
     pub fn is_empty(self) -> bool {
         self.0 == 0
     }
@@ -107,6 +112,18 @@ pub struct Generations {
     /// Where this instance's changes are announced to the others (a
     /// shared store's), once set.
     feed: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<Change>>,
+    /// Who is told of every change, this instance's and the others' (the
+    /// mirror).
+    watchers: std::sync::Mutex<Vec<tokio::sync::mpsc::UnboundedSender<Watched>>>,
+}
+
+/// A change as [`Generations::watch`] tells it: `parts` of what one user
+/// (every user with `None`) of an agent (every agent with `None`) sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watched {
+    pub agent_id: Option<String>,
+    pub user_id: Option<String>,
+    pub parts: Parts,
 }
 
 #[derive(Debug, Default)]
@@ -152,6 +169,30 @@ impl Generations {
         }
     }
 
+    /// Tells every change from now on (this instance's and, over a shared
+    /// store, the others') to the receiver, until it is dropped.
+    pub fn watch(&self) -> tokio::sync::mpsc::UnboundedReceiver<Watched> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.watchers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(tx);
+        rx
+    }
+
+    fn tell(&self, agent_id: Option<&str>, user_id: Option<&str>, parts: Parts) {
+        let mut watchers = self.watchers.lock().unwrap_or_else(|p| p.into_inner());
+        if watchers.is_empty() {
+            return;
+        }
+        let change = Watched {
+            agent_id: agent_id.map(str::to_string),
+            user_id: user_id.map(str::to_string),
+            parts,
+        };
+        watchers.retain(|w| w.send(change.clone()).is_ok());
+    }
+
     /// Moves the counters of `parts` for every user of the agent.
     pub fn bump(&self, agent_id: &str, parts: Parts) {
         self.apply(agent_id, None, parts);
@@ -167,16 +208,20 @@ impl Generations {
     /// Moves the counters of a change another instance made (it is not
     /// announced again).
     pub fn apply(&self, agent_id: &str, user_id: Option<&str>, parts: Parts) {
-        let mut counts = self.lock();
-        let agent = counts.agents.entry(agent_id.to_string()).or_default();
-        match user_id {
-            None => add(&mut agent.all, parts),
-            Some(user) => add(agent.users.entry(user.to_string()).or_default(), parts),
+        {
+            let mut counts = self.lock();
+            let agent = counts.agents.entry(agent_id.to_string()).or_default();
+            match user_id {
+                None => add(&mut agent.all, parts),
+                Some(user) => add(agent.users.entry(user.to_string()).or_default(), parts),
+            }
         }
+        self.tell(Some(agent_id), user_id, parts);
     }
 
     /// Moves `parts` for every agent and user at once.
     pub fn bump_everything(&self, parts: Parts) {
         add(&mut self.lock().everything, parts);
+        self.tell(None, None, parts);
     }
 }

@@ -53,6 +53,7 @@ use uuid::Uuid;
 
 use crate::embed::StoredVector;
 use crate::keys;
+use crate::mirror::MirroredSummary;
 use crate::model::{
     AgentMeta, BlockLabel, BlockWriter, ConversationSummary, ConversationTurn, DeadLetter,
     EarlierValue, EndReason, Fact, FactRecord, MemoryBlock, ReflectionJob, SessionRecord,
@@ -87,14 +88,14 @@ pub use self::sled::{import_folder, Trees};
 pub use actor::{StoreActor, StoreArgs, StoreState};
 pub use backend::{
     fact_vectors, index_facts, read_blocking, Backend, Change, ClusterStore, FactStore,
-    ForgetStore, HierarchyStore, JobStore, Reflected, RemoteChange, SessionListing, SessionStore,
-    SharedBackend, SourceStore, SummaryListing, SummaryStore,
+    ForgetStore, HierarchyStore, JobStore, MirrorStore, Reflected, RemoteChange, SessionListing,
+    SessionStore, SharedBackend, SourceStore, SummaryListing, SummaryStore,
 };
 pub use backlog::{Backlog, BacklogFull};
 pub use blocks::{repair_agent_blocks, RepairedBlock, REFLECTION_LABELS};
 pub use facts::{dedup_facts, plan_fact_changes, reconcile_facts, spoken_key, FactChanges};
 pub use forget::{user_hash, ForgetEntry, ForgetReport, PendingForget, FORGOTTEN_FOR};
-pub use generations::{Generations, Parts, Stamp};
+pub use generations::{Generations, Parts, Stamp, Watched};
 pub use hierarchy::{CursorMove, InboxEntry, InboxItem, InboxKey, NewRollup, RollupBatch};
 pub use msg::{LoadedSession, StoreMsg, StoreStats};
 pub use reader::Reader;

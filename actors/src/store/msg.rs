@@ -193,6 +193,24 @@ pub enum StoreMsg {
         reply: RpcReplyPort<Result<Vec<MemoryBlock>, StoreError>>,
     },
     ListAgents(RpcReplyPort<Result<Vec<(String, AgentMeta)>, StoreError>>),
+    /// The mirror ledger's entries of a remote agent (see
+    /// [`crate::mirror`]).
+    Mirrored {
+        remote: String,
+        reply: RpcReplyPort<Result<Vec<MirroredSummary>, StoreError>>,
+    },
+    /// Records what a remote agent holds of a summary.
+    PutMirrored {
+        remote: String,
+        entry: MirroredSummary,
+        reply: RpcReplyPort<Result<(), StoreError>>,
+    },
+    /// Removes a summary's ledger entry (its passages are gone there).
+    DropMirrored {
+        remote: String,
+        summary_id: Uuid,
+        reply: RpcReplyPort<Result<(), StoreError>>,
+    },
     GetAgent(String, RpcReplyPort<Result<AgentMeta, StoreError>>),
     /// An agent's newest current summary of a type.
     LatestSummary {

@@ -251,3 +251,53 @@ pub(super) async fn the_context_parts_are_those_the_records_give(h: &Harness) {
     let none = b.stored_sources("kairix", "zoe").await.unwrap();
     assert!(none.summaries.is_empty() && none.facts.is_empty() && none.ended.is_empty());
 }
+
+/// The mirror's ledger: a remote agent's entries alone (another's, even
+/// one whose id begins like it, are apart), replaced by id, removed by id,
+/// and kept across a reopen.
+pub(super) async fn the_mirror_ledger_keeps_each_remote_agents_entries_apart(h: &Harness) {
+    use crate::mirror::MirroredSummary;
+    let b = h.open().await;
+    let (one, two) = (Uuid::new_v4(), Uuid::new_v4());
+    let entry = |id, ids: &[&str]| MirroredSummary {
+        summary_id: id,
+        remote_ids: ids.iter().map(|s| s.to_string()).collect(),
+        text_hash: ids.len() as u64 * 7 + u64::MAX / 3,
+        stale_ids: ids.iter().skip(1).map(|s| format!("{s}-old")).collect(),
+    };
+    assert!(b.mirrored("agent-1").await.unwrap().is_empty());
+    b.put_mirrored("agent-1", &entry(one, &["passage-a"]))
+        .await
+        .unwrap();
+    b.put_mirrored("agent-1", &entry(two, &["passage-b", "passage-c"]))
+        .await
+        .unwrap();
+    b.put_mirrored("agent-10", &entry(one, &["passage-d"]))
+        .await
+        .unwrap();
+    // Replaced, not added.
+    b.put_mirrored("agent-1", &entry(one, &["passage-e"]))
+        .await
+        .unwrap();
+    let mut want = vec![
+        entry(one, &["passage-e"]),
+        entry(two, &["passage-b", "passage-c"]),
+    ];
+    want.sort_by_key(|e| e.summary_id);
+    assert_eq!(b.mirrored("agent-1").await.unwrap(), want);
+    assert_eq!(
+        b.mirrored("agent-10").await.unwrap(),
+        vec![entry(one, &["passage-d"])]
+    );
+    b.drop_mirrored("agent-1", one).await.unwrap();
+    // Dropping what is not there is no error.
+    b.drop_mirrored("agent-1", one).await.unwrap();
+    b.flush().await.unwrap();
+    drop(b);
+    let b = h.open().await;
+    assert_eq!(
+        b.mirrored("agent-1").await.unwrap(),
+        vec![entry(two, &["passage-b", "passage-c"])]
+    );
+    assert_eq!(b.mirrored("agent-10").await.unwrap().len(), 1);
+}

@@ -179,6 +179,7 @@ macro_rules! on_both {
 }
 
 on_both!(
+    the_mirror_ledger_keeps_each_remote_agents_entries_apart,
     sessions_are_listed_by_agent_and_user_in_start_order,
     turns_are_read_back_in_order_before_and_after_a_flush,
     ending_a_session_queues_its_reflection_with_its_turns,

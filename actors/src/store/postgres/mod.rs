@@ -44,6 +44,7 @@ mod facts;
 mod forget;
 mod hierarchy;
 mod jobs;
+mod mirror;
 mod sessions;
 mod sources;
 mod summaries;
@@ -56,6 +57,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (3, "fact speakers", include_str!("0003_fact_speakers.sql")),
     (4, "listings", include_str!("0004_listings.sql")),
     (5, "forget log", include_str!("0005_forget_log.sql")),
+    (6, "mirror ledger", include_str!("0006_mirror_ledger.sql")),
 ];
 
 /// The newest schema version this build knows.

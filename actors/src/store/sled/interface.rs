@@ -361,3 +361,30 @@ impl ClusterStore for Trees {
         Ok(jobs)
     }
 }
+
+#[async_trait]
+impl MirrorStore for Trees {
+    async fn mirrored(&self, remote: &str) -> Result<Vec<MirroredSummary>, StoreError> {
+        let mut out = Vec::new();
+        for item in self
+            .mirror_ledger
+            .scan_prefix(keys::mirror_ledger_prefix(remote))
+        {
+            let (k, v) = item?;
+            if let Some(entry) = self.decode(keys::TREE_MIRROR_LEDGER, &k, &v) {
+                out.push(entry);
+            }
+        }
+        Ok(out)
+    }
+    async fn put_mirrored(&self, remote: &str, entry: &MirroredSummary) -> Result<(), StoreError> {
+        let key = keys::mirror_ledger(remote, entry.summary_id);
+        self.mirror_ledger.insert(key, encode(entry)?)?;
+        Ok(())
+    }
+    async fn drop_mirrored(&self, remote: &str, summary_id: Uuid) -> Result<(), StoreError> {
+        self.mirror_ledger
+            .remove(keys::mirror_ledger(remote, summary_id))?;
+        Ok(())
+    }
+}

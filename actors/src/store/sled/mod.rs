@@ -108,6 +108,8 @@ pub struct Trees {
     /// Ids forgotten within [`FORGOTTEN_FOR`](crate::store::FORGOTTEN_FOR)
     /// → when (see [`keys::time_key`]).
     pub forgotten: ::sled::Tree,
+    /// The mirror's ledger: see [`keys::mirror_ledger`].
+    pub mirror_ledger: ::sled::Tree,
     /// How many records `dead_letters` holds: counted once at open, then
     /// moved by every write that adds or removes one (`/metrics` reads it
     /// at each scrape; `Tree::len` would iterate the tree).
@@ -238,6 +240,7 @@ impl Trees {
             agent_dead_letters: tree(keys::TREE_AGENT_DEAD_LETTERS)?,
             forget_log: tree(keys::TREE_FORGET_LOG)?,
             forgotten: tree(keys::TREE_FORGOTTEN)?,
+            mirror_ledger: tree(keys::TREE_MIRROR_LEDGER)?,
             dead_count: Default::default(),
             fill_inbox: true,
             skipped: Default::default(),

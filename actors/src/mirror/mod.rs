@@ -1,0 +1,192 @@
+//! The mirror: recall's summaries, and the `background_context` block, kept
+//! in step in another agent framework's memory (the seed's Letta agents:
+//! every summary of every layer as an archival passage with its
+//! `[SUMMARY:…]` markers, and the core block `background_context`).
+//!
+//! [`MirrorPort`] is the port (the `recall` crate has its Letta adapter);
+//! [`MirrorActor`] keeps each [`Target`] in step with recall's store.
+//!
+//! # How nothing is lost
+//!
+//! The mirror does not queue the writes it must make: it derives them. What
+//! a target should hold is what the store holds now (the current summaries
+//! of its agent, or of its one user, and the block as rendered now); what
+//! the target does hold is in the store's mirror ledger (each summary's
+//! passage ids there, written after the target took the passage). A run
+//! adds the passages the ledger lacks, deletes those of summaries that are
+//! gone or replaced (a replay's superseded version, a forgotten user's
+//! summaries) and rewrites the block when it differs from what was last
+//! written. So the queue is recall's own durable store: an outage of the
+//! target delays the run (it is retried with backoff, and recall's own
+//! path never waits on it), and a restart runs every target once.
+//!
+//! One window is left: a crash after the target took a passage and before
+//! the ledger recorded it writes the passage again at the next start (one
+//! duplicate; the target's passages cannot be told apart by a key of
+//! ours: Letta's archival insert takes text alone, and splits it into
+//! chunks).
+
+mod actor;
+
+pub use actor::{MirrorActor, MirrorArgs, MirrorMsg, MirrorReport, MirrorRunError, MirrorStats};
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+pub use crate::port::BoxFuture;
+
+/// Where a part of recall's memory is mirrored: one agent of the other
+/// framework (`remote`), holding one recall agent's summaries, of every
+/// user or of one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Target {
+    pub agent_id: String,
+    /// `None`: every user of the agent (the remote agent's block then gets
+    /// the agent's own `background_context`, which holds no user's
+    /// conversations; a remote agent of one user gets that user's).
+    pub user_id: Option<String>,
+    /// The other framework's agent id.
+    pub remote: String,
+}
+
+impl Target {
+    /// Whether a change of `agent_id` (for one user, or every user with
+    /// `None`) changes what this target should hold.
+    pub fn touched_by(&self, agent_id: Option<&str>, user_id: Option<&str>) -> bool {
+        let agent = agent_id.is_none_or(|a| a == self.agent_id);
+        let user = match (&self.user_id, user_id) {
+            (Some(mine), Some(theirs)) => mine == theirs,
+            _ => true,
+        };
+        agent && user
+    }
+}
+
+/// What the ledger keeps of one mirrored summary: the ids its passage (or
+/// the chunks the target split it into) got there, and a hash of the text
+/// written (a topic's summary is rewritten under its id as the topic
+/// grows: a new text replaces the passage).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MirroredSummary {
+    pub summary_id: Uuid,
+    pub remote_ids: Vec<String>,
+    #[serde(default)]
+    pub text_hash: u64,
+    /// The passages of a text this one replaced, until they are deleted
+    /// (a failure between the new passage and the deletion leaves them
+    /// here for the next run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stale_ids: Vec<String>,
+}
+
+/// The hash [`MirroredSummary::text_hash`] keeps (FNV-1a: the same in
+/// every process and version).
+pub fn text_hash(text: &str) -> u64 {
+    crate::embed::fnv1a(text.as_bytes())
+}
+
+/// A mirror call that failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MirrorError {
+    /// No answer (refused, reset, timed out): tried again with backoff.
+    #[error("the mirror's server cannot be reached: {0}")]
+    Unreachable(String),
+    /// An answer other than success; tried again with backoff, since a
+    /// server's refusal may be its outage (a 503) or be mended by its
+    /// operator (a wrong agent id, a token).
+    #[error("the mirror's server answered {status}: {body}")]
+    Status {
+        status: u16,
+        body: String,
+        /// The server's `Retry-After`, when it gave one.
+        retry_after: Option<Duration>,
+    },
+    /// A success whose body is not what the port expects.
+    #[error("the mirror's server answered with something unreadable: {0}")]
+    Malformed(String),
+}
+
+impl MirrorError {
+    /// How long the server asked to be left alone, if it did.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            MirrorError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// A block as the mirror writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockValue<'a> {
+    pub label: &'a str,
+    pub value: &'a str,
+    /// The character limit recall keeps it under (the limit a block made
+    /// on the remote agent gets).
+    pub limit: usize,
+}
+
+/// The port: writing to the other framework's agents.
+pub trait MirrorPort: Send + Sync + 'static {
+    /// A short name for logs (`letta`).
+    fn name(&self) -> &'static str;
+    /// Stores `text` as an archival passage of agent `remote`; the ids of
+    /// what it stored (a server may split a long text into several).
+    fn put_passage<'a>(
+        &'a self,
+        remote: &'a str,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, MirrorError>>;
+    /// Deletes a passage of agent `remote`; one that is gone already is
+    /// not an error.
+    fn delete_passage<'a>(
+        &'a self,
+        remote: &'a str,
+        passage_id: &'a str,
+    ) -> BoxFuture<'a, Result<(), MirrorError>>;
+    /// Sets a core block of agent `remote`, making and attaching it when
+    /// the agent has none of that label.
+    fn set_block<'a>(
+        &'a self,
+        remote: &'a str,
+        block: BlockValue<'a>,
+    ) -> BoxFuture<'a, Result<(), MirrorError>>;
+}
+
+/// What renders the `background_context` a target's block gets: a user's,
+/// from their summary hierarchy, or the agent's own (the `recall` crate's
+/// runtime renders it as a context read does).
+pub trait BlockSource: Send + Sync + 'static {
+    fn background<'a>(
+        &'a self,
+        agent_id: &'a str,
+        user_id: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<String, String>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_target_is_touched_by_its_agent_and_its_user_or_by_changes_of_every_user() {
+        let one = Target {
+            agent_id: "kairix".into(),
+            user_id: Some("alice".into()),
+            remote: "agent-1".into(),
+        };
+        let all = Target {
+            user_id: None,
+            ..one.clone()
+        };
+        assert!(one.touched_by(Some("kairix"), Some("alice")));
+        assert!(!one.touched_by(Some("kairix"), Some("bob")));
+        assert!(one.touched_by(Some("kairix"), None), "every user's change");
+        assert!(!one.touched_by(Some("other"), Some("alice")));
+        assert!(one.touched_by(None, None), "everything may have changed");
+        assert!(all.touched_by(Some("kairix"), Some("bob")));
+        assert!(!all.touched_by(Some("other"), None));
+    }
+}

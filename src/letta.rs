@@ -1,8 +1,7 @@
-//! `LettaMirror`: the mirror port over a Letta server's REST API (the
-//! seed's `LettaMemoryService`): archival passages under
-//! `/v1/agents/{agent}/archival-memory`, core blocks under
-//! `/v1/agents/{agent}/core-memory/blocks`. One request per call; retries
-//! are the Mirror actor's business.
+//! `LettaMirror`: the mirror port over a Letta server's REST API:
+//! archival passages under `/v1/agents/{agent}/archival-memory`, core
+//! blocks under `/v1/agents/{agent}/core-memory/blocks`. Retries are the
+//! Mirror actor's business.
 
 use std::time::Duration;
 
@@ -33,6 +32,20 @@ struct Stored {
 }
 
 #[derive(Deserialize)]
+struct Listed {
+    id: String,
+    #[serde(default)]
+    text: String,
+}
+
+/// Passages asked for per page when looking for a text.
+const PAGE: usize = 100;
+
+/// The shortest passage taken for a chunk of a text it is part of (a
+/// shorter one may be anything the agent stored).
+const MIN_CHUNK_CHARS: usize = 32;
+
+#[derive(Deserialize)]
 struct ListedBlock {
     label: Option<String>,
 }
@@ -40,6 +53,7 @@ struct ListedBlock {
 #[derive(Serialize)]
 struct BlockUpdate<'a> {
     value: &'a str,
+    limit: usize,
 }
 
 #[derive(Serialize)]
@@ -175,16 +189,63 @@ impl LettaMirror {
 
     async fn delete_passage_now(&self, remote: &str, id: &str) -> Result<(), MirrorError> {
         let url = self.url(&["agents", remote, "archival-memory", id]);
-        // Gone already (a 404) is what was asked.
-        self.send(Method::DELETE, url, None).await.map(|_| ())
+        if self.send(Method::DELETE, url, None).await?.is_some() {
+            return Ok(());
+        }
+        // A 404: the passage is gone already (what was asked) if the
+        // agent is there; a missing agent (or a route the server does not
+        // have) is an error, so the ledger keeps the passage's id.
+        self.send_found(
+            Method::GET,
+            self.url(&["agents", remote]),
+            None,
+            &format!("Letta agent {remote}"),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn find_passages_now(
+        &self,
+        remote: &str,
+        text: &str,
+    ) -> Result<Vec<String>, MirrorError> {
+        let mut found = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let mut url = self.url(&["agents", remote, "archival-memory"]);
+            url.query_pairs_mut()
+                .append_pair("limit", &PAGE.to_string())
+                .append_pair("ascending", "true");
+            if let Some(a) = &after {
+                url.query_pairs_mut().append_pair("after", a);
+            }
+            let page: Vec<Listed> = parse(
+                &self
+                    .send_found(Method::GET, url, None, &format!("Letta agent {remote}"))
+                    .await?,
+            )?;
+            for p in &page {
+                let chunk = p.text.trim();
+                if p.text == text
+                    || (chunk.chars().count() >= MIN_CHUNK_CHARS && text.contains(chunk))
+                {
+                    found.push(p.id.clone());
+                }
+            }
+            match page.last() {
+                Some(last) if page.len() >= PAGE => after = Some(last.id.clone()),
+                _ => return Ok(found),
+            }
+        }
     }
 
     async fn set_block_now(&self, remote: &str, block: BlockValue<'_>) -> Result<(), MirrorError> {
         let agent = format!("Letta agent {remote}");
-        // The agent's blocks first, as the seed's `ensure_block_exists`
-        // does: Letta 0.10's update by label, asked for a label the agent
-        // lacks, updates another of its blocks instead of answering 404.
-        // A wrong agent id is then a 404 here, before any block is made.
+        // The agent's blocks first: Letta 0.10's update by label, asked
+        // for a label the agent lacks, updates another of its blocks
+        // instead of answering 404. A wrong agent id is then a 404 here,
+        // before any block is made.
         let list = self.url(&["agents", remote, "core-memory", "blocks"]);
         let listed: Vec<ListedBlock> =
             parse(&self.send_found(Method::GET, list, None, &agent).await?)?;
@@ -193,7 +254,10 @@ impl LettaMirror {
             .any(|b| b.label.as_deref() == Some(block.label))
         {
             let url = self.url(&["agents", remote, "core-memory", "blocks", block.label]);
-            let update = json(&BlockUpdate { value: block.value })?;
+            let update = json(&BlockUpdate {
+                value: block.value,
+                limit: block.limit.max(block.value.chars().count()),
+            })?;
             self.send_found(Method::PATCH, url, Some(update), &agent)
                 .await?;
             return Ok(());
@@ -245,6 +309,14 @@ impl MirrorPort for LettaMirror {
         text: &'a str,
     ) -> BoxFuture<'a, Result<Vec<String>, MirrorError>> {
         Box::pin(self.put_passage_now(remote, text))
+    }
+
+    fn find_passages<'a>(
+        &'a self,
+        remote: &'a str,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, MirrorError>> {
+        Box::pin(self.find_passages_now(remote, text))
     }
 
     fn delete_passage<'a>(

@@ -42,6 +42,10 @@ struct Letta {
     down: bool,
     /// Deletions fail (the rest answers).
     deletes_fail: bool,
+    /// Texts holding this are refused (422), for good.
+    refused_word: Option<String>,
+    /// Passages are stored, but the answer is lost (a timeout).
+    answers_lost: bool,
     calls: u64,
 }
 
@@ -91,6 +95,14 @@ impl FakeLetta {
         self.0.lock().unwrap().down = down;
     }
 
+    fn refuse(&self, word: Option<&str>) {
+        self.0.lock().unwrap().refused_word = word.map(str::to_string);
+    }
+
+    fn lose_answers(&self, lost: bool) {
+        self.0.lock().unwrap().answers_lost = lost;
+    }
+
     fn set_deletes_fail(&self, fail: bool) {
         self.0.lock().unwrap().deletes_fail = fail;
     }
@@ -121,6 +133,16 @@ impl MirrorPort for FakeLetta {
     ) -> BoxFuture<'a, Result<Vec<String>, MirrorError>> {
         Box::pin(async move {
             let mut l = self.answer()?;
+            if l.refused_word
+                .as_ref()
+                .is_some_and(|w| text.contains(w.as_str()))
+            {
+                return Err(MirrorError::Status {
+                    status: 422,
+                    body: "unprocessable".into(),
+                    retry_after: None,
+                });
+            }
             let cut = text
                 .char_indices()
                 .map(|(i, _)| i)
@@ -137,7 +159,29 @@ impl MirrorPort for FakeLetta {
                     .push((id.clone(), c.to_string()));
                 ids.push(id);
             }
+            if l.answers_lost {
+                return Err(MirrorError::Unreachable("operation timed out".into()));
+            }
             Ok(ids)
+        })
+    }
+
+    fn find_passages<'a>(
+        &'a self,
+        remote: &'a str,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, MirrorError>> {
+        Box::pin(async move {
+            let l = self.answer()?;
+            Ok(l.passages
+                .get(remote)
+                .map(|p| {
+                    p.iter()
+                        .filter(|(_, t)| text.contains(t.as_str()))
+                        .map(|(id, _)| id.clone())
+                        .collect()
+                })
+                .unwrap_or_default())
         })
     }
 
@@ -437,6 +481,84 @@ async fn a_replaced_passage_that_could_not_be_deleted_goes_on_a_later_run() -> R
     let texts = letta.texts("agent-alice");
     let unique: std::collections::HashSet<&String> = texts.iter().collect();
     assert_eq!(unique.len(), texts.len(), "no passage twice: {texts:#?}");
+    rt.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_summary_holds_back_neither_the_others_nor_a_forget() -> Res {
+    let dir = tempfile::tempdir()?;
+    let clock = Clock::starting_at("2026-03-02T09:00:00Z".parse()?);
+    let letta = FakeLetta::default();
+    let rt = start(dir.path(), &letta, Arc::new(ExtractiveReflect), clock).await?;
+    call(
+        &rt,
+        "alice",
+        "c1",
+        "I am planning a trip to Lisbon in May with my sister Ana.",
+    )
+    .await?;
+    rt.sync_mirror().await?;
+    assert!(!letta.layer("agent-all", "SESSION").is_empty());
+
+    // Letta refuses bob's summaries for good; alice is then forgotten.
+    letta.refuse(Some("Ghent"));
+    call(
+        &rt,
+        "bob",
+        "c2",
+        "My bike needs a new chain before the Ghent race.",
+    )
+    .await?;
+    rt.forget_user("alice", None).await?;
+    let report = rt.sync_mirror().await?;
+    assert!(report.passages_refused >= 1, "{report:?}");
+    assert!(letta
+        .texts("agent-all")
+        .iter()
+        .all(|t| !t.contains("Lisbon")));
+    assert!(letta.texts("agent-alice").is_empty());
+
+    // Once Letta takes them, bob's come at the next run.
+    letta.refuse(None);
+    rt.sync_mirror().await?;
+    assert!(letta.layer("agent-all", "SESSION")[0].contains("Ghent"));
+    rt.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_write_whose_answer_was_lost_is_found_not_written_again() -> Res {
+    let dir = tempfile::tempdir()?;
+    let clock = Clock::starting_at("2026-03-02T09:00:00Z".parse()?);
+    let letta = FakeLetta::default();
+    let rt = start(dir.path(), &letta, Arc::new(ExtractiveReflect), clock).await?;
+    letta.lose_answers(true);
+    call(
+        &rt,
+        "alice",
+        "c1",
+        "I am planning a trip to Lisbon in May with my sister Ana.",
+    )
+    .await?;
+    assert!(rt.sync_mirror().await.is_err());
+    let stored = letta.texts("agent-alice");
+    assert!(!stored.is_empty(), "stored, though the answer was lost");
+
+    // A restart, as after a crash, then the next run: the passage is
+    // found and recorded, not written again.
+    letta.lose_answers(false);
+    rt.shutdown().await?;
+    let rt = start(dir.path(), &letta, Arc::new(ExtractiveReflect), clock).await?;
+    rt.sync_mirror().await?;
+    let after = letta.texts("agent-alice");
+    assert_eq!(after.len(), 2, "one passage each: {after:#?}");
+    assert_eq!(letta.layer("agent-alice", "SESSION").len(), 1);
+    assert_eq!(letta.layer("agent-alice", "TOPIC").len(), 1);
+    // And it is the ledger's: a forget deletes it.
+    rt.forget_user("alice", None).await?;
+    rt.sync_mirror().await?;
+    assert!(letta.texts("agent-alice").is_empty());
     rt.shutdown().await?;
     Ok(())
 }

@@ -58,6 +58,7 @@ impl Runtime {
     ) -> Result<(), StartupError> {
         let inner = &self.inner;
         let s = &inner.settings;
+        self.warn_of_unmapped().await;
         let (stats_tx, stats) = watch::channel(MirrorStats::default());
         let mut changes = inner.generations.watch();
         let args = MirrorArgs {
@@ -93,6 +94,38 @@ impl Runtime {
         }));
         let _ = inner.mirror.set(Mirrored { actor, stats });
         Ok(())
+    }
+
+    /// Warns of Letta agents the ledger holds passages of that `[letta]`
+    /// maps no more: the mirror leaves them as they are (a forget does not
+    /// reach them), which the operator must know.
+    async fn warn_of_unmapped(&self) {
+        let mapped: Vec<String> = self
+            .inner
+            .settings
+            .letta
+            .targets()
+            .into_iter()
+            .map(|t| t.remote)
+            .collect();
+        let Ok(backend) = self.reader() else { return };
+        let listed =
+            recall_actors::store::read_blocking(backend, |b| Box::pin(b.mirrored_remotes()));
+        match listed.await {
+            Ok(remotes) => {
+                for (remote, passages) in remotes {
+                    if !mapped.contains(&remote) {
+                        warn!(
+                            %remote,
+                            summaries = passages,
+                            "a Letta agent no longer in [letta] holds summaries the mirror wrote; \
+                             they stay there (forgets do not reach it): map it again, or delete them in Letta"
+                        );
+                    }
+                }
+            }
+            Err(err) => warn!(error = %err, "cannot read the mirror ledger's Letta agents"),
+        }
     }
 
     /// Brings every mirror target in step now (backoff or not); what it

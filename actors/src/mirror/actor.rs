@@ -3,14 +3,15 @@
 //!
 //! Receives `Changed` from the store's change counters (this instance's
 //! writes and, over a shared store, the others'), `Run` from its own
-//! timers, `Refresh` from its interval (every target again: the rendered
-//! block moves with time, and whatever was changed on the other side by
-//! hand is put back), and `SyncNow` calls. A change waits `delay` so the
-//! writes of one reflection go together; a failed run of a target is
-//! tried again after a backoff that doubles up to `retry_max` (or the
-//! server's `Retry-After`), while the other targets go on. A run writes
-//! at most [`MAX_WRITES_PER_RUN`] passages and goes on in its next run,
-//! so a first mirror of a long history never keeps a call waiting long.
+//! timer (one asked for at a time), `Refresh` from its interval (every
+//! target again: the rendered block moves with time, and a block changed
+//! on the other side by hand is written back), and `SyncNow` calls. A
+//! change waits `delay` so the writes of one reflection go together; a
+//! failed run of a target is tried again after a backoff that doubles up
+//! to `retry_max` (or the server's `Retry-After`), while the other targets
+//! go on. A run handles at most [`MAX_WRITES_PER_RUN`] summaries and goes
+//! on in its next run, so the actor answers `Changed` and stats between
+//! the runs of a first mirror of a long history.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -36,7 +37,8 @@ const LEASE_LOOK: Duration = Duration::from_secs(10);
 /// The longest `Retry-After` obeyed.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
 
-/// Passages one run of one target writes or deletes at most.
+/// Summaries one run of one target writes or deletes the passages of, at
+/// most.
 pub const MAX_WRITES_PER_RUN: usize = 64;
 
 pub enum MirrorMsg {
@@ -46,8 +48,9 @@ pub enum MirrorMsg {
         agent_id: Option<String>,
         user_id: Option<String>,
     },
-    /// Timer: run the targets that are due.
-    Run,
+    /// Timer: run the targets that are due (the number of the timer; one
+    /// asked for after it makes it stale).
+    Run(u64),
     /// Timer: every target again.
     Refresh,
     /// Runs every target now, backoff or not, until each is in step or
@@ -76,8 +79,15 @@ pub enum MirrorRunError {
 /// What runs wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MirrorReport {
+    /// Summaries written (each as one passage or, split by the server,
+    /// several).
     pub passages_written: u64,
+    /// Summaries whose passages were deleted (gone, or replaced).
     pub passages_deleted: u64,
+    /// Summaries the server refused for good (a 4xx other than a missing
+    /// agent, a timeout or a rate limit); tried again at the next change
+    /// or refresh.
+    pub passages_refused: u64,
     pub blocks_written: u64,
 }
 
@@ -85,6 +95,7 @@ impl MirrorReport {
     fn add(&mut self, other: MirrorReport) {
         self.passages_written += other.passages_written;
         self.passages_deleted += other.passages_deleted;
+        self.passages_refused += other.passages_refused;
         self.blocks_written += other.blocks_written;
     }
 }
@@ -140,6 +151,11 @@ struct Progress {
 pub struct MirrorState {
     args: MirrorArgs,
     targets: Vec<Progress>,
+    /// When the `Run` asked for last comes (`None`: none is asked for).
+    next_run: Option<Instant>,
+    /// The number of the `Run` asked for last: an earlier one that comes
+    /// finds it stale and does nothing, so one timer runs at a time.
+    run_timer: u64,
     written: MirrorReport,
     failed_runs: u64,
 }
@@ -181,14 +197,7 @@ impl MirrorState {
         mut entry: MirroredSummary,
     ) -> Result<(), MirrorRunError> {
         for id in &entry.stale_ids {
-            self.args
-                .port
-                .delete_passage(remote, id)
-                .await
-                .map_err(|error| MirrorRunError::Remote {
-                    remote: remote.to_string(),
-                    error,
-                })?;
+            self.delete(remote, id).await?;
         }
         entry.stale_ids.clear();
         self.put_ledger(remote, entry).await
@@ -221,19 +230,17 @@ impl MirrorState {
         Ok(out)
     }
 
-    /// Brings target `i` in step, or as far as one run goes.
+    /// Brings target `i` in step, or as far as one run goes: first the
+    /// passages of summaries that are gone (a forgotten user's, a replay's
+    /// old versions: a summary Letta keeps refusing must not hold them
+    /// back), then new summaries and new texts, then the block.
     async fn run_target(&mut self, i: usize) -> Result<Step, MirrorRunError> {
         let target = self.targets[i].target.clone();
-        let remote = target.remote.clone();
-        let port = self.args.port.clone();
-        let failed = |error| MirrorRunError::Remote {
-            remote: remote.clone(),
-            error,
-        };
+        let remote = target.remote.as_str();
         let wanted = self.wanted(&target).await?;
         let ledger = self
             .store(|reply| StoreMsg::Mirrored {
-                remote: remote.clone(),
+                remote: remote.to_string(),
                 reply,
             })
             .await?;
@@ -241,64 +248,54 @@ impl MirrorState {
             ledger.iter().map(|m| (m.summary_id, m)).collect();
         let keep: HashSet<Uuid> = wanted.iter().map(|s| s.summary_id).collect();
         let mut report = MirrorReport::default();
-        let mut writes = 0;
-        let more = |writes: usize, report: MirrorReport| {
-            (writes >= MAX_WRITES_PER_RUN).then_some(Step {
+        let mut changed = 0;
+        let more = |changed: usize, report: MirrorReport| {
+            (changed >= MAX_WRITES_PER_RUN).then_some(Step {
                 report,
                 done: false,
             })
         };
-        // New summaries and new texts first (the passage a text replaces
-        // goes once its successor is there), then what is gone.
-        for s in &wanted {
-            let text = s.to_archival_text();
-            let hash = text_hash(&text);
-            let old = held.get(&s.summary_id);
-            if let Some(m) = old.filter(|m| m.text_hash == hash) {
-                // In step, but for the passages of a text it replaced that
-                // a failure left behind.
-                if !m.stale_ids.is_empty() {
-                    self.delete_stale(&remote, (*m).clone()).await?;
-                }
-                continue;
-            }
-            if let Some(step) = more(writes, report) {
-                return Ok(step);
-            }
-            let ids = port.put_passage(&remote, &text).await.map_err(failed)?;
-            // A text rewritten under its id (a topic's): the ledger holds
-            // the old passages as stale until they are deleted.
-            let mut stale_ids = old.map(|m| m.stale_ids.clone()).unwrap_or_default();
-            stale_ids.extend(old.iter().flat_map(|m| m.remote_ids.iter().cloned()));
-            let entry = MirroredSummary {
-                summary_id: s.summary_id,
-                remote_ids: ids,
-                text_hash: hash,
-                stale_ids,
-            };
-            self.put_ledger(&remote, entry.clone()).await?;
-            if !entry.stale_ids.is_empty() {
-                self.delete_stale(&remote, entry).await?;
-            }
-            report.passages_written += 1;
-            writes += 1;
-        }
         for m in ledger.iter().filter(|m| !keep.contains(&m.summary_id)) {
-            if let Some(step) = more(writes, report) {
+            if let Some(step) = more(changed, report) {
                 return Ok(step);
             }
+            self.check_lease()?;
             for id in m.stale_ids.iter().chain(&m.remote_ids) {
-                port.delete_passage(&remote, id).await.map_err(failed)?;
+                self.delete(remote, id).await?;
             }
             let summary_id = m.summary_id;
             self.store(|reply| StoreMsg::DropMirrored {
-                remote: remote.clone(),
+                remote: remote.to_string(),
                 summary_id,
                 reply,
             })
             .await?;
             report.passages_deleted += 1;
-            writes += 1;
+            changed += 1;
+        }
+        for s in &wanted {
+            let text = s.to_archival_text();
+            let hash = text_hash(&text);
+            let old = held.get(&s.summary_id).copied();
+            if let Some(m) = old.filter(|m| m.text_hash == hash && !m.pending) {
+                // In step, but for the passages of a text it replaced that
+                // a failure left behind.
+                if !m.stale_ids.is_empty() {
+                    self.check_lease()?;
+                    self.delete_stale(remote, m.clone()).await?;
+                }
+                continue;
+            }
+            if let Some(step) = more(changed, report) {
+                return Ok(step);
+            }
+            self.check_lease()?;
+            if self.write(remote, s.summary_id, &text, old).await? {
+                report.passages_written += 1;
+            } else {
+                report.passages_refused += 1;
+            }
+            changed += 1;
         }
         let value = self
             .args
@@ -310,16 +307,110 @@ impl MirrorState {
                 reason,
             })?;
         if self.targets[i].block.as_deref() != Some(value.as_str()) {
+            self.check_lease()?;
             let block = BlockValue {
                 label: BlockLabel::BackgroundContext.as_str(),
                 value: &value,
                 limit: self.args.block_limit,
             };
-            port.set_block(&remote, block).await.map_err(failed)?;
+            self.args
+                .port
+                .set_block(remote, block)
+                .await
+                .map_err(|error| remote_error(remote, error))?;
             self.targets[i].block = Some(value);
             report.blocks_written += 1;
         }
         Ok(Step { report, done: true })
+    }
+
+    /// Writes a summary's text to `remote`, whose ledger entry is `old`:
+    /// whether it was written (`false`: the server refused this text for
+    /// good, a 4xx other than a missing agent, a timeout or a rate limit;
+    /// the entry stays as it was and the other summaries go on).
+    ///
+    /// The entry is marked pending before the write: a write whose answer
+    /// was lost (a timeout, a crash) may have been stored, so the next
+    /// try first looks for the text there, instead of writing it twice.
+    async fn write(
+        &self,
+        remote: &str,
+        summary_id: Uuid,
+        text: &str,
+        old: Option<&MirroredSummary>,
+    ) -> Result<bool, MirrorRunError> {
+        let port = &self.args.port;
+        // The old text's passages (a topic's summary is rewritten under its
+        // id) go once the new one is there.
+        let mut stale_ids = old.map(|m| m.stale_ids.clone()).unwrap_or_default();
+        if let Some(m) = old.filter(|m| !m.pending) {
+            stale_ids.extend(m.remote_ids.iter().cloned());
+        }
+        let mut entry = MirroredSummary {
+            summary_id,
+            remote_ids: Vec::new(),
+            text_hash: text_hash(text),
+            stale_ids,
+            pending: true,
+        };
+        let found = match old.filter(|m| m.pending && m.text_hash == entry.text_hash) {
+            Some(_) => port
+                .find_passages(remote, text)
+                .await
+                .map_err(|error| remote_error(remote, error))?,
+            None => Vec::new(),
+        };
+        if found.is_empty() {
+            self.put_ledger(remote, entry.clone()).await?;
+            match port.put_passage(remote, text).await {
+                Ok(ids) => entry.remote_ids = ids,
+                Err(error) if error.is_refusal() => {
+                    warn!(%remote, %summary_id, error = %error, "the mirror's server refused a summary; the others go on");
+                    match old {
+                        Some(m) => self.put_ledger(remote, m.clone()).await?,
+                        None => self.drop_ledger(remote, summary_id).await?,
+                    }
+                    return Ok(false);
+                }
+                Err(error) => return Err(remote_error(remote, error)),
+            }
+        } else {
+            entry.remote_ids = found;
+        }
+        entry.pending = false;
+        self.put_ledger(remote, entry.clone()).await?;
+        if !entry.stale_ids.is_empty() {
+            self.delete_stale(remote, entry).await?;
+        }
+        Ok(true)
+    }
+
+    /// Deletes a passage of `remote`.
+    async fn delete(&self, remote: &str, id: &str) -> Result<(), MirrorRunError> {
+        self.args
+            .port
+            .delete_passage(remote, id)
+            .await
+            .map_err(|error| remote_error(remote, error))
+    }
+
+    async fn drop_ledger(&self, remote: &str, summary_id: Uuid) -> Result<(), MirrorRunError> {
+        self.store(|reply| StoreMsg::DropMirrored {
+            remote: remote.to_string(),
+            summary_id,
+            reply,
+        })
+        .await
+    }
+
+    /// Another instance may have taken the lease while this run went on:
+    /// it stops before its next write.
+    fn check_lease(&self) -> Result<(), MirrorRunError> {
+        if self.args.lease.held() {
+            Ok(())
+        } else {
+            Err(MirrorRunError::Elsewhere)
+        }
     }
 
     /// Runs target `i` and keeps its progress: in step, due again at once
@@ -336,6 +427,12 @@ impl MirrorState {
                 p.due = now;
                 self.written.add(step.report);
                 Ok(step.report)
+            }
+            // The lease went to another instance during the run: this one
+            // looks again later, as it does when it never had it.
+            Err(MirrorRunError::Elsewhere) => {
+                p.due = now + LEASE_LOOK;
+                Err(MirrorRunError::Elsewhere)
             }
             Err(err) => {
                 p.failures = p.failures.saturating_add(1);
@@ -392,10 +489,27 @@ fn backoff(failures: u32, max: Duration) -> Duration {
     Duration::from_secs(secs).min(max)
 }
 
-/// Asks for a `Run` at `at` (now if it is past).
-fn schedule(myself: &ActorRef<MirrorMsg>, at: Instant) {
-    let wait = at.saturating_duration_since(Instant::now());
-    myself.send_after(wait, || MirrorMsg::Run);
+fn remote_error(remote: &str, error: MirrorError) -> MirrorRunError {
+    MirrorRunError::Remote {
+        remote: remote.to_string(),
+        error,
+    }
+}
+
+impl MirrorState {
+    /// Asks for a `Run` at `at` (now if it is past), unless one is asked
+    /// for by then already: one timer at a time, however many changes
+    /// come.
+    fn schedule(&mut self, myself: &ActorRef<MirrorMsg>, at: Instant) {
+        if self.next_run.is_some_and(|t| t <= at) {
+            return;
+        }
+        self.next_run = Some(at);
+        self.run_timer += 1;
+        let timer = self.run_timer;
+        let wait = at.saturating_duration_since(Instant::now());
+        myself.send_after(wait, move || MirrorMsg::Run(timer));
+    }
 }
 
 impl Actor for MirrorActor {
@@ -424,13 +538,15 @@ impl Actor for MirrorActor {
             })
             .collect();
         myself.send_interval(args.refresh, || MirrorMsg::Refresh);
-        let _ = myself.cast(MirrorMsg::Run);
-        let state = MirrorState {
+        let mut state = MirrorState {
             args,
             targets,
+            next_run: None,
+            run_timer: 0,
             written: MirrorReport::default(),
             failed_runs: 0,
         };
+        state.schedule(&myself, now);
         state.publish();
         Ok(state)
     }
@@ -457,7 +573,7 @@ impl Actor for MirrorActor {
                     }
                 }
                 if any {
-                    schedule(&myself, due);
+                    state.schedule(&myself, due);
                     state.publish();
                 }
             }
@@ -471,18 +587,22 @@ impl Actor for MirrorActor {
                     // Written again: the other side may have been changed.
                     p.block = None;
                 }
-                let _ = myself.cast(MirrorMsg::Run);
+                state.schedule(&myself, now);
             }
             // Another instance mirrors; this one looks again now and then,
             // to take over when it stops.
-            MirrorMsg::Run if !state.args.lease.held() => {
-                schedule(&myself, Instant::now() + LEASE_LOOK);
-            }
-            MirrorMsg::Run => {
-                if let Some(next) = state.run_due().await {
-                    schedule(&myself, next);
+            // A timer an earlier one replaced.
+            MirrorMsg::Run(timer) if timer != state.run_timer => {}
+            MirrorMsg::Run(_) => {
+                state.next_run = None;
+                if !state.args.lease.held() {
+                    state.schedule(&myself, Instant::now() + LEASE_LOOK);
+                } else {
+                    if let Some(next) = state.run_due().await {
+                        state.schedule(&myself, next);
+                    }
+                    state.publish();
                 }
-                state.publish();
             }
             MirrorMsg::SyncNow(reply) if !state.args.lease.held() => {
                 let _ = reply.send(Err(MirrorRunError::Elsewhere));
@@ -497,7 +617,7 @@ impl Actor for MirrorActor {
                     .map(|p| p.due)
                     .min()
                 {
-                    schedule(&myself, next);
+                    state.schedule(&myself, next);
                 }
                 let _ = reply.send(res);
             }

@@ -20,11 +20,10 @@
 //! target delays the run (it is retried with backoff, and recall's own
 //! path never waits on it), and a restart runs every target once.
 //!
-//! One window is left: a crash after the target took a passage and before
-//! the ledger recorded it writes the passage again at the next start (one
-//! duplicate; the target's passages cannot be told apart by a key of
-//! ours: Letta's archival insert takes text alone, and splits it into
-//! chunks).
+//! A write is marked pending in the ledger before it is sent, so one whose
+//! answer was lost (a timeout, a crash) is looked for on the target before
+//! it is written again ([`MirrorPort::find_passages`]: Letta's archival
+//! insert takes text alone, so a passage is found by its text).
 
 mod actor;
 
@@ -79,6 +78,11 @@ pub struct MirroredSummary {
     /// here for the next run).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stale_ids: Vec<String>,
+    /// A write of this text was begun and its answer not recorded (a
+    /// timeout, a crash): the server may hold it, so the next try looks
+    /// for it first ([`MirrorPort::find_passages`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pending: bool,
 }
 
 /// The hash [`MirroredSummary::text_hash`] keeps (FNV-1a: the same in
@@ -109,6 +113,15 @@ pub enum MirrorError {
 }
 
 impl MirrorError {
+    /// Whether the server refused this request for good: a 4xx other than
+    /// a missing agent (404, mended by the operator), a timeout (408), a
+    /// conflict (409) or a rate limit (429). What such a request would
+    /// have written was not written.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, MirrorError::Status { status, .. }
+            if (400..500).contains(status) && ![404, 408, 409, 425, 429].contains(status))
+    }
+
     /// How long the server asked to be left alone, if it did.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
@@ -135,6 +148,14 @@ pub trait MirrorPort: Send + Sync + 'static {
     /// Stores `text` as an archival passage of agent `remote`; the ids of
     /// what it stored (a server may split a long text into several).
     fn put_passage<'a>(
+        &'a self,
+        remote: &'a str,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, MirrorError>>;
+    /// The ids of agent `remote`'s passages that hold `text` (as one
+    /// passage, or as the chunks it was split into): what a write whose
+    /// answer was lost left there.
+    fn find_passages<'a>(
         &'a self,
         remote: &'a str,
         text: &'a str,
@@ -169,6 +190,20 @@ pub trait BlockSource: Send + Sync + 'static {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusals_are_the_4xx_a_retry_would_not_mend() {
+        let status = |status| MirrorError::Status {
+            status,
+            body: String::new(),
+            retry_after: None,
+        };
+        assert!(status(400).is_refusal() && status(413).is_refusal() && status(422).is_refusal());
+        for s in [404, 408, 409, 429, 500, 503] {
+            assert!(!status(s).is_refusal(), "{s}");
+        }
+        assert!(!MirrorError::Unreachable("reset".into()).is_refusal());
+    }
 
     #[test]
     fn a_target_is_touched_by_its_agent_and_its_user_or_by_changes_of_every_user() {

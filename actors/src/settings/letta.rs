@@ -120,8 +120,10 @@ impl LettaSettings {
                 }
             }
             let id = &a.letta_agent;
-            if id.is_empty()
-                || id.len() > 256
+            // (At least one letter or digit: `.` and `..` are no id, and
+            // a URL path would drop them.)
+            if id.len() > 256
+                || !id.chars().any(|c| c.is_ascii_alphanumeric())
                 || !id
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))

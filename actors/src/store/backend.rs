@@ -445,6 +445,8 @@ pub trait MirrorStore: Send + Sync {
     async fn put_mirrored(&self, remote: &str, entry: &MirroredSummary) -> Result<(), StoreError>;
     /// Removes a summary's entry (its passages are deleted there).
     async fn drop_mirrored(&self, remote: &str, summary_id: Uuid) -> Result<(), StoreError>;
+    /// The remote agents the ledger has entries of, with how many.
+    async fn mirrored_remotes(&self) -> Result<Vec<(String, usize)>, StoreError>;
 }
 
 /// Forgetting a user.

@@ -264,6 +264,7 @@ pub(super) async fn the_mirror_ledger_keeps_each_remote_agents_entries_apart(h: 
         remote_ids: ids.iter().map(|s| s.to_string()).collect(),
         text_hash: ids.len() as u64 * 7 + u64::MAX / 3,
         stale_ids: ids.iter().skip(1).map(|s| format!("{s}-old")).collect(),
+        pending: ids.len() == 1,
     };
     assert!(b.mirrored("agent-1").await.unwrap().is_empty());
     b.put_mirrored("agent-1", &entry(one, &["passage-a"]))
@@ -288,6 +289,10 @@ pub(super) async fn the_mirror_ledger_keeps_each_remote_agents_entries_apart(h: 
     assert_eq!(
         b.mirrored("agent-10").await.unwrap(),
         vec![entry(one, &["passage-d"])]
+    );
+    assert_eq!(
+        b.mirrored_remotes().await.unwrap(),
+        vec![("agent-1".to_string(), 2), ("agent-10".to_string(), 1)]
     );
     b.drop_mirrored("agent-1", one).await.unwrap();
     // Dropping what is not there is no error.

@@ -39,4 +39,16 @@ impl MirrorStore for PgBackend {
             .await?;
         Ok(())
     }
+
+    async fn mirrored_remotes(&self) -> Result<Vec<(String, usize)>, StoreError> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT remote, count(*) FROM mirror_ledger GROUP BY remote ORDER BY remote",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(r, n)| (r, usize::try_from(n).unwrap_or(0)))
+            .collect())
+    }
 }

@@ -387,4 +387,19 @@ impl MirrorStore for Trees {
             .remove(keys::mirror_ledger(remote, summary_id))?;
         Ok(())
     }
+    async fn mirrored_remotes(&self) -> Result<Vec<(String, usize)>, StoreError> {
+        let mut out: Vec<(String, usize)> = Vec::new();
+        for key in self.mirror_ledger.iter().keys() {
+            let key = key?;
+            let Some(end) = key.iter().position(|&b| b == 0) else {
+                continue;
+            };
+            let remote = String::from_utf8_lossy(&key[..end]);
+            match out.last_mut() {
+                Some((r, n)) if *r == remote => *n += 1,
+                _ => out.push((remote.into_owned(), 1)),
+            }
+        }
+        Ok(out)
+    }
 }

@@ -287,6 +287,24 @@ async fn call(rt: &Runtime, user: &str, conn: &str, said: &str) -> Res {
     Ok(())
 }
 
+/// A runtime on a fresh folder mirroring to a fresh in-memory Letta, after
+/// a call of alice's mirrored.
+async fn alice_mirrored() -> anyhow::Result<(tempfile::TempDir, FakeLetta, Runtime)> {
+    let dir = tempfile::tempdir()?;
+    let clock = Clock::starting_at("2026-03-02T09:00:00Z".parse()?);
+    let letta = FakeLetta::default();
+    let rt = start(dir.path(), &letta, Arc::new(ExtractiveReflect), clock).await?;
+    call(
+        &rt,
+        "alice",
+        "c1",
+        "I am planning a trip to Lisbon in May with my sister Ana.",
+    )
+    .await?;
+    rt.sync_mirror().await?;
+    Ok((dir, letta, rt))
+}
+
 /// Lets the mirror's delay (and a backoff up to `d`) pass.
 async fn wait(rt: &Runtime, d: Duration) {
     tokio::time::sleep(d).await;
@@ -442,18 +460,7 @@ async fn summaries_and_blocks_reach_letta_an_outage_only_delays_them_and_restart
 
 #[tokio::test(start_paused = true)]
 async fn a_replaced_passage_that_could_not_be_deleted_goes_on_a_later_run() -> Res {
-    let dir = tempfile::tempdir()?;
-    let clock = Clock::starting_at("2026-03-02T09:00:00Z".parse()?);
-    let letta = FakeLetta::default();
-    let rt = start(dir.path(), &letta, Arc::new(ExtractiveReflect), clock).await?;
-    call(
-        &rt,
-        "alice",
-        "c1",
-        "I am planning a trip to Lisbon in May with my sister Ana.",
-    )
-    .await?;
-    rt.sync_mirror().await?;
+    let (_dir, letta, rt) = alice_mirrored().await?;
     assert_eq!(letta.layer("agent-alice", "TOPIC").len(), 1);
 
     // Her topic grows while Letta refuses deletions: the new text is
@@ -487,18 +494,7 @@ async fn a_replaced_passage_that_could_not_be_deleted_goes_on_a_later_run() -> R
 
 #[tokio::test(start_paused = true)]
 async fn a_refused_summary_holds_back_neither_the_others_nor_a_forget() -> Res {
-    let dir = tempfile::tempdir()?;
-    let clock = Clock::starting_at("2026-03-02T09:00:00Z".parse()?);
-    let letta = FakeLetta::default();
-    let rt = start(dir.path(), &letta, Arc::new(ExtractiveReflect), clock).await?;
-    call(
-        &rt,
-        "alice",
-        "c1",
-        "I am planning a trip to Lisbon in May with my sister Ana.",
-    )
-    .await?;
-    rt.sync_mirror().await?;
+    let (_dir, letta, rt) = alice_mirrored().await?;
     assert!(!letta.layer("agent-all", "SESSION").is_empty());
 
     // Letta refuses bob's summaries for good; alice is then forgotten.

@@ -27,15 +27,77 @@ pub enum TokenizerError {
 
 /// The counter `settings.tokenizer` names. A model's tokenizer is wrapped
 /// in a [`CountCache`]: a read counts its retrieved excerpts anew, and most
-/// of them were shown, in the same words, by a read before.
+/// of them were shown, in the same words, by a read before. An OpenAI
+/// encoding's cache counts a new text by its words ([`word_segments`]),
+/// most of which it has counted before.
 pub fn token_counter(settings: &ContextSettings) -> Result<Arc<dyn TokenCounter>, TokenizerError> {
-    let exact = match settings.tokenizer {
+    let (exact, by_words) = match settings.tokenizer {
         TokenizerKind::Chars4 => return Ok(Arc::new(CharEstimate)),
-        TokenizerKind::Cl100kBase => openai("cl100k_base")?,
-        TokenizerKind::O200kBase => openai("o200k_base")?,
-        TokenizerKind::Huggingface => huggingface(&settings.tokenizer_file)?,
+        TokenizerKind::Cl100kBase => (openai("cl100k_base")?, true),
+        TokenizerKind::O200kBase => (openai("o200k_base")?, true),
+        TokenizerKind::Huggingface => (huggingface(&settings.tokenizer_file)?, false),
     };
-    Ok(Arc::new(CountCache::new(exact, COUNTS_HELD)))
+    let cache = CountCache::new(exact, COUNTS_HELD);
+    Ok(Arc::new(if by_words { cache.by_words() } else { cache }))
+}
+
+/// Where `text` can be cut so that an OpenAI encoding (`cl100k_base`,
+/// `o200k_base`) counts it as the sum of its parts' counts: the byte
+/// offsets that start a part, after the first.
+///
+/// The encodings cut a text into pieces with a regular expression that
+/// looks behind nothing, then encode each piece alone; so a cut is exact
+/// wherever a piece of the whole text ends. Two places always end one:
+///
+/// - before a space that follows a character other than white space: no
+///   piece holding a letter, digit or sign goes on into white space other
+///   than line breaks (`[\r\n/]*` may follow signs), and pieces of white
+///   space hold nothing else;
+/// - after a line break followed by neither a line break (nor white space
+///   running into one), nor `/`: the piece holding the break ends with the
+///   run of breaks (`\s*[\r\n]+`) or, after signs, with `[\r\n/]*`, and
+///   the next piece may not begin with a break (`[^\r\n\p{L}\p{N}]?`).
+///
+/// So a text's parts are its words, each with the space before it.
+pub fn word_segments(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut cuts = Vec::new();
+    let mut prev: Option<char> = None;
+    for (i, c) in text.char_indices() {
+        if let Some(p) = prev {
+            let after_space = c == ' ' && !p.is_whitespace();
+            let after_break = p == '\n' && breaks_cleanly(&text[i..]);
+            if after_space || after_break {
+                cuts.push(i);
+            }
+        }
+        prev = Some(c);
+    }
+    let mut start = 0;
+    let mut cuts = cuts.into_iter().chain(std::iter::once(bytes.len()));
+    std::iter::from_fn(move || {
+        let end = cuts.next()?;
+        let part = &text[start..end];
+        start = end;
+        Some(part)
+    })
+}
+
+/// Whether a line break may end a piece before `rest`: `rest` begins with
+/// neither `/` nor a line break, nor with white space that runs into one.
+fn breaks_cleanly(rest: &str) -> bool {
+    if rest.starts_with('/') {
+        return false;
+    }
+    for c in rest.chars() {
+        match c {
+            '\r' | '\n' => return false,
+            c if c.is_whitespace() => continue,
+            _ => return true,
+        }
+    }
+    // White space to the end: it ends the text's last piece either way.
+    true
 }
 
 /// How many texts' counts a [`CountCache`] holds, about.
@@ -54,6 +116,9 @@ pub struct CountCache {
     shards: [std::sync::Mutex<Generations>; SHARDS],
     per_generation: usize,
     hasher: foldhash::quality::RandomState,
+    /// A text it has not counted is counted by its [`word_segments`],
+    /// each from the cache (an OpenAI encoding's only).
+    by_words: bool,
 }
 
 #[derive(Default)]
@@ -69,32 +134,64 @@ impl CountCache {
             shards: std::array::from_fn(|_| Default::default()),
             per_generation: (held / SHARDS / 2).max(1),
             hasher: foldhash::quality::RandomState::default(),
+            by_words: false,
         }
     }
-}
 
-impl TokenCounter for CountCache {
-    fn count(&self, text: &str) -> usize {
-        use std::hash::BuildHasher;
-        let key = self.hasher.hash_one(text);
+    /// Counts a new text by its words ([`word_segments`]): exact for an
+    /// OpenAI encoding, not for another tokenizer.
+    pub fn by_words(mut self) -> CountCache {
+        self.by_words = true;
+        self
+    }
+
+    /// The count of `text` held, if it is.
+    fn held(&self, key: u64) -> Option<usize> {
         let shard = &self.shards[(key % SHARDS as u64) as usize];
-        {
-            let mut g = shard.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(&n) = g.newer.get(&key) {
-                return n as usize;
-            }
-            if let Some(n) = g.older.remove(&key) {
-                g.newer.insert(key, n);
-                return n as usize;
-            }
+        let mut g = shard.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(&n) = g.newer.get(&key) {
+            return Some(n as usize);
         }
-        // (counted outside the lock: another read's text need not wait)
-        let n = self.inner.count(text);
+        let n = g.older.remove(&key)?;
+        g.newer.insert(key, n);
+        Some(n as usize)
+    }
+
+    fn hold(&self, key: u64, n: usize) {
+        let shard = &self.shards[(key % SHARDS as u64) as usize];
         let mut g = shard.lock().unwrap_or_else(|p| p.into_inner());
         if g.newer.len() >= self.per_generation {
             g.older = std::mem::take(&mut g.newer);
         }
         g.newer.insert(key, u32::try_from(n).unwrap_or(u32::MAX));
+    }
+
+    /// The count of `text`, from the cache or counted (outside the lock:
+    /// another read's text need not wait) and then held.
+    fn count_one(&self, text: &str) -> usize {
+        use std::hash::BuildHasher;
+        let key = self.hasher.hash_one(text);
+        if let Some(n) = self.held(key) {
+            return n;
+        }
+        let n = self.inner.count(text);
+        self.hold(key, n);
+        n
+    }
+}
+
+impl TokenCounter for CountCache {
+    fn count(&self, text: &str) -> usize {
+        if !self.by_words {
+            return self.count_one(text);
+        }
+        use std::hash::BuildHasher;
+        let key = self.hasher.hash_one(text);
+        if let Some(n) = self.held(key) {
+            return n;
+        }
+        let n = word_segments(text).map(|w| self.count_one(w)).sum();
+        self.hold(key, n);
         n
     }
 }
@@ -215,6 +312,80 @@ mod tests {
         // a text counted lately is still held
         assert_eq!(cache.count("text 999"), 8);
         assert_eq!(asked(), before + 1);
+    }
+
+    #[test]
+    fn a_text_is_cut_into_its_words_with_the_space_before_each() {
+        let parts: Vec<&str> =
+            word_segments("- [2024] user: Hi there!\n  kairix: Yes… no  way\n/x\n\nz").collect();
+        assert_eq!(
+            parts,
+            [
+                "-",
+                " [2024]",
+                " user:",
+                " Hi",
+                " there!\n",
+                "  kairix:",
+                " Yes…",
+                " no",
+                // (no cut before a `/` after a break, nor between breaks)
+                "  way\n/x\n\n",
+                "z"
+            ]
+        );
+        for text in ["", " ", "\n", "a", " a b ", "a\n", "a\n \n b", "é  ü\r\nx"] {
+            assert_eq!(word_segments(text).collect::<String>(), text, "{text:?}");
+        }
+    }
+
+    /// Counting by words is exact for the OpenAI encodings: on every
+    /// reference text (accents, emoji, CJK, right-to-left scripts, numbers,
+    /// code, runs of white space and line breaks), and on texts joined as
+    /// retrieved items join them.
+    #[cfg(feature = "tiktoken")]
+    #[test]
+    fn counting_by_words_is_counting_the_whole_for_openai_encodings() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/token_counts.json"
+        );
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let texts: Vec<&str> = r["texts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap())
+            .collect();
+        let mut joined = Vec::new();
+        for (i, pair) in texts.windows(2).enumerate() {
+            let sep = [
+                "\n",
+                "\n  kairix: ",
+                " … ",
+                " ",
+                "\n\n",
+                "\n/",
+                "  \n ",
+                "\r\n",
+            ][i % 8];
+            joined.push(format!("{}{sep}{}", pair[0], pair[1]));
+        }
+        for name in ["cl100k_base", "o200k_base"] {
+            let exact = openai(name).unwrap();
+            let by_words = CountCache::new(exact.clone(), 1 << 12).by_words();
+            let all = texts
+                .iter()
+                .copied()
+                .chain(joined.iter().map(String::as_str));
+            let mut n = 0;
+            for text in all {
+                assert_eq!(by_words.count(text), exact.count(text), "{name}: {text:?}");
+                n += 1;
+            }
+            assert!(n > 1_000, "{n}");
+        }
     }
 
     #[test]

@@ -589,12 +589,12 @@ impl Actor for MirrorActor {
                 }
                 state.schedule(&myself, now);
             }
-            // Another instance mirrors; this one looks again now and then,
-            // to take over when it stops.
             // A timer an earlier one replaced.
             MirrorMsg::Run(timer) if timer != state.run_timer => {}
             MirrorMsg::Run(_) => {
                 state.next_run = None;
+                // Another instance mirrors; this one looks again now and
+                // then, to take over when it stops.
                 if !state.args.lease.held() {
                     state.schedule(&myself, Instant::now() + LEASE_LOOK);
                 } else {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use recall_actors::mirror::{BlockValue, BoxFuture, MirrorError, MirrorPort};
+use recall_actors::mirror::{BlockValue, BoxFuture, Listed, MirrorError, MirrorPort};
 use recall_actors::port::error_chain;
 use recall_actors::settings::LettaSettings;
 use reqwest::{Method, StatusCode, Url};
@@ -32,18 +32,14 @@ struct Stored {
 }
 
 #[derive(Deserialize)]
-struct Listed {
+struct ListedPassage {
     id: String,
     #[serde(default)]
     text: String,
 }
 
-/// Passages asked for per page when looking for a text.
+/// Passages asked for per page when listing an agent's.
 const PAGE: usize = 100;
-
-/// The shortest passage taken for a chunk of a text it is part of (a
-/// shorter one may be anything the agent stored).
-const MIN_CHUNK_CHARS: usize = 32;
 
 #[derive(Deserialize)]
 struct ListedBlock {
@@ -205,12 +201,8 @@ impl LettaMirror {
         .map(|_| ())
     }
 
-    async fn find_passages_now(
-        &self,
-        remote: &str,
-        text: &str,
-    ) -> Result<Vec<String>, MirrorError> {
-        let mut found = Vec::new();
+    async fn list_passages_now(&self, remote: &str) -> Result<Vec<Listed>, MirrorError> {
+        let mut all = Vec::new();
         let mut after: Option<String> = None;
         loop {
             let mut url = self.url(&["agents", remote, "archival-memory"]);
@@ -220,22 +212,19 @@ impl LettaMirror {
             if let Some(a) = &after {
                 url.query_pairs_mut().append_pair("after", a);
             }
-            let page: Vec<Listed> = parse(
+            let page: Vec<ListedPassage> = parse(
                 &self
                     .send_found(Method::GET, url, None, &format!("Letta agent {remote}"))
                     .await?,
             )?;
-            for p in &page {
-                let chunk = p.text.trim();
-                if p.text == text
-                    || (chunk.chars().count() >= MIN_CHUNK_CHARS && text.contains(chunk))
-                {
-                    found.push(p.id.clone());
-                }
-            }
-            match page.last() {
-                Some(last) if page.len() >= PAGE => after = Some(last.id.clone()),
-                _ => return Ok(found),
+            let full = page.len() >= PAGE;
+            after = page.last().map(|p| p.id.clone());
+            all.extend(page.into_iter().map(|p| Listed {
+                id: p.id,
+                text: p.text,
+            }));
+            if !full {
+                return Ok(all);
             }
         }
     }
@@ -311,12 +300,11 @@ impl MirrorPort for LettaMirror {
         Box::pin(self.put_passage_now(remote, text))
     }
 
-    fn find_passages<'a>(
+    fn list_passages<'a>(
         &'a self,
         remote: &'a str,
-        text: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<String>, MirrorError>> {
-        Box::pin(self.find_passages_now(remote, text))
+    ) -> BoxFuture<'a, Result<Vec<Listed>, MirrorError>> {
+        Box::pin(self.list_passages_now(remote))
     }
 
     fn delete_passage<'a>(

@@ -53,10 +53,11 @@ pub fn token_counter(settings: &ContextSettings) -> Result<Arc<dyn TokenCounter>
 ///   piece holding a letter, digit or sign goes on into white space other
 ///   than line breaks (`[\r\n/]*` may follow signs), and pieces of white
 ///   space hold nothing else;
-/// - after a line break followed by neither a line break (nor white space
-///   running into one), nor `/`: the piece holding the break ends with the
-///   run of breaks (`\s*[\r\n]+`) or, after signs, with `[\r\n/]*`, and
-///   the next piece may not begin with a break (`[^\r\n\p{L}\p{N}]?`).
+/// - after a line break followed by something other than white space,
+///   or by white space that runs into neither a line break nor the end,
+///   and not by `/`: the piece holding the break ends with the run of
+///   breaks (`\s*[\r\n]+`) or, after signs, with `[\r\n/]*`, and the
+///   next piece may not begin with a break (`[^\r\n\p{L}\p{N}]?`).
 ///
 /// So a text's parts are its words, each with the space before it.
 pub fn word_segments(text: &str) -> impl Iterator<Item = &str> {
@@ -96,8 +97,9 @@ fn breaks_cleanly(rest: &str) -> bool {
             _ => return true,
         }
     }
-    // White space to the end: it ends the text's last piece either way.
-    true
+    // White space to the end: cl100k_base's `\s++$` takes it with the
+    // break, as one piece.
+    false
 }
 
 /// How many texts' counts a [`CountCache`] holds, about.

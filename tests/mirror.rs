@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use recall::engine::mirror::{BlockValue, MirrorError, MirrorPort};
+use recall::engine::mirror::{BlockValue, Listed, MirrorError, MirrorPort};
 use recall::engine::reflect::extractive::ExtractiveReflect;
 use recall::engine::settings::{LettaAgent, LettaSettings};
 use recall::runtime::ReplayRequest;
@@ -166,19 +166,20 @@ impl MirrorPort for FakeLetta {
         })
     }
 
-    fn find_passages<'a>(
+    fn list_passages<'a>(
         &'a self,
         remote: &'a str,
-        text: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<String>, MirrorError>> {
+    ) -> BoxFuture<'a, Result<Vec<Listed>, MirrorError>> {
         Box::pin(async move {
             let l = self.answer()?;
             Ok(l.passages
                 .get(remote)
                 .map(|p| {
                     p.iter()
-                        .filter(|(_, t)| text.contains(t.as_str()))
-                        .map(|(id, _)| id.clone())
+                        .map(|(id, text)| Listed {
+                            id: id.clone(),
+                            text: text.clone(),
+                        })
                         .collect()
                 })
                 .unwrap_or_default())
@@ -551,10 +552,27 @@ async fn a_write_whose_answer_was_lost_is_found_not_written_again() -> Res {
     assert_eq!(after.len(), 2, "one passage each: {after:#?}");
     assert_eq!(letta.layer("agent-alice", "SESSION").len(), 1);
     assert_eq!(letta.layer("agent-alice", "TOPIC").len(), 1);
-    // And it is the ledger's: a forget deletes it.
+    // A second call's writes are lost too, and she is forgotten before
+    // they are tried again: found by their first line, and deleted.
+    letta.lose_answers(true);
+    call(
+        &rt,
+        "alice",
+        "c2",
+        "Ana booked the flights to Lisbon for the 12th.",
+    )
+    .await?;
+    assert!(rt.sync_mirror().await.is_err());
+    letta.lose_answers(false);
+    assert!(letta
+        .texts("agent-alice")
+        .iter()
+        .any(|t| t.contains("flights")));
+    // And what is the ledger's: a forget deletes it all.
     rt.forget_user("alice", None).await?;
     rt.sync_mirror().await?;
-    assert!(letta.texts("agent-alice").is_empty());
+    let left = letta.texts("agent-alice");
+    assert!(left.is_empty(), "{left:#?}");
     rt.shutdown().await?;
     Ok(())
 }

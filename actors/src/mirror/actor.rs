@@ -22,7 +22,10 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 use uuid::Uuid;
 
-use super::{text_hash, BlockSource, BlockValue, MirrorError, MirrorPort, MirroredSummary, Target};
+use super::{
+    head_of, lost_write, text_hash, BlockSource, BlockValue, MirrorError, MirrorPort,
+    MirroredSummary, Target,
+};
 use crate::lease::Lease;
 use crate::model::{BlockLabel, ConversationSummary, SummaryType};
 use crate::port::error_chain;
@@ -247,6 +250,34 @@ impl MirrorState {
         let held: HashMap<Uuid, &MirroredSummary> =
             ledger.iter().map(|m| (m.summary_id, m)).collect();
         let keep: HashSet<Uuid> = wanted.iter().map(|s| s.summary_id).collect();
+        // What a write whose answer was lost may have left is looked for
+        // among the agent's passages, none the ledger holds already.
+        let known: HashSet<&str> = ledger
+            .iter()
+            .flat_map(|m| m.remote_ids.iter().chain(&m.stale_ids))
+            .map(String::as_str)
+            .collect();
+        let listed = if ledger.iter().any(|m| m.pending) {
+            self.check_lease()?;
+            Some(
+                self.args
+                    .port
+                    .list_passages(remote)
+                    .await
+                    .map_err(|error| remote_error(remote, error))?,
+            )
+        } else {
+            None
+        };
+        let lost = |m: &MirroredSummary, text: Option<&str>| match (&listed, m.pending) {
+            (Some(listed), true) => lost_write(
+                listed,
+                text,
+                m.pending_head.as_deref().unwrap_or(""),
+                &known,
+            ),
+            _ => Vec::new(),
+        };
         let mut report = MirrorReport::default();
         let mut changed = 0;
         let more = |changed: usize, report: MirrorReport| {
@@ -260,7 +291,10 @@ impl MirrorState {
                 return Ok(step);
             }
             self.check_lease()?;
-            for id in m.stale_ids.iter().chain(&m.remote_ids) {
+            // (A write of it whose answer was lost: found by its first
+            // line, its text being gone.)
+            let lost = lost(m, None);
+            for id in m.stale_ids.iter().chain(&m.remote_ids).chain(&lost) {
                 self.delete(remote, id).await?;
             }
             let summary_id = m.summary_id;
@@ -290,7 +324,20 @@ impl MirrorState {
                 return Ok(step);
             }
             self.check_lease()?;
-            if self.write(remote, s.summary_id, &text, old).await? {
+            // A write of this text whose answer was lost is taken as
+            // written; one of an older text is deleted with its passages.
+            let lost = old.map(|m| {
+                if m.text_hash == hash {
+                    (lost(m, Some(&text)), Vec::new())
+                } else {
+                    (Vec::new(), lost(m, None))
+                }
+            });
+            let (found, orphans) = lost.unwrap_or_default();
+            if self
+                .write(remote, s.summary_id, &text, old, found, orphans)
+                .await?
+            {
                 report.passages_written += 1;
             } else {
                 report.passages_refused += 1;
@@ -331,34 +378,31 @@ impl MirrorState {
     ///
     /// The entry is marked pending before the write: a write whose answer
     /// was lost (a timeout, a crash) may have been stored, so the next
-    /// try first looks for the text there, instead of writing it twice.
+    /// try looks for it first (`found`: its passages, taken as written;
+    /// `orphans`: those of a lost write of an older text, deleted with
+    /// the older text's).
     async fn write(
         &self,
         remote: &str,
         summary_id: Uuid,
         text: &str,
         old: Option<&MirroredSummary>,
+        found: Vec<String>,
+        orphans: Vec<String>,
     ) -> Result<bool, MirrorRunError> {
         let port = &self.args.port;
         // The old text's passages (a topic's summary is rewritten under its
         // id) go once the new one is there.
         let mut stale_ids = old.map(|m| m.stale_ids.clone()).unwrap_or_default();
-        if let Some(m) = old.filter(|m| !m.pending) {
-            stale_ids.extend(m.remote_ids.iter().cloned());
-        }
+        stale_ids.extend(old.iter().flat_map(|m| m.remote_ids.iter().cloned()));
+        stale_ids.extend(orphans);
         let mut entry = MirroredSummary {
             summary_id,
             remote_ids: Vec::new(),
             text_hash: text_hash(text),
             stale_ids,
             pending: true,
-        };
-        let found = match old.filter(|m| m.pending && m.text_hash == entry.text_hash) {
-            Some(_) => port
-                .find_passages(remote, text)
-                .await
-                .map_err(|error| remote_error(remote, error))?,
-            None => Vec::new(),
+            pending_head: Some(head_of(text).to_string()),
         };
         if found.is_empty() {
             self.put_ledger(remote, entry.clone()).await?;
@@ -378,6 +422,7 @@ impl MirrorState {
             entry.remote_ids = found;
         }
         entry.pending = false;
+        entry.pending_head = None;
         self.put_ledger(remote, entry.clone()).await?;
         if !entry.stale_ids.is_empty() {
             self.delete_stale(remote, entry).await?;

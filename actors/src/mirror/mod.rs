@@ -20,10 +20,12 @@
 //! target delays the run (it is retried with backoff, and recall's own
 //! path never waits on it), and a restart runs every target once.
 //!
-//! A write is marked pending in the ledger before it is sent, so one whose
-//! answer was lost (a timeout, a crash) is looked for on the target before
-//! it is written again ([`MirrorPort::find_passages`]: Letta's archival
-//! insert takes text alone, so a passage is found by its text).
+//! A write is marked pending in the ledger before it is sent, with its
+//! text's first line (the `[SUMMARY:…]` marker and its period, no words of
+//! anyone's), so one whose answer was lost (a timeout, a crash) is looked
+//! for on the target before it is written again, or deleted once its
+//! summary is gone ([`lost_write`]: Letta's archival insert takes text
+//! alone, so a passage is found by its text).
 
 mod actor;
 
@@ -80,9 +82,110 @@ pub struct MirroredSummary {
     pub stale_ids: Vec<String>,
     /// A write of this text was begun and its answer not recorded (a
     /// timeout, a crash): the server may hold it, so the next try looks
-    /// for it first ([`MirrorPort::find_passages`]).
+    /// for it first ([`lost_write`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pending: bool,
+    /// While pending: the first line of the text being written (what its
+    /// first passage begins with), to find it by when the text is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_head: Option<String>,
+}
+
+/// A text's first line, with its line break: a summary's `[SUMMARY:…]`
+/// marker (its period follows on the next).
+pub fn head_of(text: &str) -> &str {
+    let first = text.find('\n').map_or(text.len(), |i| i + 1);
+    let second = text[first..]
+        .find('\n')
+        .map_or(text.len(), |i| first + i + 1);
+    &text[..second]
+}
+
+/// A passage of a remote agent, as listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub id: String,
+    pub text: String,
+}
+
+/// The shortest passage taken for a later chunk of a text it is part of
+/// (a shorter one may be anything the agent stored).
+const MIN_CHUNK_CHARS: usize = 32;
+
+/// The passages of a lost write whose text is gone, by its first line: each
+/// passage that begins with `head`, and the chunks listed right after it
+/// (the server stores one text's chunks together, in order) up to the one
+/// that closes the summary (`[/SUMMARY:…]`), none of `known`.
+fn by_head(listed: &[Listed], head: &str, known: &std::collections::HashSet<&str>) -> Vec<String> {
+    let Some(tag) = head
+        .strip_prefix("[SUMMARY:")
+        .and_then(|rest| rest.split_once(']'))
+        .map(|(tag, _)| tag)
+    else {
+        return Vec::new();
+    };
+    let closing = format!("[/SUMMARY:{tag}]");
+    let mut out = Vec::new();
+    for (i, p) in listed.iter().enumerate() {
+        if known.contains(p.id.as_str()) || !p.text.starts_with(head) {
+            continue;
+        }
+        out.push(p.id.clone());
+        if p.text.contains(&closing) {
+            continue;
+        }
+        for q in &listed[i + 1..] {
+            if known.contains(q.id.as_str()) || q.text.starts_with("[SUMMARY:") {
+                break;
+            }
+            out.push(q.id.clone());
+            if q.text.contains(&closing) {
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// The passages of `listed` that a write of `text` whose answer was lost
+/// left there, none of `known` (ids the ledger holds for other summaries
+/// or older texts): the passage that is `text`, or the chunks it was split
+/// into, found by their first (which begins as `text` does, marker and
+/// period included). With `text` gone (a summary deleted since) only its
+/// first line is known: the passages that begin with it. Nothing when no
+/// first chunk is there: the write did not arrive.
+pub fn lost_write(
+    listed: &[Listed],
+    text: Option<&str>,
+    head: &str,
+    known: &std::collections::HashSet<&str>,
+) -> Vec<String> {
+    let fresh = || listed.iter().filter(|p| !known.contains(p.id.as_str()));
+    let Some(text) = text else {
+        return by_head(listed, head, known);
+    };
+    let text = text.trim();
+    if let Some(p) = fresh().find(|p| p.text.trim() == text) {
+        return vec![p.id.clone()];
+    }
+    let Some(first) = fresh().find(|p| {
+        let t = p.text.trim();
+        t.len() >= head.trim().len() && t.starts_with(head.trim()) && text.starts_with(t)
+    }) else {
+        return Vec::new();
+    };
+    let rest = &text[first.text.trim().len()..];
+    std::iter::once(first.id.clone())
+        .chain(
+            fresh()
+                .filter(|p| p.id != first.id)
+                .filter(|p| {
+                    let t = p.text.trim();
+                    t.chars().count() >= MIN_CHUNK_CHARS && rest.contains(t)
+                })
+                .map(|p| p.id.clone()),
+        )
+        .collect()
 }
 
 /// The hash [`MirroredSummary::text_hash`] keeps (FNV-1a: the same in
@@ -152,14 +255,12 @@ pub trait MirrorPort: Send + Sync + 'static {
         remote: &'a str,
         text: &'a str,
     ) -> BoxFuture<'a, Result<Vec<String>, MirrorError>>;
-    /// The ids of agent `remote`'s passages that hold `text` (as one
-    /// passage, or as the chunks it was split into): what a write whose
-    /// answer was lost left there.
-    fn find_passages<'a>(
+    /// Every passage of agent `remote` (to find what a write whose answer
+    /// was lost left there: [`lost_write`]).
+    fn list_passages<'a>(
         &'a self,
         remote: &'a str,
-        text: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<String>, MirrorError>>;
+    ) -> BoxFuture<'a, Result<Vec<Listed>, MirrorError>>;
     /// Deletes a passage of agent `remote`; one that is gone already is
     /// not an error.
     fn delete_passage<'a>(
@@ -190,6 +291,55 @@ pub trait BlockSource: Send + Sync + 'static {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lost_write_is_found_by_its_first_chunk_and_never_among_known_ids() {
+        let text = "[SUMMARY:TOPIC]\nPeriod: 2026-03-02 to 2026-03-03\nTopics: lisbon\n\nAlice plans a trip to Lisbon in May with her sister Ana, tiles first.";
+        let head = head_of(text);
+        assert_eq!(head, "[SUMMARY:TOPIC]\nPeriod: 2026-03-02 to 2026-03-03\n");
+        let p = |id: &str, t: &str| Listed {
+            id: id.into(),
+            text: t.into(),
+        };
+        let (first, rest) = text.split_at(65);
+        let old_chunk = "Alice plans a trip to Lisbon in May with her sister Ana,";
+        let listed = [
+            p(
+                "old-1",
+                "[SUMMARY:TOPIC]\nPeriod: 2026-03-02 to 2026-03-02\nTopics: lisbon",
+            ),
+            p("old-2", old_chunk),
+            p("mine", "Lisbon"),
+            p("new-1", first),
+            p("new-2", rest),
+        ];
+        let none = std::collections::HashSet::new();
+        // Its chunks, by the first; the agent's own short note is not one.
+        let mut found = lost_write(&listed, Some(text), head, &none);
+        found.sort();
+        assert_eq!(found, ["new-1", "new-2", "old-2"]);
+        // An older version's chunk the ledger holds is left alone.
+        let known: std::collections::HashSet<&str> = ["old-2"].into();
+        let mut found = lost_write(&listed, Some(text), head, &known);
+        found.sort();
+        assert_eq!(found, ["new-1", "new-2"]);
+        // No first chunk: the write did not arrive.
+        assert!(lost_write(&listed[..3], Some(text), head, &none).is_empty());
+        // The whole text as one passage.
+        let whole = [p("w", text)];
+        assert_eq!(lost_write(&whole, Some(text), head, &none), ["w"]);
+        // The text gone: what begins with its first line, and the chunks
+        // after it up to the one that closes the summary.
+        let closed = format!("{rest}\n[/SUMMARY:TOPIC]");
+        let chunks = [
+            p("new-1", first),
+            p("new-2", &closed),
+            p("next", "[SUMMARY:SESSION]\nPeriod: x\n\nOther."),
+        ];
+        assert_eq!(lost_write(&chunks, None, head, &none), ["new-1", "new-2"]);
+        assert_eq!(lost_write(&listed, None, head, &none), ["new-1", "new-2"]);
+        assert!(lost_write(&listed, None, "", &none).is_empty());
+    }
 
     #[test]
     fn refusals_are_the_4xx_a_retry_would_not_mend() {

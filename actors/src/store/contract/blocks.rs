@@ -265,6 +265,7 @@ pub(super) async fn the_mirror_ledger_keeps_each_remote_agents_entries_apart(h: 
         text_hash: ids.len() as u64 * 7 + u64::MAX / 3,
         stale_ids: ids.iter().skip(1).map(|s| format!("{s}-old")).collect(),
         pending: ids.len() == 1,
+        pending_head: (ids.len() == 1).then(|| "[SUMMARY:SESSION]\n".to_string()),
     };
     assert!(b.mirrored("agent-1").await.unwrap().is_empty());
     b.put_mirrored("agent-1", &entry(one, &["passage-a"]))

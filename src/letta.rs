@@ -218,7 +218,13 @@ impl LettaMirror {
                     .await?,
             )?;
             let full = page.len() >= PAGE;
-            after = page.last().map(|p| p.id.clone());
+            let next = page.last().map(|p| p.id.clone());
+            // (A server that ignored the cursor would answer the same
+            // page again: the listing stops rather than go round.)
+            if next.is_some() && next == after {
+                return Ok(all);
+            }
+            after = next;
             all.extend(page.into_iter().map(|p| Listed {
                 id: p.id,
                 text: p.text,

@@ -24,6 +24,9 @@ impl Runtime {
         if let Some(r) = &inner.rollup {
             let _ = r.kill_and_wait(Some(Duration::from_secs(5))).await;
         }
+        if let Some(m) = inner.mirror.get() {
+            let _ = m.actor.kill_and_wait(Some(Duration::from_secs(5))).await;
+        }
         let _ = inner
             .supervisor
             .kill_and_wait(Some(Duration::from_secs(5)))

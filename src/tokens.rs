@@ -282,6 +282,19 @@ mod tests {
         assert!(hf.validate().is_err());
     }
 
+    impl CountCache {
+        /// How many counts it holds, in every shard and generation.
+        fn held_count(&self) -> usize {
+            self.shards
+                .iter()
+                .map(|s| {
+                    let g = s.lock().unwrap();
+                    g.newer.len() + g.older.len()
+                })
+                .sum()
+        }
+    }
+
     /// Counts each text's characters, and how many texts it was asked.
     struct Counting(std::sync::atomic::AtomicUsize);
 
@@ -306,15 +319,7 @@ mod tests {
         for i in 0..1000 {
             cache.count(&format!("text {i}"));
         }
-        let held: usize = cache
-            .shards
-            .iter()
-            .map(|s| {
-                let g = s.lock().unwrap();
-                g.newer.len() + g.older.len()
-            })
-            .sum();
-        assert!(held <= 64 + SHARDS, "{held}");
+        assert!(cache.held_count() <= 64 + SHARDS, "{}", cache.held_count());
         // texts read again and again from the older generation stay
         // within the bound too
         for round in 0..4 {
@@ -322,15 +327,7 @@ mod tests {
                 cache.count(&format!("text {}", (i * 7 + round) % 1000));
             }
         }
-        let held: usize = cache
-            .shards
-            .iter()
-            .map(|s| {
-                let g = s.lock().unwrap();
-                g.newer.len() + g.older.len()
-            })
-            .sum();
-        assert!(held <= 64 + SHARDS, "{held}");
+        assert!(cache.held_count() <= 64 + SHARDS, "{}", cache.held_count());
         let before = asked();
         assert_eq!(cache.count("héllo"), 5);
         assert_eq!(asked(), before + 1);

@@ -30,6 +30,9 @@ use crate::common::settle;
 
 type Res = anyhow::Result<()>;
 
+/// What alice says in her second call (her topic grows with it).
+const FLIGHTS: &str = "Ana booked the flights to Lisbon for the 12th.";
+
 /// Texts longer than this are stored as two passages, as Letta stores a
 /// text longer than its chunk size as several.
 const CHUNK: usize = 400;
@@ -368,13 +371,7 @@ async fn summaries_and_blocks_reach_letta_an_outage_only_delays_them_and_restart
     // Letta goes down: a call ends, recall's own reads answer at once, and
     // nothing reaches Letta.
     letta.set_down(true);
-    call(
-        &rt,
-        "alice",
-        "c3",
-        "Ana booked the flights to Lisbon for the 12th.",
-    )
-    .await?;
+    call(&rt, "alice", "c3", FLIGHTS).await?;
     wait(&rt, Duration::from_secs(2)).await;
     let ctx = rt
         .context(
@@ -467,13 +464,7 @@ async fn a_replaced_passage_that_could_not_be_deleted_goes_on_a_later_run() -> R
     // Her topic grows while Letta refuses deletions: the new text is
     // there, the old one still too.
     letta.set_deletes_fail(true);
-    call(
-        &rt,
-        "alice",
-        "c2",
-        "Ana booked the flights to Lisbon for the 12th.",
-    )
-    .await?;
+    call(&rt, "alice", "c2", FLIGHTS).await?;
     assert!(rt.sync_mirror().await.is_err());
     let topics = letta.layer("agent-alice", "TOPIC");
     assert_eq!(topics.len(), 2, "{topics:#?}");
@@ -555,13 +546,7 @@ async fn a_write_whose_answer_was_lost_is_found_not_written_again() -> Res {
     // A second call's writes are lost too, and she is forgotten before
     // they are tried again: found by their first line, and deleted.
     letta.lose_answers(true);
-    call(
-        &rt,
-        "alice",
-        "c2",
-        "Ana booked the flights to Lisbon for the 12th.",
-    )
-    .await?;
+    call(&rt, "alice", "c2", FLIGHTS).await?;
     assert!(rt.sync_mirror().await.is_err());
     letta.lose_answers(false);
     assert!(letta
